@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# test_cli.sh - the command line: --help everywhere, exit status 2 with a
+# one-line reason on bad usage, and `parley serve` starting, announcing
+# itself and stopping cleanly (exit 0) on SIGTERM and SIGINT.
+. "$(dirname "$0")/lib.sh"
+
+expect_status 0 "$PARLEY" --help
+expect_grep '^commands:' "$TEST_TMP/out"
+expect_status 0 "$PARLEY" --version
+expect_grep '^parley [0-9]+\.[0-9]+\.[0-9]+' "$TEST_TMP/out"
+for cmd in serve bench "bench runtime"; do
+    # shellcheck disable=SC2086
+    expect_status 0 "$PARLEY" $cmd --help
+    expect_grep '^usage: parley' "$TEST_TMP/out"
+done
+
+expect_status 2 "$PARLEY"
+expect_status 2 "$PARLEY" frobnicate
+expect_grep "unknown command 'frobnicate'" "$TEST_TMP/err"
+expect_status 2 "$PARLEY" serve --workers 0
+expect_grep 'workers wants a whole number' "$TEST_TMP/err"
+expect_status 2 "$PARLEY" serve --workers many
+expect_status 2 "$PARLEY" serve --no-such-flag
+expect_status 2 "$PARLEY" serve --log-level loud
+expect_status 2 "$PARLEY" serve stray-argument
+expect_status 2 "$PARLEY" bench nothing
+expect_status 2 "$PARLEY" bench runtime --runs 0
+[ "$(wc -l <"$TEST_TMP/err")" -eq 1 ] || fail "usage errors must be one line: $(cat "$TEST_TMP/err")"
+
+# serve: waits for the announcement on stdout (no sleeping), then a signal.
+for sig in TERM INT; do
+    data="$TEST_TMP/data-$sig"
+    coproc SRV { exec "$PARLEY" serve --data "$data" --workers 2 --log-level warn; }
+    pid=$SRV_PID
+    read -r -t 60 -u "${SRV[0]}" line || fail "serve printed nothing within 60 s"
+    [[ "$line" == *"runtime up with 2 worker loops"* ]] || fail "unexpected first line: $line"
+    [ -d "$data" ] || fail "serve did not create its data directory"
+    kill -"$sig" "$pid"
+    rc=0
+    wait "$pid" || rc=$?
+    [ "$rc" -eq 0 ] || fail "serve exited $rc after SIG$sig, wanted 0"
+done
+
+# a data directory that cannot be created is a clear failure, not a crash
+touch "$TEST_TMP/file"
+expect_status 1 "$PARLEY" serve --data "$TEST_TMP/file/sub"
+expect_grep 'cannot start on data directory' "$TEST_TMP/err"
+echo "ok"

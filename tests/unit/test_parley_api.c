@@ -1,0 +1,77 @@
+/*
+ * test_parley_api.c - the public embedding header: open and close an
+ * instance, what it creates, and the errors it reports.
+ */
+#include "runtime/parley.h"
+
+#include <check.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static char dir[256];
+
+static void make_tmp(void)
+{
+    snprintf(dir, sizeof(dir), "/tmp/parley-api-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+}
+
+START_TEST(test_open_close)
+{
+    make_tmp();
+    char data[300];
+    snprintf(data, sizeof(data), "%s/data", dir);
+    pl_options o = {.workers = 2, .data_dir = data};
+    pl_instance *p = NULL;
+    ck_assert_int_eq(pl_open(&o, &p), 0);
+    ck_assert_int_eq(pl_workers(p), 2);
+    struct stat st;
+    ck_assert_int_eq(stat(data, &st), 0);
+    ck_assert(S_ISDIR(st.st_mode));
+    pl_close(p);
+    rmdir(data);
+    rmdir(dir);
+}
+END_TEST
+
+START_TEST(test_errors)
+{
+    make_tmp();
+    char file[300], bad[320];
+    snprintf(file, sizeof(file), "%s/file", dir);
+    snprintf(bad, sizeof(bad), "%s/sub", file);
+    FILE *f = fopen(file, "w");
+    fclose(f);
+    pl_options o = {.workers = 1, .data_dir = bad};
+    pl_instance *p = NULL;
+    int r = pl_open(&o, &p);
+    ck_assert_int_eq(r, -ENOTDIR);
+    ck_assert_ptr_null(p);
+    ck_assert_str_eq(pl_strerror(r), strerror(ENOTDIR));
+    pl_options neg = {.workers = -1, .data_dir = dir};
+    ck_assert_int_lt(pl_open(&neg, &p), 0);
+    ck_assert_str_eq(pl_strerror(pl_open(&o, NULL)), "invalid argument");
+    ck_assert_ptr_nonnull(pl_version());
+    pl_close(NULL);
+    unlink(file);
+    rmdir(dir);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("parley_api");
+    TCase *tc = tcase_create("lifecycle");
+    tcase_add_test(tc, test_open_close);
+    tcase_add_test(tc, test_errors);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

@@ -1,0 +1,37 @@
+/*
+ * cli.h - the `parley` command: subcommands and what they share.
+ *
+ * Exit status, for scripts: 0 success, 1 the command ran and found or hit a
+ * failure, 2 bad usage or unreadable input.
+ */
+#ifndef PARLEY_CLI_H
+#define PARLEY_CLI_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
+
+typedef struct cli_cmd {
+    const char *name;
+    const char *summary;
+    int (*run)(int argc, char **argv); /* argv[0] is the command's name */
+} cli_cmd;
+
+/* Print a one-line error prefixed by the command, plus a hint to --help;
+ * returns CLI_USAGE. */
+int cli_usage_error(const char *cmd, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Parse a positive int option value; false (and a message) if invalid. */
+bool cli_parse_int(const char *cmd, const char *opt, const char *val, int min, int max,
+                   int *out);
+
+int cmd_serve(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+int bench_runtime(int argc, char **argv);
+
+/* Benchmarks: the median of n samples (sorts them in place). */
+double cli_median(double *v, int n);
+double cli_now_s(void);
+
+#endif

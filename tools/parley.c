@@ -1,0 +1,98 @@
+/*
+ * parley.c - `parley`, the one program: a table of subcommands.
+ */
+#include "cli.h"
+
+#include "runtime/rt.h"
+
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static const cli_cmd commands[] = {
+    {"serve", "run the server on a local data directory", cmd_serve},
+    {"bench", "run a benchmark: parley bench <name> (runtime)", cmd_bench},
+};
+#define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: parley <command> [options]\n"
+               "       parley <command> --help\n"
+               "       parley --version\n\n"
+               "parley hosts many AI-agent conversations in one process: it checks each\n"
+               "event against the tool-call rules of LLM APIs, makes it durable in an\n"
+               "append-only log, and streams it to whoever is watching.\n\n"
+               "commands:\n");
+    for (size_t i = 0; i < NCOMMANDS; i++)
+        fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].summary);
+    fprintf(f, "\nenvironment: PARLEY_LOG=debug|info|warn|error|off sets the log level.\n");
+}
+
+int cli_usage_error(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "parley %s: ", cmd);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, " (see: parley %s --help)\n", cmd);
+    return CLI_USAGE;
+}
+
+bool cli_parse_int(const char *cmd, const char *opt, const char *val, int min, int max,
+                   int *out)
+{
+    char *end;
+    long v = strtol(val, &end, 10);
+    if (*val == '\0' || *end != '\0' || v < min || v > max) {
+        cli_usage_error(cmd, "%s wants a whole number from %d to %d, not '%s'", opt, min, max,
+                        val);
+        return false;
+    }
+    *out = (int)v;
+    return true;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double cli_median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof(double), cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+double cli_now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return CLI_USAGE;
+    }
+    const char *name = argv[1];
+    if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0 || strcmp(name, "help") == 0) {
+        usage(stdout);
+        return CLI_OK;
+    }
+    if (strcmp(name, "--version") == 0) {
+        printf("parley %s\n", PARLEY_VERSION);
+        return CLI_OK;
+    }
+    for (size_t i = 0; i < NCOMMANDS; i++)
+        if (strcmp(name, commands[i].name) == 0)
+            return commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "parley: unknown command '%s' (see: parley --help)\n", name);
+    return CLI_USAGE;
+}

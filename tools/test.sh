@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# test.sh - quick start (2): install what is missing, build, and run the whole
+# test suite through ctest: once in a plain build, once under ASan+UBSan, and
+# the unit suites once more under TSan. Warnings are errors. Exits non-zero
+# if anything fails.
+#
+#   tools/test.sh           everything (what CI runs)
+#   tools/test.sh --quick   the plain build only
+set -euo pipefail
+cd "$(dirname "$0")/.."
+quick=0
+case "${1:-}" in
+    --quick) quick=1 ;;
+    "") ;;
+    *) echo "usage: tools/test.sh [--quick]" >&2; exit 2 ;;
+esac
+tools/bootstrap.sh
+jobs=$(nproc)
+
+suite() { # suite DIR LABEL-REGEX CMAKE-ARGS...
+    local dir=$1 regex=$2
+    shift 2
+    echo "== $dir: configure and build" >&2
+    cmake -S . -B "$dir" -DPARLEY_WERROR=ON "$@" >/dev/null
+    cmake --build "$dir" -j"$jobs" >/dev/null
+    echo "== $dir: ctest" >&2
+    (cd "$dir" && ctest --output-on-failure -j"$jobs" -R "$regex")
+}
+
+suite build '.' -DCMAKE_BUILD_TYPE=RelWithDebInfo
+if [ $quick -eq 0 ]; then
+    suite build-asan '.' -DCMAKE_BUILD_TYPE=Debug -DPARLEY_SANITIZE=address,undefined
+    suite build-tsan '^unit/' -DCMAKE_BUILD_TYPE=Debug -DPARLEY_SANITIZE=thread
+fi
+echo "== all tests passed" >&2
