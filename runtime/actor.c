@@ -114,21 +114,30 @@ int rt_spawn(rt_runtime *rt, const rt_spawn_opts *o, rt_actor **out)
         }
         return RT_ENOMEM;
     }
-    /* the parent waits for this START before it may finish a shutdown */
+    /* From outside, the check of `stopping` and the wake-up that follows
+     * happen under the in-flight guard, so the loops are still there. Past
+     * the check the spawn cannot fail: START always runs, if only to find
+     * the parent gone (then the actor is started and stopped at once). */
+    bool outside = rt__outside(rt);
+    if (outside) {
+        atomic_fetch_add(&rt->inflight, 1);
+        if (atomic_load(&rt->stopping)) {
+            atomic_fetch_sub(&rt->inflight, 1);
+            free(start);
+            rt_actor_unref(a->parent);
+            free(a);
+            return RT_ECLOSED;
+        }
+    }
+    /* the parent does not finish a shutdown while this START is pending */
     atomic_fetch_add(&parent->pending, 1);
     if (out != NULL)
         *out = rt_actor_ref(a);
-    int r = rt__deliver(a, start);
-    if (r < 0) {
-        /* only when shutdown began meanwhile: nobody else has seen `a` */
-        atomic_fetch_sub(&parent->pending, 1);
-        free(start);
-        if (out != NULL)
-            *out = NULL;
-        rt_actor_unref(a->parent);
-        free(a);
-    }
-    return r;
+    if (rt_mpsc_push(&a->mbox, &start->node))
+        rt__schedule(a);
+    if (outside)
+        atomic_fetch_sub(&rt->inflight, 1);
+    return 0;
 }
 
 /* Build fresh state: a new incarnation. Runs on the home loop with the actor
@@ -252,30 +261,25 @@ static void actor_exit(rt_actor *a, int reason)
     rt__actor_notify_exit(a, reason);
 }
 
-/* START: join the parent's current incarnation, then init. A parent that
- * is shutting down still adopts the child, so that what was queued for it
- * before the shutdown is handled, and is nudged to go on stopping: the child
- * is now its last, and stops first. */
+/* START: join the parent's current incarnation, then init. A parent whose
+ * own START has not run yet (it can trail its child in the run list when a
+ * concurrent push makes its first pop come back empty) is waited for. A
+ * parent that is gone, or restarted since, refuses the child, which is then
+ * started and stopped at once: every actor that rt_spawn accepted sees init
+ * and stop, whatever happens around it. */
 static void actor_start(rt_actor *a)
 {
     rt_actor *p = a->parent;
-    int adopted = RT_ADOPT_YES;
-    if (p != NULL) {
-        atomic_fetch_sub(&p->pending, 1);
-        adopted = rt__sup_adopt(p, a);
-        if (adopted == RT_ADOPT_NO) {
-            rt__actor_close(a);
-            return;
-        }
+    if (p != NULL && p->status == RT_A_NEW) {
+        a->status = RT_A_WAITING;
+        return;
     }
+    bool adopted = p == NULL || rt__sup_adopt(p, a);
     int r = rt__actor_init(a);
-    if (r < 0)
+    if (!adopted)
+        rt__actor_close(a);
+    else if (r < 0)
         rt__actor_notify_exit(a, r);
-    if (adopted == RT_ADOPT_STOPPING) {
-        rt_msg *m = rt__msg_new(RT_SYS_STOP, 0, NULL);
-        if (m != NULL && rt__deliver(p, m) < 0)
-            free(m);
-    }
 }
 
 static int call_handler(rt_actor *a, rt_msg *m)
@@ -299,9 +303,8 @@ static void dispatch(rt_actor *a, rt_msg *m)
         actor_start(a);
     } else if (a->status != RT_A_RUNNING) {
         unanswered = RT_ECLOSED;
-    } else if ((m->kind == RT_SYS_STOP || m->kind == RT_SYS_EXIT) &&
-               !(a->beh->flags & RT_BEH_SYSMSG)) {
-        if (m->kind == RT_SYS_STOP)
+    } else if (m->kind < RT_KIND_ERROR && !(a->beh->flags & RT_BEH_SYSMSG)) {
+        if (m->kind == RT_SYS_STOP) /* the rest concern supervisors only */
             actor_exit(a, RT_OK);
     } else if (!(m->flags & RT_MSGF_TIMER) ||
                m->epoch == atomic_load_explicit(&a->epoch, memory_order_relaxed)) {
@@ -320,8 +323,10 @@ void rt__actor_turn(rt_loop *l, rt_actor *a)
 {
     rt_actor *saved = rt__tl_actor;
     rt__tl_actor = a;
+    if (a->status == RT_A_WAITING)
+        actor_start(a);
     int n = 0;
-    for (; n < RT_BATCH && a->status != RT_A_PARKED; n++) {
+    for (; n < RT_BATCH && a->status != RT_A_PARKED && a->status != RT_A_WAITING; n++) {
         rt_mpsc_node *node = rt_mpsc_pop(&a->mbox);
         if (node == NULL)
             break;
@@ -336,8 +341,8 @@ void rt__actor_turn(rt_loop *l, rt_actor *a)
     rt__tl_actor = saved;
     if (a->status == RT_A_PARKED)
         a->claimed = 1; /* keep the mailbox and the run ref until resumed */
-    else if (n == RT_BATCH || !rt_mpsc_mark_idle(&a->mbox))
-        rt__loop_run_push(l, a);
+    else if (a->status == RT_A_WAITING || n == RT_BATCH || !rt_mpsc_mark_idle(&a->mbox))
+        rt__loop_run_push(l, a); /* a waiting child retries behind its parent */
     else
         rt_actor_unref(a);
 }

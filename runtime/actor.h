@@ -15,9 +15,13 @@
  * queued, answering any requests among it with RT_KIND_ERROR/RT_ECLOSED.
  *
  * References: rt_spawn hands the caller a reference when asked (`out`); the
- * caller gives it back with rt_actor_unref. A reference keeps the memory
- * valid, not the actor running. Any thread may send to an actor it holds a
- * reference to.
+ * caller gives it back with rt_actor_unref, before rt_runtime_free. A
+ * reference keeps the memory valid, not the actor running. Any thread may
+ * send to an actor it holds a reference to.
+ *
+ * Every actor that rt_spawn accepted runs init, and stop if init succeeded,
+ * even when its supervisor is gone by the time it starts (it is then
+ * stopped at once).
  */
 #ifndef RT_ACTOR_H
 #define RT_ACTOR_H
@@ -38,7 +42,8 @@ enum {
 typedef struct rt_behaviour {
     const char *name; /* for logs */
     /* Build fresh state from arg into *state; 0 or a negative error (which
-     * counts as a failure). NULL: the state is arg itself. */
+     * counts as a failure; then init frees what it allocated, and stop is
+     * not called). NULL: the state is arg itself. */
     int (*init)(rt_actor *self, void *arg, void **state);
     /* Handle one message (borrowed: it is freed after return). 0 to continue,
      * RT_DONE to exit normally, negative to fail. */
@@ -59,14 +64,17 @@ typedef enum {
 
 typedef struct rt_spawn_opts {
     const rt_behaviour *beh;
-    void *arg;                 /* handed to init at every (re)start */
-    void (*arg_free)(void *);  /* if set, called on arg when the actor is freed */
-    int loop;                  /* home loop index, or RT_LOOP_ANY: the calling loop,
-                                  else round-robin. Ignored when parent is set. */
-    rt_actor *parent;          /* supervisor (children live on its loop); NULL: the
-                                  home loop's root supervisor */
-    rt_restart restart;        /* default RT_TEMPORARY */
-    uint32_t mailbox_cap;      /* 0: unbounded; else sends beyond it fail with RT_EFULL */
+    void *arg;                /* handed to init at every (re)start */
+    void (*arg_free)(void *); /* if set, called on arg when the actor is freed */
+    int loop;                 /* home loop index, or RT_LOOP_ANY: the calling loop,
+                                 else round-robin. Ignored when parent is set. */
+    rt_actor *parent;         /* supervisor (children live on its loop); NULL: the
+                                 home loop's root supervisor */
+    rt_restart restart;       /* default RT_TEMPORARY */
+    uint32_t mailbox_cap;     /* 0: unbounded; else rt_send/rt_ask beyond it fail with
+                                 RT_EFULL. Only those count: the runtime's own messages
+                                 (START, STOP), replies, error replies and timer ticks
+                                 always get through, or answers and stops would be lost. */
 } rt_spawn_opts;
 
 /* Create an actor; START is its first message. Any thread. With `out`, the
@@ -82,9 +90,10 @@ rt_runtime *rt_actor_runtime(const rt_actor *a);
 /* The actor whose handler (or init/stop) is running on this thread, or NULL. */
 rt_actor *rt_self(void);
 
-/* Post a message. Any thread. On success the message takes the caller's
- * reference to buf; on failure (RT_ECLOSED, RT_EFULL, RT_ENOMEM) the caller
- * keeps it. Never blocks. */
+/* Post a message. Any thread. `kind` is RT_KIND_USER or above (RT_EINVAL
+ * otherwise). On success the message takes the caller's reference to buf;
+ * on failure (RT_ECLOSED, RT_EFULL, RT_ENOMEM) the caller keeps it. Never
+ * blocks. */
 int rt_send(rt_actor *to, uint32_t kind, uint64_t arg, rt_buf *buf);
 /* Post a request: like rt_send, plus a reply address; `reply_to` receives
  * exactly one answer: the receiver's reply or an RT_KIND_ERROR message. */
@@ -101,7 +110,9 @@ int rt_reply(rt_msg *req, uint32_t kind, int32_t status, uint64_t arg, rt_buf *b
  * append is durable). Complete it exactly once with rt_promise_reply or
  * rt_promise_fail; a promise that is never completed leaves its asker
  * waiting (or timing out), so state that holds promises must fail them in
- * the behaviour's stop. A zero promise (no request) completes as a no-op. */
+ * the behaviour's stop. Completing zeroes the promise. Completing a zero
+ * promise (a message that was no request, or one completed already) does
+ * nothing: rt_promise_reply returns RT_EINVAL and does not take buf. */
 typedef struct rt_promise {
     rt_actor *to;
     uint32_t req_kind;
@@ -116,8 +127,7 @@ void rt_promise_fail(rt_promise *p, int32_t status);
  * handler, init or timer message; elsewhere it aborts the process. The
  * handler is abandoned at that point (longjmp), so use it where nothing the
  * handler allocated locally would leak. */
-#define RT_ASSERT(cond)                                                                            \
-    ((cond) ? (void)0 : rt__assert_fail(__FILE__, __LINE__, #cond))
+#define RT_ASSERT(cond) ((cond) ? (void)0 : rt__assert_fail(__FILE__, __LINE__, #cond))
 _Noreturn void rt__assert_fail(const char *file, int line, const char *expr);
 
 #endif

@@ -9,10 +9,10 @@
 
 enum {
     RT_OK = 0,
-    RT_EINVAL = -1001,    /* a bad argument, e.g. a NULL behaviour */
-    RT_ENOMEM = -1002,    /* allocation failed */
-    RT_ECLOSED = -1003,   /* the actor has stopped, or the runtime is shutting down */
-    RT_EFULL = -1004,     /* the bounded mailbox is full: retry later or push back on the producer */
+    RT_EINVAL = -1001,  /* a bad argument, e.g. a NULL behaviour */
+    RT_ENOMEM = -1002,  /* allocation failed */
+    RT_ECLOSED = -1003, /* the actor has stopped, or the runtime is shutting down */
+    RT_EFULL = -1004,   /* the bounded mailbox is full: retry later or push back on the producer */
     RT_ETIMEDOUT = -1005, /* a call's deadline passed before its reply */
     RT_ENOREPLY = -1006,  /* the receiver finished with a request without replying */
     RT_EFAIL = -1007,     /* a handler failed without saying why */

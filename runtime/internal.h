@@ -21,6 +21,7 @@ typedef struct rt_timer_rec rt_timer_rec;
 
 enum rt_status {
     RT_A_NEW = 0, /* spawned, START not handled yet */
+    RT_A_WAITING, /* START handled, but the parent's own START has not run yet */
     RT_A_RUNNING, /* has state, handles messages */
     RT_A_PARKED,  /* exited or failed, no state: waits for its supervisor */
     RT_A_CLOSED,  /* for good: sends refused, mailbox drained */
@@ -47,19 +48,19 @@ struct rt_actor {
     void (*arg_free)(void *);
     uint64_t id;
     _Atomic uint32_t refs;
-    _Atomic uint32_t closed; /* (any) set once: sends fail from then on */
-    _Atomic uint32_t epoch;  /* incarnation, bumped at each init; written (home) only */
-    uint32_t parent_epoch;   /* the parent's incarnation this child was spawned under */
-    uint8_t status;          /* (home) enum rt_status */
-    uint8_t restart;         /* rt_restart */
-    uint8_t claimed;         /* (home) parked with its mailbox claimed: holds a run ref */
-    uint8_t linked;          /* (home) in its parent's child list */
-    uint32_t qcap;           /* bound of the mailbox, 0 none */
-    _Atomic uint32_t qlen;   /* (any) counted messages queued */
+    _Atomic uint32_t closed;  /* (any) set once: sends fail from then on */
+    _Atomic uint32_t epoch;   /* incarnation, bumped at each init; written (home) only */
+    uint32_t parent_epoch;    /* the parent's incarnation this child was spawned under */
+    uint8_t status;           /* (home) enum rt_status */
+    uint8_t restart;          /* rt_restart */
+    uint8_t claimed;          /* (home) parked with its mailbox claimed: holds a run ref */
+    uint8_t linked;           /* (home) in its parent's child list */
+    uint32_t qcap;            /* bound of the mailbox, 0 none */
+    _Atomic uint32_t qlen;    /* (any) counted messages queued */
     _Atomic uint32_t pending; /* (any) supervisors: children spawned, START not yet run */
-    rt_actor *parent;        /* supervisor; holds a reference while set */
-    rt_actor *prev, *next;   /* (home) siblings in the parent's child list */
-    rt_timer_rec *timers;    /* (home) */
+    rt_actor *parent;         /* supervisor; holds a reference while set */
+    rt_actor *prev, *next;    /* (home) siblings in the parent's child list */
+    rt_timer_rec *timers;     /* (home) */
 };
 
 struct rt_loop {
@@ -70,10 +71,10 @@ struct rt_loop {
     uv_thread_t thread;
     rt_runtime *rt;
     int index;
-    rt_mpsc inject;            /* actors scheduled from other threads */
-    _Atomic int wake_pending;  /* an uv_async_send is on its way */
-    _Atomic int closing;       /* shutdown's last step: drain and close handles */
-    rt_mpsc_node *run_head;    /* (home) FIFO of actors to run */
+    rt_mpsc inject;           /* actors scheduled from other threads */
+    _Atomic int wake_pending; /* an uv_async_send is on its way */
+    _Atomic int closing;      /* shutdown's last step: drain and close handles */
+    rt_mpsc_node *run_head;   /* (home) FIFO of actors to run */
     rt_mpsc_node *run_tail;
     size_t run_len;
     rt_actor *root;   /* root supervisor */
@@ -120,8 +121,7 @@ void rt__actor_notify_exit(rt_actor *a, int reason);
 
 /* sup.c */
 extern const rt_behaviour rt__sup_behaviour;
-enum { RT_ADOPT_NO = 0, RT_ADOPT_YES, RT_ADOPT_STOPPING };
-int rt__sup_adopt(rt_actor *sup, rt_actor *child);
+bool rt__sup_adopt(rt_actor *sup, rt_actor *child);
 void rt__sup_unlink(rt_actor *sup, rt_actor *child);
 int rt__sup_new_root(rt_loop *l);
 

@@ -25,6 +25,7 @@ enum {
     RT_SYS_START = 1, /* run the behaviour's init: first message of every actor */
     RT_SYS_STOP = 2,  /* exit normally once what is queued before it is handled */
     RT_SYS_EXIT = 3,  /* to a supervisor: a child exited (runtime use) */
+    RT_SYS_KICK = 4,  /* to a supervisor: a child it waited for has started */
     /* Delivered to handlers: a request of yours could not be answered.
      * status says why (RT_ECLOSED, RT_ENOREPLY, RT_ETIMEDOUT, a handler's
      * failure code...), arg holds the kind of the request. */

@@ -7,7 +7,8 @@
  * from then on, each root supervisor stops its children in reverse start
  * order (each handles what was already queued for it), then every loop
  * drains and closes its handles. rt_runtime_free waits for all that, joins
- * the threads and frees everything; it must not run on a loop thread.
+ * the threads and frees everything; it must not run on a loop thread, and
+ * every actor reference taken from the runtime must have been given back.
  */
 #ifndef RT_RUNTIME_H
 #define RT_RUNTIME_H
@@ -19,8 +20,10 @@ typedef struct rt_actor rt_actor;
 
 typedef struct rt_opts {
     int loops; /* worker threads; 0 = number of cores */
-    /* Called on a loop thread when a root supervisor's child (one spawned
-     * without a parent, or a top-level supervisor) fails; NULL: log it. */
+    /* Called on a loop thread whenever a root supervisor's child (one
+     * spawned without a parent, or a top-level supervisor) fails, after the
+     * child's stop ran and before it is restarted (permanent, transient) or
+     * closed. `a` is borrowed. Failures are logged either way. */
     void (*on_failure)(void *ctx, rt_actor *a, int reason);
     void *ctx;
 } rt_opts;

@@ -28,7 +28,7 @@ typedef struct sup_cfg {
 
 typedef struct sup_state {
     const sup_cfg *cfg;
-    rt_actor *first, *last; /* children in start order */
+    rt_actor *first, *last;   /* children in start order */
     rt_actor *stopping_child; /* during shutdown: the child told to stop */
     bool stopping;
     size_t nstamps; /* recent restart times, oldest first */
@@ -43,13 +43,28 @@ static void close_all(sup_state *s)
         rt__actor_close(s->last); /* unlinks it */
 }
 
-int rt__sup_adopt(rt_actor *sup, rt_actor *child)
+static void kick(rt_actor *sup)
 {
+    rt_msg *m = rt__msg_new(RT_SYS_KICK, 0, NULL);
+    if (m != NULL && rt__deliver(sup, m) < 0)
+        free(m);
+}
+
+/* A child's START: one pending start less, and the child joins the list if
+ * it belongs to this incarnation. A stopping supervisor still adopts it, so
+ * that what was queued for the child is handled, and is kicked to go on: it
+ * may have been waiting for this very start. */
+bool rt__sup_adopt(rt_actor *sup, rt_actor *child)
+{
+    atomic_fetch_sub(&sup->pending, 1);
+    if (sup->status != RT_A_RUNNING)
+        return false;
     sup_state *s = sup->state;
     uint32_t epoch = atomic_load_explicit(&sup->epoch, memory_order_relaxed);
-    if (sup->status != RT_A_RUNNING ||
-        (child->parent_epoch != 0 && child->parent_epoch != epoch))
-        return RT_ADOPT_NO;
+    if (s->stopping)
+        kick(sup);
+    if (child->parent_epoch != 0 && child->parent_epoch != epoch)
+        return false;
     child->prev = s->last;
     child->next = NULL;
     if (s->last != NULL)
@@ -58,7 +73,7 @@ int rt__sup_adopt(rt_actor *sup, rt_actor *child)
         s->first = child;
     s->last = child;
     child->linked = 1;
-    return s->stopping ? RT_ADOPT_STOPPING : RT_ADOPT_YES;
+    return true;
 }
 
 void rt__sup_unlink(rt_actor *sup, rt_actor *child)
@@ -81,8 +96,7 @@ void rt__sup_unlink(rt_actor *sup, rt_actor *child)
 
 rt_actor *rt_sup_child(rt_actor *sup, size_t i)
 {
-    if (sup->beh != &rt__sup_behaviour || sup->status != RT_A_RUNNING ||
-        rt__tl_loop != sup->loop)
+    if (sup->beh != &rt__sup_behaviour || sup->status != RT_A_RUNNING || rt__tl_loop != sup->loop)
         return NULL;
     sup_state *s = sup->state;
     rt_actor *c = s->first;
@@ -189,10 +203,10 @@ static int on_child_exit(rt_actor *self, sup_state *s, rt_actor *c, int reason, 
         rt__actor_close(c);
         return stop_next(self, s);
     }
+    if (reason < 0 && s->cfg->intensity == 0)
+        report_failure(c, reason); /* a root: tell the embedder */
     bool again = c->restart == RT_PERMANENT || (c->restart == RT_TRANSIENT && reason < 0);
     if (!again) {
-        if (reason < 0 && s->cfg->intensity == 0)
-            report_failure(c, reason);
         rt__actor_close(c);
         return 0;
     }
@@ -218,8 +232,11 @@ static int sup_init(rt_actor *self, void *arg, void **state)
     *state = s;
     for (size_t i = 0; i < cfg->nspecs; i++) {
         const rt_child_spec *cs = &cfg->specs[i];
-        rt_spawn_opts o = {.beh = cs->beh, .arg = cs->arg, .parent = self,
-                           .restart = cs->restart, .mailbox_cap = cs->mailbox_cap};
+        rt_spawn_opts o = {.beh = cs->beh,
+                           .arg = cs->arg,
+                           .parent = self,
+                           .restart = cs->restart,
+                           .mailbox_cap = cs->mailbox_cap};
         int r = rt_spawn(self->loop->rt, &o, NULL);
         if (r < 0) {
             /* children spawned so far find no running parent at START and
@@ -240,6 +257,8 @@ static int sup_handle(rt_actor *self, void *state, rt_msg *m)
         return stop_next(self, s);
     case RT_SYS_EXIT:
         return on_child_exit(self, s, (rt_actor *)rt_buf_wdata(m->buf), m->status, m->epoch);
+    case RT_SYS_KICK:
+        return s->stopping ? stop_next(self, s) : 0;
     default:
         return 0; /* a supervisor has no protocol of its own */
     }
@@ -280,8 +299,12 @@ int rt_sup_spawn(rt_runtime *rt, const rt_sup_opts *o, int loop, rt_actor *paren
     cfg->nspecs = o->nchildren;
     if (o->nchildren > 0)
         memcpy(cfg->specs, o->children, o->nchildren * sizeof(cfg->specs[0]));
-    rt_spawn_opts so = {.beh = &rt__sup_behaviour, .arg = cfg, .arg_free = free, .loop = loop,
-                        .parent = parent, .restart = restart};
+    rt_spawn_opts so = {.beh = &rt__sup_behaviour,
+                        .arg = cfg,
+                        .arg_free = free,
+                        .loop = loop,
+                        .parent = parent,
+                        .restart = restart};
     int r = rt_spawn(rt, &so, out);
     if (r < 0)
         free(cfg);

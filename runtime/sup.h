@@ -12,13 +12,18 @@
  *   rest_for_one  stop the children started after it (reverse order), then
  *                 restart it and them in start order.
  *
+ * Temporary siblings stopped by one_for_all or rest_for_one are closed, not
+ * restarted (as in OTP).
+ *
  * A restart calls the behaviour's stop (if still running) and then init with
  * the same arg: fresh state, same actor identity, same mailbox, so messages
  * queued for the child are handled by the new incarnation.
  *
  * Intensity: more than `intensity` restarts within `period_ms` and the
  * supervisor gives up: it closes all its children (reverse start order) and
- * fails itself (reason RT_EFAIL), so its own supervisor decides next.
+ * fails itself (reason RT_EFAIL), so its own supervisor decides next. Every
+ * restart counts, whatever caused it (a permanent child's normal exit too);
+ * one restart of several children under one_for_all counts once.
  *
  * Children added after start (rt_spawn with this parent) belong to the
  * current incarnation of the supervisor: if the supervisor itself is
@@ -64,8 +69,8 @@ typedef struct rt_sup_opts {
 int rt_sup_spawn(rt_runtime *rt, const rt_sup_opts *o, int loop, rt_actor *parent,
                  rt_restart restart, rt_actor **out);
 
-/* A reference to the i-th live child in start order, or NULL. Only on the
- * supervisor's loop (e.g. from one of its children). */
+/* A new reference (the caller unrefs it) to the i-th live child in start
+ * order, or NULL. Only on the supervisor's loop (e.g. from a child). */
 rt_actor *rt_sup_child(rt_actor *sup, size_t i);
 
 #endif

@@ -45,8 +45,8 @@ int rt_parse_duration_ms(const char *s, uint64_t bare_ms, uint64_t *ms)
 int rt_parse_bytes(const char *s, uint64_t *bytes)
 {
     static const struct unit units[] = {
-        {"B", 1},           {"KiB", 1ull << 10}, {"MiB", 1ull << 20}, {"GiB", 1ull << 30},
-        {"kB", 1000},       {"KB", 1000},        {"MB", 1000000},     {"GB", 1000000000},
-        {"K", 1ull << 10},  {"M", 1ull << 20},   {"G", 1ull << 30},   {NULL, 0}};
+        {"B", 1},          {"KiB", 1ull << 10}, {"MiB", 1ull << 20}, {"GiB", 1ull << 30},
+        {"kB", 1000},      {"KB", 1000},        {"MB", 1000000},     {"GB", 1000000000},
+        {"K", 1ull << 10}, {"M", 1ull << 20},   {"G", 1ull << 30},   {NULL, 0}};
     return parse_with(s, units, 1, bytes);
 }

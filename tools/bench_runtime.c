@@ -193,7 +193,8 @@ static int idle_handle(rt_actor *self, void *state, rt_msg *m)
     return 0;
 }
 
-static const rt_behaviour idle_beh = {.name = "bench-idle", .init = idle_init, .handle = idle_handle};
+static const rt_behaviour idle_beh = {
+    .name = "bench-idle", .init = idle_init, .handle = idle_handle};
 
 static double run_idle(int n)
 {
@@ -230,11 +231,13 @@ static const char usage[] =
 
 int bench_runtime(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"runs", required_argument, NULL, 'r'},   {"json", no_argument, NULL, 'j'},
-        {"hops", required_argument, NULL, 'o'},   {"messages", required_argument, NULL, 'm'},
-        {"actors", required_argument, NULL, 'a'}, {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0}};
+    static const struct option opts[] = {{"runs", required_argument, NULL, 'r'},
+                                         {"json", no_argument, NULL, 'j'},
+                                         {"hops", required_argument, NULL, 'o'},
+                                         {"messages", required_argument, NULL, 'm'},
+                                         {"actors", required_argument, NULL, 'a'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {NULL, 0, NULL, 0}};
     int runs = 5, hops_m = 20000000, msgs = 10000000, actors = 100000, c;
     bool json = false;
     optind = 1;
@@ -249,8 +252,7 @@ int bench_runtime(int argc, char **argv)
                 return CLI_USAGE;
             break;
         case 'm':
-            if (!cli_parse_int("bench runtime", "--messages", optarg, PC_CHUNK, 2000000000,
-                               &msgs))
+            if (!cli_parse_int("bench runtime", "--messages", optarg, PC_CHUNK, 2000000000, &msgs))
                 return CLI_USAGE;
             break;
         case 'a':

@@ -20,11 +20,9 @@ typedef struct cli_cmd {
 
 /* Print a one-line error prefixed by the command, plus a hint to --help;
  * returns CLI_USAGE. */
-int cli_usage_error(const char *cmd, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Parse a positive int option value; false (and a message) if invalid. */
-bool cli_parse_int(const char *cmd, const char *opt, const char *val, int min, int max,
-                   int *out);
+bool cli_parse_int(const char *cmd, const char *opt, const char *val, int min, int max, int *out);
 
 int cmd_serve(int argc, char **argv);
 int cmd_bench(int argc, char **argv);

@@ -42,14 +42,12 @@ int cli_usage_error(const char *cmd, const char *fmt, ...)
     return CLI_USAGE;
 }
 
-bool cli_parse_int(const char *cmd, const char *opt, const char *val, int min, int max,
-                   int *out)
+bool cli_parse_int(const char *cmd, const char *opt, const char *val, int min, int max, int *out)
 {
     char *end;
     long v = strtol(val, &end, 10);
     if (*val == '\0' || *end != '\0' || v < min || v > max) {
-        cli_usage_error(cmd, "%s wants a whole number from %d to %d, not '%s'", opt, min, max,
-                        val);
+        cli_usage_error(cmd, "%s wants a whole number from %d to %d, not '%s'", opt, min, max, val);
         return false;
     }
     *out = (int)v;

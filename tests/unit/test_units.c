@@ -13,8 +13,8 @@ START_TEST(test_durations)
     static const struct {
         const char *in;
         uint64_t ms;
-    } ok[] = {{"0", 0},         {"10", 10000},        {"250ms", 250}, {"10s", 10000},
-              {"5m", 300000},   {"2h", 7200000},      {"0ms", 0},     {"600000ms", 600000}};
+    } ok[] = {{"0", 0},       {"10", 10000},   {"250ms", 250}, {"10s", 10000},
+              {"5m", 300000}, {"2h", 7200000}, {"0ms", 0},     {"600000ms", 600000}};
     for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
         uint64_t v = 1;
         ck_assert_int_eq(rt_parse_duration_ms(ok[i].in, 1000, &v), 0);
@@ -31,9 +31,9 @@ START_TEST(test_sizes)
     static const struct {
         const char *in;
         uint64_t bytes;
-    } ok[] = {{"512", 512},          {"64KiB", 65536},      {"16MiB", 16777216},
-              {"1GiB", 1073741824},  {"10kB", 10000},       {"1MB", 1000000},
-              {"4K", 4096},          {"2M", 2097152},       {"7B", 7}};
+    } ok[] = {{"512", 512},         {"64KiB", 65536}, {"16MiB", 16777216},
+              {"1GiB", 1073741824}, {"10kB", 10000},  {"1MB", 1000000},
+              {"4K", 4096},         {"2M", 2097152},  {"7B", 7}};
     for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
         uint64_t v = 1;
         ck_assert_int_eq(rt_parse_bytes(ok[i].in, &v), 0);
@@ -44,13 +44,26 @@ END_TEST
 
 START_TEST(test_refusals)
 {
-    static const char *bad[] = {"",    "ms",  "-1",  " 5s", "5 s", "5S", "5sec",  "1.5s", "0x10",
-                                "10y", "5s ", "1e3", "+3",  "3m3", "kb", "18446744073709551616",
+    static const char *bad[] = {"",
+                                "ms",
+                                "-1",
+                                " 5s",
+                                "5 s",
+                                "5S",
+                                "5sec",
+                                "1.5s",
+                                "0x10",
+                                "10y",
+                                "5s ",
+                                "1e3",
+                                "+3",
+                                "3m3",
+                                "kb",
+                                "18446744073709551616",
                                 "18446744073709551615h"};
     uint64_t v = 42;
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        ck_assert_msg(rt_parse_duration_ms(bad[i], 1000, &v) == RT_EINVAL, "accepted '%s'",
-                      bad[i]);
+        ck_assert_msg(rt_parse_duration_ms(bad[i], 1000, &v) == RT_EINVAL, "accepted '%s'", bad[i]);
         ck_assert_msg(rt_parse_bytes(bad[i], &v) == RT_EINVAL, "size accepted '%s'", bad[i]);
     }
     ck_assert_uint_eq(v, 42); /* nothing written on refusal */
