@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # lib.sh - shared by the integration tests: a temp dir per test, checks that
 # fail with a message, and the parley binary under test ($PARLEY).
 set -euo pipefail

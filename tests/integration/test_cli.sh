@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck source-path=SCRIPTDIR
 # test_cli.sh - the command line: --help everywhere, exit status 2 with a
 # one-line reason on bad usage, and `parley serve` starting, announcing
 # itself and stopping cleanly (exit 0) on SIGTERM and SIGINT.
