@@ -274,3 +274,12 @@ void ts_reset(void)
     g.first_failure[0] = '\0';
     pthread_mutex_unlock(&g.mu);
 }
+
+int ts_run_suite(Suite *s)
+{
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

@@ -1002,9 +1002,5 @@ int main(void)
     tcase_add_test(tc, test_call_from_many_threads);
     suite_add_tcase(s, tc);
 
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed != 0;
+    return ts_run_suite(s);
 }

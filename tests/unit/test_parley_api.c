@@ -4,6 +4,8 @@
  */
 #include "runtime/parley.h"
 
+#include "support_sync.h"
+
 #include <check.h>
 #include <errno.h>
 #include <stdio.h>
@@ -69,9 +71,5 @@ int main(void)
     tcase_add_test(tc, test_open_close);
     tcase_add_test(tc, test_errors);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return ts_run_suite(s);
 }

@@ -5,6 +5,8 @@
 #include "runtime/err.h"
 #include "runtime/units.h"
 
+#include "support_sync.h"
+
 #include <check.h>
 #include <stdlib.h>
 
@@ -81,9 +83,5 @@ int main(void)
     tcase_add_test(tc, test_sizes);
     tcase_add_test(tc, test_refusals);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return ts_run_suite(s);
 }
