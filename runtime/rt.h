@@ -12,5 +12,6 @@
 #include "sup.h"
 #include "timer.h"
 #include "units.h"
+#include "uuid.h"
 
 #endif

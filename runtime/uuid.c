@@ -1,0 +1,85 @@
+/* uuid.c - parsing, printing and generating UUIDs. */
+#include "uuid.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/random.h>
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+bool rt_uuid_parse(const char *s, size_t len, rt_uuid *out)
+{
+    if (len != 32 && len != 36)
+        return false;
+    rt_uuid u;
+    size_t k = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (len == 36 && (i == 8 || i == 13 || i == 18 || i == 23)) {
+            if (s[i] != '-')
+                return false;
+            continue;
+        }
+        int hi = hexval(s[i]), lo = i + 1 < len ? hexval(s[i + 1]) : -1;
+        if (hi < 0 || lo < 0)
+            return false;
+        u.b[k++] = (uint8_t)(hi << 4 | lo);
+        i++;
+    }
+    if (k != 16)
+        return false;
+    *out = u;
+    return true;
+}
+
+static const char digits[] = "0123456789abcdef";
+
+void rt_uuid_hex(const rt_uuid *u, char out[33])
+{
+    for (int i = 0; i < 16; i++) {
+        out[2 * i] = digits[u->b[i] >> 4];
+        out[2 * i + 1] = digits[u->b[i] & 15];
+    }
+    out[32] = '\0';
+}
+
+void rt_uuid_dashed(const rt_uuid *u, char out[37])
+{
+    char *p = out;
+    for (int i = 0; i < 16; i++) {
+        if (i == 4 || i == 6 || i == 8 || i == 10)
+            *p++ = '-';
+        *p++ = digits[u->b[i] >> 4];
+        *p++ = digits[u->b[i] & 15];
+    }
+    *p = '\0';
+}
+
+int rt_uuid_v4(rt_uuid *out)
+{
+    size_t got = 0;
+    while (got < sizeof(out->b)) {
+        ssize_t r = getrandom(out->b + got, sizeof(out->b) - got, 0);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return -errno;
+        got += (size_t)r;
+    }
+    out->b[6] = (uint8_t)((out->b[6] & 0x0f) | 0x40); /* version 4 */
+    out->b[8] = (uint8_t)((out->b[8] & 0x3f) | 0x80); /* RFC 4122 variant */
+    return 0;
+}
+
+bool rt_uuid_eq(const rt_uuid *a, const rt_uuid *b)
+{
+    return memcmp(a->b, b->b, sizeof(a->b)) == 0;
+}
