@@ -1,0 +1,373 @@
+/*
+ * catalog.c - the conversations of a store: a hash table from id to
+ * st_conv, loaded at open from the meta.json files alone.
+ *
+ * A conversation directory appears atomically: it is built as `.<hex>.tmp`
+ * (meta.json written and synced inside) and renamed into place, so a crash
+ * never leaves a half-made conversation; leftovers are removed at load.
+ * Logs open lazily under the conversation's own lock, and close again when
+ * unused for the idle TTL (the flusher calls st_catalog_close_idle).
+ */
+#include "store_impl.h"
+
+#include "io.h"
+#include "runtime/log.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+enum { META_MAX = 16 << 20 };
+
+static size_t bucket(const st_store *s, const rt_uuid *id)
+{
+    uint64_t h;
+    memcpy(&h, id->b, sizeof(h)); /* random UUIDs: their bytes are the hash */
+    return (size_t)((h ^ (h >> 29)) % s->nbuckets);
+}
+
+static st_conv *lookup(st_store *s, const rt_uuid *id)
+{
+    for (st_conv *c = s->buckets[bucket(s, id)]; c != NULL; c = c->next)
+        if (rt_uuid_eq(&c->id, id))
+            return c;
+    return NULL;
+}
+
+static int insert(st_store *s, st_conv *c)
+{
+    if (s->count + 1 > s->nbuckets) { /* keep chains short: grow at load 1 */
+        size_t n = s->nbuckets * 2;
+        st_conv **b = calloc(n, sizeof(*b));
+        if (b == NULL)
+            return -ENOMEM;
+        st_conv **old = s->buckets;
+        size_t oldn = s->nbuckets;
+        s->buckets = b;
+        s->nbuckets = n;
+        for (size_t i = 0; i < oldn; i++) {
+            for (st_conv *x = old[i], *next; x != NULL; x = next) {
+                next = x->next;
+                size_t k = bucket(s, &x->id);
+                x->next = b[k];
+                b[k] = x;
+            }
+        }
+        free(old);
+    }
+    size_t k = bucket(s, &c->id);
+    c->next = s->buckets[k];
+    s->buckets[k] = c;
+    s->count++;
+    return 0;
+}
+
+static void unlink_conv(st_store *s, st_conv *c)
+{
+    for (st_conv **pp = &s->buckets[bucket(s, &c->id)]; *pp != NULL; pp = &(*pp)->next) {
+        if (*pp == c) {
+            *pp = c->next;
+            s->count--;
+            return;
+        }
+    }
+}
+
+static st_conv *conv_new(st_store *s, const rt_uuid *id, rt_buf *meta)
+{
+    st_conv *c = calloc(1, sizeof(*c));
+    char hex[33];
+    rt_uuid_hex(id, hex);
+    size_t len = strlen(s->conv_dir) + 34;
+    if (c == NULL || (c->dir = malloc(len)) == NULL) {
+        free(c);
+        return NULL;
+    }
+    snprintf(c->dir, len, "%s/%s", s->conv_dir, hex);
+    c->s = s;
+    c->id = *id;
+    c->meta = meta;
+    pthread_mutex_init(&c->mu, NULL);
+    atomic_init(&c->refs, 0);
+    atomic_init(&c->used, st_now_ms());
+    return c;
+}
+
+static int conv_free(st_conv *c)
+{
+    int r = st_log_close(c->log);
+    rt_buf_unref(c->meta);
+    pthread_mutex_destroy(&c->mu);
+    free(c->dir);
+    free(c);
+    return r;
+}
+
+static void free_data(void *data, void *ctx)
+{
+    (void)ctx;
+    free(data);
+}
+
+static int rm_entry(const char *p, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st, (void)flag, (void)ftw;
+    return remove(p) != 0 && errno != ENOENT ? -1 : 0;
+}
+
+static int rm_tree(const char *path)
+{
+    return nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS) != 0 ? -errno : 0;
+}
+
+int st_catalog_load(st_store *s, char *err, size_t errlen)
+{
+    s->nbuckets = 1024;
+    s->buckets = calloc(s->nbuckets, sizeof(*s->buckets));
+    if (s->buckets == NULL)
+        return -ENOMEM;
+    DIR *d = opendir(s->conv_dir);
+    if (d == NULL) {
+        snprintf(err, errlen, "cannot read %s: %s", s->conv_dir, strerror(errno));
+        return -errno;
+    }
+    struct dirent *e;
+    int r = 0;
+    while (r == 0 && (e = readdir(d)) != NULL) {
+        rt_uuid id;
+        char path[4096];
+        const char *name = e->d_name;
+        size_t len = strlen(name);
+        if ((name[0] == '.' && len > 5 && strcmp(name + len - 4, ".tmp") == 0) ||
+            (len > 8 && strcmp(name + len - 8, ".deleted") == 0)) {
+            snprintf(path, sizeof(path), "%s/%s", s->conv_dir, name);
+            rm_tree(path); /* a creation or a deletion that a crash interrupted */
+            continue;
+        }
+        if (len != 32 || !rt_uuid_parse(name, len, &id))
+            continue;
+        snprintf(path, sizeof(path), "%s/%s/meta.json", s->conv_dir, name);
+        char *data;
+        size_t n;
+        int mr = st_read_file(path, META_MAX, &data, &n);
+        if (mr < 0) {
+            rt_log(RT_LOG_WARN, "store", "skipping conversation %s: cannot read meta.json: %s",
+                   name, strerror(-mr));
+            continue;
+        }
+        rt_buf *meta = rt_buf_wrap(data, n, free_data, NULL);
+        st_conv *c = meta != NULL ? conv_new(s, &id, meta) : NULL;
+        if (c == NULL || (r = insert(s, c)) < 0) {
+            if (c != NULL)
+                conv_free(c);
+            else if (meta != NULL)
+                rt_buf_unref(meta);
+            else
+                free(data);
+            r = -ENOMEM;
+        }
+    }
+    closedir(d);
+    if (r < 0)
+        snprintf(err, errlen, "cannot load the catalog: %s", strerror(-r));
+    return r;
+}
+
+int st_catalog_free(st_store *s)
+{
+    int r = 0;
+    for (size_t i = 0; s->buckets != NULL && i < s->nbuckets; i++) {
+        for (st_conv *c = s->buckets[i], *next; c != NULL; c = next) {
+            next = c->next;
+            int cr = conv_free(c);
+            if (cr < 0 && r == 0)
+                r = cr;
+        }
+    }
+    free(s->buckets);
+    s->buckets = NULL;
+    return r;
+}
+
+void st_catalog_close_idle(st_store *s, uint64_t now, uint64_t ttl)
+{
+    pthread_mutex_lock(&s->cat_mu);
+    for (size_t i = 0; i < s->nbuckets; i++) {
+        for (st_conv *c = s->buckets[i]; c != NULL; c = c->next) {
+            /* refs cannot rise meanwhile: st_conv_get needs the catalog lock */
+            if (atomic_load(&c->refs) != 0 || now - atomic_load(&c->used) < ttl)
+                continue;
+            pthread_mutex_lock(&c->mu);
+            int r = st_log_close(c->log);
+            c->log = NULL;
+            pthread_mutex_unlock(&c->mu);
+            if (r < 0) /* its journal records stay until a flush succeeds */
+                rt_log(RT_LOG_ERROR, "store", "closing idle log %s: %s", c->dir, strerror(-r));
+        }
+    }
+    pthread_mutex_unlock(&s->cat_mu);
+}
+
+static void hold(st_conv *c)
+{
+    atomic_fetch_add(&c->refs, 1);
+}
+
+int st_conv_get(st_store *s, const rt_uuid *id, st_conv **out)
+{
+    pthread_mutex_lock(&s->cat_mu);
+    st_conv *c = lookup(s, id);
+    if (c != NULL)
+        hold(c);
+    pthread_mutex_unlock(&s->cat_mu);
+    *out = c;
+    return c != NULL ? 0 : -ENOENT;
+}
+
+void st_conv_release(st_conv *c)
+{
+    if (c == NULL)
+        return;
+    atomic_store(&c->used, st_now_ms());
+    if (atomic_fetch_sub(&c->refs, 1) == 1 && atomic_load(&c->gone))
+        conv_free(c); /* deleted: the last holder frees it */
+}
+
+const rt_uuid *st_conv_id(const st_conv *c)
+{
+    return &c->id;
+}
+
+int st_conv_create(st_store *s, const rt_uuid *id, rt_buf *meta, st_conv **out)
+{
+    char hex[33], tmp[4096];
+    rt_uuid_hex(id, hex);
+    pthread_mutex_lock(&s->cat_mu);
+    st_conv *c = lookup(s, id);
+    if (c != NULL) {
+        hold(c);
+        pthread_mutex_unlock(&s->cat_mu);
+        *out = c;
+        return -EEXIST;
+    }
+    c = conv_new(s, id, rt_buf_ref(meta));
+    int r = c != NULL ? 0 : -ENOMEM;
+    snprintf(tmp, sizeof(tmp), "%s/.%s.tmp", s->conv_dir, hex);
+    if (r == 0 && mkdir(tmp, 0755) != 0)
+        r = -errno;
+    if (r == 0)
+        r = st_write_file_atomic(tmp, "meta.json", rt_buf_data(meta), rt_buf_len(meta));
+    if (r == 0 && rename(tmp, c->dir) != 0)
+        r = -errno;
+    if (r == 0)
+        r = st_fsync_dir(s->conv_dir);
+    if (r == 0)
+        r = insert(s, c);
+    if (r == 0)
+        hold(c);
+    pthread_mutex_unlock(&s->cat_mu);
+    if (r < 0) {
+        rm_tree(tmp);
+        if (c != NULL)
+            conv_free(c);
+        c = NULL;
+    }
+    *out = c;
+    return r;
+}
+
+rt_buf *st_conv_meta(st_conv *c)
+{
+    pthread_mutex_lock(&c->mu);
+    rt_buf *m = rt_buf_ref(c->meta);
+    pthread_mutex_unlock(&c->mu);
+    return m;
+}
+
+int st_conv_set_meta(st_conv *c, rt_buf *meta)
+{
+    pthread_mutex_lock(&c->mu);
+    int r = atomic_load(&c->gone)
+                ? -ENOENT
+                : st_write_file_atomic(c->dir, "meta.json", rt_buf_data(meta), rt_buf_len(meta));
+    if (r == 0) {
+        rt_buf_unref(c->meta);
+        c->meta = rt_buf_ref(meta);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return r;
+}
+
+int st_conv_log(st_conv *c, st_log **log, st_open_report *rep)
+{
+    pthread_mutex_lock(&c->mu);
+    int r = 0;
+    if (atomic_load(&c->gone)) {
+        r = -ENOENT; /* never recreate the directory of a deleted conversation */
+    } else if (c->log == NULL) {
+        st_log_opts o = {.segment_bytes = c->s->o.segment_bytes};
+        st_open_report local;
+        st_open_report *rp = rep != NULL ? rep : &local;
+        r = st_log_open(c->dir, &o, &c->log, rp);
+        if (rp->detail[0] != '\0')
+            rt_log(r == 0 && !rp->corrupt ? RT_LOG_INFO : RT_LOG_ERROR, "store", "%s", rp->detail);
+    } else if (rep != NULL) {
+        memset(rep, 0, sizeof(*rep));
+        rep->count = st_log_count(c->log);
+    }
+    *log = c->log;
+    pthread_mutex_unlock(&c->mu);
+    return r;
+}
+
+size_t st_store_count(st_store *s)
+{
+    pthread_mutex_lock(&s->cat_mu);
+    size_t n = s->count;
+    pthread_mutex_unlock(&s->cat_mu);
+    return n;
+}
+
+int st_store_list(st_store *s, rt_uuid **ids, size_t *n)
+{
+    pthread_mutex_lock(&s->cat_mu);
+    rt_uuid *v = malloc((s->count ? s->count : 1) * sizeof(*v));
+    size_t k = 0;
+    for (size_t i = 0; v != NULL && i < s->nbuckets; i++)
+        for (st_conv *c = s->buckets[i]; c != NULL; c = c->next)
+            v[k++] = c->id;
+    pthread_mutex_unlock(&s->cat_mu);
+    if (v == NULL)
+        return -ENOMEM;
+    *ids = v;
+    *n = k;
+    return 0;
+}
+
+/* Out of the catalog (so nobody new gets it), then off the disk. Runs on
+ * the committer thread after the journal no longer holds the conversation's
+ * records. */
+int st_conv_remove_files(st_conv *c)
+{
+    st_store *s = c->s;
+    pthread_mutex_lock(&s->cat_mu);
+    unlink_conv(s, c);
+    pthread_mutex_unlock(&s->cat_mu);
+    pthread_mutex_lock(&c->mu);
+    atomic_store(&c->gone, true);
+    st_log_close(c->log);
+    c->log = NULL;
+    pthread_mutex_unlock(&c->mu);
+    char tomb[4096];
+    snprintf(tomb, sizeof(tomb), "%s.deleted", c->dir);
+    /* one rename makes it gone for a reopen, however the removal ends */
+    int r = rename(c->dir, tomb) != 0 ? -errno : st_fsync_dir(s->conv_dir);
+    if (r == 0)
+        rm_tree(tomb);
+    return r;
+}

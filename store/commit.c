@@ -1,0 +1,436 @@
+/*
+ * commit.c - the committer: the one thread that writes logs.
+ *
+ * Appends from any thread queue up; the committer takes everything queued
+ * at once (a group), puts each conversation's requests together, and writes
+ * them as one write to the conversation's active segment. Under `full` it
+ * also writes them, tagged with the conversation's id, to the journal, and
+ * one fdatasync of the journal makes the whole group durable. Only then are
+ * the logs published (readers see the events) and the requests completed.
+ * If any I/O fails, every log the group touched is cut back and every
+ * request of the group fails with the error: nothing half-written stays,
+ * and the next group starts from the same place.
+ *
+ * A delete is a barrier: the group before it completes first; then, under
+ * `full`, the journal is rotated and everything synced so that no journal
+ * file still holds the conversation's records (a later replay must not
+ * write them into a new conversation with the same id).
+ */
+#include "store_impl.h"
+
+#include "io.h"
+#include "record.h"
+#include "runtime/log.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+enum { REQ_APPEND, REQ_DELETE };
+
+struct st_req {
+    st_req *next;
+    st_req *gnext; /* the next request of the same conversation in the group */
+    int kind;
+    st_conv *conv; /* held */
+    size_t n;
+    st_item *items; /* ids copied after the struct */
+    st_done_fn done;
+    void *ctx;
+    int status;
+    uint64_t first;
+};
+
+/* The committer's scratch for one group: the journal's iovecs and headers,
+ * the conversations written to, and their requests' items put together. */
+typedef struct group {
+    st_item *items;
+    size_t items_cap;
+    struct iovec *iov;
+    size_t niov, iov_cap;
+    uint8_t *hdr;
+    size_t hdr_used, hdr_cap;
+    st_conv **convs;
+    size_t nconvs, conv_cap;
+    uint64_t gen;
+} group;
+
+static int grow(void **p, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap)
+        return 0;
+    size_t c = *cap ? *cap : 64;
+    while (c < need)
+        c *= 2;
+    void *n = realloc(*p, c * elem);
+    if (n == NULL)
+        return -ENOMEM;
+    *p = n;
+    *cap = c;
+    return 0;
+}
+
+static int enqueue(st_store *s, st_req *r)
+{
+    pthread_mutex_lock(&s->q_mu);
+    if (s->q_stop) {
+        pthread_mutex_unlock(&s->q_mu);
+        return -ESHUTDOWN;
+    }
+    r->next = NULL;
+    if (s->q_tail != NULL)
+        s->q_tail->next = r;
+    else
+        s->q_head = r;
+    s->q_tail = r;
+    pthread_cond_signal(&s->q_cv);
+    pthread_mutex_unlock(&s->q_mu);
+    return 0;
+}
+
+int st_append(st_conv *c, const st_item *items, size_t n, st_done_fn done, void *ctx)
+{
+    if (n == 0 || done == NULL)
+        return -EINVAL;
+    if (atomic_load(&c->gone))
+        return -ENOENT;
+    size_t ids = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (items[i].idlen == 0 || items[i].idlen > ST_ID_MAX || items[i].payload == NULL)
+            return -EINVAL;
+        ids += items[i].idlen;
+    }
+    st_req *r = malloc(sizeof(*r) + n * sizeof(st_item) + ids);
+    if (r == NULL)
+        return -ENOMEM;
+    r->kind = REQ_APPEND;
+    r->items = (st_item *)(r + 1);
+    uint8_t *idbuf = (uint8_t *)(r->items + n);
+    for (size_t i = 0; i < n; i++) {
+        memcpy(idbuf, items[i].id, items[i].idlen);
+        r->items[i].id = idbuf;
+        r->items[i].idlen = items[i].idlen;
+        r->items[i].payload = rt_buf_ref(items[i].payload);
+        idbuf += items[i].idlen;
+    }
+    r->n = n;
+    atomic_fetch_add(&c->refs, 1);
+    r->conv = c;
+    r->done = done;
+    r->ctx = ctx;
+    r->status = 0;
+    r->first = 0;
+    int e = enqueue(c->s, r);
+    if (e < 0) {
+        for (size_t i = 0; i < n; i++)
+            rt_buf_unref(r->items[i].payload);
+        atomic_fetch_sub(&c->refs, 1);
+        free(r);
+    }
+    return e;
+}
+
+int st_conv_delete(st_conv *c, st_done_fn done, void *ctx)
+{
+    if (done == NULL)
+        return -EINVAL;
+    st_req *r = calloc(1, sizeof(*r));
+    if (r == NULL)
+        return -ENOMEM;
+    r->kind = REQ_DELETE;
+    r->conv = c; /* takes over the caller's reference */
+    r->done = done;
+    r->ctx = ctx;
+    int e = enqueue(c->s, r);
+    if (e < 0)
+        free(r);
+    return e;
+}
+
+static void finish(st_req *r)
+{
+    r->done(r->ctx, r->status, r->first);
+    for (size_t i = 0; i < r->n; i++)
+        rt_buf_unref(r->items[i].payload);
+    st_conv_release(r->conv);
+    free(r);
+}
+
+/* Journal iovecs for the records of r, which were written at r->first. */
+static int journal_records(st_store *s, group *g, const st_req *r)
+{
+    if (grow((void **)&g->iov, &g->iov_cap, g->niov + 2 * r->n, sizeof(*g->iov)) < 0 ||
+        grow((void **)&g->hdr, &g->hdr_cap, g->hdr_used + r->n * ST_REC_HDR_MAX, 1) < 0)
+        return -ENOMEM;
+    for (size_t i = 0; i < r->n; i++) {
+        const st_item *it = &r->items[i];
+        uint8_t *h = g->hdr + g->hdr_used;
+        size_t hl = st_rec_encode(h, r->conv->id.b, s->j.seed, r->first + i, it->id, it->idlen,
+                                  rt_buf_data(it->payload), (uint32_t)rt_buf_len(it->payload));
+        g->hdr_used += hl;
+        /* headers move if hdr grows: store offsets now, pointers later */
+        g->iov[g->niov++] = (struct iovec){(void *)(uintptr_t)(h - g->hdr), hl};
+        g->iov[g->niov++] =
+            (struct iovec){(void *)rt_buf_data(it->payload), rt_buf_len(it->payload)};
+    }
+    return 0;
+}
+
+/* Sort the group's requests by conversation, keeping their order. */
+static int gather(group *g, st_req *head, st_req *stop)
+{
+    g->nconvs = 0;
+    g->gen++;
+    for (st_req *r = head; r != stop; r = r->next) {
+        st_conv *c = r->conv;
+        r->gnext = NULL;
+        if (c->batch == g->gen) {
+            c->glast->gnext = r;
+            c->glast = r;
+            continue;
+        }
+        if (grow((void **)&g->convs, &g->conv_cap, g->nconvs + 1, sizeof(*g->convs)) < 0)
+            return -ENOMEM;
+        c->batch = g->gen;
+        c->gfirst = c->glast = r;
+        g->convs[g->nconvs++] = c;
+    }
+    return 0;
+}
+
+/* The index each request's events will get: consecutive after what the
+ * log has, in queue order. Under `full`, also their journal records. */
+static int plan_conv(st_store *s, group *g, st_conv *c)
+{
+    st_log *l;
+    int e = st_conv_log(c, &l, NULL);
+    uint64_t first = e == 0 ? st_log_next(l) : 0;
+    for (st_req *r = c->gfirst; r != NULL; r = r->gnext) {
+        r->status = e;
+        r->first = first;
+        first += r->n;
+        if (e == 0 && s->o.durability == ST_FULL && journal_records(s, g, r) < 0)
+            return -ENOMEM; /* the group fails */
+    }
+    return 0;
+}
+
+/* All of one conversation's requests in the group, as one write. */
+static int write_conv(group *g, st_conv *c)
+{
+    if (c->gfirst->status != 0)
+        return 0; /* its log could not be opened: only its requests fail */
+    size_t n = 0;
+    for (st_req *r = c->gfirst; r != NULL; r = r->gnext)
+        n += r->n;
+    int e = grow((void **)&g->items, &g->items_cap, n, sizeof(*g->items));
+    size_t k = 0;
+    for (st_req *r = c->gfirst; e == 0 && r != NULL; r = r->gnext) {
+        memcpy(g->items + k, r->items, r->n * sizeof(*g->items));
+        k += r->n;
+    }
+    uint64_t first;
+    if (e == 0)
+        e = st_log_write(c->log, g->items, n, &first);
+    return e == 0 && first != c->gfirst->first ? -EIO : e;
+}
+
+/* A group of appends, [head, stop): the journal records are written first
+ * and their writeback started, the segments are written while the device
+ * works, then one fdatasync makes the group durable. Any I/O failure fails
+ * the whole group: the segments are cut back and so is the journal (synced
+ * again, so that no replay brings back what was reported as failed). */
+static void commit_group(st_store *s, group *g, st_req *head, st_req *stop)
+{
+    bool full = s->o.durability == ST_FULL;
+    g->niov = g->hdr_used = 0;
+    uint64_t jstart = s->j.size;
+    int gr = gather(g, head, stop); /* the group's own failure, if any */
+    for (size_t i = 0; gr == 0 && i < g->nconvs; i++)
+        gr = plan_conv(s, g, g->convs[i]);
+    bool journaled = false;
+    if (gr == 0 && full && g->niov > 0) {
+        for (size_t i = 0; i < g->niov; i += 2) /* offsets into hdr become pointers */
+            g->iov[i].iov_base = g->hdr + (uintptr_t)g->iov[i].iov_base;
+        gr = st_journal_append(s, g->iov, (int)g->niov);
+        journaled = gr == 0;
+        if (journaled)
+            st_journal_start_writeback(s, jstart);
+    }
+    for (size_t i = 0; gr == 0 && i < g->nconvs; i++)
+        gr = write_conv(g, g->convs[i]);
+    if (gr == 0 && journaled)
+        gr = st_journal_sync(s);
+    if (gr < 0 && journaled) {
+        st_journal_undo(s, jstart);
+        st_journal_sync(s);
+    }
+    for (size_t i = 0; i < g->nconvs; i++) {
+        st_conv *c = g->convs[i];
+        if (c->log == NULL) /* it could not be opened: its requests failed */
+            continue;
+        if (gr < 0) {
+            st_log_rollback(c->log);
+            continue;
+        }
+        st_log_publish(c->log);
+        if (st_log_unchecked(c->log) >= s->o.checkpoint_records)
+            st_log_checkpoint(c->log);
+        if (s->o.durability == ST_INTERVAL && !c->dirty) {
+            c->dirty = true; /* held until the next interval sync */
+            atomic_fetch_add(&c->refs, 1);
+        }
+    }
+    if (gr < 0)
+        rt_log(RT_LOG_ERROR, "store", "group commit failed, %zu conversations rolled back: %s",
+               g->nconvs, strerror(-gr));
+    for (st_req *r = head, *next; r != stop; r = next) {
+        next = r->next;
+        if (gr < 0 && r->status == 0)
+            r->status = gr;
+        finish(r);
+    }
+}
+
+/* Under `interval`: fdatasync what was written since the last time. */
+static void sync_dirty(st_store *s)
+{
+    st_conv **held = NULL;
+    size_t n = 0, cap = 0;
+    pthread_mutex_lock(&s->cat_mu);
+    for (size_t i = 0; i < s->nbuckets; i++)
+        for (st_conv *c = s->buckets[i]; c != NULL; c = c->next)
+            if (c->dirty && grow((void **)&held, &cap, n + 1, sizeof(*held)) == 0)
+                held[n++] = c;
+    pthread_mutex_unlock(&s->cat_mu);
+    for (size_t i = 0; i < n; i++) {
+        int r = st_log_sync(held[i]->log);
+        if (r < 0)
+            rt_log(RT_LOG_ERROR, "store", "interval sync failed: %s", strerror(-r));
+        held[i]->dirty = false;
+        st_conv_release(held[i]);
+    }
+    free(held);
+}
+
+/* Under `full`: make every segment durable and drop the journal files, so
+ * that none still holds what a delete is about to remove (rotated files the
+ * flusher has not removed yet included). */
+static int flush_all(st_store *s)
+{
+    if (s->o.durability != ST_FULL)
+        return 0;
+    int r = s->j.size > ST_FILE_HDR ? st_journal_open_next(s) : 0;
+    if (r == 0 && syncfs(s->dir_fd) != 0)
+        r = -errno;
+    if (r == 0)
+        r = st_journal_retire(s, s->j.seq);
+    return r;
+}
+
+static void delete_conv(st_store *s, st_req *r)
+{
+    r->status = flush_all(s);
+    if (r->status == 0)
+        r->status = st_conv_remove_files(r->conv);
+    if (r->conv->dirty) { /* the interval sync's hold */
+        r->conv->dirty = false;
+        atomic_fetch_sub(&r->conv->refs, 1);
+    }
+    finish(r);
+}
+
+static void *committer_main(void *arg)
+{
+    st_store *s = arg;
+    group g = {0};
+    uint64_t next_sync = st_now_ms() + s->o.interval_ms;
+    for (;;) {
+        pthread_mutex_lock(&s->q_mu);
+        while (s->q_head == NULL && !s->q_stop) {
+            if (s->o.durability != ST_INTERVAL) {
+                pthread_cond_wait(&s->q_cv, &s->q_mu);
+                continue;
+            }
+            uint64_t now = st_now_ms();
+            if (now >= next_sync)
+                break;
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            uint64_t ns = (uint64_t)ts.tv_nsec + (next_sync - now) * 1000000;
+            ts.tv_sec += (time_t)(ns / 1000000000);
+            ts.tv_nsec = (long)(ns % 1000000000);
+            pthread_cond_timedwait(&s->q_cv, &s->q_mu, &ts);
+        }
+        st_req *batch = s->q_head;
+        s->q_head = s->q_tail = NULL;
+        bool stop = s->q_stop;
+        pthread_mutex_unlock(&s->q_mu);
+
+        while (batch != NULL) { /* groups of appends, split at deletes */
+            st_req *cut = batch;
+            while (cut != NULL && cut->kind == REQ_APPEND)
+                cut = cut->next;
+            if (cut != batch)
+                commit_group(s, &g, batch, cut);
+            if (cut != NULL) {
+                batch = cut->next;
+                delete_conv(s, cut);
+            } else {
+                batch = NULL;
+            }
+        }
+        if (s->o.durability == ST_INTERVAL && st_now_ms() >= next_sync) {
+            sync_dirty(s);
+            next_sync = st_now_ms() + s->o.interval_ms;
+        }
+        if (s->o.durability == ST_FULL && s->j.size >= s->o.journal_bytes) {
+            int r = st_journal_open_next(s);
+            if (r == 0) {
+                pthread_mutex_lock(&s->f_mu);
+                s->f_rotated = s->j.seq;
+                pthread_cond_signal(&s->f_cv);
+                pthread_mutex_unlock(&s->f_mu);
+            } else {
+                rt_log(RT_LOG_ERROR, "store", "cannot rotate the journal: %s", strerror(-r));
+            }
+        }
+        if (stop) {
+            pthread_mutex_lock(&s->q_mu);
+            bool more = s->q_head != NULL;
+            pthread_mutex_unlock(&s->q_mu);
+            if (!more)
+                break;
+        }
+    }
+    if (s->o.durability == ST_INTERVAL)
+        sync_dirty(s);
+    free(g.iov);
+    free(g.hdr);
+    free(g.convs);
+    free(g.items);
+    return NULL;
+}
+
+int st_committer_start(st_store *s)
+{
+    if (s->o.durability == ST_FULL) {
+        int r = st_journal_open_next(s);
+        if (r < 0)
+            return r;
+    }
+    return -pthread_create(&s->committer, NULL, committer_main, s);
+}
+
+void st_committer_stop(st_store *s)
+{
+    pthread_mutex_lock(&s->q_mu);
+    s->q_stop = true;
+    pthread_cond_signal(&s->q_cv);
+    pthread_mutex_unlock(&s->q_mu);
+    pthread_join(s->committer, NULL);
+    if (s->j.fd >= 0)
+        close(s->j.fd);
+    s->j.fd = -1;
+}

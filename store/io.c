@@ -1,0 +1,156 @@
+/*
+ * io.c - system calls of the store, and the indirection tests use to make
+ * them fail. Reads are not shimmed: the faults worth simulating are the ones
+ * that leave data half-written.
+ */
+#include "io.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static ssize_t sys_pwritev(int fd, const struct iovec *iov, int n, off_t off)
+{
+    return pwritev(fd, iov, n, off);
+}
+static int sys_fdatasync(int fd)
+{
+    return fdatasync(fd);
+}
+static int sys_fsync(int fd)
+{
+    return fsync(fd);
+}
+
+static const st_io sys_io = {sys_pwritev, sys_fdatasync, sys_fsync};
+static const st_io *_Atomic cur = &sys_io;
+
+void st_io_set(const st_io *io)
+{
+    atomic_store(&cur, io != NULL ? io : &sys_io);
+}
+
+static const st_io *io(void)
+{
+    return atomic_load_explicit(&cur, memory_order_acquire);
+}
+
+int st_write_all(int fd, const struct iovec *iov, int n, off_t off)
+{
+    /* a private copy, so that a short write resumes in place */
+    struct iovec stack[64], *v = n <= 64 ? stack : malloc((size_t)n * sizeof(*v));
+    if (v == NULL)
+        return -ENOMEM;
+    memcpy(v, iov, (size_t)n * sizeof(*v));
+    int i = 0, r = 0;
+    while (i < n) {
+        ssize_t w = io()->pwritev(fd, v + i, n - i < IOV_MAX ? n - i : IOV_MAX, off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            r = w < 0 ? -errno : -EIO;
+            break;
+        }
+        off += w;
+        while (i < n && (size_t)w >= v[i].iov_len) {
+            w -= (ssize_t)v[i].iov_len;
+            i++;
+        }
+        if (w > 0) {
+            v[i].iov_base = (char *)v[i].iov_base + w;
+            v[i].iov_len -= (size_t)w;
+        }
+    }
+    if (v != stack)
+        free(v);
+    return r;
+}
+
+int st_datasync(int fd)
+{
+    return io()->fdatasync(fd) < 0 ? -errno : 0;
+}
+
+int st_truncate(int fd, uint64_t len)
+{
+    return ftruncate(fd, (off_t)len) != 0 ? -errno : 0;
+}
+
+int st_fsync(int fd)
+{
+    return io()->fsync(fd) < 0 ? -errno : 0;
+}
+
+int st_fsync_dir(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    int r = st_fsync(fd);
+    close(fd);
+    return r;
+}
+
+int st_write_file_atomic(const char *dir, const char *name, const void *data, size_t len)
+{
+    char tmp[4096], dst[4096];
+    if (snprintf(tmp, sizeof(tmp), "%s/.%s.tmp", dir, name) >= (int)sizeof(tmp) ||
+        snprintf(dst, sizeof(dst), "%s/%s", dir, name) >= (int)sizeof(dst))
+        return -ENAMETOOLONG;
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return -errno;
+    struct iovec iov = {(void *)data, len};
+    int r = st_write_all(fd, &iov, 1, 0);
+    if (r == 0)
+        r = st_fsync(fd);
+    close(fd);
+    if (r == 0 && rename(tmp, dst) != 0)
+        r = -errno;
+    if (r == 0)
+        r = st_fsync_dir(dir);
+    if (r < 0)
+        unlink(tmp);
+    return r;
+}
+
+int st_read_file(const char *path, size_t max, char **data, size_t *len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || (size_t)st.st_size > max) {
+        int e = errno;
+        close(fd);
+        return (size_t)st.st_size > max ? -EFBIG : -e;
+    }
+    char *buf = malloc((size_t)st.st_size + 1);
+    size_t got = 0;
+    while (buf != NULL && got < (size_t)st.st_size) {
+        ssize_t r = pread(fd, buf + got, (size_t)st.st_size - got, (off_t)got);
+        if (r <= 0) {
+            if (r < 0 && errno == EINTR)
+                continue;
+            break;
+        }
+        got += (size_t)r;
+    }
+    close(fd);
+    if (buf == NULL)
+        return -ENOMEM;
+    if (got != (size_t)st.st_size) {
+        free(buf);
+        return -EIO;
+    }
+    buf[got] = '\0';
+    *data = buf;
+    *len = got;
+    return 0;
+}

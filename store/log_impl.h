@@ -1,0 +1,64 @@
+/*
+ * log_impl.h - the inside of st_log, shared by log.c (open, recovery,
+ * close), log_read.c (readers) and log_write.c (the writer).
+ */
+#ifndef ST_LOG_IMPL_H
+#define ST_LOG_IMPL_H
+
+#include "index.h"
+#include "log.h"
+#include "record.h"
+#include "crc32c.h"
+
+#include <stdatomic.h>
+
+#define ST_SEG_MAGIC "PLSEG\0\0\1"
+#define ST_IDX_MAGIC "PLIDX\0\0\1"
+
+typedef struct st_seg {
+    uint64_t first; /* index of its first record */
+    int fd;
+    _Atomic uint64_t end; /* published bytes; final once sealed */
+} st_seg;
+
+typedef struct st_segs {
+    size_t n;
+    st_seg *seg[]; /* by first index; the last is the active one */
+} st_segs;
+
+struct st_log {
+    char *dir;
+    int lock_fd;
+    bool read_only;
+    uint64_t segment_bytes;
+    _Atomic uint64_t count; /* published events */
+    st_segs *_Atomic segs;  /* published segments */
+    st_retired *retired;    /* superseded segs arrays */
+    st_offsets offsets;     /* record start, per index, within its segment */
+    st_idtab ids;
+    /* the writer's */
+    uint64_t wcount;    /* written events (>= count) */
+    uint64_t wend;      /* write position in the active segment */
+    bool dirty;         /* written since the last sync */
+    uint32_t *act_hash; /* id hash (high half) per record of the active segment */
+    uint64_t act_cap;
+    uint64_t ckpt_count; /* active-segment records its checkpoint covers */
+    uint8_t *scratch;    /* record headers being written */
+    size_t scratch_cap;
+};
+
+/* Path of a log file, e.g. "<dir>/00000000000000000042.seg". */
+void st_log_path(const st_log *l, uint64_t first, const char *ext, char *out, size_t cap);
+st_seg *st_log_active(const st_log *l);
+/* Create the segment that starts at `first`, durably, and publish it. */
+int st_log_new_segment(st_log *l, uint64_t first);
+/* Binary search: the segment holding index i (which must exist), or its
+ * position in the array. */
+st_seg *st_segs_find(const st_segs *s, uint64_t i);
+size_t st_segs_pos(const st_segs *s, uint64_t i);
+/* Remember the id hash of active-segment record `index` (writer). */
+int st_log_note_hash(st_log *l, uint64_t index, uint32_t hash_hi);
+/* Write a segment's checkpoint for its records [seg->first, upto). */
+int st_log_write_idx(st_log *l, const st_seg *seg, uint64_t upto, uint64_t covered);
+
+#endif

@@ -1,0 +1,239 @@
+/*
+ * store.c - opening and closing a store, its durability option, and the
+ * flusher thread, which retires rotated journals (one syncfs, then they
+ * become spares or go) and closes logs left idle past their TTL.
+ */
+#include "store_impl.h"
+
+#include "io.h"
+#include "runtime/err.h"
+#include "runtime/log.h"
+#include "runtime/units.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+uint64_t st_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+int st_parse_durability(const char *s, st_durability *d, uint64_t *interval_ms)
+{
+    if (s == NULL)
+        return -EINVAL;
+    if (strcmp(s, "full") == 0) {
+        *d = ST_FULL;
+        return 0;
+    }
+    if (strcmp(s, "none") == 0) {
+        *d = ST_NONE;
+        return 0;
+    }
+    uint64_t ms;
+    if (strncmp(s, "interval=", 9) == 0 && rt_parse_duration_ms(s + 9, 1, &ms) == 0 && ms > 0 &&
+        ms <= 3600000) {
+        *d = ST_INTERVAL;
+        *interval_ms = ms;
+        return 0;
+    }
+    return -EINVAL;
+}
+
+const char *st_durability_name(st_durability d)
+{
+    return d == ST_FULL ? "full" : d == ST_INTERVAL ? "interval" : "none";
+}
+
+static void *flusher_main(void *arg)
+{
+    st_store *s = arg;
+    uint64_t done = 0, last_sweep = st_now_ms();
+    pthread_mutex_lock(&s->f_mu);
+    while (!s->f_stop) {
+        uint64_t upto = s->f_rotated;
+        if (upto > done) {
+            pthread_mutex_unlock(&s->f_mu);
+            /* everything written before the rotation, into any segment,
+             * becomes durable; the journals before it are then not needed */
+            int r = syncfs(s->dir_fd) != 0 ? -errno : st_journal_retire(s, upto);
+            if (r < 0)
+                rt_log(RT_LOG_ERROR, "store", "cannot retire old journals: %s", strerror(-r));
+            else
+                done = upto;
+            pthread_mutex_lock(&s->f_mu);
+            continue;
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += 1;
+        pthread_cond_timedwait(&s->f_cv, &s->f_mu, &ts);
+        pthread_mutex_unlock(&s->f_mu);
+        uint64_t now = st_now_ms();
+        if (now - last_sweep >= 1000) {
+            st_catalog_close_idle(s, now, s->o.idle_ttl_ms);
+            last_sweep = now;
+        }
+        pthread_mutex_lock(&s->f_mu);
+    }
+    pthread_mutex_unlock(&s->f_mu);
+    return NULL;
+}
+
+static int lock_store(st_store *s, char *err, size_t errlen)
+{
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/lock", s->dir);
+    s->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (s->lock_fd < 0) {
+        snprintf(err, errlen, "cannot create %s: %s", path, strerror(errno));
+        return -errno;
+    }
+    if (flock(s->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+        int e = errno;
+        char pid[32] = "";
+        ssize_t n = pread(s->lock_fd, pid, sizeof(pid) - 1, 0);
+        pid[n > 0 ? n : 0] = '\0';
+        pid[strcspn(pid, "\n")] = '\0';
+        snprintf(err, errlen, "data directory %s is in use by another process%s%s%s", s->dir,
+                 *pid ? " (pid " : "", pid, *pid ? ")" : "");
+        return e == EWOULDBLOCK ? -EBUSY : -e;
+    }
+    char pid[32];
+    int n = snprintf(pid, sizeof(pid), "%ld\n", (long)getpid());
+    if (ftruncate(s->lock_fd, 0) != 0 || pwrite(s->lock_fd, pid, (size_t)n, 0) != n) {
+        snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
+        return -errno;
+    }
+    return 0;
+}
+
+static int make_dir(const char *path, char *err, size_t errlen)
+{
+    if (mkdir(path, 0755) == 0 || errno == EEXIST)
+        return 0;
+    snprintf(err, errlen, "cannot create %s: %s", path, strerror(errno));
+    return -errno;
+}
+
+static char *join(const char *a, const char *b)
+{
+    size_t n = strlen(a) + strlen(b) + 2;
+    char *p = malloc(n);
+    if (p != NULL)
+        snprintf(p, n, "%s/%s", a, b);
+    return p;
+}
+
+int st_store_open(const st_opts *o, st_store **out, char *err, size_t errlen)
+{
+    char scratch[256];
+    if (err == NULL) {
+        err = scratch;
+        errlen = sizeof(scratch);
+    }
+    err[0] = '\0';
+    if (o == NULL || o->dir == NULL)
+        return -EINVAL;
+    st_store *s = calloc(1, sizeof(*s));
+    if (s == NULL)
+        return -ENOMEM;
+    s->o = *o;
+    if (s->o.interval_ms == 0)
+        s->o.interval_ms = 1000;
+    if (s->o.journal_bytes == 0)
+        s->o.journal_bytes = (uint64_t)64 << 20;
+    if (s->o.checkpoint_records == 0)
+        s->o.checkpoint_records = 65536;
+    if (s->o.idle_ttl_ms == 0)
+        s->o.idle_ttl_ms = 20 * 60 * 1000;
+    s->lock_fd = s->dir_fd = s->j.fd = -1;
+    pthread_mutex_init(&s->cat_mu, NULL);
+    pthread_mutex_init(&s->q_mu, NULL);
+    pthread_cond_init(&s->q_cv, NULL);
+    pthread_mutex_init(&s->f_mu, NULL);
+    pthread_cond_init(&s->f_cv, NULL);
+    s->dir = strdup(o->dir);
+    s->conv_dir = join(o->dir, "conversations");
+    s->journal_dir = join(o->dir, "journal");
+    int r = s->dir && s->conv_dir && s->journal_dir ? 0 : -ENOMEM;
+    if (r == 0)
+        r = make_dir(s->dir, err, errlen);
+    if (r == 0)
+        r = lock_store(s, err, errlen);
+    if (r == 0)
+        r = make_dir(s->conv_dir, err, errlen);
+    if (r == 0)
+        r = make_dir(s->journal_dir, err, errlen);
+    if (r == 0 && (s->dir_fd = open(s->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+        r = -errno;
+    if (r == 0)
+        r = st_fsync_dir(s->dir); /* the subdirectories just made */
+    if (r == 0)
+        r = st_catalog_load(s, err, errlen);
+    if (r == 0)
+        r = st_journal_replay(s, err, errlen);
+    if (r == 0 && (r = st_committer_start(s)) < 0)
+        snprintf(err, errlen, "cannot start the committer: %s", strerror(-r));
+    if (r == 0 && (r = -pthread_create(&s->flusher, NULL, flusher_main, s)) < 0) {
+        st_committer_stop(s);
+        snprintf(err, errlen, "cannot start the flusher: %s", strerror(-r));
+    }
+    if (r < 0) {
+        if (err[0] == '\0')
+            snprintf(err, errlen, "cannot open the store in %s: %s", o->dir, strerror(-r));
+        st_catalog_free(s);
+        if (s->dir_fd >= 0)
+            close(s->dir_fd);
+        if (s->lock_fd >= 0)
+            close(s->lock_fd);
+        free(s->dir);
+        free(s->conv_dir);
+        free(s->journal_dir);
+        free(s);
+        return r;
+    }
+    rt_log(RT_LOG_INFO, "store", "opened dir=%s conversations=%zu durability=%s", s->dir, s->count,
+           st_durability_name(s->o.durability));
+    *out = s;
+    return 0;
+}
+
+void st_store_close(st_store *s)
+{
+    if (s == NULL)
+        return;
+    st_committer_stop(s);
+    pthread_mutex_lock(&s->f_mu);
+    s->f_stop = true;
+    pthread_cond_signal(&s->f_cv);
+    pthread_mutex_unlock(&s->f_mu);
+    pthread_join(s->flusher, NULL);
+    /* closing a log syncs and checkpoints it; then the journal is moot,
+     * unless a flush failed: then it stays, to be replayed at the next open */
+    int r = st_catalog_free(s);
+    if (r == 0)
+        r = st_journal_retire(s, UINT64_MAX);
+    if (r < 0)
+        rt_log(RT_LOG_ERROR, "store", "closing: journal kept for replay: %s", strerror(-r));
+    close(s->dir_fd);
+    close(s->lock_fd);
+    pthread_mutex_destroy(&s->cat_mu);
+    pthread_mutex_destroy(&s->q_mu);
+    pthread_cond_destroy(&s->q_cv);
+    pthread_mutex_destroy(&s->f_mu);
+    pthread_cond_destroy(&s->f_cv);
+    free(s->dir);
+    free(s->conv_dir);
+    free(s->journal_dir);
+    free(s);
+}

@@ -1,0 +1,107 @@
+/*
+ * store.h - the store: the conversations under a data directory, their
+ * logs (log.h), and the committer that makes appends durable.
+ *
+ *   <dir>/lock                        one process per data directory
+ *   <dir>/conversations/<32 hex>/     meta.json, then the log's files
+ *   <dir>/journal/<seq>.wal           `full` appends whose segments may not be
+ *                                     on disk yet
+ *
+ * Durability, one policy per store:
+ *   full          an append is acknowledged once durable. Everything pending
+ *                 when the committer wakes is written to its conversation's
+ *                 segment and to the one journal file, and one fdatasync of
+ *                 the journal covers it all: group commit across
+ *                 conversations and loops. When the journal rotates, a
+ *                 background syncfs flushes the segments and only then is the
+ *                 old journal deleted. Opening the store replays the journal.
+ *   interval=MS   acknowledged once written; segments written are
+ *                 fdatasync'ed every MS (a crash loses at most that).
+ *   none          acknowledged once written; flushed on close only.
+ *
+ * Opening the store reads each conversation's meta.json and nothing else:
+ * its start-up time grows with the number of conversations, not events. A
+ * log is opened on first use and closed again after idle_ttl_ms unused.
+ *
+ * All file I/O of appends happens on the committer thread; the calling loop
+ * never waits for the disk. Opening a log (st_conv_log) and reading it
+ * (log.h) are blocking calls: loop code runs them in the thread pool.
+ */
+#ifndef ST_STORE_H
+#define ST_STORE_H
+
+#include "log.h"
+
+#include "runtime/buf.h"
+#include "runtime/uuid.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum { ST_FULL = 0, ST_INTERVAL, ST_NONE } st_durability;
+
+typedef struct st_opts {
+    const char *dir;
+    st_durability durability;
+    uint64_t interval_ms;        /* ST_INTERVAL: default 1000 */
+    uint64_t segment_bytes;      /* default 64 MiB */
+    uint64_t journal_bytes;      /* rotate past this; default 64 MiB */
+    uint64_t checkpoint_records; /* checkpoint the active segment every N; default 65536 */
+    uint64_t idle_ttl_ms;        /* close a log unused this long; default 20 min */
+} st_opts;
+
+/* "full", "none", or "interval=DURATION" ("interval=250ms", "interval=2s",
+ * bare numbers are milliseconds). 0 or -EINVAL. */
+int st_parse_durability(const char *s, st_durability *d, uint64_t *interval_ms);
+const char *st_durability_name(st_durability d);
+
+typedef struct st_store st_store;
+typedef struct st_conv st_conv;
+
+/* Lock the directory (creating it), load the catalog, replay the journal.
+ * On failure, `err` (if given) holds one line saying why. */
+int st_store_open(const st_opts *o, st_store **out, char *err, size_t errlen);
+/* Finish pending appends, flush and close every log, unlock. No handle
+ * may be held any more. */
+void st_store_close(st_store *s);
+
+/* ---- conversations: any thread --------------------------------------- */
+
+/* Create with its meta (JSON bytes, stored as given). -EEXIST if the id is
+ * taken; *out is then the existing one (still a held reference). */
+int st_conv_create(st_store *s, const rt_uuid *id, rt_buf *meta, st_conv **out);
+/* A held reference; -ENOENT if unknown. */
+int st_conv_get(st_store *s, const rt_uuid *id, st_conv **out);
+void st_conv_release(st_conv *c);
+const rt_uuid *st_conv_id(const st_conv *c);
+/* The current meta; a reference the caller gives back (rt_buf_unref). */
+rt_buf *st_conv_meta(st_conv *c);
+/* Replace the meta durably (temp file, fsync, rename). */
+int st_conv_set_meta(st_conv *c, rt_buf *meta);
+/* The conversation's log, opened on first use (blocking); valid while c is
+ * held. `rep` (may be NULL) describes what opening found. */
+int st_conv_log(st_conv *c, st_log **log, st_open_report *rep);
+
+size_t st_store_count(st_store *s);
+/* A snapshot of every conversation id (malloc'd; the caller frees). */
+int st_store_list(st_store *s, rt_uuid **ids, size_t *n);
+
+/* ---- the committer: appends and deletes --------------------------------- */
+
+/* Runs on the committer thread when the append is done: status 0 and the
+ * index of its first event, or a negative errno (nothing was appended). It
+ * must be quick and must not block; posting a message is the usual thing. */
+typedef void (*st_done_fn)(void *ctx, int status, uint64_t first);
+
+/* Append events to c's log, in order, all or nothing. The ids are copied,
+ * the payloads referenced; c stays held until done has run. Appends to one
+ * conversation complete in the order they were made. -ESHUTDOWN once the
+ * store is closing (then done never runs). */
+int st_append(st_conv *c, const st_item *items, size_t n, st_done_fn done, void *ctx);
+/* Remove the conversation and its files, after the appends made before this
+ * call; consumes the caller's reference. Others who still hold it get
+ * -ENOENT from then on; it is freed when the last lets go. done's `first`
+ * is unused. */
+int st_conv_delete(st_conv *c, st_done_fn done, void *ctx);
+
+#endif

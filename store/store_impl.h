@@ -1,0 +1,90 @@
+/*
+ * store_impl.h - the inside of st_store and st_conv, shared by store.c
+ * (open, close, the flusher thread), catalog.c (conversations), journal.c
+ * and commit.c (the committer thread).
+ */
+#ifndef ST_STORE_IMPL_H
+#define ST_STORE_IMPL_H
+
+#include "store.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <sys/uio.h>
+
+typedef struct st_req st_req;
+
+struct st_conv {
+    st_store *s;
+    rt_uuid id;
+    char *dir;
+    _Atomic int refs;   /* holders; the catalog itself holds none */
+    pthread_mutex_t mu; /* guards log (opening, idle close) and meta */
+    st_log *log;
+    rt_buf *meta;
+    _Atomic uint64_t used; /* ms, monotonic: last release */
+    _Atomic bool gone;     /* deleted: out of the catalog, files going */
+    st_conv *next;         /* hash chain (catalog lock) */
+    uint64_t batch;        /* committer: the last group that wrote to it */
+    st_req *gfirst;        /* committer: that group's requests for it, in order */
+    st_req *glast;
+    bool dirty; /* committer: written since the last interval sync */
+};
+
+typedef struct st_journal {
+    int fd;        /* -1: none open */
+    uint64_t seq;  /* its number; never reused, not even across restarts */
+    uint32_t seed; /* its records' CRC seed */
+    uint64_t size; /* bytes written */
+} st_journal;
+
+struct st_store {
+    st_opts o;
+    char *dir, *conv_dir, *journal_dir;
+    int lock_fd, dir_fd;
+    /* catalog */
+    pthread_mutex_t cat_mu;
+    st_conv **buckets;
+    size_t nbuckets, count;
+    /* committer */
+    pthread_t committer;
+    pthread_mutex_t q_mu;
+    pthread_cond_t q_cv;
+    st_req *q_head, *q_tail;
+    bool q_stop;
+    st_journal j; /* committer-owned */
+    /* flusher: syncs and deletes rotated journals, closes idle logs */
+    pthread_t flusher;
+    pthread_mutex_t f_mu;
+    pthread_cond_t f_cv;
+    uint64_t f_rotated; /* journals below this seq may go once flushed */
+    bool f_stop;
+};
+
+uint64_t st_now_ms(void);
+
+/* catalog.c */
+int st_catalog_load(st_store *s, char *err, size_t errlen);
+/* Close every log (flushing it) and free the catalog; the first flush error. */
+int st_catalog_free(st_store *s);
+void st_catalog_close_idle(st_store *s, uint64_t now, uint64_t ttl);
+int st_conv_remove_files(st_conv *c);
+
+/* journal.c */
+int st_journal_open_next(st_store *s);
+int st_journal_append(st_store *s, const struct iovec *iov, int n);
+int st_journal_sync(st_store *s);
+/* Start writing back the journal from `from` on, without waiting. */
+void st_journal_start_writeback(st_store *s, uint64_t from);
+void st_journal_undo(st_store *s, uint64_t size);
+/* Retire every journal below seq `upto` (all if UINT64_MAX): keep a few as
+ * spares for reuse, delete the rest. Only once their segments are synced. */
+int st_journal_retire(st_store *s, uint64_t upto);
+int st_journal_replay(st_store *s, char *err, size_t errlen);
+
+/* commit.c */
+int st_committer_start(st_store *s);
+void st_committer_stop(st_store *s);
+
+#endif
