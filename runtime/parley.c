@@ -1,14 +1,16 @@
-/* parley.c - the public embedding API over the runtime. */
+/* parley.c - the public embedding API over the runtime and the store. */
 #include "parley.h"
 
 #include "rt.h"
+#include "store/store.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
-#include <sys/stat.h>
 
 struct pl_instance {
     rt_runtime *rt;
+    st_store *store;
 };
 
 const char *pl_version(void)
@@ -21,18 +23,34 @@ const char *pl_strerror(int err)
     return rt_strerror(err);
 }
 
-int pl_open(const pl_options *o, pl_instance **out)
+int pl_open(const pl_options *o, pl_instance **out, char *err, size_t errlen)
 {
-    const char *dir = o != NULL && o->data_dir != NULL ? o->data_dir : "parley-data";
-    if (out == NULL || (o != NULL && o->workers < 0))
+    char scratch[256];
+    if (err == NULL) {
+        err = scratch;
+        errlen = sizeof(scratch);
+    }
+    err[0] = '\0';
+    if (out == NULL || (o != NULL && o->workers < 0)) {
+        snprintf(err, errlen, "invalid options");
         return RT_EINVAL;
-    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
-        return -errno;
+    }
+    st_opts so = {.dir = o != NULL && o->data_dir != NULL ? o->data_dir : "parley-data"};
+    if (o != NULL && o->durability != NULL &&
+        st_parse_durability(o->durability, &so.durability, &so.interval_ms) != 0) {
+        snprintf(err, errlen, "unknown durability '%s' (full, interval=DURATION or none)",
+                 o->durability);
+        return RT_EINVAL;
+    }
     pl_instance *p = calloc(1, sizeof(*p));
     if (p == NULL)
         return RT_ENOMEM;
+    int r = st_store_open(&so, &p->store, err, errlen);
     rt_opts ro = {.loops = o != NULL ? o->workers : 0};
-    int r = rt_runtime_new(&ro, &p->rt);
+    if (r == 0 && (r = rt_runtime_new(&ro, &p->rt)) < 0) {
+        snprintf(err, errlen, "cannot start the runtime: %s", rt_strerror(r));
+        st_store_close(p->store);
+    }
     if (r < 0) {
         free(p);
         return r;
@@ -46,10 +64,16 @@ int pl_workers(const pl_instance *p)
     return rt_runtime_loops(p->rt);
 }
 
+size_t pl_conversations(pl_instance *p)
+{
+    return st_store_count(p->store);
+}
+
 void pl_close(pl_instance *p)
 {
     if (p == NULL)
         return;
     rt_runtime_free(p->rt);
+    st_store_close(p->store);
     free(p);
 }

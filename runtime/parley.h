@@ -6,8 +6,9 @@
  * error code that pl_strerror describes in one line.
  *
  *   pl_instance *p;
+ *   char err[256];
  *   pl_options o = {.workers = 2, .data_dir = "parley-data"};
- *   if (pl_open(&o, &p) != 0) ...;
+ *   if (pl_open(&o, &p, err, sizeof err) != 0) ...;
  *   ...
  *   pl_close(p);   // clean stop: drains work, joins threads, frees all
  *
@@ -17,6 +18,8 @@
 #ifndef PARLEY_H
 #define PARLEY_H
 
+#include <stddef.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -24,8 +27,9 @@ extern "C" {
 typedef struct pl_instance pl_instance;
 
 typedef struct pl_options {
-    int workers;          /* worker loops (threads); 0 = number of cores */
-    const char *data_dir; /* created if missing; NULL = "parley-data" */
+    int workers;            /* worker loops (threads); 0 = number of cores */
+    const char *data_dir;   /* created if missing; NULL = "parley-data" */
+    const char *durability; /* "full" (default), "interval=250ms", "none" */
 } pl_options;
 
 /* The library's version, e.g. "0.1.0". */
@@ -33,10 +37,15 @@ const char *pl_version(void);
 /* One line describing an error code returned by a pl_ function. */
 const char *pl_strerror(int err);
 
-/* Start an instance: create the data directory, start the worker loops. */
-int pl_open(const pl_options *o, pl_instance **out);
+/* Start an instance: open the store in the data directory (creating it,
+ * locking it against other processes, replaying its journal), then start
+ * the worker loops. On failure, `err` (if not NULL) gets one line saying
+ * why: e.g. that another process has the directory. */
+int pl_open(const pl_options *o, pl_instance **out, char *err, size_t errlen);
 /* Number of worker loops the instance runs. */
 int pl_workers(const pl_instance *p);
+/* Number of conversations in its store. */
+size_t pl_conversations(pl_instance *p);
 /* Stop cleanly and free everything. Not from a parley thread. */
 void pl_close(pl_instance *p);
 

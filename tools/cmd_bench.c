@@ -9,6 +9,7 @@
 static const cli_cmd benches[] = {
     {"runtime", "message hops on one loop, hand-offs across loops, bytes per idle actor",
      bench_runtime},
+    {"store", "durable appends, page reads anywhere in a 1M-event log, opening it", bench_store},
 };
 #define NBENCHES (sizeof(benches) / sizeof(benches[0]))
 

@@ -14,12 +14,16 @@
 #include <uv.h>
 
 static const char serve_usage[] =
-    "usage: parley serve [--data DIR] [--workers N] [--log-level LEVEL]\n\n"
+    "usage: parley serve [--data DIR] [--durability POLICY] [--workers N] [--log-level LEVEL]\n\n"
     "Run parley on a local data directory until SIGINT or SIGTERM.\n\n"
-    "  --data DIR         data directory, created if missing (default ./parley-data)\n"
-    "  --workers N        worker loops (threads), 1..256 (default: number of cores)\n"
-    "  --log-level LEVEL  debug, info, warn, error or off (default info, or $PARLEY_LOG)\n"
-    "  -h, --help         show this help\n";
+    "  --data DIR           data directory, created if missing (default ./parley-data);\n"
+    "                       one process at a time\n"
+    "  --durability POLICY  full: acknowledge appends once fdatasync'ed (default);\n"
+    "                       interval=DURATION: fdatasync every DURATION (e.g. 250ms);\n"
+    "                       none: leave flushing to the kernel\n"
+    "  --workers N          worker loops (threads), 1..256 (default: number of cores)\n"
+    "  --log-level LEVEL    debug, info, warn, error or off (default info, or $PARLEY_LOG)\n"
+    "  -h, --help           show this help\n";
 
 static void on_signal(uv_signal_t *h, int signum)
 {
@@ -31,10 +35,11 @@ int cmd_serve(int argc, char **argv)
 {
     static const struct option opts[] = {{"data", required_argument, NULL, 'd'},
                                          {"workers", required_argument, NULL, 'w'},
+                                         {"durability", required_argument, NULL, 'D'},
                                          {"log-level", required_argument, NULL, 'l'},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
-    const char *data = "parley-data";
+    const char *data = "parley-data", *durability = "full";
     int workers = 0, c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -45,6 +50,9 @@ int cmd_serve(int argc, char **argv)
         case 'w':
             if (!cli_parse_int("serve", "--workers", optarg, 1, 256, &workers))
                 return CLI_USAGE;
+            break;
+        case 'D':
+            durability = optarg;
             break;
         case 'l': {
             int l = rt_log_parse_level(optarg);
@@ -64,11 +72,13 @@ int cmd_serve(int argc, char **argv)
         return cli_usage_error("serve", "unexpected argument '%s'", argv[optind]);
 
     pl_instance *p;
-    pl_options po = {.workers = workers, .data_dir = data};
-    int r = pl_open(&po, &p);
+    char err[512];
+    pl_options po = {.workers = workers, .data_dir = data, .durability = durability};
+    int r = pl_open(&po, &p, err, sizeof(err));
+    if (r == RT_EINVAL)
+        return cli_usage_error("serve", "%s", err);
     if (r < 0) {
-        fprintf(stderr, "parley serve: cannot start on data directory %s: %s\n", data,
-                pl_strerror(r));
+        fprintf(stderr, "parley serve: %s\n", err[0] ? err : pl_strerror(r));
         return CLI_FAIL;
     }
     uv_loop_t main_loop;
@@ -80,10 +90,11 @@ int cmd_serve(int argc, char **argv)
     uv_signal_start(&sigterm, on_signal, SIGTERM);
     /* announced only once the signals are ours: a script that waits for this
      * line and then sends SIGTERM must get a clean stop */
-    printf("parley %s: runtime up with %d worker loops, data directory %s\n"
+    printf("parley %s: runtime up with %d worker loops, data directory %s "
+           "(%zu conversations, durability %s)\n"
            "no network server yet: the HTTP API arrives in a later release. "
            "Stop with Ctrl-C.\n",
-           pl_version(), pl_workers(p), data);
+           pl_version(), pl_workers(p), data, pl_conversations(p), durability);
     fflush(stdout);
     uv_run(&main_loop, UV_RUN_DEFAULT);
 

@@ -13,7 +13,7 @@
 
 static const cli_cmd commands[] = {
     {"serve", "run the server on a local data directory", cmd_serve},
-    {"bench", "run a benchmark: parley bench <name> (runtime)", cmd_bench},
+    {"bench", "run a benchmark: parley bench <name> (runtime, store)", cmd_bench},
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 

@@ -24,6 +24,8 @@ expect_status 2 "$PARLEY" serve --workers many
 expect_status 2 "$PARLEY" serve --no-such-flag
 expect_status 2 "$PARLEY" serve --log-level loud
 expect_status 2 "$PARLEY" serve stray-argument
+expect_status 2 "$PARLEY" serve --durability sometimes
+expect_grep "unknown durability 'sometimes'" "$TEST_TMP/err"
 expect_status 2 "$PARLEY" bench nothing
 expect_status 2 "$PARLEY" bench runtime --runs 0
 [ "$(wc -l <"$TEST_TMP/err")" -eq 1 ] || fail "usage errors must be one line: $(cat "$TEST_TMP/err")"
@@ -45,5 +47,15 @@ done
 # a data directory that cannot be created is a clear failure, not a crash
 touch "$TEST_TMP/file"
 expect_status 1 "$PARLEY" serve --data "$TEST_TMP/file/sub"
-expect_grep 'cannot start on data directory' "$TEST_TMP/err"
+expect_grep "cannot create $TEST_TMP/file/sub: Not a directory" "$TEST_TMP/err"
+
+# one server per data directory: a second one says who has it
+data="$TEST_TMP/shared"
+coproc SRV { exec "$PARLEY" serve --data "$data" --durability interval=50ms --log-level warn; }
+read -r -t 60 -u "${SRV[0]}" line || fail "serve printed nothing within 60 s"
+[[ "$line" == *"durability interval=50ms"* ]] || fail "unexpected first line: $line"
+expect_status 1 "$PARLEY" serve --data "$data"
+expect_grep "data directory $data is in use by another process \\(pid $SRV_PID\\)" "$TEST_TMP/err"
+kill -TERM "$SRV_PID"
+wait "$SRV_PID" || fail "serve did not stop cleanly"
 echo "ok"
