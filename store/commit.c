@@ -247,6 +247,8 @@ static void commit_group(st_store *s, group *g, st_req *head, st_req *stop)
     g->niov = g->hdr_used = 0;
     uint64_t jstart = s->j.size;
     int gr = gather(g, head, stop); /* the group's own failure, if any */
+    if (gr == 0 && full && s->j.broken)
+        gr = -EIO;
     for (size_t i = 0; gr == 0 && i < g->nconvs; i++)
         gr = plan_conv(s, g, g->convs[i]);
     bool journaled = false;
@@ -262,10 +264,8 @@ static void commit_group(st_store *s, group *g, st_req *head, st_req *stop)
         gr = write_conv(g, g->convs[i]);
     if (gr == 0 && journaled)
         gr = st_journal_sync(s);
-    if (gr < 0 && journaled) {
+    if (gr < 0 && journaled)
         st_journal_undo(s, jstart);
-        st_journal_sync(s);
-    }
     for (size_t i = 0; i < g->nconvs; i++) {
         st_conv *c = g->convs[i];
         if (c->log == NULL) /* it could not be opened: its requests failed */
@@ -306,8 +306,11 @@ static void sync_dirty(st_store *s)
     pthread_mutex_unlock(&s->cat_mu);
     for (size_t i = 0; i < n; i++) {
         int r = st_log_sync(held[i]->log);
-        if (r < 0)
-            rt_log(RT_LOG_ERROR, "store", "interval sync failed: %s", strerror(-r));
+        if (r < 0) { /* stays dirty and held: tried again next interval */
+            rt_log(RT_LOG_ERROR, "store", "interval sync of %s failed: %s", held[i]->dir,
+                   strerror(-r));
+            continue;
+        }
         held[i]->dirty = false;
         st_conv_release(held[i]);
     }
@@ -345,7 +348,7 @@ static void *committer_main(void *arg)
 {
     st_store *s = arg;
     group g = {0};
-    uint64_t next_sync = st_now_ms() + s->o.interval_ms;
+    uint64_t next_sync = st_now_ms() + s->o.interval_ms, rotate_retry = 0;
     for (;;) {
         pthread_mutex_lock(&s->q_mu);
         while (s->q_head == NULL && !s->q_stop) {
@@ -385,8 +388,11 @@ static void *committer_main(void *arg)
             sync_dirty(s);
             next_sync = st_now_ms() + s->o.interval_ms;
         }
-        if (s->o.durability == ST_FULL && s->j.size >= s->o.journal_bytes) {
+        if (s->o.durability == ST_FULL && s->j.size >= s->o.journal_bytes &&
+            s->j.size >= rotate_retry) {
             int r = st_journal_open_next(s);
+            /* after a failure, try again once the journal has grown a bit */
+            rotate_retry = r == 0 ? 0 : s->j.size + s->o.journal_bytes / 16;
             if (r == 0) {
                 pthread_mutex_lock(&s->f_mu);
                 s->f_rotated = s->j.seq;

@@ -139,13 +139,14 @@ int st_journal_append(st_store *s, const struct iovec *iov, int n)
     uint64_t total = 0;
     for (int i = 0; i < n; i++)
         total += iov[i].iov_len;
-    int r = st_write_all(s->j.fd, iov, n, (off_t)s->j.size);
-    if (r < 0) {
-        st_journal_undo(s, s->j.size);
-        return r;
-    }
+    uint64_t at = s->j.size;
+    /* counted before the write: a short write leaves valid records too, and
+     * the undo must reach them */
     s->j.size += total;
-    return 0;
+    int r = st_write_all(s->j.fd, iov, n, (off_t)at);
+    if (r < 0)
+        st_journal_undo(s, at);
+    return r;
 }
 
 int st_journal_sync(st_store *s)
@@ -159,11 +160,12 @@ void st_journal_start_writeback(st_store *s, uint64_t from)
     sync_file_range(s->j.fd, (off64_t)from, (off64_t)(s->j.size - from), SYNC_FILE_RANGE_WRITE);
 }
 
-/* Forget the records from `size` on (a group that failed). They are
- * overwritten with zeros, not cut off: in a reused file, or after shorter
- * new records, they would still be there to validate. Best effort: the
- * caller reports the original error, and a shorter file is the fallback. */
-void st_journal_undo(st_store *s, uint64_t size)
+/* Forget the records from `size` on (a group that failed), durably. They
+ * are overwritten with zeros, not cut off: in a reused file, or after
+ * shorter new records, they would still be there to validate. If that
+ * cannot be made durable, the journal might replay a group reported as
+ * failed, so the store stops taking appends (it says so) until reopened. */
+int st_journal_undo(st_store *s, uint64_t size)
 {
     static const uint8_t zeros[64 << 10];
     int r = 0;
@@ -172,9 +174,19 @@ void st_journal_undo(st_store *s, uint64_t size)
         struct iovec iov = {(void *)zeros, (size_t)k};
         r = st_write_all(s->j.fd, &iov, 1, (off_t)at);
     }
-    if (r < 0)
-        st_truncate(s->j.fd, size);
+    if (r < 0) /* a shorter file is the other way to lose them */
+        r = st_truncate(s->j.fd, size);
+    if (r == 0)
+        r = st_datasync(s->j.fd);
     s->j.size = size;
+    if (r < 0 && !s->j.broken) {
+        s->j.broken = true;
+        rt_log(RT_LOG_ERROR, "store",
+               "cannot take back a failed group commit from the journal (%s): refusing "
+               "appends until the store is reopened",
+               strerror(-r));
+    }
+    return r;
 }
 
 int st_journal_retire(st_store *s, uint64_t upto)

@@ -89,8 +89,11 @@ int st_store_list(st_store *s, rt_uuid **ids, size_t *n);
 /* ---- the committer: appends and deletes --------------------------------- */
 
 /* Runs on the committer thread when the append is done: status 0 and the
- * index of its first event, or a negative errno (nothing was appended). It
- * must be quick and must not block; posting a message is the usual thing. */
+ * index of its first event, or a negative errno (nothing was appended).
+ * Appends are committed in groups, and an I/O error fails the whole group,
+ * other conversations' appends included: all of them report it, none is
+ * visible, and later appends start from the same place. It must be quick
+ * and must not block; posting a message is the usual thing. */
 typedef void (*st_done_fn)(void *ctx, int status, uint64_t first);
 
 /* Append events to c's log, in order, all or nothing. The ids are copied,

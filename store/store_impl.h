@@ -37,6 +37,7 @@ typedef struct st_journal {
     uint64_t seq;  /* its number; never reused, not even across restarts */
     uint32_t seed; /* its records' CRC seed */
     uint64_t size; /* bytes written */
+    bool broken;   /* a failed group could not be taken back: no more appends */
 } st_journal;
 
 struct st_store {
@@ -77,7 +78,7 @@ int st_journal_append(st_store *s, const struct iovec *iov, int n);
 int st_journal_sync(st_store *s);
 /* Start writing back the journal from `from` on, without waiting. */
 void st_journal_start_writeback(st_store *s, uint64_t from);
-void st_journal_undo(st_store *s, uint64_t size);
+int st_journal_undo(st_store *s, uint64_t size);
 /* Retire every journal below seq `upto` (all if UINT64_MAX): keep a few as
  * spares for reuse, delete the rest. Only once their segments are synced. */
 int st_journal_retire(st_store *s, uint64_t upto);

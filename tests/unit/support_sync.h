@@ -31,22 +31,10 @@
 #elif defined(__has_feature)
 #if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
 #define TS_SANITIZED 1
-/* Run a suite in Check's fork mode (each test in its own process) and
- * return main's exit status: non-zero when any test failed. */
-int ts_run_suite(Suite *s);
-
 #endif
-/* Run a suite in Check's fork mode (each test in its own process) and
- * return main's exit status: non-zero when any test failed. */
-int ts_run_suite(Suite *s);
-
 #endif
 #ifndef TS_SANITIZED
 #define TS_SANITIZED 0
-/* Run a suite in Check's fork mode (each test in its own process) and
- * return main's exit status: non-zero when any test failed. */
-int ts_run_suite(Suite *s);
-
 #endif
 
 /* Stress sizes: the full count normally, a smaller one under sanitizers,
