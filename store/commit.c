@@ -237,8 +237,8 @@ static int write_conv(group *g, st_conv *c)
 }
 
 /* A group of appends, [head, stop): the journal records are written first
- * and their writeback started, the segments are written while the device
- * works, then one fdatasync makes the group durable. Any I/O failure fails
+ * and their fdatasync begins on the syncer thread; the segments are written
+ * meanwhile, and the group is durable once that fdatasync returns. Any I/O failure fails
  * the whole group: the segments are cut back and so is the journal (synced
  * again, so that no replay brings back what was reported as failed). */
 static void commit_group(st_store *s, group *g, st_req *head, st_req *stop)
@@ -258,12 +258,15 @@ static void commit_group(st_store *s, group *g, st_req *head, st_req *stop)
         gr = st_journal_append(s, g->iov, (int)g->niov);
         journaled = gr == 0;
         if (journaled)
-            st_journal_start_writeback(s, jstart);
+            st_journal_sync_begin(s);
     }
     for (size_t i = 0; gr == 0 && i < g->nconvs; i++)
         gr = write_conv(g, g->convs[i]);
-    if (gr == 0 && journaled)
-        gr = st_journal_sync(s);
+    if (journaled) {
+        int sr = st_journal_sync_end(s);
+        if (gr == 0)
+            gr = sr;
+    }
     if (gr < 0 && journaled)
         st_journal_undo(s, jstart);
     for (size_t i = 0; i < g->nconvs; i++) {
@@ -423,10 +426,15 @@ int st_committer_start(st_store *s)
 {
     if (s->o.durability == ST_FULL) {
         int r = st_journal_open_next(s);
+        if (r == 0)
+            r = st_journal_syncer_start(s);
         if (r < 0)
             return r;
     }
-    return -pthread_create(&s->committer, NULL, committer_main, s);
+    int r = -pthread_create(&s->committer, NULL, committer_main, s);
+    if (r < 0 && s->o.durability == ST_FULL)
+        st_journal_syncer_stop(s);
+    return r;
 }
 
 void st_committer_stop(st_store *s)
@@ -436,6 +444,8 @@ void st_committer_stop(st_store *s)
     pthread_cond_signal(&s->q_cv);
     pthread_mutex_unlock(&s->q_mu);
     pthread_join(s->committer, NULL);
+    if (s->o.durability == ST_FULL)
+        st_journal_syncer_stop(s);
     if (s->j.fd >= 0)
         close(s->j.fd);
     s->j.fd = -1;

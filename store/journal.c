@@ -154,10 +154,63 @@ int st_journal_sync(st_store *s)
     return st_datasync(s->j.fd);
 }
 
-void st_journal_start_writeback(st_store *s, uint64_t from)
+static void *syncer_main(void *arg)
 {
-    /* only a head start for the fdatasync that follows: errors show there */
-    sync_file_range(s->j.fd, (off64_t)from, (off64_t)(s->j.size - from), SYNC_FILE_RANGE_WRITE);
+    st_store *s = arg;
+    pthread_mutex_lock(&s->j.sy_mu);
+    for (;;) {
+        while (s->j.sy_state != 1 && s->j.sy_state != 3)
+            pthread_cond_wait(&s->j.sy_cv, &s->j.sy_mu);
+        if (s->j.sy_state == 3)
+            break;
+        int fd = s->j.fd;
+        pthread_mutex_unlock(&s->j.sy_mu);
+        int r = st_datasync(fd);
+        pthread_mutex_lock(&s->j.sy_mu);
+        s->j.sy_result = r;
+        s->j.sy_state = 2;
+        pthread_cond_broadcast(&s->j.sy_cv);
+    }
+    pthread_mutex_unlock(&s->j.sy_mu);
+    return NULL;
+}
+
+int st_journal_syncer_start(st_store *s)
+{
+    pthread_mutex_init(&s->j.sy_mu, NULL);
+    pthread_cond_init(&s->j.sy_cv, NULL);
+    s->j.sy_state = 0;
+    return -pthread_create(&s->j.syncer, NULL, syncer_main, s);
+}
+
+void st_journal_syncer_stop(st_store *s)
+{
+    pthread_mutex_lock(&s->j.sy_mu);
+    s->j.sy_state = 3;
+    pthread_cond_broadcast(&s->j.sy_cv);
+    pthread_mutex_unlock(&s->j.sy_mu);
+    pthread_join(s->j.syncer, NULL);
+    pthread_mutex_destroy(&s->j.sy_mu);
+    pthread_cond_destroy(&s->j.sy_cv);
+}
+
+void st_journal_sync_begin(st_store *s)
+{
+    pthread_mutex_lock(&s->j.sy_mu);
+    s->j.sy_state = 1;
+    pthread_cond_broadcast(&s->j.sy_cv);
+    pthread_mutex_unlock(&s->j.sy_mu);
+}
+
+int st_journal_sync_end(st_store *s)
+{
+    pthread_mutex_lock(&s->j.sy_mu);
+    while (s->j.sy_state != 2)
+        pthread_cond_wait(&s->j.sy_cv, &s->j.sy_mu);
+    s->j.sy_state = 0;
+    int r = s->j.sy_result;
+    pthread_mutex_unlock(&s->j.sy_mu);
+    return r;
 }
 
 /* Forget the records from `size` on (a group that failed), durably. They

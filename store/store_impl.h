@@ -33,6 +33,13 @@ struct st_conv {
 };
 
 typedef struct st_journal {
+    /* the syncer: runs the journal's fdatasync while the committer writes
+     * the segments of the same group */
+    pthread_t syncer;
+    pthread_mutex_t sy_mu;
+    pthread_cond_t sy_cv;
+    int sy_state; /* 0 idle, 1 asked, 2 done, 3 stop */
+    int sy_result;
     int fd;        /* -1: none open */
     uint64_t seq;  /* its number; never reused, not even across restarts */
     uint32_t seed; /* its records' CRC seed */
@@ -76,8 +83,11 @@ int st_conv_remove_files(st_conv *c);
 int st_journal_open_next(st_store *s);
 int st_journal_append(st_store *s, const struct iovec *iov, int n);
 int st_journal_sync(st_store *s);
-/* Start writing back the journal from `from` on, without waiting. */
-void st_journal_start_writeback(st_store *s, uint64_t from);
+/* The same in two halves: begin it on the syncer thread, then wait for it. */
+void st_journal_sync_begin(st_store *s);
+int st_journal_sync_end(st_store *s);
+int st_journal_syncer_start(st_store *s);
+void st_journal_syncer_stop(st_store *s);
 int st_journal_undo(st_store *s, uint64_t size);
 /* Retire every journal below seq `upto` (all if UINT64_MAX): keep a few as
  * spares for reuse, delete the rest. Only once their segments are synced. */
