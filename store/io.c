@@ -5,6 +5,7 @@
  */
 #include "io.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -12,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -120,6 +122,20 @@ int st_write_file_atomic(const char *dir, const char *name, const void *data, si
     return r;
 }
 
+int st_read_at(int fd, void *buf, size_t n, uint64_t off)
+{
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = pread(fd, (char *)buf + got, n - got, (off_t)(off + got));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return r < 0 ? -errno : -EIO;
+        got += (size_t)r;
+    }
+    return 0;
+}
+
 int st_read_file(const char *path, size_t max, char **data, size_t *len)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -152,5 +168,75 @@ int st_read_file(const char *path, size_t max, char **data, size_t *len)
     buf[got] = '\0';
     *data = buf;
     *len = got;
+    return 0;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+int st_list_numbered(const char *dir, const char *ext, uint64_t **out, size_t *n)
+{
+    DIR *d = opendir(dir);
+    if (d == NULL)
+        return -errno;
+    size_t el = strlen(ext);
+    uint64_t *v = NULL;
+    size_t len = 0, cap = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        const char *name = e->d_name;
+        if (strlen(name) != 21 + el || name[20] != '.' || strcmp(name + 21, ext) != 0 ||
+            strspn(name, "0123456789") != 20)
+            continue;
+        if (len == cap) {
+            cap = cap ? 2 * cap : 16;
+            uint64_t *nv = realloc(v, cap * sizeof(*v));
+            if (nv == NULL) {
+                free(v);
+                closedir(d);
+                return -ENOMEM;
+            }
+            v = nv;
+        }
+        v[len++] = strtoull(name, NULL, 10);
+    }
+    closedir(d);
+    if (len > 1)
+        qsort(v, len, sizeof(*v), cmp_u64);
+    *out = v;
+    *n = len;
+    return 0;
+}
+
+int st_lock_dir(const char *dir, bool shared, int *out, char *holder, size_t holder_cap)
+{
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/lock", dir);
+    *out = -1;
+    holder[0] = '\0';
+    int fd = open(path, (shared ? O_RDONLY : O_RDWR | O_CREAT) | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return shared && errno == ENOENT ? 0 : -errno;
+    if (flock(fd, (shared ? LOCK_SH : LOCK_EX) | LOCK_NB) != 0) {
+        int e = errno;
+        ssize_t n = pread(fd, holder, holder_cap - 1, 0);
+        holder[n > 0 ? n : 0] = '\0';
+        holder[strcspn(holder, "\n")] = '\0';
+        close(fd);
+        return e == EWOULDBLOCK ? -EBUSY : -e;
+    }
+    if (!shared) {
+        char pid[32];
+        int n = snprintf(pid, sizeof(pid), "%ld\n", (long)getpid());
+        if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)n, 0) != n) {
+            int e = errno;
+            close(fd);
+            return -e;
+        }
+    }
+    *out = fd;
     return 0;
 }

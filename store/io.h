@@ -6,6 +6,7 @@
 #ifndef ST_IO_H
 #define ST_IO_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -31,7 +32,19 @@ int st_fsync_dir(const char *path);
 /* Write `len` bytes as `dir/name` atomically: temp file, fsync, rename,
  * directory fsync. */
 int st_write_file_atomic(const char *dir, const char *name, const void *data, size_t len);
+/* Read exactly n bytes at off (-EIO if the file ends first). */
+int st_read_at(int fd, void *buf, size_t n, uint64_t off);
 /* Read a whole small file (at most `max` bytes) into a malloc'd buffer. */
 int st_read_file(const char *path, size_t max, char **data, size_t *len);
+
+/* The numbers N of the files named `<N as 20 digits>.<ext>` in dir,
+ * ascending, in a malloc'd array. */
+int st_list_numbered(const char *dir, const char *ext, uint64_t **out, size_t *n);
+
+/* Lock `<dir>/lock` (flock: exclusive, or shared when read-only) and, when
+ * exclusive, write our pid into it. On -EBUSY, `holder` gets the holder's
+ * pid as text ("" if unknown). *fd is -1 when a read-only lock finds no lock
+ * file (nobody ever wrote there). */
+int st_lock_dir(const char *dir, bool shared, int *fd, char *holder, size_t holder_cap);
 
 #endif

@@ -44,45 +44,9 @@ static void jpath(const st_store *s, uint64_t n, const char *ext, char *out, siz
     snprintf(out, cap, "%s/%020" PRIu64 ".%s", s->journal_dir, n, ext);
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return (x > y) - (x < y);
-}
-
-/* The numbers of the journal's files with this extension, ascending. */
 static int list_files(const st_store *s, const char *ext, uint64_t **out, size_t *n)
 {
-    DIR *d = opendir(s->journal_dir);
-    if (d == NULL)
-        return -errno;
-    size_t el = strlen(ext);
-    uint64_t *v = NULL;
-    size_t len = 0, cap = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        const char *name = e->d_name;
-        if (strlen(name) != 21 + el || name[20] != '.' || strcmp(name + 21, ext) != 0 ||
-            strspn(name, "0123456789") != 20)
-            continue;
-        if (len == cap) {
-            cap = cap ? 2 * cap : 8;
-            uint64_t *nv = realloc(v, cap * sizeof(*v));
-            if (nv == NULL) {
-                free(v);
-                closedir(d);
-                return -ENOMEM;
-            }
-            v = nv;
-        }
-        v[len++] = strtoull(name, NULL, 10);
-    }
-    closedir(d);
-    if (len > 1)
-        qsort(v, len, sizeof(*v), cmp_u64);
-    *out = v;
-    *n = len;
-    return 0;
+    return st_list_numbered(s->journal_dir, ext, out, n);
 }
 
 /* A spare to reuse as `path`, renamed into place; -ENOENT if none. */

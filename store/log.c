@@ -72,97 +72,19 @@ static void note(st_open_report *rep, const char *fmt, ...)
     va_end(ap);
 }
 
-static int pread_full(int fd, void *buf, size_t n, uint64_t off)
-{
-    size_t got = 0;
-    while (got < n) {
-        ssize_t r = pread(fd, (char *)buf + got, n - got, (off_t)(off + got));
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            return r < 0 ? -errno : -EIO;
-        got += (size_t)r;
-    }
-    return 0;
-}
-
 /* ----------------------------------------------------------------- lock --- */
 
 static int lock_dir(st_log *l, st_open_report *rep)
 {
-    char path[4096];
-    snprintf(path, sizeof(path), "%s/lock", l->dir);
-    int fd = open(path, (l->read_only ? O_RDONLY : O_RDWR | O_CREAT) | O_CLOEXEC, 0644);
-    if (fd < 0 && l->read_only && errno == ENOENT)
-        return 0; /* nobody ever wrote here */
-    if (fd < 0)
-        return -errno;
-    if (flock(fd, (l->read_only ? LOCK_SH : LOCK_EX) | LOCK_NB) != 0) {
-        int e = errno;
-        char pid[32] = "";
-        ssize_t n = pread(fd, pid, sizeof(pid) - 1, 0);
-        pid[n > 0 ? n : 0] = '\0';
-        pid[strcspn(pid, "\n")] = '\0';
-        close(fd);
-        if (e != EWOULDBLOCK)
-            return -e;
+    char pid[32];
+    int r = st_lock_dir(l->dir, l->read_only, &l->lock_fd, pid, sizeof(pid));
+    if (r == -EBUSY)
         note(rep, "%s is in use by another process%s%s%s", l->dir, *pid ? " (pid " : "", pid,
              *pid ? ")" : "");
-        return -EBUSY;
-    }
-    if (!l->read_only) {
-        char pid[32];
-        int n = snprintf(pid, sizeof(pid), "%ld\n", (long)getpid());
-        if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)n, 0) != n) {
-            int e = errno;
-            close(fd);
-            return -e;
-        }
-    }
-    l->lock_fd = fd;
-    return 0;
+    return r;
 }
 
 /* ------------------------------------------------------------- segments --- */
-
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return (x > y) - (x < y);
-}
-
-/* The first indexes of the segment files in the directory, sorted. */
-static int list_segments(const char *dir, uint64_t **out, size_t *n)
-{
-    DIR *d = opendir(dir);
-    if (d == NULL)
-        return errno == ENOENT ? (*out = NULL, *n = 0, 0) : -errno;
-    uint64_t *v = NULL;
-    size_t len = 0, cap = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        const char *s = e->d_name;
-        if (strlen(s) != 24 || strcmp(s + 20, ".seg") != 0 || strspn(s, "0123456789") != 20)
-            continue;
-        if (len == cap) {
-            cap = cap ? cap * 2 : 16;
-            uint64_t *nv = realloc(v, cap * sizeof(*v));
-            if (nv == NULL) {
-                free(v);
-                closedir(d);
-                return -ENOMEM;
-            }
-            v = nv;
-        }
-        v[len++] = strtoull(s, NULL, 10);
-    }
-    closedir(d);
-    if (len > 1)
-        qsort(v, len, sizeof(*v), cmp_u64);
-    *out = v;
-    *n = len;
-    return 0;
-}
 
 static int segs_push(st_log *l, st_seg *seg)
 {
@@ -258,7 +180,7 @@ static uint64_t load_idx(st_log *l, st_seg *seg, uint64_t size, bool active, uin
         size_t rs = (size_t)(cov - o);
         uint8_t *rb = malloc(rs);
         st_rec rec;
-        ok = rb != NULL && pread_full(seg->fd, rb, rs, o) == 0 &&
+        ok = rb != NULL && st_read_at(seg->fd, rb, rs, o) == 0 &&
              st_rec_decode(rb, rs, false, 0, &rec) == ST_REC_OK && rec.size == rs &&
              rec.index == seg->first + n - 1 &&
              (uint32_t)(st_id_hash(rec.id, rec.idlen) >> 32) == st_get32(hashes + 4 * (n - 1));
@@ -284,7 +206,7 @@ static bool later_record(int fd, uint64_t from, uint64_t size, uint64_t last_ind
     uint64_t lo = last_index + 1, hi = last_index + (1u << 20);
     for (uint64_t pos = from; buf != NULL && !found && pos + ST_REC_HDR <= size;) {
         size_t n = (size_t)(size - pos < SCAN_BUF ? size - pos : SCAN_BUF);
-        if (pread_full(fd, buf, n, pos) != 0)
+        if (st_read_at(fd, buf, n, pos) != 0)
             break;
         for (size_t at = 0; !found && at + ST_REC_HDR <= n; at++) {
             uint64_t idx = st_get64(buf + at + 8);
@@ -295,7 +217,7 @@ static bool later_record(int fd, uint64_t from, uint64_t size, uint64_t last_ind
             uint8_t *rb = rs > n - at ? malloc(rs) : NULL;
             const uint8_t *rp = rs > n - at ? rb : buf + at;
             st_rec rec;
-            found = rp != NULL && (rb == NULL || pread_full(fd, rb, rs, pos + at) == 0) &&
+            found = rp != NULL && (rb == NULL || st_read_at(fd, rb, rs, pos + at) == 0) &&
                     st_rec_decode(rp, rs, false, 0, &rec) == ST_REC_OK;
             free(rb);
         }
@@ -319,7 +241,7 @@ static int scan(st_log *l, st_seg *seg, uint64_t pos, uint64_t size, bool active
     int status = buf != NULL ? SCAN_OK : -ENOMEM;
     while (status == SCAN_OK && pos < size) {
         size_t n = (size_t)(size - pos < cap ? size - pos : cap);
-        if ((status = pread_full(seg->fd, buf, n, pos)) != 0)
+        if ((status = st_read_at(seg->fd, buf, n, pos)) != 0)
             break;
         size_t at = 0, need = 0;
         while (at < n) {
@@ -371,7 +293,7 @@ static int load_segment(st_log *l, st_seg *seg, bool last, uint64_t *count, st_o
     uint64_t size = (uint64_t)st.st_size, covered = ST_FILE_HDR, end = ST_FILE_HDR;
     uint8_t hdr[ST_FILE_HDR];
     uint64_t first;
-    if (size < ST_FILE_HDR || pread_full(seg->fd, hdr, sizeof(hdr), 0) != 0 ||
+    if (size < ST_FILE_HDR || st_read_at(seg->fd, hdr, sizeof(hdr), 0) != 0 ||
         !st_file_header_ok(hdr, ST_SEG_MAGIC, &first) || first != seg->first) {
         if (last && size < ST_FILE_HDR && !l->read_only) {
             /* a segment whose creation a crash interrupted: begin it again */
@@ -438,7 +360,7 @@ static uint64_t expected_count(st_log *l, const uint64_t *firsts, size_t n)
         int fd = open(path, O_RDONLY | O_CLOEXEC);
         if (fd < 0)
             continue;
-        if (pread_full(fd, hdr, sizeof(hdr), 0) == 0 &&
+        if (st_read_at(fd, hdr, sizeof(hdr), 0) == 0 &&
             st_file_header_ok(hdr, ST_IDX_MAGIC, &first))
             sum += st_get64(hdr + 16);
         close(fd);
@@ -448,9 +370,11 @@ static uint64_t expected_count(st_log *l, const uint64_t *firsts, size_t n)
 
 static int open_segments(st_log *l, st_open_report *rep)
 {
-    uint64_t *firsts;
-    size_t n;
-    int r = list_segments(l->dir, &firsts, &n);
+    uint64_t *firsts = NULL;
+    size_t n = 0;
+    int r = st_list_numbered(l->dir, "seg", &firsts, &n);
+    if (r == -ENOENT && l->read_only)
+        r = 0; /* a read-only look at a log nobody created */
     if (r < 0)
         return r;
     uint64_t expect = expected_count(l, firsts, n);

@@ -9,6 +9,8 @@
  */
 #include "log_impl.h"
 
+#include "io.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,20 +19,6 @@
 uint64_t st_log_count(const st_log *l)
 {
     return atomic_load_explicit(&((st_log *)l)->count, memory_order_acquire);
-}
-
-static int read_at(int fd, void *buf, size_t n, uint64_t off)
-{
-    size_t got = 0;
-    while (got < n) {
-        ssize_t r = pread(fd, (char *)buf + got, n - got, (off_t)(off + got));
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            return r < 0 ? -errno : -EIO;
-        got += (size_t)r;
-    }
-    return 0;
 }
 
 typedef struct span {
@@ -88,8 +76,8 @@ int st_log_read(st_log *l, uint64_t first, uint32_t max, st_page **out)
     uint8_t *base = r == 0 ? rt_buf_wdata(p->bytes) : NULL;
     uint64_t at = 0;
     for (size_t i = 0; r == 0 && i < k; i++) {
-        r = read_at(spans[i].seg->fd, base + at, (size_t)(spans[i].to - spans[i].from),
-                    spans[i].from);
+        r = st_read_at(spans[i].seg->fd, base + at, (size_t)(spans[i].to - spans[i].from),
+                       spans[i].from);
         at += spans[i].to - spans[i].from;
     }
     /* decode span by span: a span may end with bytes of newer records */
@@ -147,7 +135,7 @@ static bool id_matches(void *arg, uint64_t index)
     const st_seg *s = st_segs_find(c->segs, index);
     uint8_t hdr[ST_REC_HDR + ST_ID_MAX];
     size_t want = ST_REC_HDR + c->idlen;
-    return read_at(s->fd, hdr, want, st_offsets_get(&c->l->offsets, index)) == 0 &&
+    return st_read_at(s->fd, hdr, want, st_offsets_get(&c->l->offsets, index)) == 0 &&
            hdr[ST_REC_HDR - 1] == c->idlen && memcmp(hdr + ST_REC_HDR, c->id, c->idlen) == 0;
 }
 

@@ -91,30 +91,14 @@ static void *flusher_main(void *arg)
 
 static int lock_store(st_store *s, char *err, size_t errlen)
 {
-    char path[4096];
-    snprintf(path, sizeof(path), "%s/lock", s->dir);
-    s->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (s->lock_fd < 0) {
-        snprintf(err, errlen, "cannot create %s: %s", path, strerror(errno));
-        return -errno;
-    }
-    if (flock(s->lock_fd, LOCK_EX | LOCK_NB) != 0) {
-        int e = errno;
-        char pid[32] = "";
-        ssize_t n = pread(s->lock_fd, pid, sizeof(pid) - 1, 0);
-        pid[n > 0 ? n : 0] = '\0';
-        pid[strcspn(pid, "\n")] = '\0';
+    char pid[32];
+    int r = st_lock_dir(s->dir, false, &s->lock_fd, pid, sizeof(pid));
+    if (r == -EBUSY)
         snprintf(err, errlen, "data directory %s is in use by another process%s%s%s", s->dir,
                  *pid ? " (pid " : "", pid, *pid ? ")" : "");
-        return e == EWOULDBLOCK ? -EBUSY : -e;
-    }
-    char pid[32];
-    int n = snprintf(pid, sizeof(pid), "%ld\n", (long)getpid());
-    if (ftruncate(s->lock_fd, 0) != 0 || pwrite(s->lock_fd, pid, (size_t)n, 0) != n) {
-        snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
-        return -errno;
-    }
-    return 0;
+    else if (r < 0)
+        snprintf(err, errlen, "cannot lock %s/lock: %s", s->dir, strerror(-r));
+    return r;
 }
 
 static int make_dir(const char *path, char *err, size_t errlen)
