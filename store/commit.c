@@ -35,7 +35,7 @@ struct st_req {
     int kind;
     st_conv *conv; /* held */
     size_t n;
-    st_item *items; /* ids copied after the struct */
+    st_item *items; /* ids and keys copied after the struct */
     st_done_fn done;
     void *ctx;
     int status;
@@ -95,24 +95,30 @@ int st_append(st_conv *c, const st_item *items, size_t n, st_done_fn done, void 
         return -EINVAL;
     if (atomic_load(&c->gone))
         return -ENOENT;
-    size_t ids = 0;
+    size_t keys = 0;
     for (size_t i = 0; i < n; i++) {
-        if (items[i].idlen == 0 || items[i].idlen > ST_ID_MAX || items[i].payload == NULL)
+        if (items[i].idlen == 0 || items[i].idlen > ST_ID_MAX || items[i].keylen > ST_KEY_MAX ||
+            items[i].payload == NULL)
             return -EINVAL;
-        ids += items[i].idlen;
+        keys += items[i].idlen + items[i].keylen;
     }
-    st_req *r = malloc(sizeof(*r) + n * sizeof(st_item) + ids);
+    st_req *r = malloc(sizeof(*r) + n * sizeof(st_item) + keys);
     if (r == NULL)
         return -ENOMEM;
     r->kind = REQ_APPEND;
     r->items = (st_item *)(r + 1);
-    uint8_t *idbuf = (uint8_t *)(r->items + n);
+    uint8_t *kb = (uint8_t *)(r->items + n); /* the ids and keys, copied */
     for (size_t i = 0; i < n; i++) {
-        memcpy(idbuf, items[i].id, items[i].idlen);
-        r->items[i].id = idbuf;
-        r->items[i].idlen = items[i].idlen;
-        r->items[i].payload = rt_buf_ref(items[i].payload);
-        idbuf += items[i].idlen;
+        r->items[i] = items[i];
+        memcpy(kb, items[i].id, items[i].idlen);
+        r->items[i].id = kb;
+        kb += items[i].idlen;
+        if (items[i].keylen > 0) {
+            memcpy(kb, items[i].key, items[i].keylen);
+            r->items[i].key = kb;
+            kb += items[i].keylen;
+        }
+        rt_buf_ref(items[i].payload);
     }
     r->n = n;
     atomic_fetch_add(&c->refs, 1);
@@ -166,8 +172,9 @@ static int journal_records(st_store *s, group *g, const st_req *r)
     for (size_t i = 0; i < r->n; i++) {
         const st_item *it = &r->items[i];
         uint8_t *h = g->hdr + g->hdr_used;
-        size_t hl = st_rec_encode(h, r->conv->id.b, s->j.seed, r->first + i, it->id, it->idlen,
-                                  rt_buf_data(it->payload), (uint32_t)rt_buf_len(it->payload));
+        size_t hl =
+            st_rec_encode(h, r->conv->id.b, s->j.seed, r->first + i, it->id, it->idlen, it->key,
+                          it->keylen, rt_buf_data(it->payload), (uint32_t)rt_buf_len(it->payload));
         g->hdr_used += hl;
         /* headers move if hdr grows: store offsets now, pointers later */
         g->iov[g->niov++] = (struct iovec){(void *)(uintptr_t)(h - g->hdr), hl};

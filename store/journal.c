@@ -290,7 +290,11 @@ static int apply(replay *rp, const st_rec *rec)
     rt_buf *payload = rt_buf_wrap((void *)rec->payload, rec->len, NULL, NULL);
     if (payload == NULL)
         return -ENOMEM;
-    st_item it = {rec->id, rec->idlen, payload};
+    st_item it = {.id = rec->id,
+                  .idlen = rec->idlen,
+                  .key = rec->key,
+                  .keylen = rec->keylen,
+                  .payload = payload};
     uint64_t first;
     r = st_log_write(l, &it, 1, &first);
     rt_buf_unref(payload);

@@ -136,13 +136,16 @@ int st_log_new_segment(st_log *l, uint64_t first)
 
 /* ---------------------------------------------------- index while opening --- */
 
-static int add_record(st_log *l, uint64_t index, uint32_t off, uint32_t hash_hi, bool active)
+static int add_record(st_log *l, uint64_t index, uint32_t off, uint32_t hash_hi, uint32_t khash_hi,
+                      bool active)
 {
     int r = st_offsets_set(&l->offsets, index, off);
     if (r == 0)
         r = st_idtab_add(&l->ids, (uint64_t)hash_hi << 32, index);
+    if (r == 0 && khash_hi != 0)
+        r = st_idtab_add(&l->ids, (uint64_t)khash_hi << 32, index);
     if (r == 0 && active)
-        r = st_log_note_hash(l, index, hash_hi);
+        r = st_log_note_hash(l, index, hash_hi, khash_hi);
     return r;
 }
 
@@ -164,11 +167,11 @@ static uint64_t load_idx(st_log *l, st_seg *seg, uint64_t size, bool active, uin
     if (ok) {
         n = st_get64(p + 16);
         cov = st_get64(p + 24);
-        ok = n <= (len - IDX_HDR - 4) / 8 && len == IDX_HDR + 8 * n + 4 &&
+        ok = n <= (len - IDX_HDR - 4) / 12 && len == IDX_HDR + 12 * n + 4 &&
              st_get32(p + len - 4) == st_crc32c(0, p, len - 4) && cov <= size &&
              cov >= ST_FILE_HDR && cov <= UINT32_MAX;
     }
-    const uint8_t *offs = p + IDX_HDR, *hashes = p + IDX_HDR + 4 * n;
+    const uint8_t *offs = p + IDX_HDR, *hashes = offs + 4 * n, *khashes = hashes + 4 * n;
     for (uint64_t i = 0; ok && i < n; i++) {
         uint32_t o = st_get32(offs + 4 * i);
         ok = o < cov && (i == 0 ? o == ST_FILE_HDR : o > st_get32(offs + 4 * (i - 1)));
@@ -188,7 +191,7 @@ static uint64_t load_idx(st_log *l, st_seg *seg, uint64_t size, bool active, uin
     }
     for (uint64_t i = 0; ok && i < n; i++)
         ok = add_record(l, seg->first + i, st_get32(offs + 4 * i), st_get32(hashes + 4 * i),
-                        active) == 0;
+                        st_get32(khashes + 4 * i), active) == 0;
     free(buf);
     if (!ok)
         return 0;
@@ -260,7 +263,8 @@ static int scan(st_log *l, st_seg *seg, uint64_t pos, uint64_t size, bool active
                 break;
             }
             status = add_record(l, *count, (uint32_t)(pos + at),
-                                (uint32_t)(st_id_hash(rec.id, rec.idlen) >> 32), active);
+                                (uint32_t)(st_id_hash(rec.id, rec.idlen) >> 32),
+                                rec.keylen > 0 ? st_key_hash_hi(rec.key, rec.keylen) : 0, active);
             if (status != 0)
                 break;
             (*count)++;
@@ -484,6 +488,7 @@ int st_log_close(st_log *l)
     if (l->lock_fd >= 0)
         close(l->lock_fd);
     free(l->act_hash);
+    free(l->act_khash);
     free(l->scratch);
     free(l->dir);
     free(l);
@@ -498,5 +503,5 @@ bool st_log_read_only(const st_log *l)
 size_t st_log_memory(const st_log *l)
 {
     return sizeof(*l) + st_offsets_bytes(&l->offsets) + st_idtab_bytes(&l->ids) +
-           l->act_cap * sizeof(uint32_t) + l->scratch_cap;
+           2 * l->act_cap * sizeof(uint32_t) + l->scratch_cap;
 }

@@ -9,11 +9,11 @@
  * can ever have a torn tail.
  *
  * Opening rebuilds the in-memory index (index.h: 4 bytes per event for the
- * offsets, ~11 for the ids; no event bodies) from the checkpoints, scanning
- * only the records after the last one. A torn or corrupt tail is cut back
- * to the last valid record and reported; a bad record followed by valid
- * ones (corruption in the middle) is reported with its place and the log
- * opens read-only, with the valid prefix readable: nothing is silently lost.
+ * offsets, ~11 for the ids and as much per optional key; no event bodies) from the checkpoints,
+ * scanning only the records after the last one. A torn or corrupt tail is cut back to the last
+ * valid record and reported; a bad record followed by valid ones (corruption in the middle) is
+ * reported with its place and the log opens read-only, with the valid prefix readable: nothing is
+ * silently lost.
  *
  * Threads: any number of readers (count, read, find) on any threads, with
  * no locks, see the published prefix. One writer at a time (the store's
@@ -80,6 +80,9 @@ int st_log_read(st_log *l, uint64_t first, uint32_t max, st_page **out);
 void st_page_free(st_page *p);
 /* The index of the first event with this id; -ENOENT if none. */
 int st_log_find(st_log *l, const void *id, size_t idlen, uint64_t *index);
+/* The index of the first event written with this key; -ENOENT if none.
+ * Costs an in-memory probe, and one small read only for a likely match. */
+int st_log_find_key(st_log *l, const void *key, size_t keylen, uint64_t *index);
 /* Heap bytes the log holds (index, tables, buffers), for reports. */
 size_t st_log_memory(const st_log *l);
 bool st_log_read_only(const st_log *l);
@@ -88,7 +91,9 @@ bool st_log_read_only(const st_log *l);
 
 typedef struct st_item {
     const void *id;
-    uint32_t idlen; /* 1..255 */
+    uint32_t idlen;  /* 1..255 */
+    const void *key; /* an optional second lookup key (st_log_find_key) */
+    uint32_t keylen; /* 0..255; 0: none */
     rt_buf *payload;
 } st_item;
 

@@ -13,7 +13,7 @@
 #include <stdatomic.h>
 
 #define ST_SEG_MAGIC "PLSEG\0\0\1"
-#define ST_IDX_MAGIC "PLIDX\0\0\1"
+#define ST_IDX_MAGIC "PLIDX\0\0\2"
 
 typedef struct st_seg {
     uint64_t first; /* index of its first record */
@@ -37,10 +37,11 @@ struct st_log {
     st_offsets offsets;     /* record start, per index, within its segment */
     st_idtab ids;
     /* the writer's */
-    uint64_t wcount;    /* written events (>= count) */
-    uint64_t wend;      /* write position in the active segment */
-    bool dirty;         /* written since the last sync */
-    uint32_t *act_hash; /* id hash (high half) per record of the active segment */
+    uint64_t wcount;     /* written events (>= count) */
+    uint64_t wend;       /* write position in the active segment */
+    bool dirty;          /* written since the last sync */
+    uint32_t *act_hash;  /* id hash (high half) per record of the active segment */
+    uint32_t *act_khash; /* key hash (high half | 1), or 0: no key */
     uint64_t act_cap;
     uint64_t ckpt_count; /* active-segment records its checkpoint covers */
     uint8_t *scratch;    /* record headers being written */
@@ -56,8 +57,13 @@ int st_log_new_segment(st_log *l, uint64_t first);
  * position in the array. */
 st_seg *st_segs_find(const st_segs *s, uint64_t i);
 size_t st_segs_pos(const st_segs *s, uint64_t i);
-/* Remember the id hash of active-segment record `index` (writer). */
-int st_log_note_hash(st_log *l, uint64_t index, uint32_t hash_hi);
+/* The id table keeps ids and keys apart by hashing keys differently. */
+uint64_t st_key_hash(const void *key, size_t len);
+/* The high half of a key's hash as checkpoints keep it: never 0, which
+ * means "no key". */
+uint32_t st_key_hash_hi(const void *key, size_t len);
+/* Remember the hashes of active-segment record `index` (writer). */
+int st_log_note_hash(st_log *l, uint64_t index, uint32_t hash_hi, uint32_t khash_hi);
 /* Write a segment's checkpoint for its records [seg->first, upto). */
 int st_log_write_idx(st_log *l, const st_seg *seg, uint64_t upto, uint64_t covered);
 

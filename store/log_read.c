@@ -124,32 +124,53 @@ void st_page_free(st_page *p)
 typedef struct find_ctx {
     const st_log *l;
     const st_segs *segs;
-    const void *id;
-    size_t idlen;
+    const void *want;
+    size_t len;
+    bool key; /* compare the record's key, not its id */
 } find_ctx;
 
-/* Does the record at `index` carry this id? Reads its header only. */
-static bool id_matches(void *arg, uint64_t index)
+/* Does the record at `index` carry this id (or key)? Reads its header only. */
+static bool matches(void *arg, uint64_t index)
 {
     find_ctx *c = arg;
     const st_seg *s = st_segs_find(c->segs, index);
-    uint8_t hdr[ST_REC_HDR + ST_ID_MAX];
-    size_t want = ST_REC_HDR + c->idlen;
-    return st_read_at(s->fd, hdr, want, st_offsets_get(&c->l->offsets, index)) == 0 &&
-           hdr[ST_REC_HDR - 1] == c->idlen && memcmp(hdr + ST_REC_HDR, c->id, c->idlen) == 0;
+    uint64_t off = st_offsets_get(&c->l->offsets, index);
+    uint64_t end = atomic_load_explicit(&((st_seg *)s)->end, memory_order_acquire);
+    uint8_t hdr[ST_REC_HDR + ST_ID_MAX + 1 + ST_KEY_MAX];
+    size_t want = end - off < sizeof(hdr) ? (size_t)(end - off) : sizeof(hdr);
+    if (st_read_at(s->fd, hdr, want, off) != 0 || want < ST_REC_HDR)
+        return false;
+    size_t idlen = hdr[ST_REC_HDR - 1];
+    if (!c->key)
+        return idlen == c->len && ST_REC_HDR + idlen <= want &&
+               memcmp(hdr + ST_REC_HDR, c->want, c->len) == 0;
+    size_t at = ST_REC_HDR + idlen;
+    return at < want && hdr[at] == c->len && at + 1 + c->len <= want &&
+           memcmp(hdr + at + 1, c->want, c->len) == 0;
 }
 
-int st_log_find(st_log *l, const void *id, size_t idlen, uint64_t *index)
+static int find(st_log *l, const void *what, size_t len, bool key, uint64_t *index)
 {
-    if (idlen == 0 || idlen > ST_ID_MAX)
+    if (len == 0 || len > 255)
         return -ENOENT;
     uint64_t count = st_log_count(l);
     if (count == 0)
         return -ENOENT;
-    find_ctx c = {l, atomic_load_explicit(&l->segs, memory_order_acquire), id, idlen};
-    uint64_t i = st_idtab_find(&l->ids, st_id_hash(id, idlen), count, id_matches, &c);
+    find_ctx c = {l, atomic_load_explicit(&l->segs, memory_order_acquire), what, len, key};
+    uint64_t hash = key ? st_key_hash(what, len) : st_id_hash(what, len);
+    uint64_t i = st_idtab_find(&l->ids, hash | (key ? (uint64_t)1 << 32 : 0), count, matches, &c);
     if (i == UINT64_MAX)
         return -ENOENT;
     *index = i;
     return 0;
+}
+
+int st_log_find(st_log *l, const void *id, size_t idlen, uint64_t *index)
+{
+    return find(l, id, idlen, false, index);
+}
+
+int st_log_find_key(st_log *l, const void *key, size_t keylen, uint64_t *index)
+{
+    return find(l, key, keylen, true, index);
 }

@@ -17,7 +17,17 @@
 #include <string.h>
 #include <unistd.h>
 
-int st_log_note_hash(st_log *l, uint64_t index, uint32_t hash_hi)
+uint64_t st_key_hash(const void *key, size_t len)
+{
+    return st_id_hash(key, len) ^ 0x9e3779b97f4a7c15ull;
+}
+
+uint32_t st_key_hash_hi(const void *key, size_t len)
+{
+    return (uint32_t)(st_key_hash(key, len) >> 32) | 1;
+}
+
+int st_log_note_hash(st_log *l, uint64_t index, uint32_t hash_hi, uint32_t khash_hi)
 {
     uint64_t k = index - st_log_active(l)->first;
     if (k >= l->act_cap) {
@@ -25,21 +35,26 @@ int st_log_note_hash(st_log *l, uint64_t index, uint32_t hash_hi)
         while (cap <= k)
             cap *= 2;
         uint32_t *h = realloc(l->act_hash, cap * sizeof(*h));
-        if (h == NULL)
+        if (h != NULL)
+            l->act_hash = h;
+        uint32_t *kh = h != NULL ? realloc(l->act_khash, cap * sizeof(*kh)) : NULL;
+        if (kh == NULL)
             return -ENOMEM;
-        l->act_hash = h;
+        l->act_khash = kh;
         l->act_cap = cap;
     }
     l->act_hash[k] = hash_hi;
+    l->act_khash[k] = khash_hi;
     return 0;
 }
 
 /* The checkpoint file: magic, first index, count, covered bytes, then the
- * offsets and the id hashes of [first, upto), then a CRC of all before. */
+ * offsets, the id hashes and the key hashes of [first, upto), then a CRC
+ * of all before. */
 int st_log_write_idx(st_log *l, const st_seg *seg, uint64_t upto, uint64_t covered)
 {
     uint64_t n = upto - seg->first;
-    size_t len = 32 + 8 * n + 4;
+    size_t len = 32 + 12 * n + 4;
     uint8_t *p = malloc(len);
     if (p == NULL)
         return -ENOMEM;
@@ -49,6 +64,7 @@ int st_log_write_idx(st_log *l, const st_seg *seg, uint64_t upto, uint64_t cover
     for (uint64_t i = 0; i < n; i++) {
         st_put32(p + 32 + 4 * i, st_offsets_get(&l->offsets, seg->first + i));
         st_put32(p + 32 + 4 * n + 4 * i, l->act_hash[i]);
+        st_put32(p + 32 + 8 * n + 4 * i, l->act_khash[i]);
     }
     st_put32(p + len - 4, st_crc32c(0, p, len - 4));
     char name[64];
@@ -82,10 +98,10 @@ int st_log_write(st_log *l, const st_item *items, size_t n, uint64_t *first)
         return -EROFS;
     uint64_t total = 0;
     for (size_t i = 0; i < n; i++) {
-        if (items[i].idlen == 0 || items[i].idlen > ST_ID_MAX ||
+        if (items[i].idlen == 0 || items[i].idlen > ST_ID_MAX || items[i].keylen > ST_KEY_MAX ||
             rt_buf_len(items[i].payload) > ST_PAYLOAD_MAX)
             return -EINVAL;
-        total += ST_REC_HDR + items[i].idlen + rt_buf_len(items[i].payload);
+        total += ST_REC_HDR + items[i].idlen + 1 + items[i].keylen + rt_buf_len(items[i].payload);
     }
     *first = l->wcount;
     if (n == 0)
@@ -101,7 +117,7 @@ int st_log_write(st_log *l, const st_item *items, size_t n, uint64_t *first)
     }
     if (l->wend + total > UINT32_MAX || l->wcount + n >= 0xffffffffull)
         return -EFBIG;
-    int r = st_idtab_reserve(&l->ids, (l->wcount - st_log_count(l)) + n);
+    int r = st_idtab_reserve(&l->ids, 2 * ((l->wcount - st_log_count(l)) + n));
     if (r < 0)
         return r;
     if (l->scratch_cap < n * ST_REC_HDR_MAX) {
@@ -118,13 +134,14 @@ int st_log_write(st_log *l, const st_item *items, size_t n, uint64_t *first)
     for (size_t i = 0; i < n && r == 0; i++) {
         const st_item *it = &items[i];
         uint8_t *h = l->scratch + i * ST_REC_HDR_MAX;
-        size_t hl = st_rec_encode(h, NULL, 0, l->wcount + i, it->id, it->idlen,
+        size_t hl = st_rec_encode(h, NULL, 0, l->wcount + i, it->id, it->idlen, it->key, it->keylen,
                                   rt_buf_data(it->payload), (uint32_t)rt_buf_len(it->payload));
         iov[2 * i] = (struct iovec){h, hl};
         iov[2 * i + 1] = (struct iovec){(void *)rt_buf_data(it->payload), rt_buf_len(it->payload)};
         r = st_offsets_set(&l->offsets, l->wcount + i, (uint32_t)off);
         if (r == 0)
-            r = st_log_note_hash(l, l->wcount + i, (uint32_t)(st_id_hash(it->id, it->idlen) >> 32));
+            r = st_log_note_hash(l, l->wcount + i, (uint32_t)(st_id_hash(it->id, it->idlen) >> 32),
+                                 it->keylen > 0 ? st_key_hash_hi(it->key, it->keylen) : 0);
         off += hl + rt_buf_len(it->payload);
     }
     if (r == 0)
@@ -160,8 +177,11 @@ int st_log_sync(st_log *l)
 void st_log_publish(st_log *l)
 {
     st_seg *s = st_log_active(l);
-    for (uint64_t i = st_log_count(l); i < l->wcount; i++) /* room was reserved */
+    for (uint64_t i = st_log_count(l); i < l->wcount; i++) { /* room was reserved */
         st_idtab_add(&l->ids, (uint64_t)l->act_hash[i - s->first] << 32, i);
+        if (l->act_khash[i - s->first] != 0)
+            st_idtab_add(&l->ids, (uint64_t)l->act_khash[i - s->first] << 32, i);
+    }
     atomic_store_explicit(&s->end, l->wend, memory_order_release);
     atomic_store_explicit(&l->count, l->wcount, memory_order_release);
 }

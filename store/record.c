@@ -11,7 +11,8 @@ static size_t hdr_len(bool tagged)
 }
 
 size_t st_rec_encode(uint8_t *hdr, const uint8_t *tag, uint32_t seed, uint64_t index,
-                     const void *id, uint32_t idlen, const void *payload, uint32_t len)
+                     const void *id, uint32_t idlen, const void *key, uint32_t keylen,
+                     const void *payload, uint32_t len)
 {
     size_t h = hdr_len(tag != NULL);
     uint8_t *p = hdr + 8;
@@ -23,11 +24,15 @@ size_t st_rec_encode(uint8_t *hdr, const uint8_t *tag, uint32_t seed, uint64_t i
     st_put64(p, index);
     p[8] = (uint8_t)idlen;
     memcpy(hdr + h, id, idlen);
+    hdr[h + idlen] = (uint8_t)keylen;
+    if (keylen > 0)
+        memcpy(hdr + h + idlen + 1, key, keylen);
+    size_t total = h + idlen + 1 + keylen;
     uint32_t crc = st_crc32c(seed, hdr, 4);
-    crc = st_crc32c(crc, hdr + 8, h - 8 + idlen);
+    crc = st_crc32c(crc, hdr + 8, total - 8);
     crc = st_crc32c(crc, payload, len);
     st_put32(hdr + 4, crc);
-    return h + idlen;
+    return total;
 }
 
 size_t st_rec_size(const uint8_t *p, size_t avail, bool tagged)
@@ -39,7 +44,9 @@ size_t st_rec_size(const uint8_t *p, size_t avail, bool tagged)
     uint32_t idlen = p[h - 1];
     if (len > ST_PAYLOAD_MAX || idlen == 0)
         return SIZE_MAX;
-    return h + idlen + len;
+    if (avail < h + idlen + 1)
+        return 0;
+    return h + idlen + 1 + p[h + idlen] + len;
 }
 
 int st_rec_decode(const uint8_t *p, size_t avail, bool tagged, uint32_t seed, st_rec *r)
@@ -65,7 +72,9 @@ int st_rec_decode(const uint8_t *p, size_t avail, bool tagged, uint32_t seed, st
     r->index = st_get64(q);
     r->idlen = idlen;
     r->id = p + h;
-    r->payload = p + h + idlen;
+    r->keylen = p[h + idlen];
+    r->key = r->keylen > 0 ? p + h + idlen + 1 : NULL;
+    r->payload = p + h + idlen + 1 + r->keylen;
     r->len = len;
     r->size = size;
     return ST_REC_OK;

@@ -7,6 +7,8 @@
  *   u64 index    dense index of the event in its conversation, 0..N-1
  *   u8  idlen    1..255
  *   id           the event's id (so that lookups by id need no JSON)
+ *   u8  keylen   0..255
+ *   key          an optional second lookup key (a tool call's id)
  *   payload      the event's JSON bytes, exactly as served
  *
  * Integers are little-endian. A record is valid when it is complete and its
@@ -23,10 +25,11 @@
 
 enum {
     ST_ID_MAX = 255,
+    ST_KEY_MAX = 255,
     ST_TAG_LEN = 16,
     ST_REC_HDR = 17,               /* segment record header, before id */
     ST_JREC_HDR = 17 + ST_TAG_LEN, /* journal record header */
-    ST_REC_HDR_MAX = ST_JREC_HDR + ST_ID_MAX,
+    ST_REC_HDR_MAX = ST_JREC_HDR + ST_ID_MAX + 1 + ST_KEY_MAX,
     ST_FILE_HDR = 16, /* magic (8) + a u64 (first index or sequence) */
 };
 #define ST_PAYLOAD_MAX ((uint32_t)256 << 20) /* a length beyond this is garbage */
@@ -36,16 +39,19 @@ typedef struct st_rec {
     const uint8_t *tag; /* journal records: 16 bytes, else NULL */
     const uint8_t *id;
     uint32_t idlen;
+    const uint8_t *key; /* NULL when keylen is 0 */
+    uint32_t keylen;
     const uint8_t *payload;
     uint32_t len;
     size_t size; /* the whole record */
 } st_rec;
 
-/* Build the header + id of a record into `hdr` (ST_REC_HDR_MAX bytes room);
- * `tag` NULL for segment records. `seed` starts the CRC (0 for segments).
- * Returns the header's size (id included). */
+/* Build the header, id and key of a record into `hdr` (ST_REC_HDR_MAX
+ * bytes room); `tag` NULL for segment records. `seed` starts the CRC (0 for
+ * segments). Returns their size. */
 size_t st_rec_encode(uint8_t *hdr, const uint8_t *tag, uint32_t seed, uint64_t index,
-                     const void *id, uint32_t idlen, const void *payload, uint32_t len);
+                     const void *id, uint32_t idlen, const void *key, uint32_t keylen,
+                     const void *payload, uint32_t len);
 
 enum { ST_REC_OK = 0, ST_REC_SHORT = 1, ST_REC_BAD = 2 };
 /* Decode the record at p, given `avail` readable bytes. ST_REC_SHORT: the
@@ -53,8 +59,8 @@ enum { ST_REC_OK = 0, ST_REC_SHORT = 1, ST_REC_BAD = 2 };
  * mismatch. */
 int st_rec_decode(const uint8_t *p, size_t avail, bool tagged, uint32_t seed, st_rec *r);
 
-/* The size of the record at p from its header alone: 0 if fewer than a
- * header's bytes are available, SIZE_MAX if the header is garbage. */
+/* The size of the record at p from its header alone: 0 if too few bytes
+ * are available to tell, SIZE_MAX if the header is garbage. */
 size_t st_rec_size(const uint8_t *p, size_t avail, bool tagged);
 
 /* The CRC seed of the journal file with this sequence number. */

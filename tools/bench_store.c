@@ -79,7 +79,7 @@ static void next_append(appender *a)
         return;
     char id[48];
     int n = snprintf(id, sizeof(id), "a%p-%llu", (void *)a, (unsigned long long)a->seq++);
-    st_item it = {id, (uint32_t)n, b->body};
+    st_item it = {.id = id, .idlen = (uint32_t)n, .payload = b->body};
     if (st_append(b->conv[a->conv], &it, 1, on_ack, a) != 0)
         atomic_fetch_add(&b->errors, 1);
 }
@@ -164,7 +164,7 @@ static void build_log(const char *dir, uint64_t n)
         for (size_t i = 0; i < k; i++) {
             int len = snprintf(ids[i], sizeof(ids[i]), "%08llx-0000-4000-8000-000000000000",
                                (unsigned long long)(at + i));
-            items[i] = (st_item){ids[i], (uint32_t)len, body};
+            items[i] = (st_item){.id = ids[i], .idlen = (uint32_t)len, .payload = body};
         }
         uint64_t first;
         if (st_log_write(l, items, k, &first) != 0) {

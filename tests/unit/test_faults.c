@@ -416,7 +416,7 @@ START_TEST(test_log_close_reports_flush_fault)
     ck_assert_int_eq(tst_append(l, 0, 10, BODY), 0);
     /* written and published, never synced */
     rt_buf *b = tst_event_body(10, BODY);
-    st_item it = {"ev-10", 5, b};
+    st_item it = {.id = "ev-10", .idlen = 5, .payload = b};
     uint64_t first;
     ck_assert_int_eq(st_log_write(l, &it, 1, &first), 0);
     st_log_publish(l);

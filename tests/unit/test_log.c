@@ -69,7 +69,7 @@ START_TEST(test_find)
     ck_assert_int_eq(st_log_find(l, "", 0, &i), -ENOENT);
     /* the same id twice: the first occurrence wins, before and after reopen */
     rt_buf *b = rt_buf_copy("{}", 2);
-    st_item it = {"ev-7", 4, b};
+    st_item it = {.id = "ev-7", .idlen = 4, .payload = b};
     uint64_t first;
     ck_assert_int_eq(st_log_write(l, &it, 1, &first), 0);
     st_log_publish(l);
@@ -81,6 +81,79 @@ START_TEST(test_find)
     ck_assert_int_eq(st_log_find(l, "ev-7", 4, &i), 0);
     ck_assert_uint_eq(i, 7);
     rt_buf_unref(b);
+    st_log_close(l);
+    tst_rmdir(dir);
+    free(dir);
+}
+END_TEST
+
+/* Write events [from, from + n) whose even ones carry the key "call-<k>". */
+static void append_keyed(st_log *l, uint64_t from, size_t n)
+{
+    st_item it[64];
+    char ids[64][32], keys[64][32];
+    ck_assert_uint_le(n, 64);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t k = from + i;
+        tst_event_id(k, ids[i], sizeof(ids[i]));
+        snprintf(keys[i], sizeof(keys[i]), "call-%llu", (unsigned long long)k);
+        it[i] = (st_item){.id = ids[i],
+                          .idlen = (uint32_t)strlen(ids[i]),
+                          .key = k % 2 == 0 ? keys[i] : NULL,
+                          .keylen = k % 2 == 0 ? (uint32_t)strlen(keys[i]) : 0,
+                          .payload = tst_event_body(k, 300)};
+    }
+    uint64_t first;
+    ck_assert_int_eq(st_log_write(l, it, n, &first), 0);
+    ck_assert_uint_eq(first, from);
+    st_log_publish(l);
+    for (size_t i = 0; i < n; i++)
+        rt_buf_unref(it[i].payload);
+}
+
+static void check_keys(st_log *l, uint64_t count)
+{
+    for (uint64_t k = 0; k < count + 4; k++) {
+        char key[32];
+        snprintf(key, sizeof(key), "call-%llu", (unsigned long long)k);
+        uint64_t at = 424242;
+        int r = st_log_find_key(l, key, strlen(key), &at);
+        if (k % 2 == 0 && k < count) {
+            ck_assert_int_eq(r, 0);
+            ck_assert_uint_eq(at, k);
+        } else {
+            ck_assert_int_eq(r, -ENOENT);
+        }
+    }
+    /* ids and keys are apart: an id is not a key, a key is not an id */
+    uint64_t at;
+    ck_assert_int_eq(st_log_find_key(l, "ev-0", 4, &at), -ENOENT);
+    ck_assert_int_eq(st_log_find(l, "call-0", 6, &at), -ENOENT);
+    ck_assert_int_eq(tst_verify(l, count, 17, 300), 0);
+}
+
+/* The optional second key: found exactly, through checkpoints and scans,
+ * and its records read back like any other. */
+START_TEST(test_keys)
+{
+    char *dir = tst_mkdtemp();
+    st_log *l = open_log(dir, 16384, NULL);
+    for (uint64_t at = 0; at < 300; at += 30)
+        append_keyed(l, at, 30);
+    check_keys(l, 300);
+    st_log_close(l);
+    st_open_report rep;
+    l = open_log(dir, 16384, &rep);
+    ck_assert_uint_eq(rep.scanned, 0);
+    check_keys(l, 300);
+    st_log_close(l);
+    /* without checkpoints: everything comes from scanning the records */
+    char cmd[4200];
+    snprintf(cmd, sizeof(cmd), "rm -f %s/*.idx", dir);
+    ck_assert_int_eq(system(cmd), 0);
+    l = open_log(dir, 16384, &rep);
+    ck_assert_uint_eq(rep.scanned, 300);
+    check_keys(l, 300);
     st_log_close(l);
     tst_rmdir(dir);
     free(dir);
@@ -118,7 +191,7 @@ START_TEST(test_unpublished_is_invisible_and_rolls_back)
     tst_last_segment(dir, seg, sizeof(seg));
     uint64_t size = tst_file_size(seg);
     rt_buf *b = tst_event_body(10, BODY);
-    st_item it = {"ev-10", 5, b};
+    st_item it = {.id = "ev-10", .idlen = 5, .payload = b};
     uint64_t first;
     ck_assert_int_eq(st_log_write(l, &it, 1, &first), 0);
     ck_assert_uint_eq(first, 10);
@@ -372,6 +445,7 @@ int main(void)
     TCase *tc = tcase_create("log");
     tcase_add_test(tc, test_round_trip_and_paging);
     tcase_add_test(tc, test_find);
+    tcase_add_test(tc, test_keys);
     tcase_add_test(tc, test_segments_roll_and_reopen);
     tcase_add_test(tc, test_unpublished_is_invisible_and_rolls_back);
     tcase_add_test(tc, test_reopen_after_unclean_exit);

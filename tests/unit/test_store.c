@@ -67,7 +67,7 @@ static int append_wait(st_conv *c, uint64_t from, size_t n)
         char id[32];
         tst_event_id(from + i, id, sizeof(id));
         rt_buf *b = tst_event_body(from + i, BODY);
-        st_item it = {id, (uint32_t)strlen(id), b};
+        st_item it = {.id = id, .idlen = (uint32_t)strlen(id), .payload = b};
         ck_assert_int_eq(st_append(c, &it, 1, on_done, &a), 0);
         rt_buf_unref(b);
     }
@@ -231,7 +231,9 @@ START_TEST(test_batch_append)
     char idb[50][32];
     for (int i = 0; i < 50; i++) {
         tst_event_id(3 + (uint64_t)i, idb[i], 32);
-        it[i] = (st_item){idb[i], (uint32_t)strlen(idb[i]), tst_event_body(3 + (uint64_t)i, BODY)};
+        it[i] = (st_item){.id = idb[i],
+                          .idlen = (uint32_t)strlen(idb[i]),
+                          .payload = tst_event_body(3 + (uint64_t)i, BODY)};
     }
     acks a = {.status = 0};
     ts_counter_init(&a.done);
@@ -244,7 +246,7 @@ START_TEST(test_batch_append)
     ck_assert_int_eq(tst_verify(log_of(c), 53, 10, BODY), 0);
     /* refused up front: nothing queued, nothing called */
     ck_assert_int_eq(st_append(c, it, 0, on_done, &a), -EINVAL);
-    st_item bad = {"", 0, NULL};
+    st_item bad = {.id = "", .idlen = 0, .payload = NULL};
     ck_assert_int_eq(st_append(c, &bad, 1, on_done, &a), -EINVAL);
     ts_counter_destroy(&a.done);
     st_conv_release(c);
