@@ -49,6 +49,11 @@ uint64_t rt_actor_id(const rt_actor *a)
     return a->id;
 }
 
+bool rt_actor_closed(const rt_actor *a)
+{
+    return atomic_load_explicit(&((rt_actor *)a)->closed, memory_order_acquire) != 0;
+}
+
 int rt_actor_loop(const rt_actor *a)
 {
     return a->loop->index;

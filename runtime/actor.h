@@ -15,8 +15,9 @@
  * queued, answering any requests among it with RT_KIND_ERROR/RT_ECLOSED.
  *
  * References: rt_spawn hands the caller a reference when asked (`out`); the
- * caller gives it back with rt_actor_unref, before rt_runtime_free. A
- * reference keeps the memory valid, not the actor running. Any thread may
+ * caller gives it back with rt_actor_unref (also allowed after
+ * rt_runtime_free). A reference keeps the memory valid, not the actor
+ * running. Any thread may
  * send to an actor it holds a reference to.
  *
  * Every actor that rt_spawn accepted runs init, and stop if init succeeded,
@@ -28,6 +29,7 @@
 
 #include "msg.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 
 typedef struct rt_actor rt_actor;
@@ -85,7 +87,10 @@ rt_actor *rt_actor_ref(rt_actor *a);
 void rt_actor_unref(rt_actor *a); /* NULL is ignored */
 
 uint64_t rt_actor_id(const rt_actor *a); /* unique for the process' life, never 0 */
-int rt_actor_loop(const rt_actor *a);    /* home loop index */
+/* Closed for good (sends to it fail with RT_ECLOSED). Any thread; a false
+ * answer may be stale by the time it is used. */
+bool rt_actor_closed(const rt_actor *a);
+int rt_actor_loop(const rt_actor *a); /* home loop index */
 rt_runtime *rt_actor_runtime(const rt_actor *a);
 /* The actor whose handler (or init/stop) is running on this thread, or NULL. */
 rt_actor *rt_self(void);
@@ -95,6 +100,10 @@ rt_actor *rt_self(void);
  * on failure (RT_ECLOSED, RT_EFULL, RT_ENOMEM) the caller keeps it. Never
  * blocks. */
 int rt_send(rt_actor *to, uint32_t kind, uint64_t arg, rt_buf *buf);
+/* Like rt_send, but not counted against a bounded mailbox: only for news
+ * the receiver is owed about work it started (a completion it waits for),
+ * which refusing would lose; never for new work. */
+int rt_notify(rt_actor *to, uint32_t kind, uint64_t arg, rt_buf *buf);
 /* Post a request: like rt_send, plus a reply address; `reply_to` receives
  * exactly one answer: the receiver's reply or an RT_KIND_ERROR message. */
 int rt_ask(rt_actor *to, uint32_t kind, uint64_t arg, rt_buf *buf, rt_actor *reply_to);

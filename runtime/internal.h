@@ -89,6 +89,7 @@ struct rt_runtime {
     _Atomic int inflight;      /* calls from outside the loops that may still wake one */
     _Atomic int trees_running; /* loops whose root supervisor has not exited */
     _Atomic uint32_t next_loop;
+    _Atomic int joined; /* the loops' threads are joined */
 };
 
 /* thread state (loop.c) */

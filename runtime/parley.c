@@ -73,7 +73,10 @@ void pl_close(pl_instance *p)
 {
     if (p == NULL)
         return;
-    rt_runtime_free(p->rt);
+    /* the store's committer may still answer actors: the runtime stays
+     * (refusing those answers) until the store has closed */
+    rt_runtime_wait(p->rt);
     st_store_close(p->store);
+    rt_runtime_free(p->rt);
     free(p);
 }

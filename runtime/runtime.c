@@ -92,13 +92,20 @@ void rt_runtime_shutdown(rt_runtime *rt)
     atomic_fetch_sub(&rt->inflight, 1);
 }
 
+void rt_runtime_wait(rt_runtime *rt)
+{
+    rt_runtime_shutdown(rt);
+    if (atomic_exchange(&rt->joined, 1))
+        return;
+    for (int i = 0; i < rt->nloops; i++)
+        uv_thread_join(&rt->loops[i].thread);
+}
+
 void rt_runtime_free(rt_runtime *rt)
 {
     if (rt == NULL)
         return;
-    rt_runtime_shutdown(rt);
-    for (int i = 0; i < rt->nloops; i++)
-        uv_thread_join(&rt->loops[i].thread);
+    rt_runtime_wait(rt);
     for (int i = 0; i < rt->nloops; i++) {
         rt_loop *l = &rt->loops[i];
         if (uv_loop_close(&l->uv) != 0)

@@ -7,8 +7,9 @@
  * from then on, each root supervisor stops its children in reverse start
  * order (each handles what was already queued for it), then every loop
  * drains and closes its handles. rt_runtime_free waits for all that, joins
- * the threads and frees everything; it must not run on a loop thread, and
- * every actor reference taken from the runtime must have been given back.
+ * the threads and frees everything; it must not run on a loop thread. Actor
+ * references still held then may be given back afterwards: every mailbox is
+ * empty by then, so only the actor's memory (and its arg_free) is left.
  */
 #ifndef RT_RUNTIME_H
 #define RT_RUNTIME_H
@@ -30,7 +31,13 @@ typedef struct rt_opts {
 
 int rt_runtime_new(const rt_opts *o, rt_runtime **out);
 void rt_runtime_shutdown(rt_runtime *rt);
-/* Blocks until the shutdown has finished (starting it if needed). */
+/* Blocks until the shutdown has finished (starting it if needed) and the
+ * threads are joined, but keeps the runtime's memory: other threads may
+ * still post to its actors (their sends fail with RT_ECLOSED). Use it when
+ * something outside the runtime (the store's committer) may still answer
+ * actors; free the runtime once that has stopped. Not on a loop thread. */
+void rt_runtime_wait(rt_runtime *rt);
+/* rt_runtime_wait, then free everything. */
 void rt_runtime_free(rt_runtime *rt);
 
 int rt_runtime_loops(const rt_runtime *rt);

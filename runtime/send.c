@@ -122,6 +122,13 @@ int rt_send(rt_actor *to, uint32_t kind, uint64_t arg, rt_buf *buf)
     return post(to, kind, arg, buf, NULL, true, 0);
 }
 
+int rt_notify(rt_actor *to, uint32_t kind, uint64_t arg, rt_buf *buf)
+{
+    if (kind < RT_KIND_USER)
+        return RT_EINVAL;
+    return post(to, kind, arg, buf, NULL, false, 0);
+}
+
 int rt_ask(rt_actor *to, uint32_t kind, uint64_t arg, rt_buf *buf, rt_actor *reply_to)
 {
     if (kind < RT_KIND_USER || reply_to == NULL)
