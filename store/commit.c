@@ -23,14 +23,16 @@
 #include "runtime/log.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-enum { REQ_APPEND, REQ_DELETE };
+enum { REQ_APPEND, REQ_DELETE, REQ_FILE };
 
 struct st_req {
     st_req *next;
+    char name[64]; /* REQ_FILE: the file; the data is items[0].payload */
     st_req *gnext; /* the next request of the same conversation in the group */
     int kind;
     st_conv *conv; /* held */
@@ -137,6 +139,50 @@ int st_append(st_conv *c, const st_item *items, size_t n, st_done_fn done, void 
     return e;
 }
 
+static bool aux_name_ok(const char *name)
+{
+    size_t n = strlen(name);
+    return n > 5 && n < 64 && strcmp(name + n - 5, ".json") == 0 &&
+           strcmp(name, "meta.json") != 0 && name[0] != '.' &&
+           strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789_-.") == n;
+}
+
+int st_conv_put_file(st_conv *c, const char *name, rt_buf *data, st_done_fn done, void *ctx)
+{
+    if (done == NULL || data == NULL || !aux_name_ok(name))
+        return -EINVAL;
+    if (atomic_load(&c->gone))
+        return -ENOENT;
+    st_req *r = calloc(1, sizeof(*r) + sizeof(st_item));
+    if (r == NULL)
+        return -ENOMEM;
+    r->kind = REQ_FILE;
+    snprintf(r->name, sizeof(r->name), "%s", name);
+    r->items = (st_item *)(r + 1);
+    r->items[0].payload = rt_buf_ref(data);
+    r->n = 1;
+    atomic_fetch_add(&c->refs, 1);
+    r->conv = c;
+    r->done = done;
+    r->ctx = ctx;
+    int e = enqueue(c->s, r);
+    if (e < 0) {
+        rt_buf_unref(data);
+        atomic_fetch_sub(&c->refs, 1);
+        free(r);
+    }
+    return e;
+}
+
+int st_conv_get_file(st_conv *c, const char *name, char **data, size_t *len)
+{
+    if (!aux_name_ok(name))
+        return -EINVAL;
+    char path[4200];
+    snprintf(path, sizeof(path), "%s/%s", c->dir, name);
+    return st_read_file(path, (size_t)64 << 20, data, len);
+}
+
 int st_conv_delete(st_conv *c, st_done_fn done, void *ctx)
 {
     if (done == NULL)
@@ -161,6 +207,15 @@ static void finish(st_req *r)
         rt_buf_unref(r->items[i].payload);
     st_conv_release(r->conv);
     free(r);
+}
+
+static void put_file(st_req *r)
+{
+    const rt_buf *b = r->items[0].payload;
+    r->status = atomic_load(&r->conv->gone)
+                    ? -ENOENT
+                    : st_write_file_atomic(r->conv->dir, r->name, rt_buf_data(b), rt_buf_len(b));
+    finish(r);
 }
 
 /* Journal iovecs for the records of r, which were written at r->first. */
@@ -381,7 +436,7 @@ static void *committer_main(void *arg)
         bool stop = s->q_stop;
         pthread_mutex_unlock(&s->q_mu);
 
-        while (batch != NULL) { /* groups of appends, split at deletes */
+        while (batch != NULL) { /* groups of appends, split at the other requests */
             st_req *cut = batch;
             while (cut != NULL && cut->kind == REQ_APPEND)
                 cut = cut->next;
@@ -389,7 +444,10 @@ static void *committer_main(void *arg)
                 commit_group(s, &g, batch, cut);
             if (cut != NULL) {
                 batch = cut->next;
-                delete_conv(s, cut);
+                if (cut->kind == REQ_DELETE)
+                    delete_conv(s, cut);
+                else
+                    put_file(cut);
             } else {
                 batch = NULL;
             }

@@ -101,6 +101,16 @@ typedef void (*st_done_fn)(void *ctx, int status, uint64_t first);
  * conversation complete in the order they were made. -ESHUTDOWN once the
  * store is closing (then done never runs). */
 int st_append(st_conv *c, const st_item *items, size_t n, st_done_fn done, void *ctx);
+/* Write `data` as the file `name` in the conversation's directory,
+ * atomically and durably, after the appends made before this call (so a
+ * checkpoint written here never covers less than it says). Names are plain
+ * file names ending in ".json" (the log's own files are refused). done's
+ * `first` is unused. */
+int st_conv_put_file(st_conv *c, const char *name, rt_buf *data, st_done_fn done, void *ctx);
+/* Read such a file (blocking): -ENOENT if there is none. The caller frees
+ * *data. */
+int st_conv_get_file(st_conv *c, const char *name, char **data, size_t *len);
+
 /* Remove the conversation and its files, after the appends made before this
  * call; consumes the caller's reference. Others who still hold it get
  * -ENOENT from then on; it is freed when the last lets go. done's `first`
