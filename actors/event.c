@@ -1,0 +1,174 @@
+/*
+ * event.c - what an event is, apart from its schema (event_schema.c) and
+ * its bytes (event_json.c): the kind and source names, the kind families
+ * the log and the gate ask about, stamping, and the timestamp format.
+ *
+ * Kind names are the bare upstream class names; the qualified names are
+ * "<python module>.<class>" as the agent-server's `kind` search filter
+ * builds them (event_service.py), with the modules the classes are defined
+ * in at upstream 611629e6 (openhands-sdk/openhands/sdk/event/..., and
+ * openhands-agent-server/openhands/agent_server/models.py for
+ * ServerErrorEvent).
+ *
+ * Timestamps are what Python's datetime.now().isoformat() gives: naive
+ * local time, microseconds, and no fraction at all when they are zero.
+ * The REST filters compare timestamps as strings, so the format is part of
+ * the wire contract, not cosmetics.
+ */
+#include "actors/event.h"
+
+#include "runtime/uuid.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+static const struct {
+    const char *name;
+    const char *qualified;
+} KINDS[EV_KIND_COUNT] = {
+#define SDK "openhands.sdk.event."
+    [EV_MESSAGE] = {"MessageEvent", SDK "llm_convertible.message.MessageEvent"},
+    [EV_ACTION] = {"ActionEvent", SDK "llm_convertible.action.ActionEvent"},
+    [EV_OBSERVATION] = {"ObservationEvent", SDK "llm_convertible.observation.ObservationEvent"},
+    [EV_USER_REJECT] = {"UserRejectObservation",
+                        SDK "llm_convertible.observation.UserRejectObservation"},
+    [EV_AGENT_ERROR] = {"AgentErrorEvent", SDK "llm_convertible.observation.AgentErrorEvent"},
+    [EV_SYSTEM_PROMPT] = {"SystemPromptEvent", SDK "llm_convertible.system.SystemPromptEvent"},
+    [EV_PAUSE] = {"PauseEvent", SDK "user_action.PauseEvent"},
+    [EV_INTERRUPT] = {"InterruptEvent", SDK "user_action.InterruptEvent"},
+    [EV_CONDENSATION] = {"Condensation", SDK "condenser.Condensation"},
+    [EV_CONDENSATION_REQUEST] = {"CondensationRequest", SDK "condenser.CondensationRequest"},
+    [EV_CONDENSATION_SUMMARY] = {"CondensationSummaryEvent",
+                                 SDK "condenser.CondensationSummaryEvent"},
+    [EV_STATE_UPDATE] = {"ConversationStateUpdateEvent",
+                         SDK "conversation_state.ConversationStateUpdateEvent"},
+    [EV_CONVERSATION_ERROR] = {"ConversationErrorEvent",
+                               SDK "conversation_error.ConversationErrorEvent"},
+    [EV_HOOK_EXECUTION] = {"HookExecutionEvent", SDK "hook_execution.HookExecutionEvent"},
+    [EV_LLM_COMPLETION_LOG] = {"LLMCompletionLogEvent",
+                               SDK "llm_completion_log.LLMCompletionLogEvent"},
+    [EV_STREAMING_DELTA] = {"StreamingDeltaEvent", SDK "streaming_delta.StreamingDeltaEvent"},
+    [EV_TOKEN] = {"TokenEvent", SDK "token.TokenEvent"},
+    [EV_ACP_TOOL_CALL] = {"ACPToolCallEvent", SDK "acp_tool_call.ACPToolCallEvent"},
+    [EV_SERVER_ERROR] = {"ServerErrorEvent", "openhands.agent_server.models.ServerErrorEvent"},
+#undef SDK
+};
+
+static const char *const SOURCE_NAMES[] = {
+    [EV_SRC_AGENT] = "agent",
+    [EV_SRC_USER] = "user",
+    [EV_SRC_ENVIRONMENT] = "environment",
+    [EV_SRC_HOOK] = "hook",
+};
+
+const char *ev_kind_name(ev_kind k)
+{
+    return k > EV_INVALID && k < EV_KIND_COUNT ? KINDS[k].name : NULL;
+}
+
+const char *ev_kind_qualified(ev_kind k)
+{
+    return k > EV_INVALID && k < EV_KIND_COUNT ? KINDS[k].qualified : NULL;
+}
+
+ev_kind ev_kind_from_name(const char *s)
+{
+    if (s == NULL)
+        return EV_INVALID;
+    for (int k = EV_INVALID + 1; k < EV_KIND_COUNT; k++)
+        if (strcmp(s, KINDS[k].name) == 0)
+            return (ev_kind)k;
+    return EV_INVALID;
+}
+
+const char *ev_source_name(ev_source s)
+{
+    return s > EV_SRC_NONE && s <= EV_SRC_HOOK ? SOURCE_NAMES[s] : NULL;
+}
+
+bool ev_kind_transient(ev_kind k)
+{
+    return k == EV_CONDENSATION_SUMMARY || k == EV_STREAMING_DELTA || k == EV_SERVER_ERROR;
+}
+
+bool ev_observation_like(const ev *e)
+{
+    return e != NULL &&
+           (e->kind == EV_OBSERVATION || e->kind == EV_AGENT_ERROR || e->kind == EV_USER_REJECT);
+}
+
+bool ev_llm_convertible(const ev *e)
+{
+    return e != NULL && (e->kind == EV_MESSAGE || e->kind == EV_ACTION || ev_observation_like(e));
+}
+
+void ev_free(ev *e)
+{
+    if (e == NULL)
+        return;
+    json_decref(e->obj);
+    memset(e, 0, sizeof(*e));
+}
+
+void ev_format_timestamp(long long sec, long usec, char out[32])
+{
+    /* Callers hand over whatever their clock gave; carry so that the
+     * fraction is always 0..999999. */
+    sec += usec / 1000000;
+    usec %= 1000000;
+    if (usec < 0) {
+        usec += 1000000;
+        sec--;
+    }
+    time_t t = (time_t)sec;
+    struct tm tm;
+    if (localtime_r(&t, &tm) == NULL) {
+        snprintf(out, 32, "1970-01-01T00:00:00");
+        return;
+    }
+    int n = snprintf(out, 32, "%04d-%02d-%02dT%02d:%02d:%02d", tm.tm_year + 1900, tm.tm_mon + 1,
+                     tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
+    if (usec != 0 && n > 0 && n < 32)
+        snprintf(out + n, 32 - (size_t)n, ".%06ld", usec);
+}
+
+/* Sets obj[key] to a new string and returns the copy obj now holds. */
+static const char *set_str(json_t *obj, const char *key, const char *val)
+{
+    json_t *s = json_string(val);
+    if (s == NULL || json_object_set_new(obj, key, s) != 0)
+        return NULL;
+    return json_string_value(json_object_get(obj, key));
+}
+
+int ev_stamp(ev *e, const char *head)
+{
+    if (e == NULL || !json_is_object(e->obj))
+        return -EINVAL;
+    if (e->id == NULL) {
+        rt_uuid u;
+        char id[37];
+        int rc = rt_uuid_v4(&u);
+        if (rc != 0)
+            return rc;
+        rt_uuid_dashed(&u, id);
+        if ((e->id = set_str(e->obj, "id", id)) == NULL)
+            return -ENOMEM;
+    }
+    if (e->timestamp == NULL) {
+        struct timespec ts;
+        char buf[32];
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ev_format_timestamp((long long)ts.tv_sec, ts.tv_nsec / 1000, buf);
+        if ((e->timestamp = set_str(e->obj, "timestamp", buf)) == NULL)
+            return -ENOMEM;
+    }
+    if (e->parent_id == NULL && head != NULL) {
+        /* jansson refuses only text that is not UTF-8 (or memory) */
+        if ((e->parent_id = set_str(e->obj, "parent_id", head)) == NULL)
+            return -EINVAL;
+    }
+    return 0;
+}
