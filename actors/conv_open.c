@@ -1,0 +1,266 @@
+/*
+ * conv_open.c - opening a conversation off the loop, and the status rules.
+ *
+ * Opening reads the log (store), then rebuilds the conversation's state
+ * (status, and the gate: pending calls, their turn, the head) from the last
+ * state checkpoint plus the events after it, never from a scan of the whole
+ * history; a checkpoint that cannot be used is reported and the state is
+ * rebuilt from the start instead. Then it reads the deferred messages still
+ * waiting to be committed. All of this is blocking I/O, so it runs in
+ * libuv's thread pool; the conversation actor gets the result as a message.
+ */
+#include "conv_impl.h"
+
+#include "runtime/log.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static const char *const status_names[] = {
+    [CONV_IDLE] = "idle",         [CONV_RUNNING] = "running",
+    [CONV_PAUSED] = "paused",     [CONV_WAITING_FOR_CONFIRMATION] = "waiting_for_confirmation",
+    [CONV_FINISHED] = "finished", [CONV_ERROR] = "error",
+    [CONV_STUCK] = "stuck",       [CONV_DELETING] = "deleting",
+};
+
+const char *conv_status_name(conv_status s)
+{
+    return s <= CONV_DELETING ? status_names[s] : "idle";
+}
+
+int conv_status_parse(const char *s)
+{
+    for (int i = 0; s != NULL && i <= CONV_DELETING; i++)
+        if (strcmp(s, status_names[i]) == 0)
+            return i;
+    return -1;
+}
+
+int conv_status_of(const ev *e)
+{
+    if (e->kind != EV_STATE_UPDATE || e->state_key == NULL ||
+        strcmp(e->state_key, "execution_status") != 0)
+        return -1;
+    return conv_status_parse(json_string_value(json_object_get(e->obj, "value")));
+}
+
+/* Spec §2.4. A run starts from idle, paused, error, stuck (and finished: a
+ * Stop hook can send a finishing run back to running); only a run finishes
+ * or waits for confirmation; pause only from idle or running; a user
+ * message brings finished or stuck back to idle, and a confirmation's
+ * rejection brings waiting back to idle; anything can fail or be deleted,
+ * and nothing comes back from deleting. */
+bool conv_transition_ok(conv_status from, conv_status to)
+{
+    if (from == to)
+        return true;
+    if (from == CONV_DELETING)
+        return false;
+    switch (to) {
+    case CONV_RUNNING:
+        return from != CONV_RUNNING;
+    case CONV_FINISHED:
+    case CONV_WAITING_FOR_CONFIRMATION:
+        return from == CONV_RUNNING;
+    case CONV_PAUSED:
+        return from == CONV_IDLE || from == CONV_RUNNING || from == CONV_WAITING_FOR_CONFIRMATION;
+    case CONV_IDLE:
+        return from == CONV_FINISHED || from == CONV_STUCK ||
+               from == CONV_WAITING_FOR_CONFIRMATION || from == CONV_PAUSED || from == CONV_ERROR;
+    case CONV_STUCK:
+        return from == CONV_RUNNING || from == CONV_IDLE || from == CONV_WAITING_FOR_CONFIRMATION;
+    case CONV_ERROR:
+    case CONV_DELETING:
+        return true;
+    }
+    return false;
+}
+
+uint64_t conv_wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+rt_buf *conv_state_json(uint64_t index, conv_status status, const gate *g)
+{
+    json_t *j = json_pack("{s:I, s:s, s:o}", "index", (json_int_t)index, "status",
+                          conv_status_name(status), "gate", gate_save(g));
+    char *s = j != NULL ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    if (s == NULL)
+        return NULL;
+    rt_buf *b = rt_buf_copy(s, strlen(s));
+    free(s);
+    return b;
+}
+
+void conv_opened_free(conv_opened *o)
+{
+    if (o == NULL)
+        return;
+    gate_free(o->g);
+    json_decref(o->deferred);
+    st_conv_release(o->sc);
+    free(o);
+}
+
+/* Apply the events [from, to) of the log to the state, in order. */
+static int replay(conv_opened *o, uint64_t from)
+{
+    for (uint64_t at = from; at < o->count;) {
+        st_page *p;
+        int r = st_log_read(o->log, at, 100, &p);
+        if (r < 0)
+            return r;
+        for (uint32_t i = 0; i < p->n; i++) {
+            const char *bytes = (const char *)rt_buf_data(p->bytes) + p->ev[i].off;
+            ev e;
+            char err[256];
+            if (ev_parse(bytes, p->ev[i].len, &e, err, sizeof(err)) != 0) {
+                /* stored events were valid when stored: say so, go on */
+                rt_log(RT_LOG_WARN, "conversation", "skipping unreadable event %" PRIu64 ": %s",
+                       at + i, err);
+                continue;
+            }
+            gate_accept(o->g, &e);
+            int s = conv_status_of(&e);
+            if (s >= 0)
+                o->status = (conv_status)s;
+            ev_free(&e);
+        }
+        at += p->n > 0 ? p->n : 1;
+        st_page_free(p);
+    }
+    return 0;
+}
+
+/* The checkpoint's index, if it can be used (and the state loaded from it). */
+static uint64_t load_checkpoint(conv_opened *o)
+{
+    char *data;
+    size_t len;
+    if (st_conv_get_file(o->sc, CONV_STATE_FILE, &data, &len) != 0)
+        return 0;
+    json_t *j = json_loadb(data, len, 0, NULL);
+    free(data);
+    json_t *index = json_object_get(j, "index");
+    int status = conv_status_parse(json_string_value(json_object_get(j, "status")));
+    uint64_t at = 0;
+    if (json_is_integer(index) && json_integer_value(index) >= 0 &&
+        (uint64_t)json_integer_value(index) <= o->count && status >= 0 &&
+        gate_load(o->g, json_object_get(j, "gate")) == 0) {
+        at = (uint64_t)json_integer_value(index);
+        o->status = (conv_status)status;
+    } else {
+        gate_free(o->g);
+        o->g = gate_new();
+        rt_log(RT_LOG_WARN, "conversation",
+               "ignoring an unusable state checkpoint, rebuilding from the first event");
+    }
+    json_decref(j);
+    return at;
+}
+
+/* Deferred messages that a restart interrupted: those not in the log yet. */
+static void load_deferred(conv_opened *o)
+{
+    char *data;
+    size_t len;
+    o->deferred = json_array();
+    if (st_conv_get_file(o->sc, CONV_DEFERRED_FILE, &data, &len) != 0)
+        return;
+    json_t *all = json_loadb(data, len, 0, NULL);
+    free(data);
+    size_t i;
+    json_t *d;
+    json_array_foreach(all, i, d)
+    {
+        const char *id = json_string_value(json_object_get(json_object_get(d, "event"), "id"));
+        uint64_t at;
+        if (id != NULL && json_is_integer(json_object_get(d, "deadline")) &&
+            st_log_find(o->log, id, strlen(id), &at) != 0)
+            json_array_append(o->deferred, d);
+    }
+    json_decref(all);
+}
+
+typedef struct open_job {
+    uv_work_t req;
+    rt_actor *self; /* held until the result is posted */
+    st_store *store;
+    rt_uuid id;
+    conv_opened *out;
+} open_job;
+
+static void open_work(uv_work_t *req)
+{
+    open_job *j = req->data;
+    conv_opened *o = j->out;
+    char hex[37];
+    rt_uuid_dashed(&j->id, hex);
+    st_open_report rep;
+    int r = st_conv_get(j->store, &j->id, &o->sc);
+    if (r == 0)
+        r = st_conv_log(o->sc, &o->log, &rep);
+    if (r < 0) {
+        o->err = r;
+        snprintf(o->detail, sizeof(o->detail), "cannot open conversation %s: %s", hex,
+                 r == -ENOENT    ? "it does not exist"
+                 : rep.detail[0] ? rep.detail
+                                 : strerror(-r));
+        return;
+    }
+    o->count = st_log_count(o->log);
+    uint64_t from = load_checkpoint(o);
+    r = replay(o, from);
+    if (r < 0) {
+        o->err = r;
+        snprintf(o->detail, sizeof(o->detail), "cannot read conversation %s: %s", hex,
+                 strerror(-r));
+        return;
+    }
+    load_deferred(o);
+    rt_log(RT_LOG_DEBUG, "conversation",
+           "opened id=%s events=%" PRIu64 " replayed=%" PRIu64 " status=%s pending=%zu", hex,
+           o->count, o->count - from, conv_status_name(o->status), gate_pending_count(o->g));
+}
+
+static void open_done(uv_work_t *req, int status)
+{
+    (void)status;
+    open_job *j = req->data;
+    if (rt_send(j->self, CONV_OPENED, (uintptr_t)j->out, NULL) != 0)
+        conv_opened_free(j->out); /* the actor is gone */
+    rt_actor_unref(j->self);
+    free(j);
+}
+
+int conv_open_start(const conv_ctx *ctx, rt_actor *self, uv_loop_t *loop)
+{
+    open_job *j = calloc(1, sizeof(*j));
+    conv_opened *o = calloc(1, sizeof(*o));
+    if (j == NULL || o == NULL || (o->g = gate_new()) == NULL) {
+        free(j);
+        free(o);
+        return -ENOMEM;
+    }
+    o->status = CONV_IDLE;
+    j->req.data = j;
+    j->self = rt_actor_ref(self);
+    j->store = ctx->svc->store;
+    j->id = ctx->id;
+    j->out = o;
+    int r = uv_queue_work(loop, &j->req, open_work, open_done);
+    if (r < 0) {
+        rt_actor_unref(self);
+        conv_opened_free(o);
+        free(j);
+    }
+    return r;
+}

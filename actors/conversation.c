@@ -1,0 +1,1356 @@
+/*
+ * conversation.c - the conversation actor: the one place a conversation's
+ * events are ordered, checked and committed.
+ *
+ * An offered event is checked by the gate against the conversation as it
+ * will be once everything accepted so far is durable (the "live" state);
+ * if accepted it is stamped, serialized once, keyed by its tool call id and
+ * handed to the store's committer as part of a unit (one request's events,
+ * or one event the actor made itself). Units complete in order; only then
+ * is the producer answered, the event published to subscribers, and the
+ * "committed" copy of the state moved on: checkpoints are taken from that
+ * copy, so they never describe an event that is not in the log.
+ *
+ * Held events wait in memory for their parent (their producer waits too).
+ * Deferred messages are answered 202 once written to deferred.json, and
+ * are offered again, in order, as soon as no tool call is pending; both
+ * expire (CONV_TICK) after their bound. An I/O failure of the store fails
+ * the actor: its supervisor restarts it, and the new incarnation rebuilds
+ * itself from the log, so no optimistic state survives a failed commit.
+ */
+#include "conv_impl.h"
+
+#include "runtime/log.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef struct item {
+    ev e; /* stamped; kept until durable, for the committed state */
+    rt_buf *bytes;
+    char key[256];
+    uint32_t keylen;
+} item;
+
+enum { REPLY_EVENTS = 0, REPLY_SUCCESS };
+
+typedef struct unit {
+    struct unit *next;
+    rt_promise reply; /* zero when nobody waits */
+    int reply_kind;   /* REPLY_EVENTS: the ids and indexes; REPLY_SUCCESS */
+    size_t n, cap;
+    item *items;
+} unit;
+
+typedef struct held {
+    struct held *next;
+    ev e;
+    rt_promise reply;
+    uint64_t deadline; /* monotonic ms */
+} held;
+
+typedef struct deferred {
+    struct deferred *next;
+    ev e;              /* stamped with id and timestamp, not yet with a parent */
+    uint64_t deadline; /* wall-clock ms: it survives restarts */
+} deferred;
+
+typedef struct waiter { /* a deferral answered once deferred.json is durable */
+    struct waiter *next;
+    rt_promise reply;
+    char *id;
+    uint64_t save; /* the put_file that covers it */
+} waiter;
+
+typedef struct flush { /* a CONV_SYNC waiting for subscribers and commits */
+    struct flush *next;
+    rt_promise reply;
+    uint64_t id;
+    size_t waiting; /* subscribers yet to answer */
+} flush;
+
+typedef struct early { /* a message that came before the log was open */
+    struct early *next;
+    uint32_t kind;
+    uint64_t arg;
+    rt_buf *buf;
+    rt_promise reply;
+} early;
+
+typedef struct conv {
+    conv_ctx *ctx;
+    const conv_opts *o;
+    rt_actor *self;
+    bool open;
+    st_conv *sc;
+    st_log *log;
+    gate *g;  /* live: everything accepted */
+    gate *gc; /* committed: everything durable */
+    conv_status status, status_c;
+    uint64_t count_c; /* durable events */
+    unit *uhead, *utail, *tentative;
+    held *holds;
+    size_t nholds;
+    deferred *defs;
+    size_t ndefs;
+    waiter *waiters;
+    uint64_t saves_sent, saves_done;
+    rt_actor **subs;
+    size_t nsubs, subs_cap;
+    rt_timer_id tick;
+    uint64_t since_ckpt;
+    flush *syncs;
+    uint64_t sync_seq;
+    early *early_head, *early_tail;
+} conv;
+
+static uint64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* ------------------------------------------------------------- replies --- */
+
+static void reply_json(rt_promise *p, int code, json_t *body)
+{
+    if (p->to == NULL) {
+        json_decref(body);
+        return;
+    }
+    char *s = json_dumps(body, JSON_COMPACT);
+    json_decref(body);
+    rt_buf *b = s != NULL ? rt_buf_copy(s, strlen(s)) : NULL;
+    free(s);
+    if (b == NULL) {
+        rt_promise_fail(p, -ENOMEM);
+        return;
+    }
+    if (rt_promise_reply(p, CONV_RESULT, 0, (uint64_t)code, b) < 0)
+        rt_buf_unref(b);
+}
+
+static void reply_detail(rt_promise *p, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void reply_detail(rt_promise *p, int code, const char *fmt, ...)
+{
+    char detail[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(detail, sizeof(detail), fmt, ap);
+    va_end(ap);
+    reply_json(p, code, json_pack("{s:s}", "detail", detail));
+}
+
+static json_t *pending_ids(const gate *g)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; i < gate_pending_count(g); i++)
+        json_array_append_new(a, json_string(gate_pending_call(g, i, NULL, NULL)));
+    return a;
+}
+
+/* One line saying why the rule refused e. */
+static void rule_detail(const conv *c, gate_rule r, const ev *e, char *out, size_t cap)
+{
+    const char *id = e->id != NULL ? e->id : "(no id)";
+    switch (r) {
+    case GATE_INTERLEAVED_MESSAGE:
+        snprintf(out, cap, "%s %s from %s while %zu tool call(s) are pending",
+                 ev_kind_name(e->kind), id, ev_source_name(e->source), gate_pending_count(c->g));
+        break;
+    case GATE_INTERLEAVED_ACTION:
+        snprintf(out, cap,
+                 "action %s (tool call %s) belongs to another LLM response (%s) than the %zu "
+                 "pending call(s)",
+                 id, e->tool_call_id, e->llm_response_id, gate_pending_count(c->g));
+        break;
+    case GATE_DUPLICATE_TOOL_CALL_ID:
+        snprintf(out, cap, "action %s reuses tool call id %s", id, e->tool_call_id);
+        break;
+    case GATE_UNMATCHED_TOOL_RESULT:
+        snprintf(out, cap, "%s %s answers tool call %s, which no action made",
+                 ev_kind_name(e->kind), id, e->tool_call_id);
+        break;
+    case GATE_DUPLICATE_TOOL_RESULT:
+        snprintf(out, cap, "%s %s answers tool call %s, which was answered already",
+                 ev_kind_name(e->kind), id, e->tool_call_id);
+        break;
+    case GATE_UNKNOWN_PARENT:
+        snprintf(out, cap, "event %s names parent %s, which never arrived", id, e->parent_id);
+        break;
+    case GATE_STALE_PARENT:
+        snprintf(out, cap, "event %s names parent %s, which is not the head of the conversation",
+                 id, e->parent_id);
+        break;
+    case GATE_DUPLICATE_EVENT_ID:
+        snprintf(out, cap, "an event with id %s is already in the conversation, with other content",
+                 id);
+        break;
+    default:
+        snprintf(out, cap, "event %s is not valid", id);
+    }
+}
+
+static void reply_rejected(const conv *c, rt_promise *p, gate_rule r, const ev *e,
+                           const char *extra)
+{
+    char detail[1024];
+    rule_detail(c, r, e, detail, sizeof(detail));
+    if (extra != NULL)
+        snprintf(detail + strlen(detail), sizeof(detail) - strlen(detail), " (%s)", extra);
+    char full[1200];
+    snprintf(full, sizeof(full), "%s: %s", gate_rule_name(r), detail);
+    reply_json(p, 409,
+               json_pack("{s:s, s:s, s:s?, s:o}", "detail", full, "rule", gate_rule_name(r),
+                         "event_id", e->id, "pending_tool_call_ids", pending_ids(c->g)));
+}
+
+/* ------------------------------------------------------------- lookups --- */
+
+/* Does `stored` (the bytes of an event with e's id) say the same as e? The
+ * stamps the producer left out are not a difference. */
+static int same_content(const ev *e, const uint8_t *stored, size_t len)
+{
+    json_t *s = json_loadb((const char *)stored, len, 0, NULL);
+    json_t *x = json_deep_copy(e->obj);
+    int r = 2;
+    if (s != NULL && x != NULL) {
+        static const char *const stamps[] = {"timestamp", "parent_id"};
+        for (int i = 0; i < 2; i++)
+            if (json_object_get(x, stamps[i]) == NULL && json_object_get(s, stamps[i]) != NULL)
+                json_object_set(x, stamps[i], json_object_get(s, stamps[i]));
+        char *a = ev_canonical_json(x), *b = ev_canonical_json(s);
+        r = a != NULL && b != NULL && strcmp(a, b) == 0 ? 1 : 2;
+        free(a);
+        free(b);
+    }
+    json_decref(s);
+    json_decref(x);
+    return r;
+}
+
+/* Among the accepted events not durable yet, and those of the array being
+ * checked: the one with this id, or this key. */
+static item *inflight_find(const conv *c, const char *id, const char *key, size_t keylen)
+{
+    for (int pass = 0; pass < 2; pass++) {
+        unit *u = pass == 0 ? c->uhead : c->tentative;
+        for (; u != NULL; u = pass == 0 ? u->next : NULL) {
+            for (item *it = u->items; it < u->items + u->n; it++) {
+                if (id != NULL && strcmp(it->e.id, id) == 0)
+                    return it;
+                if (key != NULL && it->keylen == keylen && memcmp(it->key, key, keylen) == 0)
+                    return it;
+            }
+        }
+    }
+    return NULL;
+}
+
+static int lk_known(void *ctx, const ev *e)
+{
+    conv *c = ctx;
+    item *it = inflight_find(c, e->id, NULL, 0);
+    if (it != NULL)
+        return same_content(e, rt_buf_data(it->bytes), rt_buf_len(it->bytes));
+    uint64_t at;
+    if (st_log_find(c->log, e->id, strlen(e->id), &at) != 0)
+        return 0;
+    st_page *p;
+    int r = 2;
+    if (st_log_read(c->log, at, 1, &p) == 0) {
+        if (p->n == 1)
+            r = same_content(e, rt_buf_data(p->bytes) + p->ev[0].off, p->ev[0].len);
+        st_page_free(p);
+    }
+    return r;
+}
+
+static bool lk_has_id(void *ctx, const char *id)
+{
+    conv *c = ctx;
+    uint64_t at;
+    return inflight_find(c, id, NULL, 0) != NULL || st_log_find(c->log, id, strlen(id), &at) == 0;
+}
+
+static bool lk_has_key(void *ctx, const char *key, size_t len)
+{
+    conv *c = ctx;
+    uint64_t at;
+    return inflight_find(c, NULL, key, len) != NULL || st_log_find_key(c->log, key, len, &at) == 0;
+}
+
+static gate_lookup lookup_of(conv *c)
+{
+    return (gate_lookup){c, lk_known, lk_has_id, lk_has_key};
+}
+
+/* ------------------------------------------------------ making events --- */
+
+static int make_event(json_t *obj, ev *out)
+{
+    char err[256];
+    int r = ev_from_json(obj, out, err, sizeof(err));
+    json_decref(obj);
+    if (r != 0)
+        rt_log(RT_LOG_ERROR, "conversation", "an event the conversation made is invalid: %s", err);
+    return r;
+}
+
+static int status_event(conv_status s, ev *out)
+{
+    return make_event(json_pack("{s:s, s:s, s:s, s:s}", "source", "environment", "key",
+                                "execution_status", "value", conv_status_name(s), "kind",
+                                "ConversationStateUpdateEvent"),
+                      out);
+}
+
+static int error_event(const char *code, const char *detail, ev *out)
+{
+    return make_event(json_pack("{s:s, s:s, s:s, s:s}", "source", "environment", "code", code,
+                                "detail", detail, "kind", "ConversationErrorEvent"),
+                      out);
+}
+
+static int message_event(const char *source, const char *text, ev *out)
+{
+    return make_event(json_pack("{s:s, s:{s:s, s:[{s:s, s:s}]}, s:s}", "source", source,
+                                "llm_message", "role", "user", "content", "type", "text", "text",
+                                text, "kind", "MessageEvent"),
+                      out);
+}
+
+/* --------------------------------------------------- accepting events --- */
+
+static unit *unit_new(size_t cap)
+{
+    unit *u = calloc(1, sizeof(*u));
+    if (u != NULL && (u->items = calloc(cap ? cap : 1, sizeof(item))) == NULL) {
+        free(u);
+        return NULL;
+    }
+    if (u != NULL)
+        u->cap = cap ? cap : 1;
+    return u;
+}
+
+static void unit_free(unit *u)
+{
+    for (size_t i = 0; i < u->n; i++) {
+        ev_free(&u->items[i].e);
+        rt_buf_unref(u->items[i].bytes);
+    }
+    free(u->items);
+    free(u);
+}
+
+/* e (checked, accepted) joins u: stamped, the live state moved on, bytes
+ * made once. Takes e. */
+static int accept_into(conv *c, unit *u, ev *e)
+{
+    int r = ev_stamp(e, gate_head(c->g));
+    if (r < 0) {
+        ev_free(e);
+        return r;
+    }
+    gate_accept(c->g, e);
+    int s = conv_status_of(e);
+    if (s >= 0)
+        c->status = (conv_status)s;
+    item *it = &u->items[u->n];
+    it->bytes = ev_serialize(e);
+    if (it->bytes == NULL) {
+        ev_free(e);
+        return -ENOMEM;
+    }
+    it->keylen = (uint32_t)gate_key(e, it->key, sizeof(it->key));
+    it->e = *e;
+    u->n++;
+    return 0;
+}
+
+static void on_stored(void *ctx, int status, uint64_t first)
+{
+    rt_actor *a = ctx;
+    /* news the actor is owed: not refused by its mailbox bound */
+    if (status == 0)
+        rt_notify(a, CONV_STORED, first, NULL);
+    else
+        rt_notify(a, CONV_STORE_FAILED, (uint64_t)-status, NULL);
+    rt_actor_unref(a);
+}
+
+/* Hand u to the committer; it answers in order. */
+static int submit(conv *c, unit *u)
+{
+    st_item *items = calloc(u->n, sizeof(*items));
+    if (items == NULL)
+        return -ENOMEM;
+    for (size_t i = 0; i < u->n; i++) {
+        item *it = &u->items[i];
+        items[i] = (st_item){.id = it->e.id,
+                             .idlen = (uint32_t)strlen(it->e.id),
+                             .key = it->key,
+                             .keylen = it->keylen,
+                             .payload = it->bytes};
+    }
+    int r = st_append(c->sc, items, u->n, on_stored, rt_actor_ref(c->self));
+    free(items);
+    if (r < 0) {
+        rt_actor_unref(c->self);
+        return r;
+    }
+    if (c->utail != NULL)
+        c->utail->next = u;
+    else
+        c->uhead = u;
+    c->utail = u;
+    return 0;
+}
+
+static void offer(conv *c, ev *e, rt_promise *reply);
+
+/* Make and offer an event of the conversation's own (nobody waits). */
+static void offer_own(conv *c, int made, ev *e)
+{
+    rt_promise none = {0};
+    if (made == 0)
+        offer(c, e, &none);
+}
+
+static void set_status(conv *c, conv_status s)
+{
+    ev e;
+    if (s != c->status && conv_transition_ok(c->status, s))
+        offer_own(c, status_event(s, &e), &e);
+}
+
+/* Observe mode: the violation is recorded right after the event. */
+static void record_violation(conv *c, gate_rule r, const ev *e)
+{
+    char detail[1024], full[1200];
+    rule_detail(c, r, e, detail, sizeof(detail));
+    snprintf(full, sizeof(full), "observed %s: %s", gate_rule_name(r), detail);
+    ev err;
+    offer_own(c, error_event("ComplianceViolation", full, &err), &err);
+}
+
+static void accept_alone(conv *c, ev *e, rt_promise *reply, int reply_kind)
+{
+    unit *u = unit_new(1);
+    int r = u != NULL ? 0 : -ENOMEM;
+    if (r == 0)
+        r = accept_into(c, u, e);
+    else
+        ev_free(e);
+    if (r == 0) {
+        u->reply = *reply;
+        u->reply_kind = reply_kind;
+        *reply = (rt_promise){0};
+        r = submit(c, u);
+    }
+    if (r < 0) {
+        reply_detail(reply, 500, "cannot append: %s", strerror(-r));
+        if (u != NULL) {
+            reply_detail(&u->reply, 500, "cannot append: %s", strerror(-r));
+            unit_free(u);
+        }
+    }
+}
+
+static void save_deferred(conv *c);
+static void ensure_tick(conv *c);
+static void check_syncs(conv *c);
+
+static void defer(conv *c, ev *e, rt_promise *reply)
+{
+    if (c->ndefs >= c->o->defer_max) {
+        reply_json(reply, 503,
+                   json_pack("{s:s, s:i}", "detail",
+                             "too many deferred messages in this conversation: retry once the "
+                             "pending tool calls complete",
+                             "retry_after", 1));
+        ev_free(e);
+        return;
+    }
+    deferred *d = calloc(1, sizeof(*d));
+    if (d == NULL || ev_stamp(e, NULL) < 0) {
+        free(d);
+        ev_free(e);
+        reply_detail(reply, 500, "cannot defer: out of memory");
+        return;
+    }
+    d->e = *e;
+    d->deadline = conv_wall_ms() + c->o->defer_timeout_ms;
+    deferred **pp = &c->defs;
+    while (*pp != NULL)
+        pp = &(*pp)->next;
+    *pp = d;
+    c->ndefs++;
+    waiter *w = calloc(1, sizeof(*w));
+    if (w != NULL) {
+        w->reply = *reply;
+        *reply = (rt_promise){0};
+        w->id = strdup(d->e.id);
+        w->save = c->saves_sent + 1; /* the save below */
+        w->next = c->waiters;
+        c->waiters = w;
+    }
+    save_deferred(c);
+    ensure_tick(c);
+}
+
+static void hold(conv *c, ev *e, rt_promise *reply)
+{
+    if (c->nholds >= c->o->hold_max) {
+        reply_json(reply, 503,
+                   json_pack("{s:s, s:i}", "detail",
+                             "too many events waiting for their parent in this conversation",
+                             "retry_after", 1));
+        ev_free(e);
+        return;
+    }
+    held *h = calloc(1, sizeof(*h));
+    if (h == NULL) {
+        ev_free(e);
+        reply_detail(reply, 500, "cannot hold: out of memory");
+        return;
+    }
+    h->e = *e;
+    h->reply = *reply;
+    *reply = (rt_promise){0};
+    h->deadline = mono_ms() + c->o->hold_timeout_ms;
+    held **pp = &c->holds;
+    while (*pp != NULL)
+        pp = &(*pp)->next;
+    *pp = h;
+    c->nholds++;
+    ensure_tick(c);
+}
+
+/* The way in for every single event: the gate's verdict, then what it
+ * implies. Takes e; answers reply (now, or once durable). */
+static void offer(conv *c, ev *e, rt_promise *reply)
+{
+    int s = conv_status_of(e);
+    if (s >= 0 && !conv_transition_ok(c->status, (conv_status)s)) {
+        reply_detail(reply, 422, "execution_status cannot go from %s to %s",
+                     conv_status_name(c->status), conv_status_name((conv_status)s));
+        ev_free(e);
+        return;
+    }
+    gate_lookup lk = lookup_of(c);
+    gate_rule rule;
+    gate_verdict v = gate_check(c->g, e, &lk, &rule);
+    bool observed = false;
+    if (c->o->policy == CONV_OBSERVE && v != GATE_ALREADY && v != GATE_ACCEPT &&
+        rule != GATE_DUPLICATE_EVENT_ID) {
+        observed = true;
+        v = GATE_ACCEPT;
+    }
+    bool user_msg = e->kind == EV_MESSAGE && e->source == EV_SRC_USER;
+    switch (v) {
+    case GATE_ALREADY: {
+        uint64_t at;
+        json_t *one = json_pack("{s:s}", "id", e->id);
+        if (st_log_find(c->log, e->id, strlen(e->id), &at) == 0)
+            json_object_set_new(one, "index", json_integer((json_int_t)at));
+        reply_json(reply, 201, json_pack("{s:[o], s:b}", "events", one, "duplicate", 1));
+        ev_free(e);
+        return;
+    }
+    case GATE_DEFER:
+        defer(c, e, reply);
+        return;
+    case GATE_HOLD:
+        hold(c, e, reply);
+        return;
+    case GATE_REJECT:
+        reply_rejected(c, reply, rule, e, NULL);
+        ev_free(e);
+        return;
+    case GATE_ACCEPT:
+        break;
+    }
+    ev copy = {0}; /* what the violation record needs to name */
+    if (observed && ev_from_json(e->obj, &copy, NULL, 0) != 0)
+        observed = false;
+    accept_alone(c, e, reply, REPLY_EVENTS);
+    if (observed) {
+        record_violation(c, rule, &copy);
+        ev_free(&copy);
+    }
+    /* a user message brings a finished or stuck conversation back to idle */
+    if (user_msg && (c->status == CONV_FINISHED || c->status == CONV_STUCK))
+        set_status(c, CONV_IDLE);
+}
+
+/* Held events whose parent is now known, and deferred messages once no call
+ * is pending, are offered again (in arrival order), until nothing moves. */
+static void settle(conv *c)
+{
+    bool moved = true, defs_changed = false;
+    while (moved) {
+        moved = false;
+        for (held **pp = &c->holds; *pp != NULL; pp = &(*pp)->next) {
+            held *h = *pp;
+            if (!lk_has_id(c, h->e.parent_id))
+                continue;
+            *pp = h->next;
+            c->nholds--;
+            offer(c, &h->e, &h->reply);
+            free(h);
+            moved = true;
+            break;
+        }
+        if (!moved && c->defs != NULL && gate_pending_count(c->g) == 0) {
+            deferred *d = c->defs;
+            c->defs = d->next;
+            c->ndefs--;
+            rt_promise none = {0};
+            offer(c, &d->e, &none);
+            free(d);
+            moved = defs_changed = true;
+        }
+    }
+    if (defs_changed)
+        save_deferred(c);
+}
+
+/* ------------------------------------------------- appends by producers --- */
+
+static int parse_events(const rt_buf *b, json_t **out, char *err, size_t errlen)
+{
+    json_error_t je;
+    json_t *j =
+        json_loadb((const char *)rt_buf_data(b), rt_buf_len(b), JSON_REJECT_DUPLICATES, &je);
+    if (j == NULL) {
+        snprintf(err, errlen, "body is not valid JSON: %s (at line %d, column %d)", je.text,
+                 je.line, je.column);
+        return -EINVAL;
+    }
+    if (!json_is_object(j) && !json_is_array(j)) {
+        json_decref(j);
+        snprintf(err, errlen, "body must be an event object or an array of events");
+        return -EINVAL;
+    }
+    if (json_is_array(j) && json_array_size(j) == 0) {
+        json_decref(j);
+        snprintf(err, errlen, "the array of events is empty");
+        return -EINVAL;
+    }
+    *out = j;
+    return 0;
+}
+
+/* What the store cannot take: ids and tool call ids beyond its key sizes,
+ * and events that are never stored. */
+static int storable(const ev *e, char *err, size_t errlen)
+{
+    if (ev_kind_transient(e->kind)) {
+        snprintf(err, errlen, "%s events are not stored; they cannot be appended",
+                 ev_kind_name(e->kind));
+        return -EINVAL;
+    }
+    if (e->id != NULL && strlen(e->id) > 255) {
+        snprintf(err, errlen, "event id longer than 255 bytes");
+        return -EINVAL;
+    }
+    if (e->tool_call_id != NULL && strlen(e->tool_call_id) > 253) {
+        snprintf(err, errlen, "tool_call_id longer than 253 bytes");
+        return -EINVAL;
+    }
+    return 0;
+}
+
+/* An array is all or nothing: each event is checked against the state the
+ * earlier ones leave; one that cannot be accepted now (refused, or that
+ * would have to wait) takes the whole array back. */
+static void append_array(conv *c, ev *evs, size_t n, rt_promise *reply)
+{
+    gate *saved = gate_clone(c->g);
+    conv_status saved_status = c->status;
+    unit *u = unit_new(n);
+    if (saved == NULL || u == NULL) {
+        gate_free(saved);
+        free(u);
+        for (size_t i = 0; i < n; i++)
+            ev_free(&evs[i]);
+        reply_detail(reply, 500, "out of memory");
+        return;
+    }
+    c->tentative = u;
+    gate_lookup lk = lookup_of(c);
+    size_t i = 0, already = 0;
+    for (; i < n; i++) {
+        ev *e = &evs[i];
+        int s = conv_status_of(e);
+        if (s >= 0 && !conv_transition_ok(c->status, (conv_status)s)) {
+            reply_detail(reply, 422, "event %zu: execution_status cannot go from %s to %s", i,
+                         conv_status_name(c->status), conv_status_name((conv_status)s));
+            break;
+        }
+        gate_rule rule;
+        gate_verdict v = gate_check(c->g, e, &lk, &rule);
+        if (v == GATE_ALREADY) {
+            ev_free(e);
+            already++;
+            continue;
+        }
+        if (v != GATE_ACCEPT &&
+            !(c->o->policy == CONV_OBSERVE && rule != GATE_DUPLICATE_EVENT_ID)) {
+            reply_rejected(c, reply, rule, e,
+                           v == GATE_DEFER  ? "it would have to be deferred: arrays are all or "
+                                              "nothing, post it on its own"
+                           : v == GATE_HOLD ? "it would have to wait for its parent: arrays are "
+                                              "all or nothing, post it on its own"
+                                            : NULL);
+            break;
+        }
+        if (accept_into(c, u, e) < 0) {
+            reply_detail(reply, 500, "out of memory");
+            i++;
+            break;
+        }
+    }
+    c->tentative = NULL;
+    if (i < n) { /* take it all back */
+        for (size_t k = i; k < n; k++)
+            ev_free(&evs[k]);
+        gate_free(c->g);
+        c->g = saved;
+        c->status = saved_status;
+        unit_free(u);
+        return;
+    }
+    gate_free(saved);
+    if (u->n == 0) { /* an idempotent retry of the whole array */
+        unit_free(u);
+        reply_json(reply, 201, json_pack("{s:[], s:b}", "events", "duplicate", 1));
+        return;
+    }
+    (void)already;
+    u->reply = *reply;
+    *reply = (rt_promise){0};
+    int r = submit(c, u);
+    if (r < 0) {
+        reply_detail(&u->reply, 500, "cannot append: %s", strerror(-r));
+        unit_free(u);
+    }
+}
+
+static void on_append(conv *c, const rt_buf *body, rt_promise *reply)
+{
+    char err[1024];
+    json_t *j;
+    if (body == NULL || parse_events(body, &j, err, sizeof(err)) != 0) {
+        reply_detail(reply, 422, "%s", body == NULL ? "no body" : err);
+        return;
+    }
+    size_t n = json_is_array(j) ? json_array_size(j) : 1;
+    ev *evs = calloc(n, sizeof(*evs));
+    size_t ok = 0;
+    for (; evs != NULL && ok < n; ok++) {
+        json_t *o = json_is_array(j) ? json_array_get(j, ok) : j;
+        if (ev_from_json(o, &evs[ok], err, sizeof(err)) != 0 ||
+            storable(&evs[ok], err, sizeof(err)) != 0) {
+            if (evs[ok].obj != NULL)
+                ev_free(&evs[ok]);
+            break;
+        }
+    }
+    bool array = json_is_array(j);
+    json_decref(j);
+    if (evs == NULL || ok < n) {
+        for (size_t k = 0; evs != NULL && k < ok; k++)
+            ev_free(&evs[k]);
+        if (evs == NULL)
+            reply_detail(reply, 500, "out of memory");
+        else if (array)
+            reply_detail(reply, 422, "event %zu: %s", ok, err);
+        else
+            reply_detail(reply, 422, "%s", err);
+        free(evs);
+        return;
+    }
+    if (array)
+        append_array(c, evs, n, reply);
+    else
+        offer(c, &evs[0], reply);
+    free(evs);
+}
+
+/* --------------------------------------------------------- durability --- */
+
+static void publish(conv *c, uint64_t index, rt_buf *bytes)
+{
+    for (size_t i = 0; i < c->nsubs;) {
+        if (rt_send(c->subs[i], CONV_EVENT, index, rt_buf_ref(bytes)) == 0) {
+            i++;
+            continue;
+        }
+        /* gone, or not keeping up with its bounded mailbox: dropped */
+        rt_buf_unref(bytes);
+        rt_actor_unref(c->subs[i]);
+        c->subs[i] = c->subs[--c->nsubs];
+    }
+}
+
+static void on_saved(void *ctx, int status, uint64_t first)
+{
+    (void)first;
+    rt_actor *a = ctx;
+    rt_notify(a, CONV_FILE_SAVED, (uint64_t)(status < 0 ? -status : 0), NULL);
+    rt_actor_unref(a);
+}
+
+static void put_file(conv *c, const char *name, rt_buf *data)
+{
+    if (data == NULL)
+        return;
+    c->saves_sent++;
+    if (st_conv_put_file(c->sc, name, data, on_saved, rt_actor_ref(c->self)) < 0) {
+        rt_actor_unref(c->self);
+        c->saves_done++; /* counted, so that waiters still get an answer */
+    }
+    rt_buf_unref(data);
+}
+
+static void save_deferred(conv *c)
+{
+    json_t *all = json_array();
+    for (deferred *d = c->defs; d != NULL; d = d->next)
+        json_array_append_new(
+            all, json_pack("{s:O, s:I}", "event", d->e.obj, "deadline", (json_int_t)d->deadline));
+    char *s = json_dumps(all, JSON_COMPACT);
+    json_decref(all);
+    if (s != NULL) {
+        put_file(c, CONV_DEFERRED_FILE, rt_buf_copy(s, strlen(s)));
+        free(s);
+    }
+}
+
+static void checkpoint(conv *c)
+{
+    put_file(c, CONV_STATE_FILE, conv_state_json(c->count_c, c->status_c, c->gc));
+    c->since_ckpt = 0;
+}
+
+static void on_stored_msg(conv *c, uint64_t first)
+{
+    unit *u = c->uhead;
+    if (u == NULL)
+        return;
+    c->uhead = u->next;
+    if (c->uhead == NULL)
+        c->utail = NULL;
+    json_t *evs = json_array();
+    for (size_t i = 0; i < u->n; i++) {
+        item *it = &u->items[i];
+        gate_accept(c->gc, &it->e);
+        int s = conv_status_of(&it->e);
+        if (s >= 0)
+            c->status_c = (conv_status)s;
+        if (u->reply.to != NULL && u->reply_kind == REPLY_EVENTS)
+            json_array_append_new(
+                evs, json_pack("{s:s, s:I}", "id", it->e.id, "index", (json_int_t)(first + i)));
+        publish(c, first + i, it->bytes);
+    }
+    c->count_c = first + u->n;
+    if (u->reply_kind == REPLY_SUCCESS)
+        reply_json(&u->reply, 200, json_pack("{s:b}", "success", 1));
+    else
+        reply_json(&u->reply, 201, json_pack("{s:o}", "events", evs));
+    if (u->reply_kind == REPLY_SUCCESS)
+        json_decref(evs);
+    c->since_ckpt += u->n;
+    if (c->since_ckpt >= c->o->checkpoint_every)
+        checkpoint(c);
+    unit_free(u);
+    check_syncs(c);
+}
+
+static void on_file_saved(conv *c, int err)
+{
+    c->saves_done++;
+    for (waiter **pp = &c->waiters; *pp != NULL;) {
+        waiter *w = *pp;
+        if (w->save > c->saves_done) {
+            pp = &w->next;
+            continue;
+        }
+        *pp = w->next;
+        if (err != 0)
+            reply_detail(&w->reply, 500, "cannot keep the deferred message: %s", strerror(err));
+        else
+            reply_json(&w->reply, 202,
+                       json_pack("{s:[{s:s}], s:s}", "events", "id", w->id, "detail",
+                                 "deferred until the pending tool calls complete"));
+        free(w->id);
+        free(w);
+    }
+}
+
+/* ------------------------------------------------------------- expiry --- */
+
+static void ensure_tick(conv *c)
+{
+    if (c->tick == 0 && (c->holds != NULL || c->defs != NULL))
+        c->tick = rt_timer_start(c->self, 100, 100, CONV_TICK, 0);
+}
+
+static void expire(conv *c, bool all)
+{
+    uint64_t now = mono_ms(), wall = conv_wall_ms();
+    for (held **pp = &c->holds; *pp != NULL;) {
+        held *h = *pp;
+        if (!all && h->deadline > now) {
+            pp = &h->next;
+            continue;
+        }
+        *pp = h->next;
+        c->nholds--;
+        reply_rejected(c, &h->reply, GATE_UNKNOWN_PARENT, &h->e, NULL);
+        ev_free(&h->e);
+        free(h);
+    }
+    bool changed = false;
+    for (deferred **pp = &c->defs; *pp != NULL;) {
+        deferred *d = *pp;
+        if (!all && d->deadline > wall) {
+            pp = &d->next;
+            continue;
+        }
+        *pp = d->next;
+        c->ndefs--;
+        changed = true;
+        char detail[1024], full[1200];
+        rule_detail(c, GATE_INTERLEAVED_MESSAGE, &d->e, detail, sizeof(detail));
+        snprintf(full, sizeof(full),
+                 "interleaved_message: %s; it was deferred and expired before they completed, "
+                 "so it was not added",
+                 detail);
+        ev err;
+        offer_own(c, error_event("DeferredMessageExpired", full, &err), &err);
+        ev_free(&d->e);
+        free(d);
+    }
+    if (changed)
+        save_deferred(c);
+    if (c->holds == NULL && c->defs == NULL && c->tick != 0) {
+        rt_timer_stop(c->self, c->tick);
+        c->tick = 0;
+    }
+}
+
+/* ----------------------------------------------------------- controls --- */
+
+/* Offer a sequence the conversation makes, answering `reply` with success
+ * once the last of them is durable. */
+static void control(conv *c, conv_control what, rt_promise *reply)
+{
+    conv_status to = what == CONV_RUN ? CONV_RUNNING : CONV_PAUSED;
+    if (what == CONV_RUN && c->status == CONV_RUNNING) {
+        reply_detail(reply, 409, "conversation is already running");
+        return;
+    }
+    if (!conv_transition_ok(c->status, to) || c->status == to) {
+        reply_detail(reply, 409, "cannot %s a conversation that is %s",
+                     what == CONV_RUN     ? "run"
+                     : what == CONV_PAUSE ? "pause"
+                                          : "interrupt",
+                     conv_status_name(c->status));
+        return;
+    }
+    ev e;
+    if (what != CONV_RUN &&
+        make_event(json_pack("{s:s, s:s}", "source", "user", "kind",
+                             what == CONV_PAUSE ? "PauseEvent" : "InterruptEvent"),
+                   &e) == 0) {
+        rt_promise none = {0};
+        accept_alone(c, &e, &none, REPLY_EVENTS);
+    }
+    if (status_event(to, &e) == 0)
+        accept_alone(c, &e, reply, REPLY_SUCCESS);
+    else
+        reply_detail(reply, 500, "cannot change the status");
+}
+
+static void on_stuck(conv *c, stuck_rule rule)
+{
+    if (c->status == CONV_STUCK || !conv_transition_ok(c->status, CONV_STUCK))
+        return;
+    char detail[256];
+    snprintf(detail, sizeof(detail), "stuck: %s: the agent repeats itself without progress",
+             stuck_rule_name(rule));
+    rt_log(RT_LOG_INFO, "conversation", "stuck rule=%s", stuck_rule_name(rule));
+    ev e;
+    offer_own(c, error_event("StuckPatternDetected", detail, &e), &e);
+    set_status(c, CONV_STUCK);
+}
+
+/* ---------------------------------------------------------- subscribers --- */
+
+static void subscribe(conv *c, rt_promise *reply, uint64_t tail)
+{
+    if (c->nsubs == c->subs_cap) {
+        size_t cap = c->subs_cap ? 2 * c->subs_cap : 4;
+        rt_actor **s = realloc(c->subs, cap * sizeof(*s));
+        if (s == NULL) {
+            reply_detail(reply, 500, "out of memory");
+            return;
+        }
+        c->subs = s;
+        c->subs_cap = cap;
+    }
+    rt_actor *sub = rt_actor_ref(reply->to);
+    c->subs[c->nsubs++] = sub;
+    /* the last few durable events first (the stuck detector's window) */
+    if (tail > STUCK_WINDOW)
+        tail = STUCK_WINDOW;
+    uint64_t from = c->count_c > tail ? c->count_c - tail : 0;
+    st_page *p;
+    if (from < c->count_c && st_log_read(c->log, from, (uint32_t)(c->count_c - from), &p) == 0) {
+        for (uint32_t i = 0; i < p->n; i++)
+            rt_send(sub, CONV_EVENT, p->ev[i].index,
+                    rt_buf_copy(rt_buf_data(p->bytes) + p->ev[i].off, p->ev[i].len));
+        st_page_free(p);
+    }
+    reply_json(reply, 200, json_pack("{s:I}", "count", (json_int_t)c->count_c));
+}
+
+static void unsubscribe(conv *c, rt_actor *sub)
+{
+    for (size_t i = 0; i < c->nsubs; i++) {
+        if (c->subs[i] == sub) {
+            rt_actor_unref(c->subs[i]);
+            c->subs[i] = c->subs[--c->nsubs];
+            return;
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- sync --- */
+
+/* Answer the syncs whose subscribers all answered, once nothing accepted is
+ * still on its way to the disk. */
+static void check_syncs(conv *c)
+{
+    if (c->uhead != NULL)
+        return;
+    for (flush **pp = &c->syncs; *pp != NULL;) {
+        flush *s = *pp;
+        if (s->waiting > 0) {
+            pp = &s->next;
+            continue;
+        }
+        *pp = s->next;
+        reply_json(&s->reply, 200, json_pack("{s:I}", "events", (json_int_t)c->count_c));
+        free(s);
+    }
+}
+
+static void start_sync(conv *c, rt_promise *reply)
+{
+    flush *s = calloc(1, sizeof(*s));
+    if (s == NULL) {
+        reply_detail(reply, 500, "out of memory");
+        return;
+    }
+    s->reply = *reply;
+    *reply = (rt_promise){0};
+    s->id = ++c->sync_seq;
+    for (size_t i = 0; i < c->nsubs; i++)
+        if (rt_ask(c->subs[i], CONV_SYNC, s->id, NULL, c->self) == 0)
+            s->waiting++;
+    flush **pp = &c->syncs;
+    while (*pp != NULL)
+        pp = &(*pp)->next;
+    *pp = s;
+    check_syncs(c);
+}
+
+/* A subscriber answered (or, arg == 0, one failed to: the oldest sync
+ * waiting stops waiting for it). */
+static void sync_answered(conv *c, uint64_t id)
+{
+    for (flush *s = c->syncs; s != NULL; s = s->next) {
+        if (s->waiting > 0 && (id == 0 || s->id == id)) {
+            s->waiting--;
+            break;
+        }
+    }
+    check_syncs(c);
+}
+
+/* ---------------------------------------------------------------- open --- */
+
+/* The log is open and the state rebuilt: take it over, recover from a crash
+ * mid-run, and go on with what was waiting. */
+static void on_opened(conv *c, conv_opened *o)
+{
+    c->sc = o->sc;
+    o->sc = NULL;
+    c->log = o->log;
+    c->gc = o->g;
+    o->g = NULL;
+    c->g = gate_clone(c->gc);
+    c->status = c->status_c = o->status;
+    c->count_c = o->count;
+    c->open = true;
+    size_t i;
+    json_t *d;
+    json_array_foreach(o->deferred, i, d)
+    {
+        deferred *x = calloc(1, sizeof(*x));
+        if (x == NULL || ev_from_json(json_object_get(d, "event"), &x->e, NULL, 0) != 0) {
+            free(x);
+            continue;
+        }
+        x->deadline = (uint64_t)json_integer_value(json_object_get(d, "deadline"));
+        deferred **pp = &c->defs;
+        while (*pp != NULL)
+            pp = &(*pp)->next;
+        *pp = x;
+        c->ndefs++;
+    }
+    conv_opened_free(o);
+    if (c->status == CONV_RUNNING) {
+        /* the process died mid-run: the run is over, and the tools it was
+         * running will not answer (spec §5.4) */
+        set_status(c, CONV_ERROR);
+        size_t n = gate_pending_count(c->g);
+        char **calls = calloc(n ? n : 1, sizeof(char *)),
+             **tools = calloc(n ? n : 1, sizeof(char *));
+        for (size_t k = 0; calls != NULL && tools != NULL && k < n; k++) {
+            const char *tool;
+            calls[k] = strdup(gate_pending_call(c->g, k, NULL, &tool));
+            tools[k] = strdup(tool != NULL ? tool : "unknown");
+        }
+        for (size_t k = 0; calls != NULL && tools != NULL && k < n; k++) {
+            ev e;
+            offer_own(c,
+                      make_event(json_pack("{s:s, s:s, s:s, s:s, s:s}", "source", "agent",
+                                           "tool_name", tools[k], "tool_call_id", calls[k], "error",
+                                           "A restart occurred while this tool was in progress; "
+                                           "its result is lost.",
+                                           "kind", "AgentErrorEvent"),
+                                 &e),
+                      &e);
+            free(calls[k]);
+            free(tools[k]);
+        }
+        free(calls);
+        free(tools);
+    }
+    settle(c);
+    ensure_tick(c);
+}
+
+/* ----------------------------------------------------------- the actor --- */
+
+static int conv_init(rt_actor *self, void *arg, void **state)
+{
+    conv_ctx *ctx = arg;
+    conv *c = calloc(1, sizeof(*c));
+    if (c == NULL)
+        return RT_ENOMEM;
+    c->ctx = ctx;
+    c->o = &ctx->svc->o;
+    c->self = self;
+    rt_runtime *rt = rt_actor_runtime(self);
+    int r = conv_open_start(ctx, self, rt_runtime_uv(rt, rt_actor_loop(self)));
+    if (r < 0) {
+        free(c);
+        return r;
+    }
+    *state = c;
+    return 0;
+}
+
+static void dispatch(conv *c, uint32_t kind, uint64_t arg, const rt_buf *buf, rt_promise *reply);
+
+static void keep_early(conv *c, rt_msg *m)
+{
+    early *e = calloc(1, sizeof(*e));
+    if (e == NULL) {
+        rt_promise p = rt_msg_promise(m);
+        rt_promise_fail(&p, RT_ENOMEM);
+        return;
+    }
+    e->kind = m->kind;
+    e->arg = m->arg;
+    e->buf = m->buf != NULL ? rt_buf_ref(m->buf) : NULL;
+    e->reply = rt_msg_promise(m);
+    if (c->early_tail != NULL)
+        c->early_tail->next = e;
+    else
+        c->early_head = e;
+    c->early_tail = e;
+}
+
+static int conv_handle(rt_actor *self, void *state, rt_msg *m)
+{
+    (void)self;
+    conv *c = state;
+    if (m->kind == CONV_OPENED) {
+        conv_opened *o = (conv_opened *)(uintptr_t)m->arg;
+        if (o->err != 0) {
+            rt_log(RT_LOG_ERROR, "conversation", "%s", o->detail);
+            int err = o->err;
+            conv_opened_free(o);
+            return err; /* the supervisor decides */
+        }
+        on_opened(c, o);
+        for (early *e = c->early_head, *next; e != NULL; e = next) {
+            next = e->next;
+            dispatch(c, e->kind, e->arg, e->buf, &e->reply);
+            rt_buf_unref(e->buf);
+            free(e);
+        }
+        c->early_head = c->early_tail = NULL;
+        return 0;
+    }
+    if (!c->open) {
+        keep_early(c, m);
+        return 0;
+    }
+    if (m->kind == CONV_STORE_FAILED) {
+        rt_log(RT_LOG_ERROR, "conversation", "an append failed (%s): restarting from the log",
+               strerror((int)m->arg));
+        return -(int)m->arg;
+    }
+    rt_promise reply = rt_msg_promise(m);
+    dispatch(c, m->kind, m->arg, m->buf, &reply);
+    rt_promise_fail(&reply, RT_ENOREPLY); /* no-op if it was answered */
+    return 0;
+}
+
+static void dispatch(conv *c, uint32_t kind, uint64_t arg, const rt_buf *buf, rt_promise *reply)
+{
+    switch (kind) {
+    case CONV_APPEND:
+        on_append(c, buf, reply);
+        break;
+    case CONV_CONTROL:
+        control(c, (conv_control)arg, reply);
+        break;
+    case CONV_SUBSCRIBE:
+        if (reply->to != NULL)
+            subscribe(c, reply, arg);
+        break;
+    case CONV_UNSUBSCRIBE:
+        if (reply->to != NULL) {
+            unsubscribe(c, reply->to);
+            reply_json(reply, 200, json_pack("{s:b}", "success", 1));
+        }
+        break;
+    case CONV_EXPIRE:
+        expire(c, true);
+        reply_json(reply, 200, json_pack("{s:b}", "success", 1));
+        break;
+    case CONV_STATUS:
+        reply_json(reply, 200,
+                   json_pack("{s:s, s:I, s:i}", "status", conv_status_name(c->status), "events",
+                             (json_int_t)c->count_c, "pending_tool_calls",
+                             (int)gate_pending_count(c->g)));
+        break;
+    case CONV_STORED:
+        on_stored_msg(c, arg);
+        break;
+    case CONV_SYNC:
+        start_sync(c, reply);
+        break;
+    case CONV_SYNC_DONE:
+        sync_answered(c, arg);
+        break;
+    case RT_KIND_ERROR:
+        if (arg == CONV_SYNC) /* a subscriber that could not answer */
+            sync_answered(c, 0);
+        break;
+    case CONV_FILE_SAVED:
+        on_file_saved(c, (int)arg);
+        break;
+    case CONV_TICK:
+        expire(c, false);
+        break;
+    case CONV_NUDGE: {
+        ev e;
+        char text[1024];
+        size_t n = buf != NULL && rt_buf_len(buf) < sizeof(text) ? rt_buf_len(buf) : 0;
+        memcpy(text, buf != NULL ? rt_buf_data(buf) : (const uint8_t *)"", n);
+        text[n] = '\0';
+        offer_own(c, message_event("environment", text, &e), &e);
+        break;
+    }
+    case CONV_STUCK_FOUND:
+        on_stuck(c, (stuck_rule)arg);
+        break;
+    default:
+        break;
+    }
+    settle(c);
+}
+
+static void conv_stop(rt_actor *self, void *state)
+{
+    (void)self;
+    conv *c = state;
+    for (unit *u = c->uhead, *next; u != NULL; u = next) {
+        next = u->next;
+        reply_detail(&u->reply, 503, "the conversation is restarting: retry");
+        unit_free(u);
+    }
+    for (held *h = c->holds, *next; h != NULL; h = next) {
+        next = h->next;
+        reply_detail(&h->reply, 503, "the conversation is restarting: retry");
+        ev_free(&h->e);
+        free(h);
+    }
+    for (deferred *d = c->defs, *next; d != NULL; d = next) {
+        next = d->next; /* kept in deferred.json for the next incarnation */
+        ev_free(&d->e);
+        free(d);
+    }
+    for (waiter *w = c->waiters, *next; w != NULL; w = next) {
+        next = w->next;
+        reply_detail(&w->reply, 503, "the conversation is restarting: retry");
+        free(w->id);
+        free(w);
+    }
+    for (flush *s = c->syncs, *next; s != NULL; s = next) {
+        next = s->next;
+        reply_detail(&s->reply, 503, "the conversation is restarting: retry");
+        free(s);
+    }
+    for (early *e = c->early_head, *next; e != NULL; e = next) {
+        next = e->next;
+        reply_detail(&e->reply, 503, "the conversation is restarting: retry");
+        rt_buf_unref(e->buf);
+        free(e);
+    }
+    for (size_t i = 0; i < c->nsubs; i++)
+        rt_actor_unref(c->subs[i]);
+    free(c->subs);
+    /* a last checkpoint, for a quick reopen (the committer does it after the
+     * appends already queued) */
+    if (c->open && c->uhead == NULL && c->since_ckpt > 0)
+        checkpoint(c);
+    gate_free(c->g);
+    gate_free(c->gc);
+    st_conv_release(c->sc);
+    free(c);
+}
+
+const rt_behaviour conv_behaviour = {
+    .name = "conversation",
+    .init = conv_init,
+    .handle = conv_handle,
+    .stop = conv_stop,
+};

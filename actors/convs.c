@@ -1,0 +1,184 @@
+/*
+ * convs.c - the conversations service: from an id to the conversation's
+ * actor, starting it on first use.
+ *
+ * A conversation runs as a small supervision tree on the loop its id
+ * hashes to: a supervisor (rest_for_one, default intensity) with the
+ * conversation actor, then its stuck detector. If the conversation actor
+ * fails, both restart and rebuild from the log; if the supervisor gives up,
+ * the tree is gone, and the next lookup starts a new one. Other
+ * conversations never notice.
+ */
+#include "conv_impl.h"
+
+#include "runtime/log.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct conv_entry {
+    struct conv_entry *next;
+    conv_ctx ctx;
+    rt_actor *sup; /* the tree's supervisor */
+} conv_entry;
+
+static size_t bucket(const convs *s, const rt_uuid *id)
+{
+    uint64_t h;
+    memcpy(&h, id->b + 8, sizeof(h));
+    return (size_t)(h % s->nbuckets);
+}
+
+static int loop_of(const convs *s, const rt_uuid *id)
+{
+    uint64_t h;
+    memcpy(&h, id->b, sizeof(h));
+    h ^= h >> 31;
+    return (int)(h % (uint64_t)rt_runtime_loops(s->rt));
+}
+
+int convs_new(rt_runtime *rt, st_store *store, const conv_opts *o, convs **out)
+{
+    convs *s = calloc(1, sizeof(*s));
+    if (s == NULL)
+        return -ENOMEM;
+    s->rt = rt;
+    s->store = store;
+    if (o != NULL)
+        s->o = *o;
+    if (s->o.defer_timeout_ms == 0)
+        s->o.defer_timeout_ms = 10 * 60 * 1000;
+    if (s->o.defer_max == 0)
+        s->o.defer_max = 64;
+    if (s->o.hold_timeout_ms == 0)
+        s->o.hold_timeout_ms = 5000;
+    if (s->o.hold_max == 0)
+        s->o.hold_max = 64;
+    if (s->o.checkpoint_every == 0)
+        s->o.checkpoint_every = 1024;
+    if (s->o.mailbox_cap == 0)
+        s->o.mailbox_cap = 4096;
+    s->nbuckets = 1024;
+    s->buckets = calloc(s->nbuckets, sizeof(*s->buckets));
+    if (s->buckets == NULL) {
+        free(s);
+        return -ENOMEM;
+    }
+    pthread_mutex_init(&s->mu, NULL);
+    *out = s;
+    return 0;
+}
+
+void convs_free(convs *s)
+{
+    if (s == NULL)
+        return;
+    for (size_t i = 0; i < s->nbuckets; i++) {
+        for (conv_entry *e = s->buckets[i], *next; e != NULL; e = next) {
+            next = e->next;
+            rt_actor_unref(e->ctx.conv);
+            rt_actor_unref(e->sup);
+            free(e);
+        }
+    }
+    free(s->buckets);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+}
+
+/* Start the tree of e's conversation (lock held). */
+static int start(convs *s, conv_entry *e)
+{
+    rt_sup_opts so = {.strategy = RT_REST_FOR_ONE};
+    rt_actor *sup, *conv, *det;
+    int r = rt_sup_spawn(s->rt, &so, loop_of(s, &e->ctx.id), NULL, RT_TEMPORARY, &sup);
+    if (r < 0)
+        return r;
+    rt_spawn_opts co = {.beh = &conv_behaviour,
+                        .arg = &e->ctx,
+                        .parent = sup,
+                        .restart = RT_PERMANENT,
+                        .mailbox_cap = s->o.mailbox_cap};
+    r = rt_spawn(s->rt, &co, &conv);
+    if (r < 0) {
+        rt_actor_stop(sup);
+        rt_actor_unref(sup);
+        return r;
+    }
+    rt_actor_unref(e->ctx.conv);
+    rt_actor_unref(e->sup);
+    e->ctx.conv = conv;
+    e->sup = sup;
+    /* spawned after the conversation, on its loop: it starts after it, and
+     * restarts with it (rest_for_one) */
+    rt_spawn_opts do_ = {.beh = &conv_stuck_behaviour,
+                         .arg = &e->ctx,
+                         .parent = sup,
+                         .restart = RT_PERMANENT,
+                         .mailbox_cap = s->o.mailbox_cap};
+    r = rt_spawn(s->rt, &do_, &det);
+    if (r == 0)
+        rt_actor_unref(det);
+    return r;
+}
+
+static conv_entry *find(convs *s, const rt_uuid *id)
+{
+    for (conv_entry *e = s->buckets[bucket(s, id)]; e != NULL; e = e->next)
+        if (rt_uuid_eq(&e->ctx.id, id))
+            return e;
+    return NULL;
+}
+
+/* The running actor of a conversation the store has (lock held). */
+static int get_locked(convs *s, const rt_uuid *id, rt_actor **out)
+{
+    conv_entry *e = find(s, id);
+    if (e == NULL) {
+        e = calloc(1, sizeof(*e));
+        if (e == NULL)
+            return -ENOMEM;
+        e->ctx.svc = s;
+        e->ctx.id = *id;
+        size_t k = bucket(s, id);
+        e->next = s->buckets[k];
+        s->buckets[k] = e;
+        s->count++;
+    }
+    if (e->ctx.conv == NULL || rt_actor_closed(e->ctx.conv)) {
+        int r = start(s, e);
+        if (r < 0)
+            return r;
+    }
+    *out = rt_actor_ref(e->ctx.conv);
+    return 0;
+}
+
+int convs_get(convs *s, const rt_uuid *id, rt_actor **out)
+{
+    st_conv *sc;
+    int r = st_conv_get(s->store, id, &sc);
+    if (r < 0)
+        return r;
+    st_conv_release(sc);
+    pthread_mutex_lock(&s->mu);
+    r = get_locked(s, id, out);
+    pthread_mutex_unlock(&s->mu);
+    return r;
+}
+
+int convs_create(convs *s, const rt_uuid *id, rt_buf *meta, rt_actor **out, bool *created)
+{
+    st_conv *sc;
+    int r = st_conv_create(s->store, id, meta, &sc);
+    if (r < 0 && r != -EEXIST)
+        return r;
+    if (created != NULL)
+        *created = r == 0;
+    st_conv_release(sc);
+    pthread_mutex_lock(&s->mu);
+    r = get_locked(s, id, out);
+    pthread_mutex_unlock(&s->mu);
+    return r;
+}
