@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 enum { CHUNK_BITS = 16, CHUNK = 1 << CHUNK_BITS };
 
@@ -146,9 +147,23 @@ uint64_t st_id_hash(const void *id, size_t len)
     return h ^ (h >> 33);
 }
 
+/* A big table is probed at random: on 2 MiB pages (where the kernel offers
+ * them) a probe costs a cache miss, not also a page walk. */
 static struct st_islots *islots_new(uint64_t cap)
 {
-    struct st_islots *t = calloc(1, sizeof(*t) + cap * sizeof(t->slot[0]));
+    enum { HUGE = 2 << 20 };
+    struct st_islots *t;
+    size_t size = sizeof(*t) + cap * sizeof(t->slot[0]);
+    if (size < HUGE) {
+        t = calloc(1, size);
+    } else {
+        void *p = NULL;
+        size = (size + HUGE - 1) / HUGE * HUGE;
+        if (posix_memalign(&p, HUGE, size) != 0)
+            return NULL;
+        madvise(p, size, MADV_HUGEPAGE);
+        t = memset(p, 0, size);
+    }
     if (t != NULL)
         t->mask = cap - 1;
     return t;
@@ -223,6 +238,12 @@ int st_idtab_add(st_idtab *t, uint64_t hash, uint64_t index)
     islots_put(s, hash >> 32, entry_of(hash, index));
     t->used++;
     return 0;
+}
+
+void st_idtab_prefetch(const st_idtab *t, uint64_t hash)
+{
+    struct st_islots *s = atomic_load_explicit(&((st_idtab *)t)->tab, memory_order_relaxed);
+    __builtin_prefetch(&s->slot[(hash >> 32) & s->mask], 1);
 }
 
 uint64_t st_idtab_find(const st_idtab *t, uint64_t hash, uint64_t count,

@@ -53,6 +53,9 @@ int st_idtab_reserve(st_idtab *t, uint64_t extra);
 /* Writer: record that `index` (< 2^32 - 1) has an id with this hash (only
  * its high 32 bits are kept). 0, or -ENOMEM when nothing was reserved. */
 int st_idtab_add(st_idtab *t, uint64_t hash, uint64_t index);
+/* A hint that the slot of `hash` is wanted soon: bulk adds that prefetch
+ * a few entries ahead wait for memory in parallel, not one miss at a time. */
+void st_idtab_prefetch(const st_idtab *t, uint64_t hash);
 /* Reader: calls match(ctx, index) for every index below `count` stored
  * with this hash, oldest first, until match returns true; returns that
  * index, or UINT64_MAX. */

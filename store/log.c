@@ -189,9 +189,21 @@ static uint64_t load_idx(st_log *l, st_seg *seg, uint64_t size, bool active, uin
              (uint32_t)(st_id_hash(rec.id, rec.idlen) >> 32) == st_get32(hashes + 4 * (n - 1));
         free(rb);
     }
+    /* room for every id and key first, then the adds, prefetching ahead:
+     * each is a cache miss in a table of millions of slots */
+    uint64_t keys = 0;
     for (uint64_t i = 0; ok && i < n; i++)
+        keys += st_get32(khashes + 4 * i) != 0;
+    ok = ok && st_idtab_reserve(&l->ids, n + keys) == 0;
+    enum { AHEAD = 16 };
+    for (uint64_t i = 0; ok && i < n; i++) {
+        if (i + AHEAD < n) {
+            st_idtab_prefetch(&l->ids, (uint64_t)st_get32(hashes + 4 * (i + AHEAD)) << 32);
+            st_idtab_prefetch(&l->ids, (uint64_t)st_get32(khashes + 4 * (i + AHEAD)) << 32);
+        }
         ok = add_record(l, seg->first + i, st_get32(offs + 4 * i), st_get32(hashes + 4 * i),
                         st_get32(khashes + 4 * i), active) == 0;
+    }
     free(buf);
     if (!ok)
         return 0;
