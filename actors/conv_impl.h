@@ -17,13 +17,13 @@
 
 /* Messages among the conversation's own actors and its helpers. */
 enum {
-    CONV_OPENED = CONV_EVENT + 1, /* arg: conv_opened * (the open finished) */
-    CONV_STORED,                  /* arg: first index (an append is durable) */
-    CONV_STORE_FAILED,            /* arg: -errno (an append failed) */
-    CONV_FILE_SAVED,              /* arg: status (a put_file finished) */
-    CONV_NUDGE,                   /* from the detector: buf = the text */
-    CONV_STUCK_FOUND,             /* from the detector: arg = stuck_rule */
-    CONV_TICK,                    /* timer: expire holds and deferrals */
+    CONV_OPENED = CONV_NOTE + 1, /* arg: conv_opened * (the open finished) */
+    CONV_STORED,                 /* arg: first index (an append is durable) */
+    CONV_STORE_FAILED,           /* arg: -errno (an append failed) */
+    CONV_FILE_SAVED,             /* arg: status (a put_file finished) */
+    CONV_NUDGE,                  /* from the detector: buf = the text */
+    CONV_STUCK_FOUND,            /* from the detector: arg = stuck_rule */
+    CONV_TICK,                   /* timer: expire holds and deferrals */
 };
 
 /* Shared by one conversation's actors; lives as long as the service. */

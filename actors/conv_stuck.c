@@ -2,7 +2,9 @@
  * conv_stuck.c - a conversation's stuck detector: a subscriber that feeds
  * each durable event to the rules (stuck.h) and tells the conversation
  * what they find. It subscribes with the last 20 events, so it starts (and
- * restarts) with its window full, never reading the whole log.
+ * restarts) with its window full, never reading the whole log; and it gets
+ * each event as its note, made by the conversation from the event it has
+ * parsed already, so it never parses one itself.
  */
 #include "conv_impl.h"
 
@@ -59,7 +61,7 @@ static int stuck_init(rt_actor *self, void *arg, void **state)
     d->off = !on;
     d->ctx = ctx;
     d->conv = rt_actor_ref(ctx->conv);
-    int r = rt_ask(d->conv, CONV_SUBSCRIBE, STUCK_WINDOW, NULL, self);
+    int r = rt_ask(d->conv, CONV_SUBSCRIBE, STUCK_WINDOW | CONV_SUB_NOTES, NULL, self);
     if (r < 0) {
         stuck_free(d->rules);
         rt_actor_unref(d->conv);
@@ -78,17 +80,10 @@ static int stuck_handle(rt_actor *self, void *state, rt_msg *m)
         return m->status;     /* the subscription failed: start again */
     if (m->kind == CONV_SYNC) /* what came before is handled (and told) */
         return rt_reply(m, CONV_SYNC_DONE, 0, m->arg, NULL) < 0 ? 0 : 0;
-    if (m->kind != CONV_EVENT || m->buf == NULL || d->off)
+    if (m->kind != CONV_NOTE || m->buf == NULL || d->off ||
+        rt_buf_len(m->buf) != sizeof(stuck_note))
         return 0;
-    ev e;
-    char err[256];
-    if (ev_parse((const char *)rt_buf_data(m->buf), rt_buf_len(m->buf), &e, err, sizeof(err)) !=
-        0) {
-        rt_log(RT_LOG_WARN, "stuck", "cannot read event %llu: %s", (unsigned long long)m->arg, err);
-        return 0;
-    }
-    stuck_feed(d->rules, &e);
-    ev_free(&e);
+    stuck_feed_note(d->rules, (const stuck_note *)rt_buf_data(m->buf));
     stuck_verdict v;
     stuck_check(d->rules, &v);
     if (v.nudge) {

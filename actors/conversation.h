@@ -37,8 +37,10 @@ enum {
                                          (all or nothing) */
     CONV_CONTROL,                     /* arg: conv_control */
     CONV_SUBSCRIBE,                   /* arg: how many past events to replay
-                                         first (at most 20); reply_to is the
-                                         subscriber; answered CONV_RESULT */
+                                         first (at most 20), | CONV_SUB_NOTES to
+                                         get CONV_NOTE instead of CONV_EVENT;
+                                         reply_to is the subscriber; answered
+                                         CONV_RESULT */
     CONV_UNSUBSCRIBE,                 /* reply_to is the subscriber */
     CONV_EXPIRE,                      /* expire every hold and deferral now */
     CONV_STATUS,                      /* answered CONV_RESULT 200 {"status"} */
@@ -52,7 +54,13 @@ enum {
     CONV_RESULT,
     /* to subscribers, in log order: arg = index, buf = the event's bytes */
     CONV_EVENT,
+    /* to CONV_SUB_NOTES subscribers instead: arg = index, buf = the event's
+     * stuck_note (stuck.h), computed once from the parsed event, so that the
+     * stuck detector never parses an event again */
+    CONV_NOTE,
 };
+
+enum { CONV_SUB_NOTES = 0x100 };
 
 typedef enum conv_control {
     CONV_RUN = 1,   /* status -> running */
@@ -87,6 +95,8 @@ typedef struct conv_opts {
     uint32_t hold_max;         /* default 64 */
     uint32_t checkpoint_every; /* state checkpoint every N events; default 1024 */
     uint32_t mailbox_cap;      /* bound of the conversation's mailbox; default 4096 */
+    bool measure;              /* time the gate: CONV_STATUS reports "gate_ns"
+                                  (for benchmarks) */
 } conv_opts;
 
 /* The service: one per server. */

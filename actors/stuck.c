@@ -17,14 +17,13 @@
  *   is a node of the conversation tree, so none is in upstream's window. A
  *   CondensationSummaryEvent is kept, because the monologue rule names it.
  * - Equality (§1.5) is "same kind and same hash" for the four kinds with a
- *   field list. The hash covers the source and the canonical JSON
- *   (ev_canonical_json) of each compared field, each length-prefixed so
- *   field boundaries cannot shift. A missing or null `thought` hashes as
- *   the empty list and a missing `action` as null, as upstream's model
- *   defaults make them. Upstream compares typed values, so equal payloads
- *   whose objects list their keys in a different order would be equal
- *   there and are not here; one producer serializes one type one way, so
- *   this only loses a detection, it never invents one.
+ *   field list. The hash covers the source and the structure of each
+ *   compared field, walked in place (no serialization): objects by their
+ *   keys in sorted order, so equal payloads whose producers list keys in
+ *   another order are equal, as upstream's typed comparison finds them;
+ *   null members left out; strings length-prefixed so boundaries cannot
+ *   shift. A missing or null `thought` hashes as the empty list and a
+ *   missing `action` as null, as upstream's model defaults make them.
  * - Every other kind is compared by full structural equality upstream,
  *   id included. A log holds one content per id (a second content under an
  *   existing id is refused), so within a log that is exactly "same id":
@@ -55,6 +54,8 @@
  * 64 bytes) and longest error text: together with the fixed wording they
  * must fit the verdict's nudge_text. */
 enum { STUCK_TOOL_MAX = 96, STUCK_ERROR_MAX = 640, STUCK_ID_MAX = 40 };
+_Static_assert(sizeof(((stuck_note *)0)->id) == STUCK_ID_MAX, "note ids are fingerprint ids");
+_Static_assert(sizeof(((stuck_note *)0)->text) >= STUCK_ERROR_MAX, "notes carry error texts");
 
 #define NUDGE_FMT                                                                                  \
     "The tool `%s` was called with the same arguments %d time%s in a row, and every call failed "  \
@@ -120,22 +121,80 @@ static void h_str(uint64_t *h, const char *s)
         h_bytes(h, s, (size_t)n);
 }
 
-/* The canonical bytes of a member. A missing or null member stands for the
- * model's default, whose canonical bytes are `absent`; -1 on allocation
- * failure. */
+static int cmp_keys(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Hash a JSON value as its structure, without serializing it: objects by
+ * their keys in sorted order (so producers' key order does not matter),
+ * null members left out (as the canonical form leaves them out), strings
+ * by length and bytes. -1 on allocation failure. */
+static int h_json(uint64_t *h, json_t *v)
+{
+    uint8_t t = (uint8_t)json_typeof(v);
+    h_bytes(h, &t, 1);
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: {
+        size_t n = 0, k = 0;
+        const char *key;
+        json_t *x;
+        json_object_foreach(v, key, x) n += !json_is_null(x);
+        const char **keys = n > 0 ? malloc(n * sizeof(*keys)) : NULL;
+        if (n > 0 && keys == NULL)
+            return -1;
+        json_object_foreach(v, key, x) if (!json_is_null(x)) keys[k++] = key;
+        qsort(keys, n, sizeof(*keys), cmp_keys);
+        h_bytes(h, &n, sizeof(n));
+        int rc = 0;
+        for (size_t i = 0; i < n && rc == 0; i++) {
+            h_str(h, keys[i]);
+            rc = h_json(h, json_object_get(v, keys[i]));
+        }
+        free(keys);
+        return rc;
+    }
+    case JSON_ARRAY: {
+        size_t n = json_array_size(v);
+        h_bytes(h, &n, sizeof(n));
+        for (size_t i = 0; i < n; i++)
+            if (h_json(h, json_array_get(v, i)) < 0)
+                return -1;
+        return 0;
+    }
+    case JSON_STRING: {
+        uint64_t n = json_string_length(v);
+        h_bytes(h, &n, sizeof(n));
+        h_bytes(h, json_string_value(v), (size_t)n);
+        return 0;
+    }
+    case JSON_INTEGER: {
+        json_int_t i = json_integer_value(v);
+        h_bytes(h, &i, sizeof(i));
+        return 0;
+    }
+    case JSON_REAL: {
+        double d = json_real_value(v);
+        h_bytes(h, &d, sizeof(d));
+        return 0;
+    }
+    default: /* true, false, null: the type is all there is */
+        return 0;
+    }
+}
+
+/* A member. A missing or null member stands for the model's default,
+ * whose value is given as JSON text in `absent`. */
 static int h_member(uint64_t *h, json_t *obj, const char *key, const char *absent)
 {
     json_t *v = json_object_get(obj, key);
     if (v == NULL || json_is_null(v)) {
-        h_str(h, absent);
-        return 0;
+        json_t *d = json_loads(absent, JSON_DECODE_ANY, NULL);
+        int rc = d != NULL ? h_json(h, d) : -1;
+        json_decref(d);
+        return rc;
     }
-    char *c = ev_canonical_json(v);
-    if (c == NULL)
-        return -1;
-    h_str(h, c);
-    free(c);
-    return 0;
+    return h_json(h, v);
 }
 
 static uint64_t h_id(const char *id)
@@ -257,24 +316,58 @@ void stuck_free(stuck *s)
     free(s);
 }
 
-void stuck_feed(stuck *s, const ev *e)
+void stuck_note_of(const ev *e, stuck_note *n)
 {
-    if (s == NULL || e == NULL || e->kind <= EV_INVALID || e->kind >= EV_KIND_COUNT)
+    memset(n, 0, sizeof(*n));
+    if (e == NULL || e->kind <= EV_INVALID || e->kind >= EV_KIND_COUNT)
         return;
     if (e->kind == EV_STATE_UPDATE || e->kind == EV_STREAMING_DELTA || e->kind == EV_SERVER_ERROR)
         return;
-    fingerprint(e, &s->ring[s->next]);
-    s->next = (s->next + 1) % STUCK_WINDOW;
-    if (s->count < STUCK_WINDOW)
-        s->count++;
+    stuck_fp fp;
+    fingerprint(e, &fp);
+    n->hash = fp.hash;
+    n->id_hash = fp.id_hash;
+    memcpy(n->id, fp.id, sizeof(n->id));
+    n->kind = fp.kind;
+    n->source = fp.source;
+    n->solo = fp.solo;
+    n->counts = true;
     /* The nudge names the newest action and the newest error; a streak
      * exists only when those are its first pair, so keeping the newest of
      * each is enough. */
     if (e->kind == EV_ACTION)
-        copy_text(s->last_tool, sizeof s->last_tool, e->tool_name);
+        copy_text(n->text, STUCK_TOOL_MAX, e->tool_name);
     else if (e->kind == EV_AGENT_ERROR)
-        copy_text(s->last_error, sizeof s->last_error,
-                  json_string_value(json_object_get(e->obj, "error")));
+        copy_text(n->text, STUCK_ERROR_MAX, json_string_value(json_object_get(e->obj, "error")));
+}
+
+void stuck_feed_note(stuck *s, const stuck_note *n)
+{
+    if (s == NULL || n == NULL || !n->counts || n->kind <= EV_INVALID || n->kind >= EV_KIND_COUNT)
+        return;
+    stuck_fp *fp = &s->ring[s->next];
+    memset(fp, 0, sizeof(*fp));
+    fp->hash = n->hash;
+    fp->id_hash = n->id_hash;
+    memcpy(fp->id, n->id, sizeof(fp->id));
+    fp->id[sizeof(fp->id) - 1] = '\0';
+    fp->kind = n->kind;
+    fp->source = n->source;
+    fp->solo = n->solo;
+    s->next = (s->next + 1) % STUCK_WINDOW;
+    if (s->count < STUCK_WINDOW)
+        s->count++;
+    if (n->kind == EV_ACTION)
+        copy_text(s->last_tool, sizeof s->last_tool, n->text);
+    else if (n->kind == EV_AGENT_ERROR)
+        copy_text(s->last_error, sizeof s->last_error, n->text);
+}
+
+void stuck_feed(stuck *s, const ev *e)
+{
+    stuck_note n;
+    stuck_note_of(e, &n);
+    stuck_feed_note(s, &n);
 }
 
 const char *stuck_rule_name(stuck_rule r)

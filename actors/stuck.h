@@ -50,6 +50,19 @@ typedef struct stuck_verdict {
 
 typedef struct stuck stuck;
 
+/* What the detector keeps of one event: fixed size, no pointers, so that
+ * whoever holds the parsed event computes it once and can pass it on as
+ * bytes (a fingerprint of the compared fields, the id, and for an action
+ * its tool name, for an agent error its error text, cut). */
+typedef struct stuck_note {
+    uint64_t hash, id_hash;
+    char id[40];
+    uint8_t kind, source;
+    bool solo;      /* fingerprinting failed: equal to nothing */
+    bool counts;    /* false for events outside the window (state updates...) */
+    char text[640]; /* tool name (actions) or error text (agent errors) */
+} stuck_note;
+
 /* NULL thresholds: the defaults. Any value < 1 is replaced by its default. */
 stuck *stuck_new(const stuck_thresholds *t);
 void stuck_free(stuck *s);
@@ -57,6 +70,9 @@ void stuck_defaults(stuck_thresholds *t);
 
 /* A committed event, in log order. */
 void stuck_feed(stuck *s, const ev *e);
+/* The same in two steps: the note of an event, then feeding it. */
+void stuck_note_of(const ev *e, stuck_note *n);
+void stuck_feed_note(stuck *s, const stuck_note *n);
 /* What the detector says now. Asking for a nudge remembers it: asking
  * again without new events gives no second nudge. */
 void stuck_check(stuck *s, stuck_verdict *v);

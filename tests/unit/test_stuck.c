@@ -1116,6 +1116,26 @@ START_TEST(test_equality_compares_fields)
 }
 END_TEST
 
+/* Equality is of meaning, not of bytes: object keys in another order and
+ * null fields (the same as absent ones) still make the same action. */
+START_TEST(test_equality_ignores_key_order_and_nulls)
+{
+    stuck *s = new_default();
+    user(s);
+    for (int i = 0; i < 3; i++)
+        pair(s, "ls", "a.txt");
+    EXPECT(s, STUCK_NONE, false);
+    json_t *a = j_action("ls");
+    json_object_set_new(a, "action",
+                        json_pack("{s:s, s:b, s:n, s:b, s:s}", "kind", "TerminalAction", "reset", 0,
+                                  "timeout", "is_input", 0, "command", "ls"));
+    feed(s, a);
+    feed(s, j_obs("a.txt"));
+    EXPECT(s, STUCK_REPEATING_ACTION_OBSERVATION, false);
+    stuck_free(s);
+}
+END_TEST
+
 /* Different kinds are never equal, even when the observation list is
  * otherwise uniform. */
 START_TEST(test_different_kinds_never_equal)
@@ -1241,6 +1261,7 @@ int main(void)
     tc = tcase_create("equality");
     tcase_add_test(tc, test_equality_ignores_ids);
     tcase_add_test(tc, test_equality_compares_fields);
+    tcase_add_test(tc, test_equality_ignores_key_order_and_nulls);
     tcase_add_test(tc, test_different_kinds_never_equal);
     tcase_add_test(tc, test_rejections_never_equal);
     suite_add_tcase(s, tc);
