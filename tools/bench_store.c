@@ -23,7 +23,6 @@
 #include "store/store.h"
 
 #include <errno.h>
-#include <ftw.h>
 #include <getopt.h>
 #include <malloc.h>
 #include <pthread.h>
@@ -84,12 +83,6 @@ static void next_append(appender *a)
         atomic_fetch_add(&b->errors, 1);
 }
 
-static int rm_entry(const char *p, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st, (void)flag, (void)ftw;
-    return remove(p);
-}
-
 /* Events per second of `appenders` appenders (one ack awaited each) under
  * policy d, on new conversations in the store in dir: a fresh one if
  * `fresh`, else the one left by the previous run, with its journal spares,
@@ -98,7 +91,7 @@ static double run_appends(const char *dir, st_durability d, int appenders, uint6
                           bool fresh)
 {
     if (fresh)
-        nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+        cli_rm_tree(dir);
     /* every run starts with no dirty data of earlier runs being written
      * back under it */
     sync();
@@ -148,7 +141,7 @@ static double run_appends(const char *dir, st_durability d, int appenders, uint6
 
 static void build_log(const char *dir, uint64_t n)
 {
-    nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    cli_rm_tree(dir);
     st_log *l;
     if (st_log_open(dir, NULL, &l, NULL) != 0) {
         fprintf(stderr, "parley bench store: cannot create %s\n", dir);
@@ -295,20 +288,8 @@ int bench_store(int argc, char **argv)
         return cli_usage_error("bench store", "unexpected argument '%s'", argv[optind]);
     rt_log_set_level(RT_LOG_WARN);
     char root[4096];
-    if (base != NULL) {
-        snprintf(root, sizeof(root), "%s", base);
-        if (mkdir(root, 0755) != 0 && errno != EEXIST) {
-            fprintf(stderr, "parley bench store: cannot create %s: %s\n", root, strerror(errno));
-            return CLI_FAIL;
-        }
-    } else {
-        snprintf(root, sizeof(root), "%s/parley-bench-XXXXXX",
-                 getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-        if (mkdtemp(root) == NULL) {
-            fprintf(stderr, "parley bench store: cannot create a scratch directory\n");
-            return CLI_FAIL;
-        }
-    }
+    if (cli_scratch_dir("bench store", base, root, sizeof(root)) != 0)
+        return CLI_FAIL;
     char sdir[4200], ndir[4200], ldir[4200];
     snprintf(sdir, sizeof(sdir), "%s/store", root);
     snprintf(ndir, sizeof(ndir), "%s/store-none", root);
@@ -360,7 +341,7 @@ int bench_store(int argc, char **argv)
         malloc_trim(0); /* so that the next open's RSS growth is its own */
     }
     if (base == NULL)
-        nftw(root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+        cli_rm_tree(root);
     double dur = cli_median(durable, runs), on = cli_median(one, runs), no = cli_median(none, runs),
            pr = cli_median(rnd, runs), ps = cli_median(beg, runs), pm = cli_median(mid, runs),
            pe = cli_median(end, runs), om = cli_median(open_ms, runs), rs = cli_median(rss, runs),

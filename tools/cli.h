@@ -28,9 +28,15 @@ int cmd_serve(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int bench_runtime(int argc, char **argv);
 int bench_store(int argc, char **argv);
+int bench_conversation(int argc, char **argv);
 
 /* Benchmarks: the median of n samples (sorts them in place). */
 double cli_median(double *v, int n);
 double cli_now_s(void);
+/* Benchmarks: the scratch directory `base` (created if missing), or a new
+ * one under $TMPDIR; 0, or -1 with the reason printed for `cmd`. */
+int cli_scratch_dir(const char *cmd, const char *base, char *out, size_t cap);
+/* Remove a directory tree (what is left of it: errors are ignored). */
+void cli_rm_tree(const char *dir);
 
 #endif

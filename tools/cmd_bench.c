@@ -4,14 +4,52 @@
  */
 #include "cli.h"
 
+#include <errno.h>
+#include <ftw.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static const cli_cmd benches[] = {
     {"runtime", "message hops on one loop, hand-offs across loops, bytes per idle actor",
      bench_runtime},
     {"store", "durable appends, page reads anywhere in a 1M-event log, opening it", bench_store},
+    {"conversation", "the full path of an event through the actors; opening a big conversation",
+     bench_conversation},
 };
 #define NBENCHES (sizeof(benches) / sizeof(benches[0]))
+
+int cli_scratch_dir(const char *cmd, const char *base, char *out, size_t cap)
+{
+    if (base != NULL) {
+        snprintf(out, cap, "%s", base);
+        if (mkdir(out, 0755) != 0 && errno != EEXIST) {
+            fprintf(stderr, "parley %s: cannot create %s: %s\n", cmd, out, strerror(errno));
+            return -1;
+        }
+        return 0;
+    }
+    const char *tmp = getenv("TMPDIR");
+    snprintf(out, cap, "%s/parley-bench-XXXXXX", tmp != NULL && tmp[0] ? tmp : "/tmp");
+    if (mkdtemp(out) == NULL) {
+        fprintf(stderr, "parley %s: cannot create a scratch directory in %s: %s\n", cmd,
+                tmp != NULL && tmp[0] ? tmp : "/tmp", strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+static int rm_entry(const char *p, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st, (void)flag, (void)ftw;
+    remove(p);
+    return 0;
+}
+
+void cli_rm_tree(const char *dir)
+{
+    nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
 
 static void usage(FILE *f)
 {
