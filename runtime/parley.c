@@ -1,6 +1,7 @@
 /* parley.c - the public embedding API over the runtime and the store. */
 #include "parley.h"
 
+#include "actors/conversation.h"
 #include "rt.h"
 #include "store/store.h"
 
@@ -11,6 +12,7 @@
 struct pl_instance {
     rt_runtime *rt;
     st_store *store;
+    convs *convs;
 };
 
 const char *pl_version(void)
@@ -51,6 +53,19 @@ int pl_open(const pl_options *o, pl_instance **out, char *err, size_t errlen)
         snprintf(err, errlen, "cannot start the runtime: %s", rt_strerror(r));
         st_store_close(p->store);
     }
+    conv_opts co = {0};
+    if (o != NULL) {
+        co.defer_timeout_ms = o->defer_timeout_ms;
+        co.defer_max = o->defer_max;
+        co.hold_timeout_ms = o->hold_timeout_ms;
+        co.hold_max = o->hold_max;
+    }
+    if (r == 0 && (r = convs_new(p->rt, p->store, &co, &p->convs)) < 0) {
+        snprintf(err, errlen, "cannot start the conversations: %s", rt_strerror(r));
+        rt_runtime_wait(p->rt);
+        st_store_close(p->store);
+        rt_runtime_free(p->rt);
+    }
     if (r < 0) {
         free(p);
         return r;
@@ -77,6 +92,7 @@ void pl_close(pl_instance *p)
      * (refusing those answers) until the store has closed */
     rt_runtime_wait(p->rt);
     st_store_close(p->store);
+    convs_free(p->convs);
     rt_runtime_free(p->rt);
     free(p);
 }

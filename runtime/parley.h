@@ -30,6 +30,13 @@ typedef struct pl_options {
     int workers;            /* worker loops (threads); 0 = number of cores */
     const char *data_dir;   /* created if missing; NULL = "parley-data" */
     const char *durability; /* "full" (default), "interval=250ms", "none" */
+    /* Bounds of the compliance gate, per conversation (0 = the default):
+     * user or environment messages deferred while a tool call is pending,
+     * and events held for a parent that has not arrived yet. */
+    unsigned long long defer_timeout_ms; /* default 10 minutes */
+    unsigned defer_max;                  /* default 64 */
+    unsigned long long hold_timeout_ms;  /* default 5 seconds */
+    unsigned hold_max;                   /* default 64 */
 } pl_options;
 
 /* The library's version, e.g. "0.1.0". */
@@ -39,7 +46,8 @@ const char *pl_strerror(int err);
 
 /* Start an instance: open the store in the data directory (creating it,
  * locking it against other processes, replaying its journal), then start
- * the worker loops. On failure, `err` (if not NULL) gets one line saying
+ * the worker loops and the conversation service (each conversation opens
+ * on first use). On failure, `err` (if not NULL) gets one line saying
  * why: e.g. that another process has the directory. */
 int pl_open(const pl_options *o, pl_instance **out, char *err, size_t errlen);
 /* Number of worker loops the instance runs. */

@@ -10,11 +10,15 @@
 #include "runtime/parley.h"
 #include "runtime/rt.h"
 
+#include "runtime/units.h"
+
 #include <getopt.h>
 #include <uv.h>
 
 static const char serve_usage[] =
-    "usage: parley serve [--data DIR] [--durability POLICY] [--workers N] [--log-level LEVEL]\n\n"
+    "usage: parley serve [--data DIR] [--durability POLICY] [--workers N] [--log-level LEVEL]\n"
+    "                    [--defer-timeout DURATION] [--defer-max N]\n"
+    "                    [--hold-timeout DURATION] [--hold-max N]\n\n"
     "Run parley on a local data directory until SIGINT or SIGTERM.\n\n"
     "  --data DIR           data directory, created if missing (default ./parley-data);\n"
     "                       one process at a time\n"
@@ -23,7 +27,30 @@ static const char serve_usage[] =
     "                       none: leave flushing to the kernel\n"
     "  --workers N          worker loops (threads), 1..256 (default: number of cores)\n"
     "  --log-level LEVEL    debug, info, warn, error or off (default info, or $PARLEY_LOG)\n"
+    "  --defer-timeout DURATION\n"
+    "                       how long a user or environment message posted while a tool\n"
+    "                       call is pending waits for the result before it is refused\n"
+    "                       (default 10m; e.g. 90s, 1h; at most 7 days)\n"
+    "  --defer-max N        messages waiting so per conversation, 1..10000 (default 64)\n"
+    "  --hold-timeout DURATION\n"
+    "                       how long an event whose parent_id is not in the log yet waits\n"
+    "                       for it (default 5s; at most 1h)\n"
+    "  --hold-max N         events waiting so per conversation, 1..10000 (default 64)\n"
     "  -h, --help           show this help\n";
+
+/* A duration option, in milliseconds, from 1 ms to max_ms. */
+static bool parse_duration(const char *opt, const char *val, uint64_t max_ms,
+                           unsigned long long *out)
+{
+    uint64_t ms;
+    if (rt_parse_duration_ms(val, 1000, &ms) != 0 || ms == 0 || ms > max_ms) {
+        cli_usage_error("serve", "%s wants a duration from 1ms to %llus (e.g. 90s, 10m), not '%s'",
+                        opt, (unsigned long long)(max_ms / 1000), val);
+        return false;
+    }
+    *out = ms;
+    return true;
+}
 
 static void on_signal(uv_signal_t *h, int signum)
 {
@@ -37,10 +64,15 @@ int cmd_serve(int argc, char **argv)
                                          {"workers", required_argument, NULL, 'w'},
                                          {"durability", required_argument, NULL, 'D'},
                                          {"log-level", required_argument, NULL, 'l'},
+                                         {"defer-timeout", required_argument, NULL, 'T'},
+                                         {"defer-max", required_argument, NULL, 'M'},
+                                         {"hold-timeout", required_argument, NULL, 't'},
+                                         {"hold-max", required_argument, NULL, 'm'},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
     const char *data = "parley-data", *durability = "full";
-    int workers = 0, c;
+    int workers = 0, c, n;
+    pl_options po = {0};
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
@@ -53,6 +85,25 @@ int cmd_serve(int argc, char **argv)
             break;
         case 'D':
             durability = optarg;
+            break;
+        case 'T':
+            if (!parse_duration("--defer-timeout", optarg, 7 * 86400 * 1000ull,
+                                &po.defer_timeout_ms))
+                return CLI_USAGE;
+            break;
+        case 't':
+            if (!parse_duration("--hold-timeout", optarg, 3600 * 1000ull, &po.hold_timeout_ms))
+                return CLI_USAGE;
+            break;
+        case 'M':
+            if (!cli_parse_int("serve", "--defer-max", optarg, 1, 10000, &n))
+                return CLI_USAGE;
+            po.defer_max = (unsigned)n;
+            break;
+        case 'm':
+            if (!cli_parse_int("serve", "--hold-max", optarg, 1, 10000, &n))
+                return CLI_USAGE;
+            po.hold_max = (unsigned)n;
             break;
         case 'l': {
             int l = rt_log_parse_level(optarg);
@@ -73,7 +124,9 @@ int cmd_serve(int argc, char **argv)
 
     pl_instance *p;
     char err[512];
-    pl_options po = {.workers = workers, .data_dir = data, .durability = durability};
+    po.workers = workers;
+    po.data_dir = data;
+    po.durability = durability;
     int r = pl_open(&po, &p, err, sizeof(err));
     if (r == RT_EINVAL)
         return cli_usage_error("serve", "%s", err);

@@ -9,7 +9,7 @@ expect_status 0 "$PARLEY" --help
 expect_grep '^commands:' "$TEST_TMP/out"
 expect_status 0 "$PARLEY" --version
 expect_grep '^parley [0-9]+\.[0-9]+\.[0-9]+' "$TEST_TMP/out"
-for cmd in serve bench "bench runtime"; do
+for cmd in serve bench "bench runtime" "bench store" "bench conversation"; do
     # shellcheck disable=SC2086
     expect_status 0 "$PARLEY" $cmd --help
     expect_grep '^usage: parley' "$TEST_TMP/out"
@@ -26,6 +26,14 @@ expect_status 2 "$PARLEY" serve --log-level loud
 expect_status 2 "$PARLEY" serve stray-argument
 expect_status 2 "$PARLEY" serve --durability sometimes
 expect_grep "unknown durability 'sometimes'" "$TEST_TMP/err"
+expect_status 2 "$PARLEY" serve --defer-timeout 0
+expect_grep 'defer-timeout wants a duration' "$TEST_TMP/err"
+expect_status 2 "$PARLEY" serve --defer-timeout 8d
+expect_status 2 "$PARLEY" serve --hold-timeout soon
+expect_grep "hold-timeout wants a duration .* not 'soon'" "$TEST_TMP/err"
+expect_status 2 "$PARLEY" serve --defer-max 0
+expect_status 2 "$PARLEY" serve --hold-max 10001
+expect_grep 'hold-max wants a whole number' "$TEST_TMP/err"
 expect_status 2 "$PARLEY" bench nothing
 expect_status 2 "$PARLEY" bench runtime --runs 0
 [ "$(wc -l <"$TEST_TMP/err")" -eq 1 ] || fail "usage errors must be one line: $(cat "$TEST_TMP/err")"
@@ -33,7 +41,8 @@ expect_status 2 "$PARLEY" bench runtime --runs 0
 # serve: waits for the announcement on stdout (no sleeping), then a signal.
 for sig in TERM INT; do
     data="$TEST_TMP/data-$sig"
-    coproc SRV { exec "$PARLEY" serve --data "$data" --workers 2 --log-level warn; }
+    coproc SRV { exec "$PARLEY" serve --data "$data" --workers 2 --log-level warn \
+        --defer-timeout 90s --defer-max 8 --hold-timeout 250ms --hold-max 8; }
     pid=$SRV_PID
     read -r -t 60 -u "${SRV[0]}" line || fail "serve printed nothing within 60 s"
     [[ "$line" == *"runtime up with 2 worker loops"* ]] || fail "unexpected first line: $line"
