@@ -38,12 +38,21 @@ typedef struct item {
 
 enum { REPLY_EVENTS = 0, REPLY_SUCCESS };
 
+/* A retry of events that are already accepted: answered, like every 201,
+ * only once they are durable, which they are when the unit it waits on is. */
+typedef struct echo {
+    struct echo *next;
+    rt_promise reply;
+    json_t *ids; /* the events' ids, as strings */
+} echo;
+
 typedef struct unit {
     struct unit *next;
     rt_promise reply; /* zero when nobody waits */
     int reply_kind;   /* REPLY_EVENTS: the ids and indexes; REPLY_SUCCESS */
     size_t n, cap;
     item *items;
+    echo *echoes;
 } unit;
 
 typedef struct held {
@@ -57,6 +66,8 @@ typedef struct deferred {
     struct deferred *next;
     ev e;              /* stamped with id and timestamp, not yet with a parent */
     uint64_t deadline; /* wall-clock ms: it survives restarts */
+    char *after;       /* the head when it was deferred (NULL after a restart) */
+    uint64_t save;     /* the put_file that made it durable */
 } deferred;
 
 typedef struct waiter { /* a deferral answered once deferred.json is durable */
@@ -245,18 +256,19 @@ static void reply_rejected(const conv *c, rt_promise *p, gate_rule r, const ev *
 
 /* ------------------------------------------------------------- lookups --- */
 
-/* Does `stored` (the bytes of an event with e's id) say the same as e? The
- * stamps the producer left out are not a difference. */
-static int same_content(const ev *e, const uint8_t *stored, size_t len)
+/* Does `s` (an event with e's id; taken) say the same as e? 1 yes, 2 no.
+ * Its parent_id says where it went, not what it says (a deferred message
+ * commits after a head its producer could not name), so it is never
+ * compared; nor is a timestamp the producer left out. */
+static int same_content(const ev *e, json_t *s)
 {
-    json_t *s = json_loadb((const char *)stored, len, 0, NULL);
     json_t *x = json_deep_copy(e->obj);
     int r = 2;
     if (s != NULL && x != NULL) {
-        static const char *const stamps[] = {"timestamp", "parent_id"};
-        for (int i = 0; i < 2; i++)
-            if (json_object_get(x, stamps[i]) == NULL && json_object_get(s, stamps[i]) != NULL)
-                json_object_set(x, stamps[i], json_object_get(s, stamps[i]));
+        json_object_del(x, "parent_id");
+        json_object_del(s, "parent_id");
+        if (json_object_get(x, "timestamp") == NULL)
+            json_object_del(s, "timestamp");
         char *a = ev_canonical_json(x), *b = ev_canonical_json(s);
         r = a != NULL && b != NULL && strcmp(a, b) == 0 ? 1 : 2;
         free(a);
@@ -265,6 +277,19 @@ static int same_content(const ev *e, const uint8_t *stored, size_t len)
     json_decref(s);
     json_decref(x);
     return r;
+}
+
+static int same_bytes(const ev *e, const uint8_t *stored, size_t len)
+{
+    return same_content(e, json_loadb((const char *)stored, len, JSON_ALLOW_NUL, NULL));
+}
+
+static deferred *deferred_find(const conv *c, const char *id)
+{
+    for (deferred *d = c->defs; d != NULL; d = d->next)
+        if (strcmp(d->e.id, id) == 0)
+            return d;
+    return NULL;
 }
 
 /* Among the accepted events not durable yet, and those of the array being
@@ -285,12 +310,17 @@ static item *inflight_find(const conv *c, const char *id, const char *key, size_
     return NULL;
 }
 
+/* An id is taken once it is in the log, accepted on its way there, or
+ * promised to a deferred message. */
 static int lk_known(void *ctx, const ev *e)
 {
     conv *c = ctx;
+    deferred *d = deferred_find(c, e->id);
+    if (d != NULL)
+        return same_content(e, json_deep_copy(d->e.obj));
     item *it = inflight_find(c, e->id, NULL, 0);
     if (it != NULL)
-        return same_content(e, rt_buf_data(it->bytes), rt_buf_len(it->bytes));
+        return same_bytes(e, rt_buf_data(it->bytes), rt_buf_len(it->bytes));
     uint64_t at;
     if (st_log_find(c->log, e->id, strlen(e->id), &at) != 0)
         return 0;
@@ -298,7 +328,7 @@ static int lk_known(void *ctx, const ev *e)
     int r = 2;
     if (st_log_read(c->log, at, 1, &p) == 0) {
         if (p->n == 1)
-            r = same_content(e, rt_buf_data(p->bytes) + p->ev[0].off, p->ev[0].len);
+            r = same_bytes(e, rt_buf_data(p->bytes) + p->ev[0].off, p->ev[0].len);
         st_page_free(p);
     }
     return r;
@@ -374,6 +404,11 @@ static unit *unit_new(size_t cap)
 
 static void unit_free(unit *u)
 {
+    for (echo *x = u->echoes, *next; x != NULL; x = next) {
+        next = x->next;
+        json_decref(x->ids);
+        free(x);
+    }
     for (size_t i = 0; i < u->n; i++) {
         ev_free(&u->items[i].e);
         rt_buf_unref(u->items[i].bytes);
@@ -463,14 +498,64 @@ static void set_status(conv *c, conv_status s)
         offer_own(c, status_event(s, &e), &e);
 }
 
-/* Observe mode: the violation is recorded right after the event. */
-static void record_violation(conv *c, gate_rule r, const ev *e)
+/* Observe mode: what the gate would have refused, said when it is checked
+ * (the pending calls it names are those of that moment)... */
+static void violation_text(const conv *c, gate_rule r, const ev *e, char *out, size_t cap)
 {
-    char detail[1024], full[1200];
+    char detail[1024];
     rule_detail(c, r, e, detail, sizeof(detail));
-    snprintf(full, sizeof(full), "observed %s: %s", gate_rule_name(r), detail);
+    snprintf(out, cap, "observed %s: %s", gate_rule_name(r), detail);
+}
+
+/* ...and recorded right after the event. */
+static void record_violation(conv *c, const char *text)
+{
     ev err;
-    offer_own(c, error_event("ComplianceViolation", full, &err), &err);
+    offer_own(c, error_event("ComplianceViolation", text, &err), &err);
+}
+
+/* A user's message brings a finished or stuck conversation back to idle. */
+static void back_to_idle(conv *c)
+{
+    if (c->status == CONV_FINISHED || c->status == CONV_STUCK)
+        set_status(c, CONV_IDLE);
+}
+
+static json_t *indexed(const conv *c, json_t *ids)
+{
+    json_t *out = json_array(), *id;
+    size_t i;
+    json_array_foreach(ids, i, id)
+    {
+        json_t *one = json_pack("{s:O}", "id", id);
+        uint64_t at;
+        if (st_log_find(c->log, json_string_value(id), json_string_length(id), &at) == 0)
+            json_object_set_new(one, "index", json_integer((json_int_t)at));
+        json_array_append_new(out, one);
+    }
+    return out;
+}
+
+/* A retry of events the conversation has (ids; taken): 201 with their
+ * indexes, once everything accepted before it is durable. */
+static void answer_already(conv *c, rt_promise *reply, json_t *ids)
+{
+    if (c->utail == NULL) {
+        reply_json(reply, 201, json_pack("{s:o, s:b}", "events", indexed(c, ids), "duplicate", 1));
+        json_decref(ids);
+        return;
+    }
+    echo *x = calloc(1, sizeof(*x));
+    if (x == NULL) {
+        json_decref(ids);
+        reply_detail(reply, 500, "out of memory");
+        return;
+    }
+    x->reply = *reply;
+    *reply = (rt_promise){0};
+    x->ids = ids;
+    x->next = c->utail->echoes;
+    c->utail->echoes = x;
 }
 
 static void accept_alone(conv *c, ev *e, rt_promise *reply, int reply_kind)
@@ -500,6 +585,35 @@ static void save_deferred(conv *c);
 static void ensure_tick(conv *c);
 static void check_syncs(conv *c);
 
+static json_t *deferred_body(const char *id)
+{
+    return json_pack("{s:[{s:s}], s:s}", "events", "id", id, "detail",
+                     "deferred until the pending tool calls complete");
+}
+
+/* 202 for a deferred message, once deferred.json holds it. */
+static void answer_deferred(conv *c, rt_promise *reply, const deferred *d)
+{
+    if (c->saves_done >= d->save) {
+        reply_json(reply, 202, deferred_body(d->e.id));
+        return;
+    }
+    waiter *w = calloc(1, sizeof(*w));
+    if (w == NULL || (w->id = strdup(d->e.id)) == NULL) {
+        free(w);
+        reply_detail(reply, 500, "out of memory");
+        return;
+    }
+    w->reply = *reply;
+    *reply = (rt_promise){0};
+    w->save = d->save;
+    w->next = c->waiters;
+    c->waiters = w;
+}
+
+/* A deferred message commits after whatever the head is then: the parent
+ * its producer named (checked: the head now) is dropped, and remembered as
+ * where it was deferred. */
 static void defer(conv *c, ev *e, rt_promise *reply)
 {
     if (c->ndefs >= c->o->defer_max) {
@@ -512,30 +626,64 @@ static void defer(conv *c, ev *e, rt_promise *reply)
         return;
     }
     deferred *d = calloc(1, sizeof(*d));
-    if (d == NULL || ev_stamp(e, NULL) < 0) {
+    const char *head = gate_head(c->g);
+    if (d == NULL || ev_stamp(e, NULL) < 0 || (head != NULL && (d->after = strdup(head)) == NULL)) {
         free(d);
         ev_free(e);
         reply_detail(reply, 500, "cannot defer: out of memory");
         return;
     }
+    json_object_del(e->obj, "parent_id");
+    e->parent_id = NULL;
     d->e = *e;
     d->deadline = conv_wall_ms() + c->o->defer_timeout_ms;
+    d->save = c->saves_sent + 1; /* the save below */
     deferred **pp = &c->defs;
     while (*pp != NULL)
         pp = &(*pp)->next;
     *pp = d;
     c->ndefs++;
-    waiter *w = calloc(1, sizeof(*w));
-    if (w != NULL) {
-        w->reply = *reply;
-        *reply = (rt_promise){0};
-        w->id = strdup(d->e.id);
-        w->save = c->saves_sent + 1; /* the save below */
-        w->next = c->waiters;
-        c->waiters = w;
-    }
     save_deferred(c);
+    answer_deferred(c, reply, d);
     ensure_tick(c);
+}
+
+static void deferred_free(deferred *d)
+{
+    ev_free(&d->e);
+    free(d->after);
+    free(d);
+}
+
+/* An event whose parent is a deferred message (recorded upstream logs have
+ * them: the result of a call that was running when the user spoke) goes
+ * where that message was deferred, that is before it: the message commits
+ * once the call is answered. */
+static int reparent(conv *c, ev *e)
+{
+    deferred *d = e->parent_id != NULL ? deferred_find(c, e->parent_id) : NULL;
+    if (d == NULL)
+        return 0;
+    if (d->after == NULL) {
+        json_object_del(e->obj, "parent_id");
+        e->parent_id = NULL;
+        return 0;
+    }
+    if (json_object_set_new(e->obj, "parent_id", json_string(d->after)) < 0)
+        return -ENOMEM;
+    e->parent_id = json_string_value(json_object_get(e->obj, "parent_id"));
+    return 0;
+}
+
+/* The gate said the event is there already (taken). */
+static void already(conv *c, ev *e, rt_promise *reply)
+{
+    deferred *d = deferred_find(c, e->id);
+    if (d != NULL)
+        answer_deferred(c, reply, d);
+    else
+        answer_already(c, reply, json_pack("[s]", e->id));
+    ev_free(e);
 }
 
 static void hold(conv *c, ev *e, rt_promise *reply)
@@ -570,6 +718,18 @@ static void hold(conv *c, ev *e, rt_promise *reply)
  * implies. Takes e; answers reply (now, or once durable). */
 static void offer(conv *c, ev *e, rt_promise *reply)
 {
+    if (reparent(c, e) < 0) {
+        reply_detail(reply, 500, "out of memory");
+        ev_free(e);
+        return;
+    }
+    gate_lookup lk = lookup_of(c);
+    gate_rule rule;
+    gate_verdict v = check(c, e, &lk, &rule);
+    if (v == GATE_ALREADY) { /* a retry is answered as before, whatever the status now */
+        already(c, e, reply);
+        return;
+    }
     int s = conv_status_of(e);
     if (s >= 0 && !conv_transition_ok(c->status, (conv_status)s)) {
         reply_detail(reply, 422, "execution_status cannot go from %s to %s",
@@ -577,26 +737,12 @@ static void offer(conv *c, ev *e, rt_promise *reply)
         ev_free(e);
         return;
     }
-    gate_lookup lk = lookup_of(c);
-    gate_rule rule;
-    gate_verdict v = check(c, e, &lk, &rule);
-    bool observed = false;
-    if (c->o->policy == CONV_OBSERVE && v != GATE_ALREADY && v != GATE_ACCEPT &&
-        rule != GATE_DUPLICATE_EVENT_ID) {
-        observed = true;
+    char observed[1200] = "";
+    if (c->o->policy == CONV_OBSERVE && v != GATE_ACCEPT && rule != GATE_DUPLICATE_EVENT_ID) {
+        violation_text(c, rule, e, observed, sizeof(observed));
         v = GATE_ACCEPT;
     }
-    bool user_msg = e->kind == EV_MESSAGE && e->source == EV_SRC_USER;
     switch (v) {
-    case GATE_ALREADY: {
-        uint64_t at;
-        json_t *one = json_pack("{s:s}", "id", e->id);
-        if (st_log_find(c->log, e->id, strlen(e->id), &at) == 0)
-            json_object_set_new(one, "index", json_integer((json_int_t)at));
-        reply_json(reply, 201, json_pack("{s:[o], s:b}", "events", one, "duplicate", 1));
-        ev_free(e);
-        return;
-    }
     case GATE_DEFER:
         defer(c, e, reply);
         return;
@@ -607,20 +753,15 @@ static void offer(conv *c, ev *e, rt_promise *reply)
         reply_rejected(c, reply, rule, e, NULL);
         ev_free(e);
         return;
-    case GATE_ACCEPT:
+    default:
         break;
     }
-    ev copy = {0}; /* what the violation record needs to name */
-    if (observed && ev_from_json(e->obj, &copy, NULL, 0) != 0)
-        observed = false;
+    bool user_msg = e->kind == EV_MESSAGE && e->source == EV_SRC_USER;
     accept_alone(c, e, reply, REPLY_EVENTS);
-    if (observed) {
-        record_violation(c, rule, &copy);
-        ev_free(&copy);
-    }
-    /* a user message brings a finished or stuck conversation back to idle */
-    if (user_msg && (c->status == CONV_FINISHED || c->status == CONV_STUCK))
-        set_status(c, CONV_IDLE);
+    if (observed[0] != '\0')
+        record_violation(c, observed);
+    if (user_msg)
+        back_to_idle(c);
 }
 
 /* Held events whose parent is now known, and deferred messages once no call
@@ -647,6 +788,7 @@ static void settle(conv *c)
             c->ndefs--;
             rt_promise none = {0};
             offer(c, &d->e, &none);
+            free(d->after);
             free(d);
             moved = defs_changed = true;
         }
@@ -709,9 +851,13 @@ static void append_array(conv *c, ev *evs, size_t n, rt_promise *reply)
     gate *saved = gate_clone(c->g);
     conv_status saved_status = c->status;
     unit *u = unit_new(n);
-    if (saved == NULL || u == NULL) {
+    json_t *already = json_array(), *observed = json_array();
+    if (saved == NULL || u == NULL || already == NULL || observed == NULL) {
         gate_free(saved);
-        free(u);
+        if (u != NULL)
+            unit_free(u);
+        json_decref(already);
+        json_decref(observed);
         for (size_t i = 0; i < n; i++)
             ev_free(&evs[i]);
         reply_detail(reply, 500, "out of memory");
@@ -719,24 +865,36 @@ static void append_array(conv *c, ev *evs, size_t n, rt_promise *reply)
     }
     c->tentative = u;
     gate_lookup lk = lookup_of(c);
-    size_t i = 0, already = 0;
+    bool user_msg = false;
+    size_t i = 0;
     for (; i < n; i++) {
         ev *e = &evs[i];
+        if (reparent(c, e) < 0) {
+            reply_detail(reply, 500, "out of memory");
+            break;
+        }
+        gate_rule rule;
+        gate_verdict v = check(c, e, &lk, &rule);
+        if (v == GATE_ALREADY && deferred_find(c, e->id) != NULL) {
+            v = GATE_DEFER; /* it waits already, on its own */
+            rule = GATE_INTERLEAVED_MESSAGE;
+        }
+        if (v == GATE_ALREADY) {
+            json_array_append_new(already, json_string(e->id));
+            ev_free(e);
+            continue;
+        }
         int s = conv_status_of(e);
         if (s >= 0 && !conv_transition_ok(c->status, (conv_status)s)) {
             reply_detail(reply, 422, "event %zu: execution_status cannot go from %s to %s", i,
                          conv_status_name(c->status), conv_status_name((conv_status)s));
             break;
         }
-        gate_rule rule;
-        gate_verdict v = check(c, e, &lk, &rule);
-        if (v == GATE_ALREADY) {
-            ev_free(e);
-            already++;
-            continue;
-        }
-        if (v != GATE_ACCEPT &&
-            !(c->o->policy == CONV_OBSERVE && rule != GATE_DUPLICATE_EVENT_ID)) {
+        if (v != GATE_ACCEPT && c->o->policy == CONV_OBSERVE && rule != GATE_DUPLICATE_EVENT_ID) {
+            char text[1200];
+            violation_text(c, rule, e, text, sizeof(text));
+            json_array_append_new(observed, json_string(text));
+        } else if (v != GATE_ACCEPT) {
             reply_rejected(c, reply, rule, e,
                            v == GATE_DEFER  ? "it would have to be deferred: arrays are all or "
                                               "nothing, post it on its own"
@@ -745,6 +903,7 @@ static void append_array(conv *c, ev *evs, size_t n, rt_promise *reply)
                                             : NULL);
             break;
         }
+        user_msg |= e->kind == EV_MESSAGE && e->source == EV_SRC_USER;
         if (accept_into(c, u, e) < 0) {
             reply_detail(reply, 500, "out of memory");
             i++;
@@ -759,22 +918,33 @@ static void append_array(conv *c, ev *evs, size_t n, rt_promise *reply)
         c->g = saved;
         c->status = saved_status;
         unit_free(u);
+        json_decref(already);
+        json_decref(observed);
         return;
     }
     gate_free(saved);
     if (u->n == 0) { /* an idempotent retry of the whole array */
         unit_free(u);
-        reply_json(reply, 201, json_pack("{s:[], s:b}", "events", "duplicate", 1));
+        answer_already(c, reply, already);
+        json_decref(observed);
         return;
     }
-    (void)already;
+    json_decref(already);
     u->reply = *reply;
     *reply = (rt_promise){0};
     int r = submit(c, u);
     if (r < 0) {
         reply_detail(&u->reply, 500, "cannot append: %s", strerror(-r));
         unit_free(u);
+        json_decref(observed);
+        return;
     }
+    json_t *text;
+    json_array_foreach(observed, i, text)
+        record_violation(c, json_string_value(text));
+    json_decref(observed);
+    if (user_msg)
+        back_to_idle(c);
 }
 
 static void on_append(conv *c, const rt_buf *body, rt_promise *reply)
@@ -869,8 +1039,8 @@ static void save_deferred(conv *c)
 {
     json_t *all = json_array();
     for (deferred *d = c->defs; d != NULL; d = d->next)
-        json_array_append_new(
-            all, json_pack("{s:O, s:I}", "event", d->e.obj, "deadline", (json_int_t)d->deadline));
+        json_array_append_new(all, json_pack("{s:O, s:I, s:s*}", "event", d->e.obj, "deadline",
+                                             (json_int_t)d->deadline, "after", d->after));
     char *s = json_dumps(all, JSON_COMPACT);
     json_decref(all);
     if (s != NULL) {
@@ -912,6 +1082,9 @@ static void on_stored_msg(conv *c, uint64_t first)
         reply_json(&u->reply, 201, json_pack("{s:o}", "events", evs));
     if (u->reply_kind == REPLY_SUCCESS)
         json_decref(evs);
+    for (echo *x = u->echoes; x != NULL; x = x->next)
+        reply_json(&x->reply, 201,
+                   json_pack("{s:o, s:b}", "events", indexed(c, x->ids), "duplicate", 1));
     c->since_ckpt += u->n;
     if (c->since_ckpt >= c->o->checkpoint_every)
         checkpoint(c);
@@ -932,9 +1105,7 @@ static void on_file_saved(conv *c, int err)
         if (err != 0)
             reply_detail(&w->reply, 500, "cannot keep the deferred message: %s", strerror(err));
         else
-            reply_json(&w->reply, 202,
-                       json_pack("{s:[{s:s}], s:s}", "events", "id", w->id, "detail",
-                                 "deferred until the pending tool calls complete"));
+            reply_json(&w->reply, 202, deferred_body(w->id));
         free(w->id);
         free(w);
     }
@@ -981,8 +1152,7 @@ static void expire(conv *c, bool all)
                  detail);
         ev err;
         offer_own(c, error_event("DeferredMessageExpired", full, &err), &err);
-        ev_free(&d->e);
-        free(d);
+        deferred_free(d);
     }
     if (changed)
         save_deferred(c);
@@ -1170,6 +1340,8 @@ static void on_opened(conv *c, conv_opened *o)
             continue;
         }
         x->deadline = (uint64_t)json_integer_value(json_object_get(d, "deadline"));
+        const char *after = json_string_value(json_object_get(d, "after"));
+        x->after = after != NULL ? strdup(after) : NULL;
         deferred **pp = &c->defs;
         while (*pp != NULL)
             pp = &(*pp)->next;
@@ -1192,11 +1364,13 @@ static void on_opened(conv *c, conv_opened *o)
         for (size_t k = 0; calls != NULL && tools != NULL && k < n; k++) {
             ev e;
             offer_own(c,
-                      make_event(json_pack("{s:s, s:s, s:s, s:s, s:s}", "source", "agent",
-                                           "tool_name", tools[k], "tool_call_id", calls[k], "error",
+                      make_event(json_pack("{s:s, s:s, s:s, s:s, s:{s:s, s:b, s:s}, s:s}",
+                                           "source", "agent", "tool_name", tools[k],
+                                           "tool_call_id", calls[k], "error",
                                            "A restart occurred while this tool was in progress; "
                                            "its result is lost.",
-                                           "kind", "AgentErrorEvent"),
+                                           "classification", "kind", "internal", "retryable", 0,
+                                           "user_action", "none", "kind", "AgentErrorEvent"),
                                  &e),
                       &e);
             free(calls[k]);
@@ -1361,6 +1535,8 @@ static void conv_stop(rt_actor *self, void *state)
     for (unit *u = c->uhead, *next; u != NULL; u = next) {
         next = u->next;
         reply_detail(&u->reply, 503, "the conversation is restarting: retry");
+        for (echo *x = u->echoes; x != NULL; x = x->next)
+            reply_detail(&x->reply, 503, "the conversation is restarting: retry");
         unit_free(u);
     }
     for (held *h = c->holds, *next; h != NULL; h = next) {
@@ -1371,8 +1547,7 @@ static void conv_stop(rt_actor *self, void *state)
     }
     for (deferred *d = c->defs, *next; d != NULL; d = next) {
         next = d->next; /* kept in deferred.json for the next incarnation */
-        ev_free(&d->e);
-        free(d);
+        deferred_free(d);
     }
     for (waiter *w = c->waiters, *next; w != NULL; w = next) {
         next = w->next;

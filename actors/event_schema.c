@@ -105,6 +105,10 @@ static const char *const ORIGINS[] = {"completion", "responses", NULL};
 static const char *const FAILURE_KINDS[] = {"auth",     "quota",     "rate_limit",
                                             "config",   "transient", "agent_action",
                                             "internal", "unknown",   NULL};
+/* ConversationExecutionStatus, the value of an `execution_status` update. */
+static const char *const EXECUTION_STATUSES[] = {
+    "idle", "running", "paused", "waiting_for_confirmation", "finished", "error", "stuck",
+    "deleting", NULL};
 static const char *const FAILURE_ACTIONS[] = {"none", "retry", "settings", NULL};
 
 static const ty T_ANY = {TK_ANY, NULL, NULL, NULL};
@@ -128,6 +132,7 @@ static const ty T_ROLE = {TK_ENUM, NULL, NULL, ROLES};
 static const ty T_ORIGIN = {TK_ENUM, NULL, NULL, ORIGINS};
 static const ty T_FAILURE_KIND = {TK_ENUM, NULL, NULL, FAILURE_KINDS};
 static const ty T_FAILURE_ACTION = {TK_ENUM, NULL, NULL, FAILURE_ACTIONS};
+static const ty T_EXECUTION_STATUS = {TK_ENUM, NULL, NULL, EXECUTION_STATUSES};
 static const ty T_STRS = {TK_LIST, &T_STR, NULL, NULL};
 static const ty T_INTS = {TK_LIST, &T_INT, NULL, NULL};
 static const ty T_ANYS = {TK_LIST, &T_ANY, NULL, NULL};
@@ -709,6 +714,11 @@ int ev_from_json(json_t *obj, ev *out, char *err, size_t errlen)
     c.kind = ev_kind_name(kind);
     int rc = check_fields(&c, "", obj, BASE_F, COUNT(BASE_F), ks->fields, ks->n, true, NULL);
     if (rc != 0)
+        return rc;
+    /* `value` is Any, except for the one key the conversation acts on */
+    const char *key = str_member(obj, "key");
+    if (kind == EV_STATE_UPDATE && key != NULL && strcmp(key, "execution_status") == 0 &&
+        (rc = check_enum(&c, "value", json_object_get(obj, "value"), &T_EXECUTION_STATUS)) != 0)
         return rc;
     const char *src = str_member(obj, "source");
     if (src == NULL && ks->default_source == EV_SRC_NONE)

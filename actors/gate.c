@@ -278,27 +278,39 @@ int gate_load(gate *g, json_t *saved)
         !(batch = json_object_get(saved, "batch")) ||
         !json_is_array(pending = json_object_get(saved, "pending")) ||
         !(json_is_string(head) || json_is_null(head)) ||
-        !(json_is_string(batch) || json_is_null(batch)))
+        !(json_is_string(batch) || json_is_null(batch)) ||
+        /* pending calls belong to one LLM response, which gate_check needs */
+        (json_array_size(pending) > 0) != json_is_string(batch))
         return -EINVAL;
-    clear(g);
+    gate *n = gate_new();
+    if (n == NULL)
+        return -ENOMEM;
     size_t i;
     json_t *item;
     json_array_foreach(pending, i, item)
     {
         json_t *call = json_array_get(item, 0), *action = json_array_get(item, 1),
                *tool = json_array_get(item, 2);
-        if (!json_is_string(call) || !(json_is_string(action) || json_is_null(action)) ||
-            !(json_is_string(tool) || json_is_null(tool))) {
-            clear(g);
-            return -EINVAL;
-        }
-        if (push_pending(g, json_string_value(call), json_string_value(action),
-                         json_string_value(tool)) < 0) {
-            clear(g);
-            return -ENOMEM;
+        int r = json_is_string(call) && (json_is_string(action) || json_is_null(action)) &&
+                        (json_is_string(tool) || json_is_null(tool))
+                    ? push_pending(n, json_string_value(call), json_string_value(action),
+                                   json_string_value(tool))
+                    : -EINVAL;
+        if (r < 0) {
+            gate_free(n);
+            return r;
         }
     }
-    g->head = dup_or_null(json_string_value(head));
-    g->batch = dup_or_null(json_string_value(batch));
+    n->head = dup_or_null(json_string_value(head));
+    n->batch = dup_or_null(json_string_value(batch));
+    if ((json_is_string(head) && n->head == NULL) || (json_is_string(batch) && n->batch == NULL)) {
+        gate_free(n);
+        return -ENOMEM;
+    }
+    /* all or nothing: g changes only now */
+    gate tmp = *g;
+    *g = *n;
+    *n = tmp;
+    gate_free(n);
     return 0;
 }

@@ -88,7 +88,8 @@ const char *gate_rule_name(gate_rule r);
 
 /* The state as JSON, for checkpoints: {"head","batch","pending":[...]}. */
 json_t *gate_save(const gate *g);
-/* -EINVAL if the object is not what gate_save writes. */
+/* Replaces g's state with the saved one; -EINVAL if the object is not what
+ * gate_save writes (or -ENOMEM), and then g is unchanged. */
 int gate_load(gate *g, json_t *saved);
 
 #endif

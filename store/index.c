@@ -14,17 +14,24 @@ enum { CHUNK_BITS = 16, CHUNK = 1 << CHUNK_BITS };
 struct st_retired {
     st_retired *next;
     void *mem;
+    void (*release)(void *mem);
 };
 
-int st_retire(st_retired **list, void *mem)
+static int retire(st_retired **list, void *mem, void (*release)(void *))
 {
     st_retired *r = malloc(sizeof(*r));
     if (r == NULL)
         return -ENOMEM;
     r->mem = mem;
+    r->release = release;
     r->next = *list;
     *list = r;
     return 0;
+}
+
+int st_retire(st_retired **list, void *mem)
+{
+    return retire(list, mem, free);
 }
 
 void st_retired_free(st_retired **list)
@@ -32,7 +39,7 @@ void st_retired_free(st_retired **list)
     while (*list != NULL) {
         st_retired *r = *list;
         *list = r->next;
-        free(r->mem);
+        r->release(r->mem);
         free(r);
     }
 }
@@ -130,8 +137,16 @@ size_t st_offsets_bytes(const st_offsets *o)
  * of two, at most 3/4 full. */
 struct st_islots {
     uint64_t mask;
-    _Atomic uint64_t slot[];
+    _Atomic uint64_t *slot;
+    size_t mapped; /* bytes of slot mapped by us (0: slot is calloc'ed) */
 };
+
+static _Atomic size_t mapped_total;
+
+size_t st_index_mapped(void)
+{
+    return atomic_load_explicit(&mapped_total, memory_order_relaxed);
+}
 
 uint64_t st_id_hash(const void *id, size_t len)
 {
@@ -148,24 +163,55 @@ uint64_t st_id_hash(const void *id, size_t len)
 }
 
 /* A big table is probed at random: on 2 MiB pages (where the kernel offers
- * them) a probe costs a cache miss, not also a page walk. */
+ * them) a probe costs a cache miss, not also a page walk. Such tables are
+ * mapped on their own, aligned, and zeroed by the kernel as they are first
+ * touched: nothing is written (or allocated) beyond their size. */
+enum { HUGE = 2 << 20 };
+
+static void *map_aligned(size_t size)
+{
+    uint8_t *p = mmap(NULL, size + HUGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return NULL;
+    size_t head = (HUGE - (uintptr_t)p % HUGE) % HUGE;
+    if (head > 0)
+        munmap(p, head);
+    munmap(p + head + size, HUGE - head);
+    madvise(p + head, size, MADV_HUGEPAGE);
+    return p + head;
+}
+
+static void islots_free(void *mem)
+{
+    struct st_islots *t = mem;
+    if (t == NULL)
+        return;
+    if (t->mapped > 0) {
+        munmap((void *)t->slot, t->mapped);
+        atomic_fetch_sub_explicit(&mapped_total, t->mapped, memory_order_relaxed);
+    } else {
+        free((void *)t->slot);
+    }
+    free(t);
+}
+
 static struct st_islots *islots_new(uint64_t cap)
 {
-    enum { HUGE = 2 << 20 };
-    struct st_islots *t;
-    size_t size = sizeof(*t) + cap * sizeof(t->slot[0]);
+    struct st_islots *t = calloc(1, sizeof(*t));
+    size_t size = cap * sizeof(t->slot[0]);
+    if (t == NULL)
+        return NULL;
     if (size < HUGE) {
-        t = calloc(1, size);
-    } else {
-        void *p = NULL;
-        size = (size + HUGE - 1) / HUGE * HUGE;
-        if (posix_memalign(&p, HUGE, size) != 0)
-            return NULL;
-        madvise(p, size, MADV_HUGEPAGE);
-        t = memset(p, 0, size);
+        t->slot = calloc(cap, sizeof(t->slot[0]));
+    } else if ((t->slot = map_aligned(size)) != NULL) {
+        t->mapped = size;
+        atomic_fetch_add_explicit(&mapped_total, size, memory_order_relaxed);
     }
-    if (t != NULL)
-        t->mask = cap - 1;
+    if (t->slot == NULL) {
+        free(t);
+        return NULL;
+    }
+    t->mask = cap - 1;
     return t;
 }
 
@@ -193,7 +239,7 @@ int st_idtab_init(st_idtab *t, uint64_t expect)
 
 void st_idtab_free(st_idtab *t)
 {
-    free(atomic_load_explicit(&t->tab, memory_order_relaxed));
+    islots_free(atomic_load_explicit(&t->tab, memory_order_relaxed));
     atomic_store_explicit(&t->tab, NULL, memory_order_relaxed);
     st_retired_free(&t->retired);
 }
@@ -212,8 +258,8 @@ int st_idtab_reserve(st_idtab *t, uint64_t extra)
     if (cap == s->mask + 1)
         return 0;
     struct st_islots *n = islots_new(cap);
-    if (n == NULL || st_retire(&t->retired, s) < 0) {
-        free(n);
+    if (n == NULL || retire(&t->retired, s, islots_free) < 0) {
+        islots_free(n);
         return -ENOMEM;
     }
     /* positions derive from the stored high bits, so a bigger table can be

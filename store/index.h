@@ -62,5 +62,8 @@ void st_idtab_prefetch(const st_idtab *t, uint64_t hash);
 uint64_t st_idtab_find(const st_idtab *t, uint64_t hash, uint64_t count,
                        bool (*match)(void *ctx, uint64_t index), void *ctx);
 size_t st_idtab_bytes(const st_idtab *t);
+/* Bytes the id tables of all logs hold in mappings of their own, outside
+ * malloc's accounting (a process-wide total, for measuring memory). */
+size_t st_index_mapped(void);
 
 #endif
