@@ -64,11 +64,6 @@ void conv_opened_free(conv_opened *o);
 #define CONV_DEFERRED_FILE "deferred.json"
 rt_buf *conv_state_json(uint64_t index, conv_status status, const gate *g);
 
-/* How an accepted event moves the status, if it does: -1 if not. */
-int conv_status_of(const ev *e);
-/* May the status go from `from` to `to` (spec §2.4)? */
-bool conv_transition_ok(conv_status from, conv_status to);
-
 uint64_t conv_wall_ms(void);
 
 extern const rt_behaviour conv_behaviour;

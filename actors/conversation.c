@@ -823,9 +823,7 @@ static int parse_events(const rt_buf *b, json_t **out, char *err, size_t errlen)
     return 0;
 }
 
-/* What the store cannot take: ids and tool call ids beyond its key sizes,
- * and events that are never stored. */
-static int storable(const ev *e, char *err, size_t errlen)
+int conv_storable(const ev *e, char *err, size_t errlen)
 {
     if (ev_kind_transient(e->kind)) {
         snprintf(err, errlen, "%s events are not stored; they cannot be appended",
@@ -961,7 +959,7 @@ static void on_append(conv *c, const rt_buf *body, rt_promise *reply)
     for (; evs != NULL && ok < n; ok++) {
         json_t *o = json_is_array(j) ? json_array_get(j, ok) : j;
         if (ev_from_json(o, &evs[ok], err, sizeof(err)) != 0 ||
-            storable(&evs[ok], err, sizeof(err)) != 0) {
+            conv_storable(&evs[ok], err, sizeof(err)) != 0) {
             if (evs[ok].obj != NULL)
                 ev_free(&evs[ok]);
             break;

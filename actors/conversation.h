@@ -29,6 +29,7 @@
 #include "store/store.h"
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 enum {
@@ -86,6 +87,14 @@ typedef enum conv_status {
 
 const char *conv_status_name(conv_status s);
 int conv_status_parse(const char *s); /* -1 if unknown */
+struct ev;
+/* How an accepted event moves the status, if it does: -1 if not. */
+int conv_status_of(const struct ev *e);
+/* May the status go from `from` to `to` (spec §2.4)? */
+bool conv_transition_ok(conv_status from, conv_status to);
+/* What the store cannot take, though valid (ids beyond its key sizes,
+ * kinds never stored): -EINVAL and one line in err, else 0. */
+int conv_storable(const struct ev *e, char *err, size_t errlen);
 
 typedef struct conv_opts {
     conv_policy policy;

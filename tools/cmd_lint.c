@@ -28,6 +28,14 @@
  *   lets a reader know the state after any event. A nudge is reported when
  *   the detector asks for one (it asks once per streak), and is not a
  *   violation; like live, it leaves the stuck state as it was.
+ * - Deferral is live's: a deferred message drops the parent it named and
+ *   commits after whatever the head is then; an event naming a deferred
+ *   message as its parent (upstream logs have them) goes where the message
+ *   was deferred; a deferred message's id is taken (the same message again
+ *   is a retry, other content a duplicate_event_id). execution_status
+ *   updates follow live's transitions (a user message takes finished or
+ *   stuck back to idle, as live's own status event would); one live
+ *   answers 422 is reported rejected, without a rule.
  * - The policies are the conversation's: observe commits what reject would
  *   refuse (deferrals and holds included) and reports it as "observed",
  *   except a duplicate_event_id, which no policy lets in. The live bounds
@@ -61,6 +69,7 @@
  */
 #include "cli.h"
 
+#include "actors/conversation.h"
 #include "actors/event.h"
 #include "actors/gate.h"
 #include "actors/stuck.h"
@@ -137,8 +146,8 @@ typedef struct tab {
 
 typedef struct id_rec {
     uint64_t pos; /* the input position that committed it */
-    uint8_t rest[DIGEST], ts[DIGEST], parent[DIGEST];
-    bool has_ts, has_parent;
+    uint8_t rest[DIGEST], ts[DIGEST];
+    bool has_ts;
     char id[]; /* the set's key */
 } id_rec;
 
@@ -219,11 +228,11 @@ static int digest(const char *p, size_t n, uint8_t out[DIGEST])
 }
 
 /* What the idempotent-retry test compares (conversation.c same_content):
- * the canonical bytes, where a stamp the retry leaves out is no
- * difference. So the stamps are digested apart from the rest. */
+ * the canonical bytes without parent_id, where a timestamp the retry
+ * leaves out is no difference. So the timestamp is digested apart. */
 typedef struct parts {
-    uint8_t rest[DIGEST], ts[DIGEST], parent[DIGEST];
-    int ts_state, parent_state; /* 0 absent, 1 null, 2 a value */
+    uint8_t rest[DIGEST], ts[DIGEST];
+    int ts_state; /* 0 absent, 1 null, 2 a value */
 } parts;
 
 static int member_digest(json_t *obj, const char *key, uint8_t out[DIGEST], int *state)
@@ -252,13 +261,11 @@ static int parts_of(json_t *obj, parts *p)
     free(c);
     if (r == 0)
         r = member_digest(obj, "timestamp", p->ts, &p->ts_state);
-    if (r == 0)
-        r = member_digest(obj, "parent_id", p->parent, &p->parent_state);
     return r;
 }
 
-/* One stamp of a retry against the stored one: left out matches anything;
- * null matches only its absence (canonical bytes drop nulls). */
+/* The timestamp of a retry against the stored one: left out matches
+ * anything; null matches only its absence (canonical bytes drop nulls). */
 static bool stamp_matches(int state, const uint8_t *given, bool stored, const uint8_t *kept)
 {
     if (state == 0)
@@ -283,6 +290,7 @@ typedef struct item {
 typedef struct waiting { /* a deferred or held event */
     struct waiting *next;
     item it;
+    char *after; /* deferred: the head when it was deferred */
 } waiting;
 
 typedef struct counts {
@@ -300,6 +308,7 @@ typedef struct lint {
     size_t nholds, ndefs;
     bool json, observe, color;
     int defer_max, hold_max;
+    conv_status status; /* as live moves it (its own status events aside) */
     stuck_rule stuck_now; /* the detector's last answer reported */
     uint64_t log_len;
     counts n;
@@ -308,19 +317,36 @@ typedef struct lint {
 
 /* ----------------------------------------------------------- lookups --- */
 
+static waiting *deferred_find(const lint *l, const char *id)
+{
+    for (waiting *x = l->defs; x != NULL; x = x->next)
+        if (strcmp(x->it.e.id, id) == 0)
+            return x;
+    return NULL;
+}
+
+/* An id is taken once committed, or promised to a deferred message. */
 static int lk_known(void *ctx, const ev *e)
 {
     lint *l = ctx;
+    parts p, d;
+    if (parts_of(e->obj, &p) != 0)
+        return 2; /* as live: what cannot be compared is not the same */
+    waiting *x = deferred_find(l, e->id);
+    if (x != NULL) {
+        if (parts_of(x->it.e.obj, &d) != 0)
+            return 2;
+        return memcmp(p.rest, d.rest, DIGEST) == 0 &&
+                       stamp_matches(p.ts_state, p.ts, d.ts_state == 2, d.ts)
+                   ? 1
+                   : 2;
+    }
     char *k = tab_get(&l->ids, e->id, strlen(e->id));
     if (k == NULL)
         return 0;
     id_rec *r = rec_of(k);
-    parts p;
-    if (parts_of(e->obj, &p) != 0)
-        return 2; /* as live: what cannot be compared is not the same */
     bool same = memcmp(p.rest, r->rest, DIGEST) == 0 &&
-                stamp_matches(p.ts_state, p.ts, r->has_ts, r->ts) &&
-                stamp_matches(p.parent_state, p.parent, r->has_parent, r->parent);
+                stamp_matches(p.ts_state, p.ts, r->has_ts, r->ts);
     return same ? 1 : 2;
 }
 
@@ -349,9 +375,7 @@ static int remember(lint *l, const ev *e, uint64_t pos)
     r->pos = pos;
     memcpy(r->rest, p.rest, DIGEST);
     memcpy(r->ts, p.ts, DIGEST);
-    memcpy(r->parent, p.parent, DIGEST);
     r->has_ts = p.ts_state == 2;
-    r->has_parent = p.parent_state == 2;
     memcpy(r->id, e->id, n + 1);
     if (tab_get(&l->ids, r->id, n) != NULL) {
         free(r); /* observe mode can commit an id twice; the first stays */
@@ -704,6 +728,13 @@ static void commit(lint *l, item *it, was w, gate_rule observed, const char *det
     }
     l->n.committed++;
     report(l, &v, &d);
+    int s = conv_status_of(&it->e);
+    if (s >= 0)
+        l->status = (conv_status)s;
+    /* live then appends an idle status of its own */
+    if (it->e.kind == EV_MESSAGE && it->e.source == EV_SRC_USER &&
+        (l->status == CONV_FINISHED || l->status == CONV_STUCK))
+        l->status = CONV_IDLE;
     stuck_feed(l->sk, &it->e);
     check_stuck(l, &v);
     ev_free(&it->e);
@@ -727,12 +758,20 @@ static void wait_for(lint *l, item *it, was w, bool defer)
     }
     waiting *x = calloc(1, sizeof(*x));
     /* live stamps a deferred message's id and timestamp at once (it is
-     * kept in deferred.json), its parent when it commits */
-    if (x == NULL || (defer && ev_stamp(&it->e, NULL) != 0)) {
+     * kept in deferred.json), and its parent when it commits: the one it
+     * named, checked now, is dropped (the message goes after whatever the
+     * head is then) and remembered as where it was deferred */
+    const char *head = gate_head(l->g);
+    if (x == NULL || (defer && ev_stamp(&it->e, NULL) != 0) ||
+        (defer && head != NULL && (x->after = strdup(head)) == NULL)) {
         free(x);
         ev_free(&it->e);
         l->fatal = ENOMEM;
         return;
+    }
+    if (defer) {
+        json_object_del(it->e.obj, "parent_id");
+        it->e.parent_id = NULL;
     }
     x->it = *it;
     waiting **pp = defer ? &l->defs : &l->holds;
@@ -752,14 +791,48 @@ static void wait_for(lint *l, item *it, was w, bool defer)
     report(l, &v, &d);
 }
 
+/* An event naming a deferred message as its parent goes where that message
+ * was deferred (conversation.c reparent()). */
+static int reparent(lint *l, ev *e)
+{
+    waiting *d = e->parent_id != NULL ? deferred_find(l, e->parent_id) : NULL;
+    if (d == NULL)
+        return 0;
+    if (d->after == NULL) {
+        json_object_del(e->obj, "parent_id");
+        e->parent_id = NULL;
+        return 0;
+    }
+    if (json_object_set_new(e->obj, "parent_id", json_string(d->after)) < 0)
+        return -ENOMEM;
+    e->parent_id = json_string_value(json_object_get(e->obj, "parent_id"));
+    return 0;
+}
+
 /* The way in for every valid event, as conversation.c's offer(). Takes it. */
 static void offer(lint *l, item *it, was w)
 {
+    if (reparent(l, &it->e) < 0) {
+        l->fatal = ENOMEM;
+        ev_free(&it->e);
+        return;
+    }
     gate_lookup lk = {l, lk_known, lk_has_id, lk_has_key};
     gate_rule rule;
     gate_verdict gv = gate_check(l->g, &it->e, &lk, &rule);
     char detail[DETAIL_MAX];
     view v = view_of(it);
+    int s = conv_status_of(&it->e);
+    if (gv != GATE_ALREADY && s >= 0 && !conv_transition_ok(l->status, (conv_status)s)) {
+        snprintf(detail, sizeof(detail),
+                 "execution_status cannot go from %s to %s (a live producer gets 422)",
+                 conv_status_name(l->status), conv_status_name((conv_status)s));
+        verdict d = {"rejected", C_RED, NULL, detail, w, false, -1};
+        l->n.rejected++;
+        report(l, &v, &d);
+        ev_free(&it->e);
+        return;
+    }
     if (l->observe && gv != GATE_ALREADY && gv != GATE_ACCEPT && rule != GATE_DUPLICATE_EVENT_ID) {
         rule_detail(l, rule, &it->e, detail, sizeof(detail));
         commit(l, it, w, rule, detail);
@@ -777,8 +850,14 @@ static void offer(lint *l, item *it, was w)
         return;
     case GATE_ALREADY: {
         char *k = tab_get(&l->ids, it->e.id, strlen(it->e.id));
-        snprintf(detail, sizeof(detail), "the same event as #%" PRIu64 ", not added twice",
-                 k != NULL ? rec_of(k)->pos : 0);
+        waiting *x = deferred_find(l, it->e.id);
+        if (x != NULL)
+            snprintf(detail, sizeof(detail),
+                     "the same message as #%" PRIu64 ", which is deferred: not deferred twice",
+                     x->it.pos);
+        else
+            snprintf(detail, sizeof(detail), "the same event as #%" PRIu64 ", not added twice",
+                     k != NULL ? rec_of(k)->pos : 0);
         verdict d = {"retry", C_CYAN, NULL, detail, w, false, -1};
         l->n.retries++;
         report(l, &v, &d);
@@ -819,6 +898,7 @@ static void settle(lint *l)
             l->defs = d->next;
             l->ndefs--;
             offer(l, &d->it, WAS_DEFERRED);
+            free(d->after);
             free(d);
             moved = true;
         }
@@ -855,30 +935,11 @@ static void expire_all(lint *l)
         l->n.rejected++;
         report(l, &v, &d);
         ev_free(&x->it.e);
+        free(x->after);
         free(x);
     }
     l->defs = NULL;
     l->ndefs = 0;
-}
-
-/* What the store refuses (conversation.c storable()): a live producer gets
- * a 422 for these, so they are invalid events here too. */
-static int storable(const ev *e, char *err, size_t errlen)
-{
-    if (ev_kind_transient(e->kind)) {
-        snprintf(err, errlen, "%s events are not stored; they cannot be appended",
-                 ev_kind_name(e->kind));
-        return -EINVAL;
-    }
-    if (e->id != NULL && strlen(e->id) > 255) {
-        snprintf(err, errlen, "event id longer than 255 bytes");
-        return -EINVAL;
-    }
-    if (e->tool_call_id != NULL && strlen(e->tool_call_id) > 253) {
-        snprintf(err, errlen, "tool_call_id longer than 253 bytes");
-        return -EINVAL;
-    }
-    return 0;
 }
 
 /* One value from the input (takes v). why: a reason the framing found it
@@ -890,7 +951,7 @@ static void lint_value(lint *l, json_t *v, const char *why)
     const char *reason = why[0] != '\0' ? why : NULL;
     if (reason == NULL && ev_from_json(v, &it.e, err, sizeof(err)) != 0)
         reason = err;
-    else if (reason == NULL && storable(&it.e, err, sizeof(err)) != 0) {
+    else if (reason == NULL && conv_storable(&it.e, err, sizeof(err)) != 0) {
         ev_free(&it.e);
         reason = err;
     }
@@ -966,6 +1027,7 @@ static void lint_free(lint *l)
         for (waiting *w = *x, *next; w != NULL; w = next) {
             next = w->next;
             ev_free(&w->it.e);
+            free(w->after);
             free(w);
         }
     }

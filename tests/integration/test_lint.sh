@@ -197,6 +197,41 @@ expect_status 1 "$PARLEY" lint --defer-max 1 "$TEST_TMP/two.ndjson"
 expect_grep '^#4 u3 MessageEvent \(user\): refused: 1 event is deferred already' "$TEST_TMP/out"
 expect_grep '^#3 u2 MessageEvent \(user\): committed \(was deferred\)$' "$TEST_TMP/out"
 
+# upstream records a result whose parent is the user message that came
+# while its call ran: live defers the message and puts the result where the
+# message was deferred; a retry of the deferred message is not deferred twice
+python3 - "$VEC/compliance/a03_interleaved_user_message.json" >"$TEST_TMP/upstream.ndjson" <<'EOF'
+import json, sys
+events = [s["append"] for s in json.load(open(sys.argv[1]))["steps"] if "append" in s]
+kinds = [e["kind"] for e in events]
+act = kinds.index("ActionEvent")
+msg = next(i for i, e in enumerate(events) if i > act and e["kind"] == "MessageEvent")
+obs = kinds.index("ObservationEvent")
+events[msg]["parent_id"] = events[act]["id"]
+events[obs]["parent_id"] = events[msg]["id"]
+retry = dict(events[msg]); retry.pop("parent_id")
+events.insert(msg + 1, retry)
+print("\n".join(json.dumps(e) for e in events))
+EOF
+expect_status 0 "$PARLEY" lint "$TEST_TMP/upstream.ndjson"
+expect_grep '^#3 u2 MessageEvent \(user\): deferred: ' "$TEST_TMP/out"
+expect_grep '^#4 u2 MessageEvent \(user\): retry: the same message as #3, which is deferred' \
+    "$TEST_TMP/out"
+expect_grep '^#5 t1 ObservationEvent \(environment\): ok$' "$TEST_TMP/out"
+expect_grep '^#3 u2 MessageEvent \(user\): committed \(was deferred\)$' "$TEST_TMP/out"
+
+# execution_status moves as live moves it (finished only from running), and
+# only among its values
+cat >"$TEST_TMP/status.ndjson" <<'EOF'
+{"id":"s1","source":"environment","key":"execution_status","value":"running","kind":"ConversationStateUpdateEvent"}
+{"id":"s2","source":"environment","key":"execution_status","value":"paused","kind":"ConversationStateUpdateEvent"}
+{"id":"s3","source":"environment","key":"execution_status","value":"finished","kind":"ConversationStateUpdateEvent"}
+{"id":"s4","source":"environment","key":"execution_status","value":"sleeping","kind":"ConversationStateUpdateEvent"}
+EOF
+expect_status 1 "$PARLEY" lint "$TEST_TMP/status.ndjson"
+expect_grep '^#3 s3 ConversationStateUpdateEvent \(environment\): rejected: execution_status cannot go from paused to finished' "$TEST_TMP/out"
+expect_grep "^#4 s4 ConversationStateUpdateEvent \(environment\): rejected: invalid_event: .*'value' must be one of idle, running" "$TEST_TMP/out"
+
 # events without ids and timestamps are stamped, and named by position
 python3 "$TEST_TMP/convert.py" "$VEC/compliance/a03_interleaved_user_message.json" noid \
     "$TEST_TMP/noid.ndjson"
