@@ -633,8 +633,7 @@ static void defer(conv *c, ev *e, rt_promise *reply)
         reply_detail(reply, 500, "cannot defer: out of memory");
         return;
     }
-    json_object_del(e->obj, "parent_id");
-    e->parent_id = NULL;
+    ev_set_parent(e, NULL);
     d->e = *e;
     d->deadline = conv_wall_ms() + c->o->defer_timeout_ms;
     d->save = c->saves_sent + 1; /* the save below */
@@ -662,17 +661,7 @@ static void deferred_free(deferred *d)
 static int reparent(conv *c, ev *e)
 {
     deferred *d = e->parent_id != NULL ? deferred_find(c, e->parent_id) : NULL;
-    if (d == NULL)
-        return 0;
-    if (d->after == NULL) {
-        json_object_del(e->obj, "parent_id");
-        e->parent_id = NULL;
-        return 0;
-    }
-    if (json_object_set_new(e->obj, "parent_id", json_string(d->after)) < 0)
-        return -ENOMEM;
-    e->parent_id = json_string_value(json_object_get(e->obj, "parent_id"));
-    return 0;
+    return d != NULL ? ev_set_parent(e, d->after) : 0;
 }
 
 /* The gate said the event is there already (taken). */

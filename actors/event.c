@@ -143,6 +143,17 @@ static const char *set_str(json_t *obj, const char *key, const char *val)
     return json_string_value(json_object_get(obj, key));
 }
 
+int ev_set_parent(ev *e, const char *parent_id)
+{
+    if (parent_id == NULL) {
+        json_object_del(e->obj, "parent_id");
+        e->parent_id = NULL;
+        return 0;
+    }
+    e->parent_id = set_str(e->obj, "parent_id", parent_id);
+    return e->parent_id != NULL ? 0 : -ENOMEM;
+}
+
 int ev_stamp(ev *e, const char *head)
 {
     if (e == NULL || !json_is_object(e->obj))

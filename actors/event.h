@@ -100,6 +100,9 @@ bool ev_llm_convertible(const ev *e);
  * to e->obj itself, which ev_from_json's caller may share. */
 int ev_stamp(ev *e, const char *head);
 
+/* Set (or, with NULL, remove) e's parent_id: 0 or -ENOMEM. */
+int ev_set_parent(ev *e, const char *parent_id);
+
 /* The canonical bytes (see the top of this file); NULL on allocation
  * failure. */
 rt_buf *ev_serialize(const ev *e);

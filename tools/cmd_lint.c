@@ -769,10 +769,8 @@ static void wait_for(lint *l, item *it, was w, bool defer)
         l->fatal = ENOMEM;
         return;
     }
-    if (defer) {
-        json_object_del(it->e.obj, "parent_id");
-        it->e.parent_id = NULL;
-    }
+    if (defer)
+        ev_set_parent(&it->e, NULL);
     x->it = *it;
     waiting **pp = defer ? &l->defs : &l->holds;
     while (*pp != NULL)
@@ -796,17 +794,7 @@ static void wait_for(lint *l, item *it, was w, bool defer)
 static int reparent(lint *l, ev *e)
 {
     waiting *d = e->parent_id != NULL ? deferred_find(l, e->parent_id) : NULL;
-    if (d == NULL)
-        return 0;
-    if (d->after == NULL) {
-        json_object_del(e->obj, "parent_id");
-        e->parent_id = NULL;
-        return 0;
-    }
-    if (json_object_set_new(e->obj, "parent_id", json_string(d->after)) < 0)
-        return -ENOMEM;
-    e->parent_id = json_string_value(json_object_get(e->obj, "parent_id"));
-    return 0;
+    return d != NULL ? ev_set_parent(e, d->after) : 0;
 }
 
 /* The way in for every valid event, as conversation.c's offer(). Takes it. */
