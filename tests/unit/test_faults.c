@@ -70,6 +70,7 @@ static struct {
     int gate_kinds, gate_op;
 } sh = {.mu = PTHREAD_MUTEX_INITIALIZER};
 static ts_counter failures, gate_held, gate_open;
+static ts_counter seg_writes; /* calls, to wait on */
 
 static int fd_kind(int fd)
 {
@@ -113,6 +114,8 @@ static int decide(int fd, int op, off_t off, int *err, size_t *partial)
         hold = true;
     }
     pthread_mutex_unlock(&sh.mu);
+    if (kind == K_SEG && op == OP_WRITE)
+        ts_counter_add(&seg_writes, 1);
     if (d == FAIL)
         ts_counter_add(&failures, 1);
     if (hold) { /* the call goes through once the test opens the gate */
@@ -181,6 +184,7 @@ static void shim_setup(void)
 {
     ts_counter_init(&failures);
     ts_counter_init(&gate_held);
+    ts_counter_init(&seg_writes);
     ts_counter_init(&gate_open);
     rt_log_set_level(RT_LOG_OFF); /* the store reports every injected fault */
     st_io_set(&shim_io);
@@ -863,8 +867,13 @@ START_TEST(test_store_group_fault)
     fx_seed(&x);
     gate_arm(K_WAL, OP_DATASYNC);
     aop plug, ops[NG];
+    long writes = ts_counter_get(&seg_writes);
     fx_submit(&x, 0, x.n[0], 1, &plug);
     ck_assert(ts_counter_wait(&gate_held, 1));
+    /* the plug's segment is written while its journal sync is held: that
+     * write is the plug's, not the group's, and must pass before the fault
+     * is armed */
+    ck_assert(ts_counter_wait(&seg_writes, writes + 1));
     uint64_t next[NCONV];
     memcpy(next, x.n, sizeof(next));
     next[0]++; /* after the plug */
