@@ -66,7 +66,7 @@ typedef struct deferred {
     struct deferred *next;
     ev e;              /* stamped with id and timestamp, not yet with a parent */
     uint64_t deadline; /* wall-clock ms: it survives restarts */
-    char *after;       /* the head when it was deferred (NULL after a restart) */
+    char *after;       /* the head when it was deferred (NULL: none) */
     uint64_t save;     /* the put_file that made it durable */
 } deferred;
 
@@ -81,7 +81,8 @@ typedef struct flush { /* a CONV_SYNC waiting for subscribers and commits */
     struct flush *next;
     rt_promise reply;
     uint64_t id;
-    size_t waiting; /* subscribers yet to answer */
+    size_t waiting;    /* subscribers yet to answer */
+    uint64_t asked_at; /* durable events when they were asked (UINT64_MAX: not yet) */
 } flush;
 
 typedef struct early { /* a message that came before the log was open */
@@ -1251,8 +1252,11 @@ static void unsubscribe(conv *c, rt_actor *sub)
 
 /* ---------------------------------------------------------------- sync --- */
 
-/* Answer the syncs whose subscribers all answered, once nothing accepted is
- * still on its way to the disk. */
+/* A sync is answered once nothing accepted is on its way to the disk and
+ * every subscriber has answered an ask sent after the last event was
+ * published to it (its mailbox is in order, so it has handled them all).
+ * Commits that come meanwhile (a deferred message let go) mean asking
+ * again. */
 static void check_syncs(conv *c)
 {
     if (c->uhead != NULL)
@@ -1262,6 +1266,16 @@ static void check_syncs(conv *c)
         if (s->waiting > 0) {
             pp = &s->next;
             continue;
+        }
+        if (s->asked_at != c->count_c) {
+            s->asked_at = c->count_c;
+            for (size_t i = 0; i < c->nsubs; i++)
+                if (rt_ask(c->subs[i].a, CONV_SYNC, s->id, NULL, c->self) == 0)
+                    s->waiting++;
+            if (s->waiting > 0) {
+                pp = &s->next;
+                continue;
+            }
         }
         *pp = s->next;
         reply_json(&s->reply, 200, json_pack("{s:I}", "events", (json_int_t)c->count_c));
@@ -1279,9 +1293,7 @@ static void start_sync(conv *c, rt_promise *reply)
     s->reply = *reply;
     *reply = (rt_promise){0};
     s->id = ++c->sync_seq;
-    for (size_t i = 0; i < c->nsubs; i++)
-        if (rt_ask(c->subs[i].a, CONV_SYNC, s->id, NULL, c->self) == 0)
-            s->waiting++;
+    s->asked_at = UINT64_MAX;
     flush **pp = &c->syncs;
     while (*pp != NULL)
         pp = &(*pp)->next;
