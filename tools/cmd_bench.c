@@ -56,7 +56,7 @@ static void usage(FILE *f)
     fprintf(f, "usage: parley bench <name> [options]   (parley bench <name> --help)\n\n"
                "benchmarks:\n");
     for (size_t i = 0; i < NBENCHES; i++)
-        fprintf(f, "  %-8s %s\n", benches[i].name, benches[i].summary);
+        fprintf(f, "  %-13s %s\n", benches[i].name, benches[i].summary);
 }
 
 int cmd_bench(int argc, char **argv)

@@ -13,7 +13,7 @@
 
 static const cli_cmd commands[] = {
     {"serve", "run the server on a local data directory", cmd_serve},
-    {"bench", "run a benchmark: parley bench <name> (runtime, store)", cmd_bench},
+    {"bench", "run a benchmark: parley bench <name> (runtime, store, conversation)", cmd_bench},
     {"lint", "check a recorded conversation offline: gate verdicts, stuck findings", cmd_lint},
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
