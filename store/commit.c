@@ -20,6 +20,7 @@
 
 #include "io.h"
 #include "record.h"
+#include "runtime/grow.h"
 #include "runtime/log.h"
 
 #include <errno.h>
@@ -60,17 +61,7 @@ typedef struct group {
 
 static int grow(void **p, size_t *cap, size_t need, size_t elem)
 {
-    if (need <= *cap)
-        return 0;
-    size_t c = *cap ? *cap : 64;
-    while (c < need)
-        c *= 2;
-    void *n = realloc(*p, c * elem);
-    if (n == NULL)
-        return -ENOMEM;
-    *p = n;
-    *cap = c;
-    return 0;
+    return rt_grow(p, cap, need, elem, 64);
 }
 
 static int enqueue(st_store *s, st_req *r)
