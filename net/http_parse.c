@@ -37,6 +37,7 @@ struct hp_parser {
     size_t hlen, hcap, counted;
     size_t *offs; /* per header: name offset, value offset */
     size_t noffs, offs_cap;
+    bool any, url;   /* a string was put (the first is the target, from on_url) */
     bool in_value;   /* the last string appended was a value */
     bool headers_in; /* headers complete */
     bool expect_continue, continued;
@@ -83,8 +84,9 @@ static int put(hp_parser *p, const char *at, size_t len, bool fresh)
     p->counted += len;
     if (p->counted > p->lim.header_bytes)
         return fail(p, 431, "the request line and headers exceed %zu bytes", p->lim.header_bytes);
-    if (fresh && p->hlen > 0)
+    if (fresh && p->any)
         p->hlen++; /* past the previous string's NUL */
+    p->any = true;
     if (grow((void **)&p->hb, &p->hcap, p->hlen + len + 1, 1) < 0)
         return fail(p, 500, "out of memory");
     memcpy(p->hb + p->hlen, at, len);
@@ -98,13 +100,24 @@ static int on_begin(llhttp_t *ll)
     hp_parser *p = of(ll);
     p->hlen = p->counted = p->noffs = p->blen = 0;
     p->in_value = p->headers_in = p->expect_continue = p->continued = false;
+    p->any = p->url = false;
     p->done = false;
     return 0;
 }
 
 static int on_url(llhttp_t *ll, const char *at, size_t len)
 {
-    return put(of(ll), at, len, false);
+    hp_parser *p = of(ll);
+    if (p->noffs > 0)
+        return fail(p, 400, "malformed request: no request target");
+    p->url = true;
+    return put(p, at, len, false);
+}
+
+/* Where the next fresh string will start. */
+static size_t next_start(const hp_parser *p)
+{
+    return p->any ? p->hlen + 1 : 0;
 }
 
 /* RFC 9110 token characters: what a header name is made of (no space
@@ -139,7 +152,7 @@ static int on_field(llhttp_t *ll, const char *at, size_t len)
             return fail(p, 431, "more than %zu header lines", p->lim.headers);
         if (grow((void **)&p->offs, &p->offs_cap, p->noffs + 2, sizeof(size_t)) < 0)
             return fail(p, 500, "out of memory");
-        p->offs[p->noffs++] = p->hlen + 1;
+        p->offs[p->noffs++] = next_start(p);
         p->offs[p->noffs++] = 0;
         p->in_value = false;
         p->counted += 4; /* ": " and CRLF */
@@ -152,9 +165,11 @@ static int on_value(llhttp_t *ll, const char *at, size_t len)
     hp_parser *p = of(ll);
     if (p->headers_in)
         return trailer(p, len);
+    if (p->noffs == 0)
+        return fail(p, 400, "malformed request: a header line without a name");
     bool fresh = !p->in_value;
     if (fresh) {
-        p->offs[p->noffs - 1] = p->hlen + 1;
+        p->offs[p->noffs - 1] = next_start(p);
         p->in_value = true;
     }
     return put(p, at, len, fresh);
@@ -163,6 +178,8 @@ static int on_value(llhttp_t *ll, const char *at, size_t len)
 static int on_headers(llhttp_t *ll)
 {
     hp_parser *p = of(ll);
+    if (!p->url)
+        return fail(p, 400, "malformed request: no request target");
     if (p->noffs > 0 && !p->in_value) { /* a name with an empty value */
         if (put(p, "", 0, true) < 0)
             return -1;

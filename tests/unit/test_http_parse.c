@@ -182,6 +182,9 @@ START_TEST(test_smuggling)
         refused("GET / HTTP/1.1\r\nHost : a\r\n\r\n", 400, NULL, step);
         refused("GET / HTTP/1.1\r\n folded: a\r\n\r\n", 400, NULL, step);
         refused("GET\x01 / HTTP/1.1\r\n\r\n", 400, NULL, step);
+        /* found by the fuzzer (a value with no name after a request line
+         * with no version): refused, and nothing read out of bounds */
+        refused("CONNECT \r\n:    \r0\nCont::\x97    t:    h - e  d/.\r\n\r\n", 505, NULL, step);
     }
 }
 END_TEST
