@@ -15,7 +15,6 @@
 
 #include "runtime/rt.h"
 
-#include <getopt.h>
 #include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
@@ -231,46 +230,14 @@ static const char usage[] =
 
 int bench_runtime(int argc, char **argv)
 {
-    static const struct option opts[] = {{"runs", required_argument, NULL, 'r'},
-                                         {"json", no_argument, NULL, 'j'},
-                                         {"hops", required_argument, NULL, 'o'},
-                                         {"messages", required_argument, NULL, 'm'},
-                                         {"actors", required_argument, NULL, 'a'},
-                                         {"help", no_argument, NULL, 'h'},
-                                         {NULL, 0, NULL, 0}};
-    int runs = 5, hops_m = 20000000, msgs = 10000000, actors = 100000, c;
+    int runs = 5, hops_m = 20000000, msgs = 10000000, actors = 100000;
     bool json = false;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'r':
-            if (!cli_parse_int("bench runtime", "--runs", optarg, 1, 101, &runs))
-                return CLI_USAGE;
-            break;
-        case 'o':
-            if (!cli_parse_int("bench runtime", "--hops", optarg, 1000, 2000000000, &hops_m))
-                return CLI_USAGE;
-            break;
-        case 'm':
-            if (!cli_parse_int("bench runtime", "--messages", optarg, PC_CHUNK, 2000000000, &msgs))
-                return CLI_USAGE;
-            break;
-        case 'a':
-            if (!cli_parse_int("bench runtime", "--actors", optarg, 1, 10000000, &actors))
-                return CLI_USAGE;
-            break;
-        case 'j':
-            json = true;
-            break;
-        case 'h':
-            fputs(usage, stdout);
-            return CLI_OK;
-        default:
-            return cli_usage_error("bench runtime", "bad option");
-        }
-    }
-    if (optind < argc)
-        return cli_usage_error("bench runtime", "unexpected argument '%s'", argv[optind]);
+    const cli_int_opt ints[] = {{"--hops", &hops_m, 1000, 2000000000},
+                                {"--messages", &msgs, PC_CHUNK, 2000000000},
+                                {"--actors", &actors, 1, 10000000}};
+    int st = cli_bench_args("bench runtime", usage, argc, argv, &runs, &json, NULL, ints, 3);
+    if (st >= 0)
+        return st;
 
     rt_log_set_level(RT_LOG_WARN);
     double *same = calloc((size_t)runs, sizeof(double));

@@ -23,7 +23,6 @@
 #include "store/store.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -246,46 +245,14 @@ static const char usage[] =
 
 int bench_store(int argc, char **argv)
 {
-    static const struct option opts[] = {{"runs", required_argument, NULL, 'r'},
-                                         {"json", no_argument, NULL, 'j'},
-                                         {"dir", required_argument, NULL, 'd'},
-                                         {"events", required_argument, NULL, 'e'},
-                                         {"log-events", required_argument, NULL, 'l'},
-                                         {"help", no_argument, NULL, 'h'},
-                                         {NULL, 0, NULL, 0}};
-    int runs = 5, events = 200000, log_events = 1000000, c;
+    int runs = 5, events = 200000, log_events = 1000000;
     bool json = false;
     const char *base = NULL;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'r':
-            if (!cli_parse_int("bench store", "--runs", optarg, 1, 101, &runs))
-                return CLI_USAGE;
-            break;
-        case 'e':
-            if (!cli_parse_int("bench store", "--events", optarg, 1000, 100000000, &events))
-                return CLI_USAGE;
-            break;
-        case 'l':
-            if (!cli_parse_int("bench store", "--log-events", optarg, 1000, 100000000, &log_events))
-                return CLI_USAGE;
-            break;
-        case 'd':
-            base = optarg;
-            break;
-        case 'j':
-            json = true;
-            break;
-        case 'h':
-            fputs(usage, stdout);
-            return CLI_OK;
-        default:
-            return cli_usage_error("bench store", "bad option");
-        }
-    }
-    if (optind < argc)
-        return cli_usage_error("bench store", "unexpected argument '%s'", argv[optind]);
+    const cli_int_opt ints[] = {{"--events", &events, 1000, 100000000},
+                                {"--log-events", &log_events, 1000, 100000000}};
+    int st = cli_bench_args("bench store", usage, argc, argv, &runs, &json, &base, ints, 2);
+    if (st >= 0)
+        return st;
     rt_log_set_level(RT_LOG_WARN);
     char root[4096];
     if (cli_scratch_dir("bench store", base, root, sizeof(root)) != 0)

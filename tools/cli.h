@@ -31,6 +31,19 @@ int bench_runtime(int argc, char **argv);
 int bench_store(int argc, char **argv);
 int bench_conversation(int argc, char **argv);
 
+/* Benchmarks' command lines: --runs N (1..101), --json, --dir DIR (only
+ * when `dir` is not NULL), -h/--help, and the whole-number options of
+ * `ints` (each within its range), nothing else. Returns -1 when the
+ * benchmark is to run, else the exit status (help printed, or a usage
+ * error said). runs, json and *dir keep their defaults unless given. */
+typedef struct cli_int_opt {
+    const char *name; /* "--events" */
+    int *val;
+    int min, max;
+} cli_int_opt;
+int cli_bench_args(const char *cmd, const char *usage, int argc, char **argv, int *runs, bool *json,
+                   const char **dir, const cli_int_opt *ints, size_t nints);
+
 /* Benchmarks: the median of n samples (sorts them in place). */
 double cli_median(double *v, int n);
 double cli_now_s(void);

@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <ftw.h>
+#include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -18,6 +19,45 @@ static const cli_cmd benches[] = {
      bench_conversation},
 };
 #define NBENCHES (sizeof(benches) / sizeof(benches[0]))
+
+int cli_bench_args(const char *cmd, const char *usage, int argc, char **argv, int *runs, bool *json,
+                   const char **dir, const cli_int_opt *ints, size_t nints)
+{
+    enum { RUNS = 256, JSON, DIR, INTS, MAX_INTS = 8 };
+    struct option opts[MAX_INTS + 5] = {{"runs", required_argument, NULL, RUNS},
+                                        {"json", no_argument, NULL, JSON},
+                                        {"help", no_argument, NULL, 'h'}};
+    size_t n = 3;
+    if (dir != NULL)
+        opts[n++] = (struct option){"dir", required_argument, NULL, DIR};
+    for (size_t i = 0; i < nints && i < MAX_INTS; i++)
+        opts[n++] = (struct option){ints[i].name + 2, required_argument, NULL, INTS + (int)i};
+    opts[n] = (struct option){NULL, 0, NULL, 0};
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        if (c == RUNS && !cli_parse_int(cmd, "--runs", optarg, 1, 101, runs))
+            return CLI_USAGE;
+        if (c == JSON)
+            *json = true;
+        if (c == DIR)
+            *dir = optarg;
+        if (c >= INTS && c < INTS + MAX_INTS) {
+            const cli_int_opt *o = &ints[c - INTS];
+            if (!cli_parse_int(cmd, o->name, optarg, o->min, o->max, o->val))
+                return CLI_USAGE;
+        }
+        if (c == 'h') {
+            fputs(usage, stdout);
+            return CLI_OK;
+        }
+        if (c == '?')
+            return cli_usage_error(cmd, "bad option");
+    }
+    if (optind < argc)
+        return cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
+    return -1;
+}
 
 int cli_scratch_dir(const char *cmd, const char *base, char *out, size_t cap)
 {
