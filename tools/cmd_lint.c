@@ -329,21 +329,18 @@ static waiting *deferred_find(const lint *l, const char *id)
 static int lk_known(void *ctx, const ev *e)
 {
     lint *l = ctx;
-    parts p, d;
-    if (parts_of(e->obj, &p) != 0)
-        return 2; /* as live: what cannot be compared is not the same */
     waiting *x = deferred_find(l, e->id);
-    if (x != NULL) {
-        if (parts_of(x->it.e.obj, &d) != 0)
-            return 2;
+    char *k = x == NULL ? tab_get(&l->ids, e->id, strlen(e->id)) : NULL;
+    if (x == NULL && k == NULL)
+        return 0; /* the common case: nothing to digest */
+    parts p, d;
+    if (parts_of(e->obj, &p) != 0 || (x != NULL && parts_of(x->it.e.obj, &d) != 0))
+        return 2; /* as live: what cannot be compared is not the same */
+    if (x != NULL)
         return memcmp(p.rest, d.rest, DIGEST) == 0 &&
                        stamp_matches(p.ts_state, p.ts, d.ts_state == 2, d.ts)
                    ? 1
                    : 2;
-    }
-    char *k = tab_get(&l->ids, e->id, strlen(e->id));
-    if (k == NULL)
-        return 0;
     id_rec *r = rec_of(k);
     bool same = memcmp(p.rest, r->rest, DIGEST) == 0 &&
                 stamp_matches(p.ts_state, p.ts, r->has_ts, r->ts);
