@@ -19,6 +19,7 @@
  * as they are.
  */
 #include "actors/event.h"
+#include "runtime/text.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -27,93 +28,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct wbuf {
-    char *p;
-    size_t len, cap;
-    bool failed;
-} wbuf;
-
-static void put(wbuf *w, const char *s, size_t n)
-{
-    if (w->failed)
-        return;
-    if (w->cap - w->len <= n) { /* keep room for the final NUL */
-        size_t cap = w->cap ? w->cap : 256;
-        while (cap - w->len <= n) {
-            if (cap > SIZE_MAX / 2) {
-                w->failed = true;
-                return;
-            }
-            cap *= 2;
-        }
-        char *p = realloc(w->p, cap);
-        if (p == NULL) {
-            w->failed = true;
-            return;
-        }
-        w->p = p;
-        w->cap = cap;
-    }
-    memcpy(w->p + w->len, s, n);
-    w->len += n;
-}
-
-static void putc_(wbuf *w, char c)
-{
-    put(w, &c, 1);
-}
-
-static void put_string(wbuf *w, const char *s, size_t n)
-{
-    static const char hex[] = "0123456789abcdef";
-    putc_(w, '"');
-    size_t run = 0; /* bytes copied as they are, flushed in one put */
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c >= 0x20 && c != '"' && c != '\\')
-            continue;
-        put(w, s + run, i - run);
-        run = i + 1;
-        char esc[7] = {'\\', 0};
-        size_t elen = 2;
-        switch (c) {
-        case '"':
-            esc[1] = '"';
-            break;
-        case '\\':
-            esc[1] = '\\';
-            break;
-        case '\b':
-            esc[1] = 'b';
-            break;
-        case '\f':
-            esc[1] = 'f';
-            break;
-        case '\n':
-            esc[1] = 'n';
-            break;
-        case '\r':
-            esc[1] = 'r';
-            break;
-        case '\t':
-            esc[1] = 't';
-            break;
-        default:
-            memcpy(esc + 1, "u00", 3);
-            esc[4] = hex[c >> 4];
-            esc[5] = hex[c & 15];
-            elen = 6;
-        }
-        put(w, esc, elen);
-    }
-    put(w, s + run, n - run);
-    putc_(w, '"');
-}
-
 /* Python's float repr. The digit search goes through printf/strtod, which
  * agree with each other in any locale; the radix character printf used is
  * skipped rather than assumed to be '.'. */
-static int put_real(wbuf *w, double x)
+static int put_real(rt_text *w, double x)
 {
     if (!isfinite(x))
         return -EINVAL; /* JSON has no spelling for them; jansson never makes one */
@@ -171,7 +89,7 @@ static int put_real(wbuf *w, double x)
         o += (size_t)snprintf(out + o, sizeof(out) - o, "e%c%02d", exp10 < 0 ? '-' : '+',
                               abs(exp10));
     }
-    put(w, out, o);
+    rt_text_put(w, out, o);
     return 0;
 }
 
@@ -186,23 +104,23 @@ static bool is_base_key(const char *k, size_t klen)
     return false;
 }
 
-static int put_value(wbuf *w, json_t *v, bool top);
+static int put_value(rt_text *w, json_t *v, bool top);
 
-static int put_member(wbuf *w, bool *first, const char *k, size_t klen, json_t *v)
+static int put_member(rt_text *w, bool *first, const char *k, size_t klen, json_t *v)
 {
     if (!*first)
-        putc_(w, ',');
+        rt_text_putc(w, ',');
     *first = false;
-    put_string(w, k, klen);
-    putc_(w, ':');
+    rt_text_json_string(w, k, klen);
+    rt_text_putc(w, ':');
     return put_value(w, v, false);
 }
 
-static int put_object(wbuf *w, json_t *o, bool top)
+static int put_object(rt_text *w, json_t *o, bool top)
 {
     bool first = true;
     int rc = 0;
-    putc_(w, '{');
+    rt_text_putc(w, '{');
     if (top) {
         for (size_t i = 0; i < N_BASE && rc == 0; i++) {
             json_t *v = json_object_get(o, base_keys[i]);
@@ -223,11 +141,11 @@ static int put_object(wbuf *w, json_t *o, bool top)
     json_t *kind = json_object_get(o, "kind");
     if (rc == 0 && kind != NULL && !json_is_null(kind))
         rc = put_member(w, &first, "kind", 4, kind);
-    putc_(w, '}');
+    rt_text_putc(w, '}');
     return rc;
 }
 
-static int put_value(wbuf *w, json_t *v, bool top)
+static int put_value(rt_text *w, json_t *v, bool top)
 {
     char num[32];
     int rc = 0;
@@ -235,31 +153,32 @@ static int put_value(wbuf *w, json_t *v, bool top)
     case JSON_OBJECT:
         return put_object(w, v, top);
     case JSON_ARRAY:
-        putc_(w, '[');
+        rt_text_putc(w, '[');
         for (size_t i = 0; i < json_array_size(v) && rc == 0; i++) {
             if (i > 0)
-                putc_(w, ',');
+                rt_text_putc(w, ',');
             rc = put_value(w, json_array_get(v, i), false);
         }
-        putc_(w, ']');
+        rt_text_putc(w, ']');
         return rc;
     case JSON_STRING:
-        put_string(w, json_string_value(v), json_string_length(v));
+        rt_text_json_string(w, json_string_value(v), json_string_length(v));
         return 0;
     case JSON_INTEGER:
-        put(w, num,
+        rt_text_put(
+            w, num,
             (size_t)snprintf(num, sizeof(num), "%" JSON_INTEGER_FORMAT, json_integer_value(v)));
         return 0;
     case JSON_REAL:
         return put_real(w, json_real_value(v));
     case JSON_TRUE:
-        put(w, "true", 4);
+        rt_text_put(w, "true", 4);
         return 0;
     case JSON_FALSE:
-        put(w, "false", 5);
+        rt_text_put(w, "false", 5);
         return 0;
     case JSON_NULL:
-        put(w, "null", 4);
+        rt_text_put(w, "null", 4);
         return 0;
     }
     return -EINVAL;
@@ -271,9 +190,9 @@ static char *canonical(json_t *v, size_t *len)
 {
     if (v == NULL)
         return NULL;
-    wbuf w = {0};
+    rt_text w = {0};
     int rc = put_value(&w, v, true);
-    putc_(&w, '\0');
+    rt_text_putc(&w, '\0');
     if (rc != 0 || w.failed) {
         free(w.p);
         return NULL;

@@ -5,7 +5,7 @@
 #include <string.h>
 #include <sys/random.h>
 
-static int hexval(char c)
+int rt_hex_digit(char c)
 {
     if (c >= '0' && c <= '9')
         return c - '0';
@@ -28,7 +28,7 @@ bool rt_uuid_parse(const char *s, size_t len, rt_uuid *out)
                 return false;
             continue;
         }
-        int hi = hexval(s[i]), lo = i + 1 < len ? hexval(s[i + 1]) : -1;
+        int hi = rt_hex_digit(s[i]), lo = i + 1 < len ? rt_hex_digit(s[i + 1]) : -1;
         if (hi < 0 || lo < 0)
             return false;
         u.b[k++] = (uint8_t)(hi << 4 | lo);

@@ -20,6 +20,8 @@ void rt_uuid_hex(const rt_uuid *u, char out[33]);    /* lowercase, NUL-terminate
 void rt_uuid_dashed(const rt_uuid *u, char out[37]); /* lowercase, NUL-terminated */
 /* A random version-4 UUID; 0, or -errno if the system has no randomness. */
 int rt_uuid_v4(rt_uuid *out);
+/* The value of a hex digit (either case), or -1. */
+int rt_hex_digit(char c);
 bool rt_uuid_eq(const rt_uuid *a, const rt_uuid *b);
 
 #endif

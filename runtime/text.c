@@ -1,0 +1,88 @@
+/* text.c - growing text, and JSON strings written as Python writes them. */
+#include "text.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+void rt_text_put(rt_text *w, const char *s, size_t n)
+{
+    if (w->failed)
+        return;
+    if (w->cap - w->len <= n) { /* keep room for the final NUL */
+        size_t cap = w->cap ? w->cap : 256;
+        while (cap - w->len <= n) {
+            if (cap > SIZE_MAX / 2) {
+                w->failed = true;
+                return;
+            }
+            cap *= 2;
+        }
+        char *p = realloc(w->p, cap);
+        if (p == NULL) {
+            w->failed = true;
+            return;
+        }
+        w->p = p;
+        w->cap = cap;
+    }
+    memcpy(w->p + w->len, s, n);
+    w->len += n;
+}
+
+void rt_text_putc(rt_text *w, char c)
+{
+    rt_text_put(w, &c, 1);
+}
+
+void rt_text_json_string(rt_text *w, const char *s, size_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+    rt_text_putc(w, '"');
+    size_t run = 0; /* bytes copied as they are, flushed in one put */
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c >= 0x20 && c != '"' && c != '\\')
+            continue;
+        rt_text_put(w, s + run, i - run);
+        run = i + 1;
+        char esc[7] = {'\\', 0};
+        size_t elen = 2;
+        switch (c) {
+        case '"':
+            esc[1] = '"';
+            break;
+        case '\\':
+            esc[1] = '\\';
+            break;
+        case '\b':
+            esc[1] = 'b';
+            break;
+        case '\f':
+            esc[1] = 'f';
+            break;
+        case '\n':
+            esc[1] = 'n';
+            break;
+        case '\r':
+            esc[1] = 'r';
+            break;
+        case '\t':
+            esc[1] = 't';
+            break;
+        default:
+            memcpy(esc + 1, "u00", 3);
+            esc[4] = hex[c >> 4];
+            esc[5] = hex[c & 15];
+            elen = 6;
+        }
+        rt_text_put(w, esc, elen);
+    }
+    rt_text_put(w, s + run, n - run);
+    rt_text_putc(w, '"');
+}
+
+void rt_text_puts(rt_text *w, const char *s)
+{
+    rt_text_put(w, s, strlen(s));
+}

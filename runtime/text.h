@@ -1,0 +1,26 @@
+/*
+ * text.h - text that grows as it is written (JSON bodies, serialized
+ * events). Out of memory is sticky: `failed` says so at the end, and the
+ * writes in between do nothing, so writers check once.
+ */
+#ifndef RT_TEXT_H
+#define RT_TEXT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef struct rt_text {
+    char *p; /* malloc'd; the writer owns it */
+    size_t len, cap;
+    bool failed;
+} rt_text;
+
+void rt_text_put(rt_text *w, const char *s, size_t n);
+void rt_text_puts(rt_text *w, const char *s);
+void rt_text_putc(rt_text *w, char c);
+/* s as a quoted JSON string: quote, backslash and control characters
+ * escaped, everything else (UTF-8 included) as it is, as Python's
+ * json.dumps(ensure_ascii=False) writes it. */
+void rt_text_json_string(rt_text *w, const char *s, size_t n);
+
+#endif
