@@ -51,6 +51,7 @@ typedef struct conv_opened {
     gate *g;     /* the state after the last durable event */
     conv_status status;
     uint64_t count;   /* events in the log */
+    char updated[40]; /* the last event's timestamp, "" if none */
     json_t *deferred; /* [{"event": {...}, "deadline": ms}] not yet in the log */
 } conv_opened;
 

@@ -198,6 +198,23 @@ typedef struct open_job {
     conv_opened *out;
 } open_job;
 
+/* When the conversation last changed: its last event's timestamp. */
+static void last_timestamp(conv_opened *o)
+{
+    st_page *pg;
+    if (o->count == 0 || st_log_read(o->log, o->count - 1, 1, &pg) != 0)
+        return;
+    if (pg->n == 1) {
+        json_t *e = json_loadb((const char *)rt_buf_data(pg->bytes) + pg->ev[0].off, pg->ev[0].len,
+                               0, NULL);
+        const char *t = json_string_value(json_object_get(e, "timestamp"));
+        if (t != NULL)
+            snprintf(o->updated, sizeof(o->updated), "%s", t);
+        json_decref(e);
+    }
+    st_page_free(pg);
+}
+
 static void open_work(uv_work_t *req)
 {
     open_job *j = req->data;
@@ -217,6 +234,7 @@ static void open_work(uv_work_t *req)
         return;
     }
     o->count = st_log_count(o->log);
+    last_timestamp(o);
     uint64_t from = load_checkpoint(o);
     r = replay(o, from);
     if (r < 0) {

@@ -104,6 +104,7 @@ typedef struct conv {
     gate *gc; /* committed: everything durable */
     conv_status status, status_c;
     uint64_t count_c; /* durable events */
+    char updated[40]; /* the last durable event's timestamp */
     unit *uhead, *utail, *tentative;
     held *holds;
     size_t nholds;
@@ -928,8 +929,7 @@ static void append_array(conv *c, ev *evs, size_t n, rt_promise *reply)
         return;
     }
     json_t *text;
-    json_array_foreach(observed, i, text)
-        record_violation(c, json_string_value(text));
+    json_array_foreach(observed, i, text) record_violation(c, json_string_value(text));
     json_decref(observed);
     if (user_msg)
         back_to_idle(c);
@@ -1064,6 +1064,8 @@ static void on_stored_msg(conv *c, uint64_t first)
         publish(c, first + i, &it->e, it->bytes);
     }
     c->count_c = first + u->n;
+    if (u->n > 0 && u->items[u->n - 1].e.timestamp != NULL)
+        snprintf(c->updated, sizeof(c->updated), "%s", u->items[u->n - 1].e.timestamp);
     if (u->reply_kind == REPLY_SUCCESS)
         reply_json(&u->reply, 200, json_pack("{s:b}", "success", 1));
     else
@@ -1328,6 +1330,7 @@ static void on_opened(conv *c, conv_opened *o)
     c->g = gate_clone(c->gc);
     c->status = c->status_c = o->status;
     c->count_c = o->count;
+    memcpy(c->updated, o->updated, sizeof(c->updated));
     c->open = true;
     size_t i;
     json_t *d;
@@ -1363,9 +1366,9 @@ static void on_opened(conv *c, conv_opened *o)
         for (size_t k = 0; calls != NULL && tools != NULL && k < n; k++) {
             ev e;
             offer_own(c,
-                      make_event(json_pack("{s:s, s:s, s:s, s:s, s:{s:s, s:b, s:s}, s:s}",
-                                           "source", "agent", "tool_name", tools[k],
-                                           "tool_call_id", calls[k], "error",
+                      make_event(json_pack("{s:s, s:s, s:s, s:s, s:{s:s, s:b, s:s}, s:s}", "source",
+                                           "agent", "tool_name", tools[k], "tool_call_id", calls[k],
+                                           "error",
                                            "A restart occurred while this tool was in progress; "
                                            "its result is lost.",
                                            "classification", "kind", "internal", "retryable", 0,
@@ -1486,9 +1489,10 @@ static void dispatch(conv *c, uint32_t kind, uint64_t arg, const rt_buf *buf, rt
         break;
     case CONV_STATUS:
         reply_json(reply, 200,
-                   json_pack("{s:s, s:I, s:i, s:I}", "status", conv_status_name(c->status),
+                   json_pack("{s:s, s:I, s:i, s:I, s:s*}", "status", conv_status_name(c->status),
                              "events", (json_int_t)c->count_c, "pending_tool_calls",
-                             (int)gate_pending_count(c->g), "gate_ns", (json_int_t)c->gate_ns));
+                             (int)gate_pending_count(c->g), "gate_ns", (json_int_t)c->gate_ns,
+                             "updated_at", c->updated[0] != '\0' ? c->updated : NULL));
         break;
     case CONV_STORED:
         on_stored_msg(c, arg);

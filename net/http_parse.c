@@ -335,6 +335,11 @@ bool hp_wants_continue(hp_parser *p)
     return true;
 }
 
+bool hp_headers_in(const hp_parser *p)
+{
+    return p->headers_in && !p->done;
+}
+
 int hp_finish(hp_parser *p)
 {
     if (p->status != 0)

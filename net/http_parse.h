@@ -61,6 +61,9 @@ const hp_req *hp_request(const hp_parser *p);
  * body has not come yet: the server answers 100 Continue (once). */
 bool hp_wants_continue(hp_parser *p);
 
+/* The headers of the request being read are in (its body may not be). */
+bool hp_headers_in(const hp_parser *p);
+
 /* The peer closed its side: -1 if that cut a request short. */
 int hp_finish(hp_parser *p);
 

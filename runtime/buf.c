@@ -68,3 +68,17 @@ void rt_buf_unref(rt_buf *b)
         b->dtor(b->data, b->ctx);
     free(b);
 }
+
+static void free_dtor(void *data, void *ctx)
+{
+    (void)ctx;
+    free(data);
+}
+
+rt_buf *rt_buf_take(void *data, size_t len)
+{
+    rt_buf *b = rt_buf_wrap(data, len, free_dtor, NULL);
+    if (b == NULL)
+        free(data);
+    return b;
+}

@@ -36,6 +36,9 @@ rt_buf *rt_buf_copy(const void *data, size_t len);
  * last reference goes. dtor may be NULL for static memory. */
 rt_buf *rt_buf_wrap(void *data, size_t len, rt_buf_dtor dtor, void *ctx);
 
+/* A buffer over malloc'd memory it takes: freed with free(). NULL (and
+ * data freed) when out of memory. */
+rt_buf *rt_buf_take(void *data, size_t len);
 rt_buf *rt_buf_ref(rt_buf *b);
 void rt_buf_unref(rt_buf *b); /* NULL is ignored */
 

@@ -1,5 +1,6 @@
 /* parley.c - the public embedding API over the runtime and the store. */
 #include "parley.h"
+#include "parley_internal.h"
 
 #include "actors/conversation.h"
 #include "rt.h"
@@ -95,4 +96,19 @@ void pl_close(pl_instance *p)
     convs_free(p->convs);
     rt_runtime_free(p->rt);
     free(p);
+}
+
+rt_runtime *pl__runtime(pl_instance *p)
+{
+    return p->rt;
+}
+
+st_store *pl__store(pl_instance *p)
+{
+    return p->store;
+}
+
+convs *pl__convs(pl_instance *p)
+{
+    return p->convs;
 }

@@ -1,30 +1,42 @@
 /*
- * cmd_serve.c - `parley serve`: start the runtime on a local data directory
- * and run until SIGINT or SIGTERM, then stop cleanly and exit 0.
- *
- * The HTTP/WebSocket server lands in a later step; until then serve brings
- * up the worker loops and says so.
+ * cmd_serve.c - `parley serve`: the HTTP server on a local data directory,
+ * until SIGINT or SIGTERM; then it stops accepting, lets the requests in
+ * flight be answered, flushes the logs and exits 0.
  */
 #include "cli.h"
 
+#include "net/server.h"
 #include "runtime/parley.h"
+#include "runtime/parley_internal.h"
 #include "runtime/rt.h"
 
 #include "runtime/units.h"
 
 #include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
 #include <uv.h>
 
 static const char serve_usage[] =
-    "usage: parley serve [--data DIR] [--durability POLICY] [--workers N] [--log-level LEVEL]\n"
-    "                    [--defer-timeout DURATION] [--defer-max N]\n"
-    "                    [--hold-timeout DURATION] [--hold-max N]\n\n"
-    "Run parley on a local data directory until SIGINT or SIGTERM.\n\n"
+    "usage: parley serve [--data DIR] [--listen HOST:PORT] [--api-key KEY]\n"
+    "                    [--tls-cert FILE --tls-key FILE] [--durability POLICY] [--workers N]\n"
+    "                    [--log-level LEVEL] [limits...] [--defer-timeout DURATION]\n"
+    "                    [--defer-max N] [--hold-timeout DURATION] [--hold-max N]\n\n"
+    "Serve the conversations of a local data directory over HTTP (the OpenHands\n"
+    "agent-server API) until SIGINT or SIGTERM. The first line on stdout is\n"
+    "`listening on http://HOST:PORT`.\n\n"
     "  --data DIR           data directory, created if missing (default ./parley-data);\n"
     "                       one process at a time\n"
     "  --durability POLICY  full: acknowledge appends once fdatasync'ed (default);\n"
     "                       interval=DURATION: fdatasync every DURATION (e.g. 250ms);\n"
     "                       none: leave flushing to the kernel\n"
+    "  --listen HOST:PORT   address to serve on (default 127.0.0.1:8000; port 0 picks a\n"
+    "                       free one; [::1]:PORT for IPv6)\n"
+    "  --api-key KEY        require header X-Session-API-Key: KEY on /api/* (default:\n"
+    "                       $SESSION_API_KEY; none: no key needed)\n"
+    "  --tls-cert FILE, --tls-key FILE\n"
+    "                       serve HTTPS (TLS 1.2, AEAD suites) with this PEM certificate\n"
+    "                       chain and key\n"
     "  --workers N          worker loops (threads), 1..256 (default: number of cores)\n"
     "  --log-level LEVEL    debug, info, warn, error or off (default info, or $PARLEY_LOG)\n"
     "  --defer-timeout DURATION\n"
@@ -36,6 +48,16 @@ static const char serve_usage[] =
     "                       how long an event whose parent_id is not in the log yet waits\n"
     "                       for it (default 5s; at most 1h)\n"
     "  --hold-max N         events waiting so per conversation, 1..10000 (default 64)\n"
+    "limits (what a client controls):\n"
+    "  --max-body SIZE      request body bytes (default 16MiB; 413 beyond)\n"
+    "  --max-header SIZE    request line and header bytes (default 16KiB; 431 beyond)\n"
+    "  --max-connections N  open connections (default 10000; 503 beyond)\n"
+    "  --header-timeout DURATION\n"
+    "                       time from a request's first byte to its last header\n"
+    "                       (default 10s; 408 after)\n"
+    "  --idle-timeout DURATION\n"
+    "                       silence allowed between requests and inside a body\n"
+    "                       (default 60s)\n"
     "  -h, --help           show this help\n";
 
 /* A duration option, in milliseconds, from 1 ms to max_ms. */
@@ -49,6 +71,29 @@ static bool parse_duration(const char *opt, const char *val, uint64_t max_ms,
         return false;
     }
     *out = ms;
+    return true;
+}
+
+/* HOST:PORT, [V6]:PORT or :PORT. */
+static bool parse_listen(const char *v, char *host, size_t cap, int *port)
+{
+    const char *colon = strrchr(v, ':');
+    const char *h = v;
+    size_t hl = colon != NULL ? (size_t)(colon - v) : 0;
+    if (hl >= 2 && v[0] == '[' && v[hl - 1] == ']') {
+        h++;
+        hl -= 2;
+    }
+    if (colon == NULL || hl >= cap ||
+        !cli_parse_int("serve", "--listen port", colon + 1, 0, 65535, port)) {
+        cli_usage_error("serve",
+                        "--listen wants HOST:PORT (e.g. 127.0.0.1:8000, [::1]:0), not '%s'", v);
+        return false;
+    }
+    if (hl > 0) {
+        memcpy(host, h, hl);
+        host[hl] = '\0';
+    }
     return true;
 }
 
@@ -68,11 +113,24 @@ int cmd_serve(int argc, char **argv)
                                          {"defer-max", required_argument, NULL, 'M'},
                                          {"hold-timeout", required_argument, NULL, 't'},
                                          {"hold-max", required_argument, NULL, 'm'},
+                                         {"listen", required_argument, NULL, 'L'},
+                                         {"api-key", required_argument, NULL, 'k'},
+                                         {"tls-cert", required_argument, NULL, 'C'},
+                                         {"tls-key", required_argument, NULL, 'K'},
+                                         {"max-body", required_argument, NULL, 'B'},
+                                         {"max-header", required_argument, NULL, 'H'},
+                                         {"max-connections", required_argument, NULL, 'N'},
+                                         {"header-timeout", required_argument, NULL, 'U'},
+                                         {"idle-timeout", required_argument, NULL, 'I'},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
     const char *data = "parley-data", *durability = "full";
     int workers = 0, c, n;
     pl_options po = {0};
+    net_server_opts so = {.port = 8000, .api_key = getenv("SESSION_API_KEY")};
+    char host[256] = "127.0.0.1";
+    unsigned long long ms;
+    uint64_t bytes;
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
@@ -112,6 +170,38 @@ int cmd_serve(int argc, char **argv)
             rt_log_set_level((rt_log_level)l);
             break;
         }
+        case 'L':
+            if (!parse_listen(optarg, host, sizeof(host), &so.port))
+                return CLI_USAGE;
+            break;
+        case 'k':
+            so.api_key = optarg;
+            break;
+        case 'C':
+            so.tls_cert = optarg;
+            break;
+        case 'K':
+            so.tls_key = optarg;
+            break;
+        case 'B':
+        case 'H':
+            if (rt_parse_bytes(optarg, &bytes) != 0 || bytes < 1024 || bytes > (1ull << 30))
+                return cli_usage_error("serve", "%s wants a size from 1KiB to 1GiB, not '%s'",
+                                       c == 'B' ? "--max-body" : "--max-header", optarg);
+            *(c == 'B' ? &so.body_bytes : &so.header_bytes) = (size_t)bytes;
+            break;
+        case 'N':
+            if (!cli_parse_int("serve", "--max-connections", optarg, 1, 1000000, &n))
+                return CLI_USAGE;
+            so.max_conns = (unsigned)n;
+            break;
+        case 'U':
+        case 'I':
+            if (!parse_duration(c == 'U' ? "--header-timeout" : "--idle-timeout", optarg,
+                                3600 * 1000ull, &ms))
+                return CLI_USAGE;
+            *(c == 'U' ? &so.header_timeout_ms : &so.idle_timeout_ms) = ms;
+            break;
         case 'h':
             fputs(serve_usage, stdout);
             return CLI_OK;
@@ -121,6 +211,8 @@ int cmd_serve(int argc, char **argv)
     }
     if (optind < argc)
         return cli_usage_error("serve", "unexpected argument '%s'", argv[optind]);
+    if ((so.tls_cert == NULL) != (so.tls_key == NULL))
+        return cli_usage_error("serve", "HTTPS needs both --tls-cert and --tls-key");
 
     pl_instance *p;
     char err[512];
@@ -134,6 +226,14 @@ int cmd_serve(int argc, char **argv)
         fprintf(stderr, "parley serve: %s\n", err[0] ? err : pl_strerror(r));
         return CLI_FAIL;
     }
+    so.host = host;
+    net_server *srv;
+    r = net_server_start(pl__runtime(p), pl__store(p), pl__convs(p), &so, &srv, err, sizeof(err));
+    if (r < 0) {
+        fprintf(stderr, "parley serve: %s\n", err);
+        pl_close(p);
+        return r == RT_EINVAL ? CLI_USAGE : CLI_FAIL;
+    }
     uv_loop_t main_loop;
     uv_signal_t sigint, sigterm;
     uv_loop_init(&main_loop);
@@ -143,15 +243,17 @@ int cmd_serve(int argc, char **argv)
     uv_signal_start(&sigterm, on_signal, SIGTERM);
     /* announced only once the signals are ours: a script that waits for this
      * line and then sends SIGTERM must get a clean stop */
-    printf("parley %s: runtime up with %d worker loops, data directory %s "
-           "(%zu conversations, durability %s)\n"
-           "no network server yet: the HTTP API arrives in a later release. "
-           "Stop with Ctrl-C.\n",
-           pl_version(), pl_workers(p), data, pl_conversations(p), durability);
+    printf("listening on %s\n", net_server_url(srv));
     fflush(stdout);
+    rt_log(RT_LOG_INFO, "serve",
+           "version=%s url=%s workers=%d data=%s conversations=%zu durability=%s auth=%s",
+           pl_version(), net_server_url(srv), pl_workers(p), data, pl_conversations(p), durability,
+           so.api_key != NULL && so.api_key[0] != '\0' ? "api-key" : "none");
     uv_run(&main_loop, UV_RUN_DEFAULT);
 
+    net_server_stop(srv, 10000);
     pl_close(p);
+    net_server_free(srv);
     uv_close((uv_handle_t *)&sigint, NULL);
     uv_close((uv_handle_t *)&sigterm, NULL);
     uv_run(&main_loop, UV_RUN_DEFAULT);

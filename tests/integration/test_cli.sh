@@ -38,14 +38,24 @@ expect_status 2 "$PARLEY" bench nothing
 expect_status 2 "$PARLEY" bench runtime --runs 0
 [ "$(wc -l <"$TEST_TMP/err")" -eq 1 ] || fail "usage errors must be one line: $(cat "$TEST_TMP/err")"
 
+expect_status 2 "$PARLEY" serve --listen nowhere
+expect_status 2 "$PARLEY" serve --listen 127.0.0.1:70000
+expect_status 2 "$PARLEY" serve --max-body lots
+expect_status 2 "$PARLEY" serve --idle-timeout 0
+expect_status 2 "$PARLEY" serve --tls-cert /nonexistent/cert.pem --listen 127.0.0.1:0
+expect_grep "needs both --tls-cert and --tls-key" "$TEST_TMP/err"
+expect_status 1 "$PARLEY" serve --data "$TEST_TMP/tls" --tls-cert /nonexistent/c.pem \
+    --tls-key /nonexistent/k.pem --listen 127.0.0.1:0
+expect_grep "/nonexistent/c.pem" "$TEST_TMP/err"
+
 # serve: waits for the announcement on stdout (no sleeping), then a signal.
 for sig in TERM INT; do
     data="$TEST_TMP/data-$sig"
     coproc SRV { exec "$PARLEY" serve --data "$data" --workers 2 --log-level warn \
-        --defer-timeout 90s --defer-max 8 --hold-timeout 250ms --hold-max 8; }
+        --listen 127.0.0.1:0 --defer-timeout 90s --defer-max 8 --hold-timeout 250ms --hold-max 8; }
     pid=$SRV_PID
     read -r -t 60 -u "${SRV[0]}" line || fail "serve printed nothing within 60 s"
-    [[ "$line" == *"runtime up with 2 worker loops"* ]] || fail "unexpected first line: $line"
+    [[ "$line" =~ ^listening\ on\ http://127\.0\.0\.1:[0-9]+$ ]] || fail "unexpected first line: $line"
     [ -d "$data" ] || fail "serve did not create its data directory"
     kill -"$sig" "$pid"
     rc=0
@@ -60,10 +70,11 @@ expect_grep "cannot create $TEST_TMP/file/sub: Not a directory" "$TEST_TMP/err"
 
 # one server per data directory: a second one says who has it
 data="$TEST_TMP/shared"
-coproc SRV { exec "$PARLEY" serve --data "$data" --durability interval=50ms --log-level warn; }
+coproc SRV { exec "$PARLEY" serve --data "$data" --durability interval=50ms --log-level warn \
+    --listen 127.0.0.1:0; }
 read -r -t 60 -u "${SRV[0]}" line || fail "serve printed nothing within 60 s"
-[[ "$line" == *"durability interval=50ms"* ]] || fail "unexpected first line: $line"
-expect_status 1 "$PARLEY" serve --data "$data"
+[[ "$line" == "listening on http://127.0.0.1:"* ]] || fail "unexpected first line: $line"
+expect_status 1 "$PARLEY" serve --data "$data" --listen 127.0.0.1:0
 expect_grep "data directory $data is in use by another process \\(pid $SRV_PID\\)" "$TEST_TMP/err"
 kill -TERM "$SRV_PID"
 wait "$SRV_PID" || fail "serve did not stop cleanly"

@@ -1,0 +1,204 @@
+/*
+ * api.c - from a routed request to its handler: route errors, the API key,
+ * the query string, and reading JSON bodies.
+ */
+#include "api.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Constant time in the length of the key we hold: a peer learns nothing
+ * from how long a wrong guess took. */
+static bool key_ok(const net_api *a, const char *given)
+{
+    if (given == NULL)
+        return false;
+    size_t n = strlen(given);
+    unsigned char diff = n != a->api_key_len;
+    for (size_t i = 0; i < a->api_key_len; i++)
+        diff |= (unsigned char)a->api_key[i] ^ (unsigned char)(i < n ? given[i] : 0);
+    return diff == 0;
+}
+
+void net_api_handle(net_req *r)
+{
+    net_route *rt = &r->route;
+    if (net_route_match(r->http->method, r->http->target, rt) != 0 && rt->status != 422) {
+        net_reply_error(r, rt->status, "%s", rt->detail);
+        return;
+    }
+    bool api = strncmp(r->http->target, "/api/", 5) == 0;
+    if (api && r->api->api_key != NULL &&
+        !key_ok(r->api, hp_header_get(r->http, "x-session-api-key"))) {
+        net_reply_error(r, 401, "missing or wrong X-Session-API-Key header");
+        return;
+    }
+    if (rt->status != 0) {
+        net_reply_error(r, rt->status, "%s", rt->detail);
+        return;
+    }
+    char err[128];
+    if (net_query_parse(rt->query, rt->query_len, &r->query, err, sizeof(err)) != 0) {
+        net_reply_error(r, 400, "%s", err);
+        return;
+    }
+    switch (rt->id) {
+    case NET_R_ALIVE:
+    case NET_R_HEALTH:
+    case NET_R_READY:
+    case NET_R_SERVER_INFO:
+    case NET_R_METRICS:
+        net_api_info(r);
+        break;
+    case NET_R_EV_SEARCH:
+    case NET_R_EV_COUNT:
+    case NET_R_EV_GET:
+    case NET_R_EV_BATCH:
+    case NET_R_EV_POST:
+    case NET_R_EV_APPEND:
+        net_api_events(r);
+        break;
+    default:
+        net_api_conversations(r);
+        break;
+    }
+}
+
+json_t *net_req_json(net_req *r, const char *what)
+{
+    if (r->http->body == NULL || r->http->body_len == 0) {
+        net_reply_error(r, 422, "the request needs a JSON body: %s", what);
+        return NULL;
+    }
+    json_error_t e;
+    json_t *j = json_loadb((const char *)r->http->body, r->http->body_len, JSON_DECODE_ANY, &e);
+    if (j == NULL)
+        net_reply_error(r, 400, "the body is not valid UTF-8 JSON: %s (line %d, column %d)", e.text,
+                        e.line, e.column);
+    return j;
+}
+
+typedef struct work {
+    uv_work_t w;
+    net_req *r;
+    net_work_fn fn, then;
+    void (*arg_free)(void *);
+    net_outcome out;
+} work;
+
+static void work_run(uv_work_t *w)
+{
+    work *k = w->data;
+    k->fn(k->r, &k->out);
+}
+
+static void work_done(uv_work_t *w, int status)
+{
+    work *k = w->data;
+    net_req *r = k->r;
+    if (status < 0)
+        net_fail(&k->out, 503, "the server is stopping");
+    if (k->then != NULL && status == 0) {
+        k->then(r, &k->out);
+        if (k->arg_free != NULL)
+            k->arg_free(k->out.arg);
+        rt_buf_unref(k->out.body);
+        free(k);
+        return;
+    }
+    if (k->arg_free != NULL)
+        k->arg_free(k->out.arg);
+    if (k->out.body != NULL)
+        net_reply(r, k->out.status, k->out.body, NULL, NULL);
+    else
+        net_reply_error(r, k->out.status != 0 ? k->out.status : 500, "%s",
+                        k->out.detail[0] != '\0' ? k->out.detail : "internal error");
+    free(k);
+}
+
+void net_api_work(net_req *r, net_work_fn fn, void *arg, void (*arg_free)(void *))
+{
+    net_api_work_then(r, fn, arg, arg_free, NULL);
+}
+
+void net_api_work_then(net_req *r, net_work_fn fn, void *arg, void (*arg_free)(void *),
+                       net_work_fn then)
+{
+    work *k = calloc(1, sizeof(*k));
+    if (k == NULL) {
+        if (arg_free != NULL)
+            arg_free(arg);
+        net_reply_error(r, 503, "out of memory");
+        return;
+    }
+    k->w.data = k;
+    k->r = r;
+    k->fn = fn;
+    k->then = then;
+    k->arg_free = arg_free;
+    k->out.arg = arg;
+    if (uv_queue_work(r->loop, &k->w, work_run, work_done) < 0) {
+        if (arg_free != NULL)
+            arg_free(arg);
+        free(k);
+        net_reply_error(r, 503, "the server is stopping");
+    }
+}
+
+void net_fail(net_outcome *out, int status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(out->detail, sizeof(out->detail), fmt, ap);
+    va_end(ap);
+    out->status = status;
+}
+
+rt_buf *net_json_buf(json_t *j)
+{
+    char *s = json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY);
+    json_decref(j);
+    return s != NULL ? rt_buf_take(s, strlen(s)) : NULL;
+}
+
+void net_reply_actor(net_req *r, rt_msg *m)
+{
+    if (m->kind == RT_KIND_ERROR) {
+        if (m->status == RT_EFULL)
+            net_reply(r, 503,
+                      rt_buf_wrap((void *)"{\"detail\":\"the conversation is busy; retry\"}", 44,
+                                  NULL, NULL),
+                      NULL, "Retry-After: 1\r\n");
+        else
+            net_reply_error(r, m->status == RT_ETIMEDOUT ? 504 : 503,
+                            "the conversation did not answer: %s", rt_strerror(m->status));
+        return;
+    }
+    int status = (int)m->arg;
+    char extra[64] = "";
+    if (status == 503 && m->buf != NULL) {
+        json_t *j = json_loadb((const char *)rt_buf_data(m->buf), rt_buf_len(m->buf), 0, NULL);
+        json_int_t s = json_integer_value(json_object_get(j, "retry_after"));
+        snprintf(extra, sizeof(extra), "Retry-After: %lld\r\n", (long long)(s > 0 ? s : 1));
+        json_decref(j);
+    }
+    net_reply(r, status, m->buf != NULL ? rt_buf_ref(m->buf) : NULL, NULL,
+              extra[0] != '\0' ? extra : NULL);
+}
+
+rt_actor *net_conv_actor(net_req *r)
+{
+    rt_actor *a = NULL;
+    int e = convs_get(r->api->convs, &r->route.conv, &a);
+    if (e == -ENOENT) {
+        char id[37];
+        rt_uuid_dashed(&r->route.conv, id);
+        net_reply_error(r, 404, "Conversation not found: %s", id);
+    } else if (e < 0) {
+        net_reply_error(r, 503, "cannot start the conversation: %s", rt_strerror(e));
+    }
+    return e == 0 ? a : NULL;
+}

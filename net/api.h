@@ -1,0 +1,96 @@
+/*
+ * api.h - the REST API: what a routed request does, and how it answers.
+ *
+ * The connection hands each complete request to net_api_handle on its
+ * loop. A handler answers exactly once, at once or later (after an
+ * rt_call to a conversation actor, or a store read in the thread pool),
+ * with net_reply*; the request (its headers, body and query) stays valid
+ * until then. Errors are {"detail": "<one line>"} with the right status.
+ */
+#ifndef NET_API_H
+#define NET_API_H
+
+#include "actors/conversation.h"
+#include "http_parse.h"
+#include "query.h"
+#include "route.h"
+#include "runtime/rt.h"
+#include "store/store.h"
+
+#include <jansson.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+typedef struct net_api {
+    rt_runtime *rt;
+    st_store *store;
+    convs *convs;
+    const char *api_key; /* NULL: no auth */
+    size_t api_key_len;
+    uint64_t call_timeout_ms;
+    uint64_t started_ms; /* uv_hrtime at start, in ms */
+    bool tls;
+} net_api;
+
+typedef struct net_req {
+    net_api *api;
+    struct net_conn *conn;
+    uv_loop_t *loop;
+    const hp_req *http;
+    net_route route;
+    net_query query;
+    uint64_t t0_ns;
+    void *data; /* the handler's own state while it waits */
+} net_req;
+
+/* Route, authorize and run the request's handler. */
+void net_api_handle(net_req *r);
+
+/* Answer: status, body bytes (taken; NULL for none) as application/json
+ * unless ctype says otherwise, extra header lines ("Name: v\r\n", or NULL). */
+void net_reply(net_req *r, int status, rt_buf *body, const char *ctype, const char *extra);
+/* Answer with a JSON value (its reference is taken), compact. */
+void net_reply_json(net_req *r, int status, json_t *body);
+/* Answer {"detail": "<printf>"}. */
+void net_reply_error(net_req *r, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Blocking work (store reads, meta writes) runs in the loop's thread pool:
+ * fn fills the outcome there, and the request is answered with it back on
+ * the loop. fn must not call net_reply. */
+typedef struct net_outcome {
+    int status;
+    rt_buf *body;     /* taken; or NULL with detail set */
+    char detail[256]; /* answered as {"detail"} when body is NULL */
+    void *arg;        /* the caller's */
+} net_outcome;
+typedef void (*net_work_fn)(net_req *r, net_outcome *out);
+/* arg is handed to fn in out->arg; freed with arg_free (may be NULL) after. */
+void net_api_work(net_req *r, net_work_fn fn, void *arg, void (*arg_free)(void *));
+/* The same, but `then` runs on the loop with the outcome instead of the
+ * answer, and answers itself (a body it does not take is freed after). */
+void net_api_work_then(net_req *r, net_work_fn fn, void *arg, void (*arg_free)(void *),
+                       net_work_fn then);
+/* Sets out->status and out->detail. */
+void net_fail(net_outcome *out, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* A JSON value (taken) as an answer body; NULL if it cannot be encoded. */
+rt_buf *net_json_buf(json_t *j);
+/* The answer to an actor's CONV_RESULT or error reply, passed through. */
+void net_reply_actor(net_req *r, rt_msg *m);
+/* The conversation's actor, or an answer (404 unknown, 503) and NULL. */
+rt_actor *net_conv_actor(net_req *r);
+
+/* The handlers, by area (api_*.c). */
+void net_api_info(net_req *r);          /* /alive /health /ready /server_info /metrics */
+void net_api_conversations(net_req *r); /* /api/conversations... */
+void net_api_events(net_req *r);        /* /api/conversations/{id}/events... */
+
+/* The request's body as a JSON value (valid UTF-8, one value, no trailing
+ * bytes); NULL after answering 400/415/422 saying why. `what` names the
+ * expected shape in errors ("an event object or an array"). */
+json_t *net_req_json(net_req *r, const char *what);
+
+#endif

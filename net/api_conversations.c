@@ -1,0 +1,669 @@
+/*
+ * api_conversations.c - /api/conversations: create, get, list, search,
+ * count, update, delete, run, pause, interrupt.
+ *
+ * A conversation's info (ConversationInfo) is its stored meta (what the
+ * creator sent, plus id, created_at, title and tags) with what its actor
+ * knows now: execution_status and updated_at (its last event's time). So
+ * asking about a conversation starts its actor (opening its log from the
+ * last checkpoint); lists ask all of theirs at once and answer when the
+ * last one has. Searches sorted by creation without a status filter ask
+ * only the page's conversations; the others (status filter, sort by
+ * update) ask every conversation: O(conversations), as upstream.
+ */
+#include "api.h"
+
+#include "actors/event.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+
+enum { LIMIT_MAX = 100, TITLE_MAX = 200 };
+
+static const char ok_body[] = "{\"success\":true}";
+
+static void now_ts(char out[32])
+{
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    ev_format_timestamp((long long)tv.tv_sec, (long)tv.tv_usec, out);
+}
+
+/* The stored meta, parsed; NULL if the conversation is gone. */
+static json_t *meta_of(st_store *s, const rt_uuid *id)
+{
+    st_conv *sc;
+    if (st_conv_get(s, id, &sc) != 0)
+        return NULL;
+    rt_buf *m = st_conv_meta(sc);
+    st_conv_release(sc);
+    json_t *j = m != NULL ? json_loadb((const char *)rt_buf_data(m), rt_buf_len(m), 0, NULL) : NULL;
+    rt_buf_unref(m);
+    if (!json_is_object(j)) {
+        json_decref(j);
+        j = json_object();
+    }
+    char dashed[37];
+    rt_uuid_dashed(id, dashed);
+    json_object_set_new(j, "id", json_string(dashed));
+    return j;
+}
+
+/* ---- asking many conversations for their status ---------------------------- */
+
+typedef struct gather gather;
+typedef void (*gather_fn)(gather *g);
+
+struct gather {
+    net_req *r;
+    size_t n, pending;
+    rt_uuid *ids;
+    json_t **info; /* per id: the info, or NULL (gone) */
+    gather_fn done;
+    bool started;
+    void *arg;
+};
+
+typedef struct ask {
+    gather *g;
+    size_t i;
+} ask;
+
+static void gather_free(gather *g)
+{
+    for (size_t i = 0; i < g->n; i++)
+        json_decref(g->info[i]);
+    free(g->info);
+    free(g->ids);
+    free(g);
+}
+
+static void gather_check(gather *g)
+{
+    if (g->started && g->pending == 0)
+        g->done(g);
+}
+
+static void on_status(void *ctx, rt_msg *m)
+{
+    ask *a = ctx;
+    gather *g = a->g;
+    size_t i = a->i;
+    free(a);
+    if (m->kind == CONV_RESULT && m->arg == 200 && m->buf != NULL) {
+        json_t *st = json_loadb((const char *)rt_buf_data(m->buf), rt_buf_len(m->buf), 0, NULL);
+        json_t *info = meta_of(g->r->api->store, &g->ids[i]);
+        if (info != NULL && st != NULL) {
+            json_object_set(info, "execution_status", json_object_get(st, "status"));
+            json_t *u = json_object_get(st, "updated_at");
+            json_object_set(info, "updated_at",
+                            u != NULL ? u : json_object_get(info, "created_at"));
+            g->info[i] = info;
+        } else {
+            json_decref(info);
+        }
+        json_decref(st);
+    }
+    g->pending--;
+    gather_check(g);
+}
+
+/* Ask each conversation of ids (taken) for its info; done runs once all
+ * have answered (perhaps before this returns). NULL if out of memory. */
+static void gather_start(net_req *r, rt_uuid *ids, size_t n, gather_fn done, void *arg)
+{
+    gather *g = calloc(1, sizeof(*g));
+    if (g == NULL || (g->info = calloc(n + 1, sizeof(json_t *))) == NULL) {
+        free(g);
+        free(ids);
+        net_reply_error(r, 503, "out of memory");
+        return;
+    }
+    g->r = r;
+    g->n = n;
+    g->ids = ids;
+    g->done = done;
+    g->arg = arg;
+    for (size_t i = 0; i < n; i++) {
+        rt_actor *actor;
+        ask *a;
+        if (convs_get(r->api->convs, &ids[i], &actor) != 0)
+            continue;
+        if ((a = malloc(sizeof(*a))) == NULL) {
+            rt_actor_unref(actor);
+            continue;
+        }
+        *a = (ask){g, i};
+        g->pending++;
+        if (rt_call(r->api->rt, RT_LOOP_ANY, actor, CONV_STATUS, 0, NULL, r->api->call_timeout_ms,
+                    on_status, a) < 0) {
+            g->pending--;
+            free(a);
+        }
+        rt_actor_unref(actor);
+    }
+    g->started = true;
+    gather_check(g);
+}
+
+static rt_uuid *one_id(const rt_uuid *id)
+{
+    rt_uuid *ids = malloc(sizeof(*ids));
+    if (ids != NULL)
+        *ids = *id;
+    return ids;
+}
+
+/* ---- get one, get many ------------------------------------------------------- */
+
+static void got_one(gather *g)
+{
+    net_req *r = g->r;
+    json_t *info = g->info[0];
+    g->info[0] = NULL;
+    int status = (int)(intptr_t)g->arg;
+    char id[37];
+    rt_uuid_dashed(&g->ids[0], id);
+    gather_free(g);
+    if (info == NULL) {
+        net_reply_error(r, 404, "Conversation not found: %s", id);
+        return;
+    }
+    net_reply_json(r, status, info);
+}
+
+static void get_one(net_req *r, const rt_uuid *id, int status)
+{
+    rt_uuid *ids = one_id(id);
+    if (ids == NULL) {
+        net_reply_error(r, 503, "out of memory");
+        return;
+    }
+    gather_start(r, ids, 1, got_one, (void *)(intptr_t)status);
+}
+
+static void got_many(gather *g)
+{
+    json_t *list = json_array();
+    for (size_t i = 0; i < g->n; i++) {
+        json_array_append_new(list, g->info[i] != NULL ? g->info[i] : json_null());
+        g->info[i] = NULL;
+    }
+    net_req *r = g->r;
+    gather_free(g);
+    net_reply_json(r, 200, list);
+}
+
+static void get_many(net_req *r)
+{
+    size_t n = 0;
+    while (net_query_nth(&r->query, "ids", n) != NULL)
+        n++;
+    if (n >= LIMIT_MAX) {
+        net_reply_error(r, 422, "ids: fewer than %d conversation ids, please", LIMIT_MAX);
+        return;
+    }
+    rt_uuid *ids = calloc(n + 1, sizeof(*ids));
+    if (ids == NULL) {
+        net_reply_error(r, 503, "out of memory");
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const char *v = net_query_nth(&r->query, "ids", i);
+        if (!rt_uuid_parse(v, strlen(v), &ids[i])) {
+            free(ids);
+            net_reply_error(r, 422, "ids: '%.60s' is not a conversation id (a UUID)", v);
+            return;
+        }
+    }
+    gather_start(r, ids, n, got_many, NULL);
+}
+
+/* ---- search and count ------------------------------------------------------------- */
+
+typedef enum { BY_CREATED, BY_UPDATED } sort_key;
+
+typedef struct listing {
+    int status; /* -1: any */
+    sort_key key;
+    bool desc;
+    long limit;
+    bool has_page;
+    rt_uuid page;
+    bool count_only;
+} listing;
+
+static int parse_listing(net_req *r, listing *l, bool count_only)
+{
+    const net_query *q = &r->query;
+    *l = (listing){
+        .status = -1, .key = BY_CREATED, .desc = true, .limit = 100, .count_only = count_only};
+    const char *v;
+    if ((v = net_query_get(q, "status")) != NULL && (l->status = conv_status_parse(v)) < 0) {
+        net_reply_error(r, 422,
+                        "status must be an execution status (idle, running, ...), not '%.40s'", v);
+        return -1;
+    }
+    if (count_only)
+        return 0;
+    if ((v = net_query_get(q, "sort_order")) != NULL) {
+        if (strcmp(v, "CREATED_AT") == 0)
+            l->desc = false;
+        else if (strcmp(v, "UPDATED_AT") == 0)
+            l->key = BY_UPDATED, l->desc = false;
+        else if (strcmp(v, "UPDATED_AT_DESC") == 0)
+            l->key = BY_UPDATED;
+        else if (strcmp(v, "CREATED_AT_DESC") != 0) {
+            net_reply_error(r, 422,
+                            "sort_order must be CREATED_AT, CREATED_AT_DESC, UPDATED_AT or "
+                            "UPDATED_AT_DESC, not '%.40s'",
+                            v);
+            return -1;
+        }
+    }
+    if ((v = net_query_get(q, "limit")) != NULL) {
+        char *end;
+        l->limit = strtol(v, &end, 10);
+        if (end == v || *end != '\0' || l->limit < 1 || l->limit > LIMIT_MAX) {
+            net_reply_error(r, 422, "limit must be an integer from 1 to %d, not '%.40s'", LIMIT_MAX,
+                            v);
+            return -1;
+        }
+    }
+    if ((v = net_query_get(q, "page_id")) != NULL && v[0] != '\0') {
+        if (!rt_uuid_parse(v, strlen(v), &l->page)) {
+            net_reply_error(r, 422, "page_id must be a conversation id, not '%.60s'", v);
+            return -1;
+        }
+        l->has_page = true;
+    }
+    return 0;
+}
+
+typedef struct entry {
+    json_t *info;
+    const char *key; /* created_at or updated_at */
+    rt_uuid id;
+} entry;
+
+static int cmp_asc(const void *a, const void *b)
+{
+    const entry *x = a, *y = b;
+    int c = strcmp(x->key != NULL ? x->key : "", y->key != NULL ? y->key : "");
+    return c != 0 ? c : memcmp(x->id.b, y->id.b, sizeof(x->id.b));
+}
+
+static int cmp_desc(const void *a, const void *b)
+{
+    return cmp_asc(b, a);
+}
+
+static void listed(gather *g)
+{
+    net_req *r = g->r;
+    listing *l = g->arg;
+    entry *es = calloc(g->n + 1, sizeof(*es));
+    size_t n = 0;
+    for (size_t i = 0; es != NULL && i < g->n; i++) {
+        json_t *info = g->info[i];
+        if (info == NULL)
+            continue;
+        const char *st = json_string_value(json_object_get(info, "execution_status"));
+        if (l->status >= 0 && (st == NULL || conv_status_parse(st) != l->status))
+            continue;
+        es[n++] = (entry){info,
+                          json_string_value(json_object_get(
+                              info, l->key == BY_CREATED ? "created_at" : "updated_at")),
+                          g->ids[i]};
+    }
+    if (es == NULL) {
+        gather_free(g);
+        free(l);
+        net_reply_error(r, 503, "out of memory");
+        return;
+    }
+    if (l->count_only) {
+        free(es);
+        gather_free(g);
+        free(l);
+        net_reply_json(r, 200, json_integer((json_int_t)n));
+        return;
+    }
+    qsort(es, n, sizeof(*es), l->desc ? cmp_desc : cmp_asc);
+    size_t start = 0;
+    if (l->has_page) /* inclusive; an unknown cursor starts from the top */
+        for (size_t i = 0; i < n; i++)
+            if (rt_uuid_eq(&es[i].id, &l->page)) {
+                start = i;
+                break;
+            }
+    json_t *items = json_array();
+    size_t end = start + (size_t)l->limit < n ? start + (size_t)l->limit : n;
+    for (size_t i = start; i < end; i++)
+        json_array_append(items, es[i].info);
+    char next[33];
+    if (end < n)
+        rt_uuid_hex(&es[end].id, next);
+    json_t *body = json_pack("{s:o, s:s?}", "items", items, "next_page_id", end < n ? next : NULL);
+    free(es);
+    gather_free(g);
+    free(l);
+    net_reply_json(r, 200, body);
+}
+
+static void list(net_req *r, bool count_only)
+{
+    listing *l = malloc(sizeof(*l));
+    if (l == NULL) {
+        net_reply_error(r, 503, "out of memory");
+        return;
+    }
+    if (parse_listing(r, l, count_only) < 0) {
+        free(l);
+        return;
+    }
+    if (count_only && l->status < 0) {
+        free(l);
+        net_reply_json(r, 200, json_integer((json_int_t)st_store_count(r->api->store)));
+        return;
+    }
+    rt_uuid *ids;
+    size_t n;
+    if (st_store_list(r->api->store, &ids, &n) != 0) {
+        free(l);
+        net_reply_error(r, 503, "out of memory");
+        return;
+    }
+    gather_start(r, ids, n, listed, l);
+}
+
+/* ---- create --------------------------------------------------------------------------- */
+
+typedef struct creation {
+    rt_uuid id;
+    rt_buf *meta;
+    json_t *initial; /* the user message to post, or NULL */
+    bool created;
+    rt_actor *actor;
+} creation;
+
+static void creation_free(creation *c)
+{
+    rt_buf_unref(c->meta);
+    json_decref(c->initial);
+    rt_actor_unref(c->actor);
+    free(c);
+}
+
+static const char *check_fields(json_t *b)
+{
+    json_t *v;
+    if (!json_is_object(b))
+        return "the body must be a JSON object (a StartConversationRequest)";
+    if ((v = json_object_get(b, "title")) != NULL && !json_is_null(v) &&
+        (!json_is_string(v) || json_string_length(v) < 1 || json_string_length(v) > TITLE_MAX))
+        return "title must be a string of 1 to 200 characters";
+    if ((v = json_object_get(b, "tags")) != NULL && !json_is_null(v)) {
+        const char *k;
+        json_t *t;
+        if (!json_is_object(v))
+            return "tags must be an object of strings";
+        json_object_foreach(v, k, t)
+        {
+            if (!json_is_string(t))
+                return "tags must be an object of strings";
+        }
+    }
+    if ((v = json_object_get(b, "max_iterations")) != NULL &&
+        (!json_is_integer(v) || json_integer_value(v) < 1))
+        return "max_iterations must be a positive integer";
+    if ((v = json_object_get(b, "stuck_detection")) != NULL && !json_is_boolean(v))
+        return "stuck_detection must be true or false";
+    if ((v = json_object_get(b, "initial_message")) != NULL && !json_is_null(v) &&
+        (!json_is_object(v) || !json_is_array(json_object_get(v, "content"))))
+        return "initial_message must be an object with a content list";
+    return NULL;
+}
+
+/* In the thread pool: creating writes meta.json durably. */
+static void create_work(net_req *r, net_outcome *out)
+{
+    creation *c = r->data;
+    int e = convs_create(r->api->convs, &c->id, rt_buf_ref(c->meta), &c->actor, &c->created);
+    if (e < 0)
+        net_fail(out, 500, "cannot create the conversation: %s", strerror(-e));
+}
+
+static void create_finish(net_req *r)
+{
+    creation *c = r->data;
+    int status = c->created ? 201 : 200;
+    rt_uuid id = c->id;
+    r->data = NULL;
+    creation_free(c);
+    get_one(r, &id, status);
+}
+
+static void after_run(void *ctx, rt_msg *m)
+{
+    (void)m; /* a run that cannot start leaves the status as it is */
+    create_finish(ctx);
+}
+
+static void after_initial(void *ctx, rt_msg *m)
+{
+    net_req *r = ctx;
+    creation *c = r->data;
+    if (m->kind != CONV_RESULT || (m->arg != 201 && m->arg != 202)) {
+        r->data = NULL;
+        creation_free(c);
+        net_reply_actor(r, m);
+        return;
+    }
+    /* upstream always starts a run with an initial message */
+    if (rt_call(r->api->rt, RT_LOOP_ANY, c->actor, CONV_CONTROL, CONV_RUN, NULL,
+                r->api->call_timeout_ms, after_run, r) < 0)
+        create_finish(r);
+}
+
+static void created(net_req *r, net_outcome *out)
+{
+    creation *c = r->data;
+    if (c->actor == NULL) {
+        r->data = NULL;
+        creation_free(c);
+        net_reply_error(r, out->status ? out->status : 500, "%s", out->detail);
+        return;
+    }
+    if (c->created && c->initial != NULL) {
+        json_t *role = json_object_get(c->initial, "role");
+        json_t *msg = json_pack("{s:s, s:{s:s, s:O}, s:s}", "source", "user", "llm_message", "role",
+                                json_is_string(role) ? json_string_value(role) : "user", "content",
+                                json_object_get(c->initial, "content"), "kind", "MessageEvent");
+        rt_buf *b = net_json_buf(msg);
+        if (b != NULL && rt_call(r->api->rt, RT_LOOP_ANY, c->actor, CONV_APPEND, 0, b,
+                                 r->api->call_timeout_ms, after_initial, r) == 0)
+            return;
+        rt_buf_unref(b);
+    }
+    create_finish(r);
+}
+
+static void create(net_req *r)
+{
+    json_t *b = net_req_json(r, "a StartConversationRequest object");
+    if (b == NULL)
+        return;
+    const char *bad = check_fields(b);
+    creation *c = bad == NULL ? calloc(1, sizeof(*c)) : NULL;
+    json_t *id = json_object_get(b, "conversation_id");
+    if (bad == NULL && c == NULL)
+        bad = "out of memory";
+    else if (bad == NULL && id != NULL && !json_is_null(id) &&
+             (!json_is_string(id) ||
+              !rt_uuid_parse(json_string_value(id), json_string_length(id), &c->id)))
+        bad = "conversation_id must be a UUID (dashed or 32 hex digits)";
+    else if (bad == NULL && (id == NULL || json_is_null(id)) && rt_uuid_v4(&c->id) != 0)
+        bad = "cannot make an id";
+    if (bad != NULL) {
+        free(c);
+        json_decref(b);
+        net_reply_error(r, 422, "%s", bad);
+        return;
+    }
+    json_t *init = json_object_get(b, "initial_message");
+    c->initial = json_is_object(init) ? json_incref(init) : NULL;
+    json_object_del(b, "initial_message");
+    json_object_del(b, "conversation_id");
+    char dashed[37], ts[32];
+    rt_uuid_dashed(&c->id, dashed);
+    now_ts(ts);
+    json_object_set_new(b, "id", json_string(dashed));
+    json_object_set_new(b, "created_at", json_string(ts));
+    if (json_object_get(b, "max_iterations") == NULL)
+        json_object_set_new(b, "max_iterations", json_integer(500));
+    if (json_object_get(b, "stuck_detection") == NULL)
+        json_object_set_new(b, "stuck_detection", json_true());
+    if (json_object_get(b, "confirmation_policy") == NULL)
+        json_object_set_new(b, "confirmation_policy", json_pack("{s:s}", "kind", "NeverConfirm"));
+    if (!json_is_object(json_object_get(b, "tags")))
+        json_object_set_new(b, "tags", json_object());
+    if (json_is_null(json_object_get(b, "title")))
+        json_object_del(b, "title");
+    c->meta = net_json_buf(b);
+    if (c->meta == NULL) {
+        creation_free(c);
+        net_reply_error(r, 503, "out of memory");
+        return;
+    }
+    r->data = c;
+    net_api_work_then(r, create_work, NULL, NULL, created);
+}
+
+/* ---- update -------------------------------------------------------------------------- */
+
+static void patch_work(net_req *r, net_outcome *out)
+{
+    json_t *changes = out->arg;
+    char dashed[37];
+    rt_uuid_dashed(&r->route.conv, dashed);
+    st_conv *sc;
+    if (st_conv_get(r->api->store, &r->route.conv, &sc) != 0) {
+        net_fail(out, 404, "Conversation not found: %s", dashed);
+        return;
+    }
+    rt_buf *m = st_conv_meta(sc);
+    json_t *meta =
+        m != NULL ? json_loadb((const char *)rt_buf_data(m), rt_buf_len(m), 0, NULL) : NULL;
+    rt_buf_unref(m);
+    if (!json_is_object(meta)) {
+        json_decref(meta);
+        meta = json_object();
+    }
+    json_object_update(meta, changes);
+    rt_buf *b = net_json_buf(meta);
+    int e = b != NULL ? st_conv_set_meta(sc, b) : -ENOMEM;
+    rt_buf_unref(b);
+    st_conv_release(sc);
+    if (e < 0) {
+        net_fail(out, e == -ENOENT ? 404 : 500, "cannot update conversation %s: %s", dashed,
+                 strerror(-e));
+        return;
+    }
+    out->status = 200;
+    out->body = rt_buf_wrap((void *)ok_body, sizeof(ok_body) - 1, NULL, NULL);
+}
+
+static void json_free(void *j)
+{
+    json_decref(j);
+}
+
+static void patch(net_req *r)
+{
+    json_t *b = net_req_json(r, "{\"title\"?: ..., \"tags\"?: {...}}");
+    if (b == NULL)
+        return;
+    const char *bad = check_fields(b), *k;
+    json_t *v;
+    json_t *changes = json_object();
+    if (bad == NULL) {
+        json_object_foreach(b, k, v)
+        {
+            if (strcmp(k, "title") != 0 && strcmp(k, "tags") != 0) {
+                bad = "only title and tags can be changed";
+                break;
+            }
+            if (!json_is_null(v))
+                json_object_set(changes, k, v);
+        }
+    }
+    json_decref(b);
+    if (bad != NULL) {
+        json_decref(changes);
+        net_reply_error(r, 422, "%s", bad);
+        return;
+    }
+    net_api_work(r, patch_work, changes, json_free);
+}
+
+/* ---- run, pause, interrupt, delete ------------------------------------------------------ */
+
+static void on_control(void *ctx, rt_msg *m)
+{
+    net_reply_actor(ctx, m);
+}
+
+static void control(net_req *r, conv_control what)
+{
+    rt_actor *a = net_conv_actor(r);
+    if (a == NULL)
+        return;
+    int e = rt_call(r->api->rt, RT_LOOP_ANY, a, CONV_CONTROL, what, NULL, r->api->call_timeout_ms,
+                    on_control, r);
+    rt_actor_unref(a);
+    if (e < 0)
+        net_reply_error(r, 503, "cannot reach the conversation: %s", rt_strerror(e));
+}
+
+void net_api_conversations(net_req *r)
+{
+    switch (r->route.id) {
+    case NET_R_CONV_CREATE:
+        create(r);
+        break;
+    case NET_R_CONV_BATCH:
+        get_many(r);
+        break;
+    case NET_R_CONV_SEARCH:
+        list(r, false);
+        break;
+    case NET_R_CONV_COUNT:
+        list(r, true);
+        break;
+    case NET_R_CONV_GET:
+        get_one(r, &r->route.conv, 200);
+        break;
+    case NET_R_CONV_PATCH:
+        patch(r);
+        break;
+    case NET_R_CONV_RUN:
+        control(r, CONV_RUN);
+        break;
+    case NET_R_CONV_PAUSE:
+        control(r, CONV_PAUSE);
+        break;
+    case NET_R_CONV_INTERRUPT:
+        control(r, CONV_INTERRUPT);
+        break;
+    case NET_R_CONV_DELETE:
+        net_reply_error(r, 501, "deleting conversations is not implemented yet");
+        break;
+    default:
+        net_reply_error(r, 404, "no such route");
+    }
+}

@@ -1,0 +1,484 @@
+/*
+ * api_events.c - /api/conversations/{id}/events: search, count, get,
+ * batch get, post a user message, and the producer route (append).
+ *
+ * Reads go straight to the store's log in the thread pool: the stored
+ * bytes are what every reader gets, so a page is the events' bytes joined,
+ * never re-encoded. Search walks the log from its cursor (an event id,
+ * inclusive) in the asked direction and costs what it reads: the page,
+ * plus what the filters skip, and never more than SCAN_MAX events per
+ * request (then next_page_id says where to go on). Writes go to the
+ * conversation actor, which answers once the events are durable.
+ */
+#include "api.h"
+
+#include "event_filter.h"
+#include "runtime/text.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum {
+    LIMIT_MAX = 100,
+    SCAN_MAX = 65536, /* events one search may read past its filters */
+    CHUNK = 128,      /* events read at a time */
+    BATCH_MAX = 100,
+};
+
+/* The conversation's log, held: 0, or an outcome (404) set. */
+static int open_log(net_req *r, net_outcome *out, st_conv **sc, st_log **log)
+{
+    char id[37];
+    rt_uuid_dashed(&r->route.conv, id);
+    int e = st_conv_get(r->api->store, &r->route.conv, sc);
+    if (e == 0 && (e = st_conv_log(*sc, log, NULL)) < 0)
+        st_conv_release(*sc);
+    if (e == -ENOENT)
+        net_fail(out, 404, "Conversation not found: %s", id);
+    else if (e < 0)
+        net_fail(out, 500, "cannot read conversation %s: %s", id, strerror(-e));
+    return e;
+}
+
+static rt_buf *text_buf(rt_text *t, net_outcome *out)
+{
+    if (t->failed) {
+        free(t->p);
+        net_fail(out, 500, "out of memory");
+        return NULL;
+    }
+    return rt_buf_take(t->p, t->len);
+}
+
+/* ---- search and count --------------------------------------------------------- */
+
+typedef struct scan {
+    st_log *log;
+    const net_event_filter *f;
+    bool desc;
+    uint64_t at;    /* the next index to read */
+    uint64_t count; /* events in the log when the scan began */
+    bool end;
+    st_page *pg;
+    uint32_t i;
+    uint64_t read, max; /* events examined; stop at max (0: never) */
+    bool capped;        /* stopped at max: ev is the next one not examined */
+} scan;
+
+/* The event the scan is at in its page (the next to examine). */
+static const st_event_ref *scan_peek(const scan *s)
+{
+    if (s->pg == NULL || s->i >= s->pg->n)
+        return NULL;
+    return &s->pg->ev[s->desc ? s->pg->n - 1 - s->i : s->i];
+}
+
+/* Read the next chunk; 0, 1 at the end, or a negative errno. */
+static int scan_fill(scan *s)
+{
+    st_page_free(s->pg);
+    s->pg = NULL;
+    s->i = 0;
+    if (s->end)
+        return 1;
+    uint64_t first;
+    uint32_t n;
+    if (s->desc) {
+        n = s->at + 1 < CHUNK ? (uint32_t)(s->at + 1) : CHUNK;
+        first = s->at + 1 - n;
+        s->end = first == 0;
+        s->at = first - 1;
+    } else {
+        first = s->at;
+        n = s->count - first < CHUNK ? (uint32_t)(s->count - first) : CHUNK;
+        s->at += n;
+        s->end = s->at >= s->count;
+    }
+    return st_log_read(s->log, first, n, &s->pg);
+}
+
+/* The next event that passes the filters; NULL at the end, when capped,
+ * or on a read error (*err). */
+static const st_event_ref *scan_next(scan *s, int *err)
+{
+    for (;;) {
+        const st_event_ref *e = scan_peek(s);
+        if (e == NULL) {
+            int r = scan_fill(s);
+            if (r < 0)
+                *err = r;
+            if (r != 0 || s->pg->n == 0)
+                return NULL;
+            continue;
+        }
+        if (s->max > 0 && s->read >= s->max) {
+            s->capped = true;
+            return NULL;
+        }
+        s->i++;
+        s->read++;
+        const char *base = (const char *)rt_buf_data(s->pg->bytes);
+        if (net_event_filter_match(s->f, base + e->off, e->len))
+            return e;
+    }
+}
+
+static void search(net_req *r, net_outcome *out)
+{
+    const net_query *q = &r->query;
+    char err[160];
+    net_event_filter f;
+    if (net_event_filter_parse(q, &f, err, sizeof(err)) < 0) {
+        net_fail(out, 422, "%s", err);
+        return;
+    }
+    long limit = 100;
+    const char *ls = net_query_get(q, "limit");
+    if (ls != NULL) {
+        char *end;
+        limit = strtol(ls, &end, 10);
+        if (*end != '\0' || end == ls || limit < 1 || limit > LIMIT_MAX) {
+            net_fail(out, 422, "limit must be an integer from 1 to %d, not '%.40s'", LIMIT_MAX, ls);
+            return;
+        }
+    }
+    const char *so = net_query_get(q, "sort_order");
+    bool desc = false;
+    if (so != NULL && strcmp(so, "TIMESTAMP_DESC") == 0)
+        desc = true;
+    else if (so != NULL && strcmp(so, "TIMESTAMP") != 0) {
+        net_fail(out, 422, "sort_order must be TIMESTAMP or TIMESTAMP_DESC, not '%.40s'", so);
+        return;
+    }
+    st_conv *sc;
+    st_log *log;
+    if (open_log(r, out, &sc, &log) < 0)
+        return;
+    scan s = {.log = log, .f = &f, .desc = desc, .count = st_log_count(log)};
+    s.at = desc ? s.count - 1 : 0;
+    s.end = s.count == 0;
+    const char *page = net_query_get(q, "page_id");
+    uint64_t at;
+    /* an unknown cursor starts from the beginning (or the end), as upstream */
+    if (page != NULL && page[0] != '\0' && st_log_find(log, page, strlen(page), &at) == 0 &&
+        at < s.count)
+        s.at = at;
+    s.max = f.any ? SCAN_MAX : 0;
+    rt_text t = {0};
+    rt_text_puts(&t, "{\"items\":[");
+    long n = 0;
+    int e = 0;
+    const st_event_ref *ev;
+    const char *next = NULL;
+    size_t next_len = 0;
+    char next_buf[NET_EVENT_ID_MAX + 1];
+    while ((ev = scan_next(&s, &e)) != NULL) {
+        const char *base = (const char *)rt_buf_data(s.pg->bytes);
+        if (n == limit) {
+            next = base + ev->id_off;
+            next_len = ev->id_len;
+            break;
+        }
+        if (n++ > 0)
+            rt_text_puts(&t, ",");
+        rt_text_put(&t, base + ev->off, ev->len);
+    }
+    if (s.capped && (ev = scan_peek(&s)) != NULL) {
+        /* the scan stops here; the next page starts at the first event it
+         * did not examine */
+        next = (const char *)rt_buf_data(s.pg->bytes) + ev->id_off;
+        next_len = ev->id_len;
+    }
+    if (next != NULL) {
+        memcpy(next_buf, next, next_len);
+        next_buf[next_len] = '\0';
+    }
+    st_page_free(s.pg);
+    st_conv_release(sc);
+    if (e < 0) {
+        free(t.p);
+        net_fail(out, 500, "cannot read the log: %s", strerror(-e));
+        return;
+    }
+    rt_text_puts(&t, "],\"next_page_id\":");
+    if (next != NULL)
+        rt_text_json_string(&t, next_buf, next_len);
+    else
+        rt_text_puts(&t, "null");
+    rt_text_puts(&t, "}");
+    out->status = 200;
+    out->body = text_buf(&t, out);
+}
+
+static void count(net_req *r, net_outcome *out)
+{
+    char err[160];
+    net_event_filter f;
+    if (net_event_filter_parse(&r->query, &f, err, sizeof(err)) < 0) {
+        net_fail(out, 422, "%s", err);
+        return;
+    }
+    st_conv *sc;
+    st_log *log;
+    if (open_log(r, out, &sc, &log) < 0)
+        return;
+    uint64_t n = 0;
+    int e = 0;
+    if (!f.any) {
+        n = st_log_count(log);
+    } else {
+        scan s = {.log = log, .f = &f, .count = st_log_count(log)};
+        s.end = s.count == 0;
+        while (scan_next(&s, &e) != NULL)
+            n++;
+        st_page_free(s.pg);
+    }
+    st_conv_release(sc);
+    if (e < 0) {
+        net_fail(out, 500, "cannot read the log: %s", strerror(-e));
+        return;
+    }
+    char num[32];
+    int len = snprintf(num, sizeof(num), "%llu", (unsigned long long)n);
+    out->status = 200;
+    out->body = rt_buf_copy(num, (size_t)len);
+}
+
+/* ---- get one, get many ----------------------------------------------------------- */
+
+/* The event's bytes appended to t (or "null"); 0, 1 if unknown, <0 on error. */
+static int put_event(rt_text *t, st_log *log, const char *id, bool null_if_unknown)
+{
+    uint64_t at;
+    st_page *pg;
+    if (st_log_find(log, id, strlen(id), &at) != 0) {
+        if (null_if_unknown)
+            rt_text_puts(t, "null");
+        return 1;
+    }
+    int e = st_log_read(log, at, 1, &pg);
+    if (e < 0)
+        return e;
+    uint32_t n = pg->n;
+    if (n == 1)
+        rt_text_put(t, (const char *)rt_buf_data(pg->bytes) + pg->ev[0].off, pg->ev[0].len);
+    else if (null_if_unknown)
+        rt_text_puts(t, "null");
+    st_page_free(pg);
+    return n == 1 ? 0 : 1;
+}
+
+static void get_one(net_req *r, net_outcome *out)
+{
+    st_conv *sc;
+    st_log *log;
+    if (open_log(r, out, &sc, &log) < 0)
+        return;
+    rt_text t = {0};
+    int e = put_event(&t, log, r->route.event_id, false);
+    st_conv_release(sc);
+    if (e != 0 || t.len == 0) {
+        free(t.p);
+        if (e < 0)
+            net_fail(out, 500, "cannot read the log: %s", strerror(-e));
+        else
+            net_fail(out, 404, "Event not found: %.200s", r->route.event_id);
+        return;
+    }
+    out->status = 200;
+    out->body = text_buf(&t, out);
+}
+
+static void get_many(net_req *r, net_outcome *out)
+{
+    json_t *ids = out->arg;
+    st_conv *sc;
+    st_log *log;
+    if (open_log(r, out, &sc, &log) < 0)
+        return;
+    rt_text t = {0};
+    rt_text_puts(&t, "[");
+    size_t i;
+    json_t *v;
+    int e = 0;
+    json_array_foreach(ids, i, v)
+    {
+        if (i > 0)
+            rt_text_puts(&t, ",");
+        if ((e = put_event(&t, log, json_string_value(v), true)) < 0)
+            break;
+    }
+    st_conv_release(sc);
+    rt_text_puts(&t, "]");
+    if (e < 0) {
+        free(t.p);
+        net_fail(out, 500, "cannot read the log: %s", strerror(-e));
+        return;
+    }
+    out->status = 200;
+    out->body = text_buf(&t, out);
+}
+
+static void json_free(void *j)
+{
+    json_decref(j);
+}
+
+static void batch(net_req *r)
+{
+    json_t *ids = json_array();
+    for (size_t i = 0; net_query_nth(&r->query, "event_ids", i) != NULL; i++)
+        json_array_append_new(ids, json_string(net_query_nth(&r->query, "event_ids", i)));
+    if (json_array_size(ids) == 0 && r->http->body_len > 0) {
+        json_decref(ids);
+        json_t *b = net_req_json(r, "{\"event_ids\": [...]} or a list of ids");
+        if (b == NULL)
+            return;
+        ids = json_is_array(b) ? json_incref(b) : json_incref(json_object_get(b, "event_ids"));
+        json_decref(b);
+    }
+    size_t i;
+    json_t *v;
+    bool ok = json_is_array(ids) && json_array_size(ids) <= BATCH_MAX;
+    json_array_foreach(ids, i, v) ok = ok && json_is_string(v) && json_string_length(v) > 0 &&
+                                       json_string_length(v) <= NET_EVENT_ID_MAX;
+    if (!ok) {
+        json_decref(ids);
+        net_reply_error(r, 422, "event_ids must be a list of at most %d event ids", BATCH_MAX);
+        return;
+    }
+    net_api_work(r, get_many, ids, json_free);
+}
+
+/* ---- writes: through the conversation actor --------------------------------------- */
+
+static void on_appended(void *ctx, rt_msg *m)
+{
+    net_reply_actor(ctx, m);
+}
+
+static void append(net_req *r)
+{
+    if (r->http->body == NULL || r->http->body_len == 0) {
+        net_reply_error(r, 422, "the request needs a JSON body: an event object or an array");
+        return;
+    }
+    rt_actor *a = net_conv_actor(r);
+    if (a == NULL)
+        return;
+    rt_buf *b = rt_buf_copy(r->http->body, r->http->body_len);
+    int e = b == NULL ? RT_ENOMEM
+                      : rt_call(r->api->rt, RT_LOOP_ANY, a, CONV_APPEND, 0, b,
+                                r->api->call_timeout_ms, on_appended, r);
+    rt_actor_unref(a);
+    if (e < 0) {
+        rt_buf_unref(b);
+        net_reply_error(r, 503, "cannot reach the conversation: %s", rt_strerror(e));
+    }
+}
+
+/* POST .../events: a user message, and a run if asked. */
+typedef struct post {
+    net_req *r;
+    rt_actor *a;
+} post;
+
+static void on_run(void *ctx, rt_msg *m)
+{
+    (void)m; /* already running is fine: the message is in */
+    net_req *r = ctx;
+    net_reply(r, 200, rt_buf_wrap((void *)"{\"success\":true}", 16, NULL, NULL), NULL, NULL);
+}
+
+static void on_posted(void *ctx, rt_msg *m)
+{
+    post *p = ctx;
+    net_req *r = p->r;
+    rt_actor *a = p->a;
+    bool run = r->data != NULL;
+    free(p);
+    if (m->kind != CONV_RESULT || (m->arg != 201 && m->arg != 202)) {
+        rt_actor_unref(a);
+        net_reply_actor(r, m);
+        return;
+    }
+    int e = run ? rt_call(r->api->rt, RT_LOOP_ANY, a, CONV_CONTROL, CONV_RUN, NULL,
+                          r->api->call_timeout_ms, on_run, r)
+                : RT_EINVAL;
+    rt_actor_unref(a);
+    if (!run || e < 0)
+        net_reply(r, 200, rt_buf_wrap((void *)"{\"success\":true}", 16, NULL, NULL), NULL, NULL);
+}
+
+static void post_message(net_req *r)
+{
+    json_t *b = net_req_json(r, "{\"role\": \"user\", \"content\": [...], \"run\": false}");
+    if (b == NULL)
+        return;
+    json_t *content = json_object_get(b, "content");
+    json_t *role = json_object_get(b, "role");
+    json_t *run = json_object_get(b, "run");
+    const char *bad = !json_is_object(b)                      ? "the body must be an object"
+                      : !json_is_array(content)               ? "content must be a list"
+                      : role != NULL && !json_is_string(role) ? "role must be a string"
+                      : run != NULL && !json_is_boolean(run)  ? "run must be true or false"
+                                                              : NULL;
+    if (bad != NULL) {
+        json_decref(b);
+        net_reply_error(r, 422, "%s", bad);
+        return;
+    }
+    json_t *ev = json_pack("{s:s, s:{s:s, s:O}, s:s}", "source", "user", "llm_message", "role",
+                           role != NULL ? json_string_value(role) : "user", "content", content,
+                           "kind", "MessageEvent");
+    r->data = json_is_true(run) ? r : NULL;
+    json_decref(b);
+    rt_buf *buf = net_json_buf(ev);
+    rt_actor *a = buf != NULL ? net_conv_actor(r) : NULL;
+    post *p = a != NULL ? calloc(1, sizeof(*p)) : NULL;
+    if (p == NULL) {
+        rt_buf_unref(buf);
+        rt_actor_unref(a);
+        if (a != NULL || buf == NULL)
+            net_reply_error(r, 503, "out of memory");
+        return;
+    }
+    p->r = r;
+    p->a = a;
+    int e = rt_call(r->api->rt, RT_LOOP_ANY, a, CONV_APPEND, 0, buf, r->api->call_timeout_ms,
+                    on_posted, p);
+    if (e < 0) {
+        rt_buf_unref(buf);
+        rt_actor_unref(a);
+        free(p);
+        net_reply_error(r, 503, "cannot reach the conversation: %s", rt_strerror(e));
+    }
+}
+
+void net_api_events(net_req *r)
+{
+    switch (r->route.id) {
+    case NET_R_EV_SEARCH:
+        net_api_work(r, search, NULL, NULL);
+        break;
+    case NET_R_EV_COUNT:
+        net_api_work(r, count, NULL, NULL);
+        break;
+    case NET_R_EV_GET:
+        net_api_work(r, get_one, NULL, NULL);
+        break;
+    case NET_R_EV_BATCH:
+        batch(r);
+        break;
+    case NET_R_EV_POST:
+        post_message(r);
+        break;
+    case NET_R_EV_APPEND:
+        append(r);
+        break;
+    default:
+        net_reply_error(r, 404, "no such route");
+    }
+}

@@ -1,0 +1,590 @@
+/*
+ * conn.c - one HTTP/1.1 connection: read, parse, hand over, answer, repeat.
+ *
+ * A connection lives on the loop that accepted it. Bytes read (decrypted
+ * first, with TLS) go to the strict parser one request at a time; a
+ * complete request goes to the API, and the next one is parsed only once
+ * this one is answered, so answers leave in request order (pipelining)
+ * and a bad request never takes the good ones before it along. A parse
+ * error is answered with its status and closes the connection: the
+ * stream cannot be trusted after it.
+ *
+ * Bounds: unparsed input is capped (reading pauses while a request is
+ * being handled and the next ones pile up), answers not yet taken by the
+ * peer are capped (parsing pauses), and one timer per connection enforces
+ * the header deadline (first byte to end of headers), body silence and
+ * keep-alive idleness.
+ *
+ * Lifetime: references count the open handles and the request in flight,
+ * so an answer that comes after the peer left finds its connection still
+ * there, and is dropped.
+ */
+#include "server_impl.h"
+
+#include "tls.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum {
+    IN_MAX = 1 << 20,  /* unparsed input held while a request is handled */
+    OUT_MAX = 8 << 20, /* answers queued and not yet taken by the peer */
+    READ_CHUNK = 64 << 10,
+};
+
+typedef struct net_conn net_conn;
+struct net_conn {
+    uv_tcp_t tcp;
+    uv_timer_t timer;
+    net_loop *nl; /* NULL once the listener state is gone */
+    net_conn *next, *prev;
+    int refs;
+    unsigned writes; /* uv_writes not completed */
+    hp_parser *hp;
+    net_tls *tls;
+    uint8_t *in;
+    size_t in_off, in_len, in_cap;
+    net_req req;
+    bool busy;    /* req is being handled */
+    bool started; /* bytes of the next request have come */
+    bool closing; /* no more requests: close once the answers are out */
+    bool closed;  /* uv_close was called */
+    bool eof;     /* the peer shut its side */
+    bool reading;
+    bool in_process;
+    uint64_t t0; /* when the current request's first byte came (ms) */
+};
+
+typedef struct out_req {
+    uv_write_t w;
+    net_conn *c;
+    rt_buf *body;
+    char *head;
+} out_req;
+
+static void conn_process(net_conn *c);
+static void conn_close(net_conn *c);
+
+static uint64_t now_ms(const net_conn *c)
+{
+    return uv_now(c->tcp.loop);
+}
+
+static void conn_unref(net_conn *c)
+{
+    if (--c->refs > 0)
+        return;
+    hp_free(c->hp);
+    net_tls_free(c->tls);
+    free(c->in);
+    free(c);
+}
+
+static void on_handle_closed(uv_handle_t *h)
+{
+    conn_unref(h->data);
+}
+
+static void conn_close(net_conn *c)
+{
+    if (c->closed)
+        return;
+    c->closed = true;
+    if (c->nl != NULL) {
+        net_loop *nl = c->nl;
+        if (c->prev != NULL)
+            c->prev->next = c->next;
+        else
+            nl->conns = c->next;
+        if (c->next != NULL)
+            c->next->prev = c->prev;
+        c->nl = NULL;
+        net_loop_conn_gone(nl);
+    }
+    uv_close((uv_handle_t *)&c->timer, on_handle_closed);
+    uv_close((uv_handle_t *)&c->tcp, on_handle_closed);
+}
+
+/* ---- writing ------------------------------------------------------------- */
+
+static void on_written(uv_write_t *w, int status)
+{
+    out_req *o = (out_req *)w;
+    net_conn *c = o->c;
+    c->writes--;
+    rt_buf_unref(o->body);
+    free(o->head);
+    free(o);
+    if (status < 0 && !c->closed) {
+        conn_close(c);
+    } else if (!c->closed) {
+        if (c->closing && c->writes == 0)
+            conn_close(c);
+        else
+            conn_process(c); /* answers drained: parsing may go on */
+    }
+    conn_unref(c);
+}
+
+/* Queue head (malloc'd, taken) then body (taken) for the peer. */
+static void conn_send(net_conn *c, char *head, size_t hlen, rt_buf *body)
+{
+    out_req *o = calloc(1, sizeof(*o));
+    if (c->closed || o == NULL) {
+        free(o);
+        free(head);
+        rt_buf_unref(body);
+        return;
+    }
+    o->c = c;
+    uv_buf_t b[2];
+    int n = 0;
+    if (c->tls != NULL) {
+        int r = net_tls_write(c->tls, (const uint8_t *)head, hlen);
+        if (r == 0 && body != NULL)
+            r = net_tls_write(c->tls, rt_buf_data(body), rt_buf_len(body));
+        free(head);
+        rt_buf_unref(body);
+        head = NULL;
+        body = NULL;
+        if (r == 0)
+            r = net_tls_take_output(c->tls, &body);
+        if (r < 0 || body == NULL) {
+            free(o);
+            rt_buf_unref(body);
+            conn_close(c);
+            return;
+        }
+    } else {
+        b[n++] = uv_buf_init(head, (unsigned)hlen);
+    }
+    if (body != NULL && rt_buf_len(body) > 0)
+        b[n++] = uv_buf_init((char *)rt_buf_data(body), (unsigned)rt_buf_len(body));
+    o->head = head;
+    o->body = body;
+    c->refs++;
+    c->writes++;
+    if (uv_write(&o->w, (uv_stream_t *)&c->tcp, b, (unsigned)n, on_written) < 0) {
+        c->refs--;
+        c->writes--;
+        rt_buf_unref(body);
+        free(head);
+        free(o);
+        conn_close(c);
+    }
+}
+
+/* What the TLS engine has to send (handshake records, alerts). */
+static void tls_flush(net_conn *c)
+{
+    rt_buf *b = NULL;
+    if (net_tls_take_output(c->tls, &b) < 0) {
+        conn_close(c);
+        return;
+    }
+    if (b == NULL)
+        return;
+    out_req *o = calloc(1, sizeof(*o));
+    if (o == NULL) {
+        rt_buf_unref(b);
+        conn_close(c);
+        return;
+    }
+    o->c = c;
+    o->body = b;
+    uv_buf_t ub = uv_buf_init((char *)rt_buf_data(b), (unsigned)rt_buf_len(b));
+    c->refs++;
+    c->writes++;
+    if (uv_write(&o->w, (uv_stream_t *)&c->tcp, &ub, 1, on_written) < 0) {
+        c->refs--;
+        c->writes--;
+        rt_buf_unref(b);
+        free(o);
+        conn_close(c);
+    }
+}
+
+static const char *status_text(int s)
+{
+    switch (s) {
+    case 100:
+        return "Continue";
+    case 200:
+        return "OK";
+    case 201:
+        return "Created";
+    case 202:
+        return "Accepted";
+    case 204:
+        return "No Content";
+    case 400:
+        return "Bad Request";
+    case 401:
+        return "Unauthorized";
+    case 403:
+        return "Forbidden";
+    case 404:
+        return "Not Found";
+    case 405:
+        return "Method Not Allowed";
+    case 408:
+        return "Request Timeout";
+    case 409:
+        return "Conflict";
+    case 411:
+        return "Length Required";
+    case 413:
+        return "Content Too Large";
+    case 415:
+        return "Unsupported Media Type";
+    case 417:
+        return "Expectation Failed";
+    case 422:
+        return "Unprocessable Content";
+    case 431:
+        return "Request Header Fields Too Large";
+    case 500:
+        return "Internal Server Error";
+    case 501:
+        return "Not Implemented";
+    case 503:
+        return "Service Unavailable";
+    case 505:
+        return "HTTP Version Not Supported";
+    default:
+        return "Unknown";
+    }
+}
+
+static void send_answer(net_conn *c, int status, rt_buf *body, const char *ctype, const char *extra,
+                        bool close_after)
+{
+    char *head = malloc(512 + (extra != NULL ? strlen(extra) : 0));
+    if (head == NULL) {
+        rt_buf_unref(body);
+        conn_close(c);
+        return;
+    }
+    int n = sprintf(head, "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%s%s\r\n",
+                    status, status_text(status), ctype != NULL ? ctype : "application/json",
+                    body != NULL ? rt_buf_len(body) : 0, close_after ? "Connection: close\r\n" : "",
+                    extra != NULL ? extra : "");
+    if (close_after)
+        c->closing = true;
+    conn_send(c, head, (size_t)n, body);
+}
+
+static rt_buf *detail_json(const char *fmt, va_list ap)
+{
+    char line[512];
+    vsnprintf(line, sizeof(line), fmt, ap);
+    json_t *j = json_pack("{s:s}", "detail", line);
+    char *s = json_dumps(j, JSON_COMPACT);
+    json_decref(j);
+    return s != NULL ? rt_buf_take(s, strlen(s)) : NULL;
+}
+
+/* An answer to a request that never reached the API (it could not be read). */
+static void conn_fail(net_conn *c, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void conn_fail(net_conn *c, int status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    rt_buf *b = detail_json(fmt, ap);
+    va_end(ap);
+    rt_log(RT_LOG_INFO, "http", "status=%d closing: %s", status,
+           b != NULL ? (const char *)rt_buf_data(b) : "");
+    send_answer(c, status, b, NULL, NULL, true);
+    if (c->writes == 0)
+        conn_close(c);
+}
+
+/* ---- answering the API's requests ------------------------------------------ */
+
+void net_reply(net_req *r, int status, rt_buf *body, const char *ctype, const char *extra)
+{
+    net_conn *c = r->conn;
+    bool keep = r->http->keep_alive && !c->closing;
+    uint64_t us = (uv_hrtime() - r->t0_ns) / 1000;
+    rt_log(status >= 500 ? RT_LOG_WARN : RT_LOG_DEBUG, "http",
+           "method=%s route=%s status=%d us=%llu", r->http->method,
+           r->route.name[0] != '\0' ? r->route.name : "-", status, (unsigned long long)us);
+    net_query_free(&r->query);
+    if (!c->closed)
+        send_answer(c, status, body, ctype, extra, !keep);
+    else
+        rt_buf_unref(body);
+    c->busy = false;
+    if (!c->in_process && !c->closed)
+        conn_process(c);
+    conn_unref(c);
+}
+
+void net_reply_json(net_req *r, int status, json_t *body)
+{
+    char *s = json_dumps(body, JSON_COMPACT | JSON_ENCODE_ANY);
+    json_decref(body);
+    if (s == NULL) {
+        net_reply_error(r, 500, "out of memory");
+        return;
+    }
+    net_reply(r, status, rt_buf_take(s, strlen(s)), NULL, NULL);
+}
+
+void net_reply_error(net_req *r, int status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    rt_buf *b = detail_json(fmt, ap);
+    va_end(ap);
+    char allow[96] = "";
+    if (status == 405 && r->route.allow != NULL)
+        snprintf(allow, sizeof(allow), "Allow: %s\r\n", r->route.allow);
+    net_reply(r, status, b, NULL, allow[0] != '\0' ? allow : NULL);
+}
+
+/* ---- reading ---------------------------------------------------------------- */
+
+static void arm_timer(net_conn *c);
+static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *b);
+static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b);
+
+static void dispatch(net_conn *c)
+{
+    net_req *r = &c->req;
+    memset(r, 0, sizeof(*r));
+    r->api = &c->nl->srv->api;
+    r->conn = c;
+    r->loop = c->tcp.loop;
+    r->http = hp_request(c->hp);
+    r->t0_ns = uv_hrtime();
+    c->busy = true;
+    c->refs++;
+    net_api_handle(r);
+}
+
+static void conn_process(net_conn *c)
+{
+    if (c->in_process || c->closed)
+        return;
+    c->in_process = true;
+    while (!c->busy && !c->closing && c->in_off < c->in_len && c->nl != NULL &&
+           c->tcp.write_queue_size < OUT_MAX) {
+        bool done;
+        ssize_t n = hp_feed(c->hp, c->in + c->in_off, c->in_len - c->in_off, &done);
+        if (n < 0) {
+            conn_fail(c, hp_status(c->hp), "%s", hp_reason(c->hp));
+            break;
+        }
+        if (n > 0 && !c->started) {
+            c->started = true;
+            c->t0 = now_ms(c);
+        }
+        c->in_off += (size_t)n;
+        if (hp_wants_continue(c->hp)) {
+            static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+            char *h = malloc(sizeof(cont));
+            if (h != NULL) {
+                memcpy(h, cont, sizeof(cont));
+                conn_send(c, h, sizeof(cont) - 1, NULL);
+            }
+        }
+        if (!done)
+            break;
+        c->started = false;
+        dispatch(c);
+    }
+    if (c->in_off == c->in_len)
+        c->in_off = c->in_len = 0;
+    if (!c->closed && !c->busy && !c->closing && c->eof) {
+        if (hp_finish(c->hp) < 0 && c->started)
+            conn_fail(c, 400, "%s", hp_reason(c->hp));
+        else if (c->writes == 0)
+            conn_close(c);
+        else
+            c->closing = true;
+    }
+    if (!c->closed) {
+        bool want = !c->eof && !c->closing && c->in_len < IN_MAX;
+        if (want && !c->reading)
+            c->reading = uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) == 0;
+        arm_timer(c);
+    }
+    c->in_process = false;
+}
+
+static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *b)
+{
+    (void)hint;
+    net_conn *c = h->data;
+    size_t need = c->in_len + READ_CHUNK;
+    if (c->tls == NULL && need > c->in_cap) {
+        uint8_t *n = realloc(c->in, need);
+        if (n != NULL) {
+            c->in = n;
+            c->in_cap = need;
+        }
+    }
+    if (c->tls != NULL) {
+        static __thread uint8_t raw[READ_CHUNK];
+        *b = uv_buf_init((char *)raw, sizeof(raw));
+        return;
+    }
+    *b = c->in_cap > c->in_len
+             ? uv_buf_init((char *)c->in + c->in_len, (unsigned)(c->in_cap - c->in_len))
+             : uv_buf_init(NULL, 0);
+}
+
+/* Decrypt what came: the plaintext joins the input. */
+static int tls_in(net_conn *c, const uint8_t *data, size_t len)
+{
+    if (net_tls_input(c->tls, data, len) < 0)
+        return -1;
+    for (;;) {
+        if (c->in_cap - c->in_len < 16384) {
+            size_t cap = c->in_cap ? c->in_cap * 2 : READ_CHUNK;
+            uint8_t *n = realloc(c->in, cap);
+            if (n == NULL)
+                return -1;
+            c->in = n;
+            c->in_cap = cap;
+        }
+        ssize_t n = net_tls_read(c->tls, c->in + c->in_len, c->in_cap - c->in_len);
+        tls_flush(c);
+        if (n == 0)
+            return 0;
+        if (n == NET_TLS_CLOSED) {
+            c->eof = true;
+            return 0;
+        }
+        if (n < 0) {
+            rt_log(RT_LOG_INFO, "http", "TLS: %s", net_tls_error(c->tls));
+            return -1;
+        }
+        c->in_len += (size_t)n;
+    }
+}
+
+static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
+{
+    net_conn *c = s->data;
+    if (n == UV_EOF) {
+        c->eof = true;
+        uv_read_stop(s);
+        c->reading = false;
+    } else if (n < 0) {
+        conn_close(c);
+        return;
+    } else if (n > 0) {
+        if (c->tls != NULL) {
+            if (tls_in(c, (const uint8_t *)b->base, (size_t)n) < 0) {
+                conn_close(c);
+                return;
+            }
+        } else {
+            c->in_len += (size_t)n;
+        }
+        if (c->in_len >= IN_MAX || c->closing) {
+            uv_read_stop(s);
+            c->reading = false;
+        }
+    }
+    conn_process(c);
+}
+
+/* ---- time limits -------------------------------------------------------------- */
+
+static void on_timer(uv_timer_t *t)
+{
+    net_conn *c = t->data;
+    const net_server_opts *o = &c->nl->srv->o;
+    if (c->busy || c->closing)
+        return;
+    if (!c->started) {
+        conn_close(c); /* idle keep-alive */
+    } else if (!hp_headers_in(c->hp)) {
+        conn_fail(c, 408, "the request headers took longer than %llums",
+                  (unsigned long long)o->header_timeout_ms);
+    } else {
+        conn_fail(c, 408, "the request body stalled for %llums",
+                  (unsigned long long)o->idle_timeout_ms);
+    }
+}
+
+static void arm_timer(net_conn *c)
+{
+    if (c->nl == NULL || c->busy || c->closing) {
+        uv_timer_stop(&c->timer);
+        return;
+    }
+    const net_server_opts *o = &c->nl->srv->o;
+    uint64_t now = now_ms(c), due;
+    if (c->started && !hp_headers_in(c->hp))
+        due = c->t0 + o->header_timeout_ms;
+    else
+        due = now + o->idle_timeout_ms;
+    uv_timer_start(&c->timer, on_timer, due > now ? due - now : 0, 0);
+}
+
+/* ---- accepting and closing ------------------------------------------------------ */
+
+void net_conn_accept(net_loop *nl)
+{
+    net_server *s = nl->srv;
+    net_conn *c = calloc(1, sizeof(*c));
+    if (c == NULL)
+        return;
+    uv_tcp_init(nl->uv, &c->tcp);
+    uv_timer_init(nl->uv, &c->timer);
+    c->tcp.data = c->timer.data = c;
+    c->refs = 2;
+    c->nl = nl;
+    c->next = nl->conns;
+    if (nl->conns != NULL)
+        nl->conns->prev = c;
+    nl->conns = c;
+    nl->nconns++;
+    unsigned n = atomic_fetch_add(&s->conns, 1) + 1;
+    if (uv_accept((uv_stream_t *)nl->listener, (uv_stream_t *)&c->tcp) < 0) {
+        conn_close(c);
+        return;
+    }
+    hp_limits lim = {.header_bytes = s->o.header_bytes, .body_bytes = s->o.body_bytes};
+    c->hp = hp_new(&lim);
+    if (s->tls != NULL)
+        c->tls = net_tls_new(s->tls);
+    if (c->hp == NULL || (s->tls != NULL && c->tls == NULL)) {
+        conn_close(c);
+        return;
+    }
+    uv_tcp_nodelay(&c->tcp, 1);
+    if (n > s->o.max_conns && s->tls == NULL) {
+        conn_fail(c, 503, "too many connections (the limit is %u); try again later",
+                  s->o.max_conns);
+        return;
+    }
+    if (n > s->o.max_conns) {
+        conn_close(c);
+        return;
+    }
+    c->reading = uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) == 0;
+    arm_timer(c);
+}
+
+void net_conns_close(net_loop *nl, bool force)
+{
+    net_conn *c = nl->conns;
+    while (c != NULL) {
+        net_conn *next = c->next;
+        if (force || (!c->busy && c->writes == 0)) {
+            conn_close(c);
+        } else {
+            c->closing = true; /* after this answer */
+        }
+        c = next;
+    }
+}

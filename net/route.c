@@ -1,0 +1,206 @@
+/*
+ * route.c - the API's path table and its matcher.
+ */
+#include "route.h"
+
+#include <stdio.h>
+#include <string.h>
+
+enum { SEG_MAX = 8 };
+
+typedef struct pattern {
+    net_route_id id;
+    const char *method;
+    const char *path; /* segments; "{c}" a conversation, "{e}" an event */
+    bool open;
+} pattern;
+
+/* Literal patterns come before the parameter patterns they overlap. */
+static const pattern table[] = {
+    {NET_R_ALIVE, "GET", "/alive", true},
+    {NET_R_HEALTH, "GET", "/health", true},
+    {NET_R_READY, "GET", "/ready", true},
+    {NET_R_SERVER_INFO, "GET", "/server_info", true},
+    {NET_R_METRICS, "GET", "/metrics", true},
+    {NET_R_CONV_CREATE, "POST", "/api/conversations", false},
+    {NET_R_CONV_BATCH, "GET", "/api/conversations", false},
+    {NET_R_CONV_SEARCH, "GET", "/api/conversations/search", false},
+    {NET_R_CONV_COUNT, "GET", "/api/conversations/count", false},
+    {NET_R_CONV_GET, "GET", "/api/conversations/{c}", false},
+    {NET_R_CONV_DELETE, "DELETE", "/api/conversations/{c}", false},
+    {NET_R_CONV_PATCH, "PATCH", "/api/conversations/{c}", false},
+    {NET_R_CONV_RUN, "POST", "/api/conversations/{c}/run", false},
+    {NET_R_CONV_PAUSE, "POST", "/api/conversations/{c}/pause", false},
+    {NET_R_CONV_INTERRUPT, "POST", "/api/conversations/{c}/interrupt", false},
+    {NET_R_EV_SEARCH, "GET", "/api/conversations/{c}/events/search", false},
+    {NET_R_EV_COUNT, "GET", "/api/conversations/{c}/events/count", false},
+    {NET_R_EV_APPEND, "POST", "/api/conversations/{c}/events/append", false},
+    {NET_R_EV_GET, "GET", "/api/conversations/{c}/events/{e}", false},
+    {NET_R_EV_BATCH, "GET", "/api/conversations/{c}/events", false},
+    {NET_R_EV_POST, "POST", "/api/conversations/{c}/events", false},
+};
+
+typedef struct seg {
+    const char *p;
+    size_t len;
+} seg;
+
+long net_pct_decode(const char *src, size_t len, char *dst, bool plus)
+{
+    size_t o = 0;
+    for (size_t i = 0; i < len; i++) {
+        char c = src[i];
+        if (c == '%') {
+            int h, l;
+            if (i + 2 >= len || (h = rt_hex_digit(src[i + 1])) < 0 ||
+                (l = rt_hex_digit(src[i + 2])) < 0)
+                return -1;
+            c = (char)(h * 16 + l);
+            i += 2;
+        } else if (c == '+' && plus) {
+            c = ' ';
+        }
+        if (c == '\0')
+            return -1;
+        dst[o++] = c;
+    }
+    dst[o] = '\0';
+    return (long)o;
+}
+
+/* Split a path into segments; -1 if there are too many. */
+static int split(const char *path, size_t len, seg *s)
+{
+    int n = 0;
+    size_t i = 0;
+    if (len > 1 && path[len - 1] == '/')
+        len--;
+    while (i < len) {
+        if (path[i] != '/')
+            return -1;
+        size_t j = i + 1;
+        while (j < len && path[j] != '/')
+            j++;
+        if (n == SEG_MAX)
+            return -1;
+        s[n++] = (seg){path + i + 1, j - i - 1};
+        i = j;
+    }
+    return n;
+}
+
+/* Does the path fit the pattern's shape (its literals)? */
+static bool fits(const pattern *t, const seg *s, int n)
+{
+    seg ps[SEG_MAX];
+    int pn = split(t->path, strlen(t->path), ps);
+    if (pn != n)
+        return false;
+    for (int i = 0; i < n; i++) {
+        if (ps[i].p[0] == '{')
+            continue;
+        if (ps[i].len != s[i].len || memcmp(ps[i].p, s[i].p, s[i].len) != 0)
+            return false;
+    }
+    return true;
+}
+
+static int params(const char *path)
+{
+    int n = 0;
+    for (; *path; path++)
+        n += *path == '{';
+    return n;
+}
+
+/* Does a pattern with more literals fit this path too? Then this one must
+ * not claim it: "/api/conversations/search" is not a conversation id. */
+static bool shadowed(const pattern *t, const seg *s, int n)
+{
+    int mine = params(t->path);
+    for (size_t i = 0; mine > 0 && i < sizeof(table) / sizeof(table[0]); i++)
+        if (params(table[i].path) < mine && fits(&table[i], s, n))
+            return true;
+    return false;
+}
+
+static int fail(net_route *r, int status, const char *fmt, const char *arg, int arglen)
+{
+    r->status = status;
+    snprintf(r->detail, sizeof(r->detail), fmt, arglen, arg);
+    return status;
+}
+
+int net_route_match(const char *method, const char *target, net_route *r)
+{
+    memset(r, 0, sizeof(*r));
+    r->name = "";
+    const char *q = strchr(target, '?');
+    size_t plen = q != NULL ? (size_t)(q - target) : strlen(target);
+    if (q != NULL) {
+        r->query = q + 1;
+        r->query_len = strlen(q + 1);
+    }
+    seg s[SEG_MAX];
+    int n = plen > 0 && target[0] == '/' ? split(target, plen, s) : -1;
+    if (n < 0)
+        return fail(r, 404, "no such route: %.*s", target, (int)(plen > 120 ? 120 : plen));
+    const pattern *hit = NULL;
+    char allow[64] = "";
+    for (const pattern *t = table; t < table + sizeof(table) / sizeof(table[0]); t++) {
+        if (!fits(t, s, n) || shadowed(t, s, n))
+            continue;
+        if (strcmp(t->method, method) == 0) {
+            hit = t;
+            break;
+        }
+        if (strstr(allow, t->method) == NULL &&
+            strlen(allow) + strlen(t->method) + 3 < sizeof(allow)) {
+            if (allow[0] != '\0')
+                strcat(allow, ", ");
+            strcat(allow, t->method);
+        }
+    }
+    if (hit == NULL && allow[0] != '\0') {
+        static __thread char allowed[64];
+        memcpy(allowed, allow, sizeof(allowed));
+        r->allow = allowed;
+        return fail(r, 405, "method not allowed here; use %.*s", allow, (int)strlen(allow));
+    }
+    if (hit == NULL)
+        return fail(r, 404, "no such route: %.*s", target, (int)(plen > 120 ? 120 : plen));
+    r->id = hit->id;
+    r->name = hit->path;
+    r->open = hit->open;
+    seg ps[SEG_MAX];
+    split(hit->path, strlen(hit->path), ps);
+    for (int i = 0; i < n; i++) {
+        if (ps[i].p[0] != '{')
+            continue;
+        char buf[NET_EVENT_ID_MAX + 1];
+        long len = s[i].len <= NET_EVENT_ID_MAX ? net_pct_decode(s[i].p, s[i].len, buf, false) : -2;
+        if (ps[i].p[1] == 'c') {
+            if (len < 0 || !rt_uuid_parse(buf, (size_t)len, &r->conv))
+                return fail(r, 422,
+                            "conversation id must be a UUID (dashed or 32 hex digits), not '%.*s'",
+                            s[i].p, (int)(s[i].len > 80 ? 80 : s[i].len));
+            r->has_conv = true;
+        } else {
+            if (len == -2)
+                return fail(r, 404, "event id longer than 255 bytes: '%.*s...'", s[i].p, 40);
+            if (len <= 0)
+                return fail(r, 400, "bad percent-encoding in event id '%.*s'", s[i].p,
+                            (int)(s[i].len > 80 ? 80 : s[i].len));
+            memcpy(r->event_id, buf, (size_t)len + 1);
+        }
+    }
+    return 0;
+}
+
+const char *net_route_name(net_route_id id)
+{
+    for (const pattern *t = table; t < table + sizeof(table) / sizeof(table[0]); t++)
+        if (t->id == id)
+            return t->path;
+    return "";
+}
