@@ -19,6 +19,7 @@
 enum {
     CONV_OPENED = CONV_NOTE + 1, /* arg: conv_opened * (the open finished) */
     CONV_STORED,                 /* arg: first index (an append is durable) */
+    CONV_DELETED,                /* arg: errno of the removal, or 0 */
     CONV_STORE_FAILED,           /* arg: -errno (an append failed) */
     CONV_FILE_SAVED,             /* arg: status (a put_file finished) */
     CONV_NUDGE,                  /* from the detector: buf = the text */

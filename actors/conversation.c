@@ -19,6 +19,7 @@
  * itself from the log, so no optimistic state survives a failed commit.
  */
 #include "conv_impl.h"
+#include "runtime/metrics.h"
 
 #include "runtime/log.h"
 
@@ -105,6 +106,8 @@ typedef struct conv {
     conv_status status, status_c;
     uint64_t count_c; /* durable events */
     char updated[40]; /* the last durable event's timestamp */
+    bool deleted;     /* CONV_DELETE was accepted: sc is gone */
+    rt_promise delete_reply;
     unit *uhead, *utail, *tentative;
     held *holds;
     size_t nholds;
@@ -251,6 +254,8 @@ static void reply_rejected(const conv *c, rt_promise *p, gate_rule r, const ev *
         snprintf(detail + strlen(detail), sizeof(detail) - strlen(detail), " (%s)", extra);
     char full[1200];
     snprintf(full, sizeof(full), "%s: %s", gate_rule_name(r), detail);
+    if ((int)r < RT_METRIC_RULES)
+        rt_count(&rt_metrics_g.events_rejected[r], 1);
     reply_json(p, 409,
                json_pack("{s:s, s:s, s:s?, s:o}", "detail", full, "rule", gate_rule_name(r),
                          "event_id", e->id, "pending_tool_call_ids", pending_ids(c->g)));
@@ -618,6 +623,7 @@ static void answer_deferred(conv *c, rt_promise *reply, const deferred *d)
  * where it was deferred. */
 static void defer(conv *c, ev *e, rt_promise *reply)
 {
+    rt_count(&rt_metrics_g.events_deferred, 1);
     if (c->ndefs >= c->o->defer_max) {
         reply_json(reply, 503,
                    json_pack("{s:s, s:i}", "detail",
@@ -679,6 +685,7 @@ static void already(conv *c, ev *e, rt_promise *reply)
 
 static void hold(conv *c, ev *e, rt_promise *reply)
 {
+    rt_count(&rt_metrics_g.events_held, 1);
     if (c->nholds >= c->o->hold_max) {
         reply_json(reply, 503,
                    json_pack("{s:s, s:i}", "detail",
@@ -1015,6 +1022,10 @@ static void put_file(conv *c, const char *name, rt_buf *data)
 {
     if (data == NULL)
         return;
+    if (c->deleted) {
+        rt_buf_unref(data);
+        return;
+    }
     c->saves_sent++;
     if (st_conv_put_file(c->sc, name, data, on_saved, rt_actor_ref(c->self)) < 0) {
         rt_actor_unref(c->self);
@@ -1064,6 +1075,7 @@ static void on_stored_msg(conv *c, uint64_t first)
         publish(c, first + i, &it->e, it->bytes);
     }
     c->count_c = first + u->n;
+    rt_count(&rt_metrics_g.events_appended, u->n);
     if (u->n > 0 && u->items[u->n - 1].e.timestamp != NULL)
         snprintf(c->updated, sizeof(c->updated), "%s", u->items[u->n - 1].e.timestamp);
     if (u->reply_kind == REPLY_SUCCESS)
@@ -1403,6 +1415,7 @@ static int conv_init(rt_actor *self, void *arg, void **state)
         return r;
     }
     *state = c;
+    atomic_fetch_add_explicit(&rt_metrics_g.conversations_open, 1, memory_order_relaxed);
     return 0;
 }
 
@@ -1464,8 +1477,49 @@ static int conv_handle(rt_actor *self, void *state, rt_msg *m)
     return 0;
 }
 
+static void on_deleted(void *ctx, int status, uint64_t first)
+{
+    (void)first;
+    rt_actor *a = ctx;
+    rt_notify(a, CONV_DELETED, (uint64_t)(status < 0 ? -status : 0), NULL);
+    rt_actor_unref(a);
+}
+
+/* Refuse what waits (holds, deferrals), then remove the files after the
+ * appends already handed to the store. */
+static void delete_conv(conv *c, rt_promise *reply)
+{
+    expire(c, true);
+    if (st_conv_delete(c->sc, on_deleted, rt_actor_ref(c->self)) < 0) {
+        rt_actor_unref(c->self);
+        reply_detail(reply, 503, "the store is closing");
+        return;
+    }
+    c->sc = NULL;
+    c->deleted = true;
+    c->delete_reply = *reply;
+    *reply = (rt_promise){0};
+}
+
+static void deleted(conv *c, uint64_t err)
+{
+    if (err != 0)
+        reply_detail(&c->delete_reply, 500, "cannot remove the conversation's files: %s",
+                     strerror((int)err));
+    else
+        reply_json(&c->delete_reply, 200, json_pack("{s:b}", "success", 1));
+    convs_stop(c->ctx->svc, &c->ctx->id);
+}
+
 static void dispatch(conv *c, uint32_t kind, uint64_t arg, const rt_buf *buf, rt_promise *reply)
 {
+    if (c->deleted && (kind == CONV_APPEND || kind == CONV_CONTROL || kind == CONV_SUBSCRIBE ||
+                       kind == CONV_DELETE || kind == CONV_STATUS)) {
+        char id[37];
+        rt_uuid_dashed(&c->ctx->id, id);
+        reply_detail(reply, 404, "Conversation not found: %s", id);
+        return;
+    }
     switch (kind) {
     case CONV_APPEND:
         on_append(c, buf, reply);
@@ -1496,6 +1550,12 @@ static void dispatch(conv *c, uint32_t kind, uint64_t arg, const rt_buf *buf, rt
         break;
     case CONV_STORED:
         on_stored_msg(c, arg);
+        break;
+    case CONV_DELETE:
+        delete_conv(c, reply);
+        break;
+    case CONV_DELETED:
+        deleted(c, arg);
         break;
     case CONV_SYNC:
         start_sync(c, reply);
@@ -1574,12 +1634,14 @@ static void conv_stop(rt_actor *self, void *state)
     free(c->subs);
     /* a last checkpoint, for a quick reopen (the committer does it after the
      * appends already queued) */
-    if (c->open && c->uhead == NULL && c->since_ckpt > 0)
+    if (c->open && !c->deleted && c->uhead == NULL && c->since_ckpt > 0)
         checkpoint(c);
+    reply_detail(&c->delete_reply, 503, "the conversation stopped while being deleted");
     gate_free(c->g);
     gate_free(c->gc);
     st_conv_release(c->sc);
     free(c);
+    atomic_fetch_sub_explicit(&rt_metrics_g.conversations_open, 1, memory_order_relaxed);
 }
 
 const rt_behaviour conv_behaviour = {

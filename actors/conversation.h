@@ -51,6 +51,10 @@ enum {
                                          asked for meanwhile) is durable; also sent
                                          to subscribers, who answer CONV_SYNC_DONE */
     CONV_SYNC_DONE,
+    CONV_DELETE, /* remove the conversation and its files, once what was
+                    accepted before is durable; answered 200 {"success"};
+                    then the conversation's actors stop, and every later
+                    request is answered 404 */
     /* the reply */
     CONV_RESULT,
     /* to subscribers, in log order: arg = index, buf = the event's bytes */
@@ -121,6 +125,8 @@ void convs_free(convs *c);
  * (a held reference: rt_actor_unref it). -ENOENT if the store has no such
  * conversation. Any thread. */
 int convs_get(convs *c, const rt_uuid *id, rt_actor **out);
+/* Stop the actors of a conversation (after CONV_DELETE removed it). */
+void convs_stop(convs *c, const rt_uuid *id);
 /* Create it (meta stored as given) and start it; *created false if it
  * existed already (then it is returned as is). */
 int convs_create(convs *c, const rt_uuid *id, rt_buf *meta, rt_actor **out, bool *created);

@@ -182,3 +182,14 @@ int convs_create(convs *s, const rt_uuid *id, rt_buf *meta, rt_actor **out, bool
     pthread_mutex_unlock(&s->mu);
     return r;
 }
+
+void convs_stop(convs *s, const rt_uuid *id)
+{
+    /* The entry stays: its context is the actors' argument until they are
+     * gone, and a conversation created again with this id reuses it. */
+    pthread_mutex_lock(&s->mu);
+    conv_entry *e = find(s, id);
+    if (e != NULL && e->sup != NULL)
+        rt_actor_stop(e->sup);
+    pthread_mutex_unlock(&s->mu);
+}

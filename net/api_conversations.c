@@ -618,12 +618,13 @@ static void on_control(void *ctx, rt_msg *m)
     net_reply_actor(ctx, m);
 }
 
-static void control(net_req *r, conv_control what)
+/* CONV_CONTROL (arg: what) or CONV_DELETE, answered as the actor says. */
+static void control(net_req *r, uint32_t kind, conv_control what)
 {
     rt_actor *a = net_conv_actor(r);
     if (a == NULL)
         return;
-    int e = rt_call(r->api->rt, RT_LOOP_ANY, a, CONV_CONTROL, what, NULL, r->api->call_timeout_ms,
+    int e = rt_call(r->api->rt, RT_LOOP_ANY, a, kind, what, NULL, r->api->call_timeout_ms,
                     on_control, r);
     rt_actor_unref(a);
     if (e < 0)
@@ -652,16 +653,16 @@ void net_api_conversations(net_req *r)
         patch(r);
         break;
     case NET_R_CONV_RUN:
-        control(r, CONV_RUN);
+        control(r, CONV_CONTROL, CONV_RUN);
         break;
     case NET_R_CONV_PAUSE:
-        control(r, CONV_PAUSE);
+        control(r, CONV_CONTROL, CONV_PAUSE);
         break;
     case NET_R_CONV_INTERRUPT:
-        control(r, CONV_INTERRUPT);
+        control(r, CONV_CONTROL, CONV_INTERRUPT);
         break;
     case NET_R_CONV_DELETE:
-        net_reply_error(r, 501, "deleting conversations is not implemented yet");
+        control(r, CONV_DELETE, 0);
         break;
     default:
         net_reply_error(r, 404, "no such route");

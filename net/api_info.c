@@ -3,7 +3,17 @@
  */
 #include "api.h"
 
+#include "actors/gate.h"
+#include "http_metrics.h"
+#include "runtime/metrics.h"
+
+#include <stdlib.h>
 #include <string.h>
+
+static const char *rule_name(int i)
+{
+    return i > GATE_OK && i <= GATE_INVALID_EVENT ? gate_rule_name((gate_rule)i) : NULL;
+}
 
 void net_api_info(net_req *r)
 {
@@ -25,6 +35,19 @@ void net_api_info(net_req *r)
                                  "conversations", (json_int_t)st_store_count(a->store), "workers",
                                  rt_runtime_loops(a->rt), "usable_tools", "capabilities",
                                  "events_append", "event_search", a->tls ? "tls" : "http"));
+        return;
+    }
+    case NET_R_METRICS: {
+        rt_text t = {0};
+        net_metrics_render(&t);
+        rt_metrics_render(&t, rule_name);
+        if (t.failed) {
+            free(t.p);
+            net_reply_error(r, 503, "out of memory");
+            return;
+        }
+        net_reply(r, 200, rt_buf_take(t.p, t.len), "text/plain; version=0.0.4; charset=utf-8",
+                  NULL);
         return;
     }
     default:

@@ -21,6 +21,7 @@
  */
 #include "server_impl.h"
 
+#include "http_metrics.h"
 #include "tls.h"
 
 #include <stdarg.h>
@@ -102,6 +103,7 @@ static void conn_close(net_conn *c)
             c->next->prev = c->prev;
         c->nl = NULL;
         net_loop_conn_gone(nl);
+        net_metrics_conn(-1);
     }
     uv_close((uv_handle_t *)&c->timer, on_handle_closed);
     uv_close((uv_handle_t *)&c->tcp, on_handle_closed);
@@ -296,6 +298,7 @@ static void conn_fail(net_conn *c, int status, const char *fmt, ...)
     va_start(ap, fmt);
     rt_buf *b = detail_json(fmt, ap);
     va_end(ap);
+    net_metrics_request(NET_R_NONE, status);
     rt_log(RT_LOG_INFO, "http", "status=%d closing: %s", status,
            b != NULL ? (const char *)rt_buf_data(b) : "");
     send_answer(c, status, b, NULL, NULL, true);
@@ -314,6 +317,7 @@ void net_reply(net_req *r, int status, rt_buf *body, const char *ctype, const ch
            "method=%s route=%s status=%d us=%llu", r->http->method,
            r->route.name[0] != '\0' ? r->route.name : "-", status, (unsigned long long)us);
     net_query_free(&r->query);
+    net_metrics_request(r->route.id, status);
     if (!c->closed)
         send_answer(c, status, body, ctype, extra, !keep);
     else
@@ -548,6 +552,7 @@ void net_conn_accept(net_loop *nl)
         nl->conns->prev = c;
     nl->conns = c;
     nl->nconns++;
+    net_metrics_conn(1);
     unsigned n = atomic_fetch_add(&s->conns, 1) + 1;
     if (uv_accept((uv_stream_t *)nl->listener, (uv_stream_t *)&c->tcp) < 0) {
         conn_close(c);

@@ -5,6 +5,10 @@
  */
 #include "io.h"
 
+#include "runtime/metrics.h"
+
+#include <time.h>
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -76,7 +80,13 @@ int st_write_all(int fd, const struct iovec *iov, int n, off_t off)
 
 int st_datasync(int fd)
 {
-    return io()->fdatasync(fd) < 0 ? -errno : 0;
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    int r = io()->fdatasync(fd) < 0 ? -errno : 0;
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    rt_hist_observe(&rt_metrics_g.fsync,
+                    (uint64_t)((b.tv_sec - a.tv_sec) * 1000000000LL + (b.tv_nsec - a.tv_nsec)));
+    return r;
 }
 
 int st_truncate(int fd, uint64_t len)

@@ -13,8 +13,11 @@ packages=(
     libuv1-dev libjansson-dev libwslay-dev libmbedtls-dev check
     # llhttp ships as C sources under /usr/share/llhttp; the build compiles them
     node-llhttp
-    # integration tests talk to a real server with real clients
-    curl python3
+    # integration tests talk to a real server with real clients (openssl:
+    # TLS handshakes and test certificates)
+    curl python3 openssl
+    # HTTP benchmarks (tools/bench_http.sh)
+    wrk
 )
 if [ "${1:-}" = "--fuzz" ]; then
     packages+=(clang libclang-rt-14-dev)
