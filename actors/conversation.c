@@ -20,6 +20,7 @@
  */
 #include "conv_impl.h"
 #include "runtime/metrics.h"
+#include "runtime/text.h"
 
 #include "runtime/log.h"
 
@@ -164,6 +165,20 @@ static uint64_t mono_ms(void)
 }
 
 /* ------------------------------------------------------------- replies --- */
+
+/* Answer with a body already written (not taken). */
+static void reply_text(rt_promise *p, int code, const rt_text *body)
+{
+    if (p->to == NULL)
+        return;
+    rt_buf *b = body->failed ? NULL : rt_buf_copy(body->p, body->len);
+    if (b == NULL) {
+        rt_promise_fail(p, -ENOMEM);
+        return;
+    }
+    if (rt_promise_reply(p, CONV_RESULT, 0, (uint64_t)code, b) < 0)
+        rt_buf_unref(b);
+}
 
 static void reply_json(rt_promise *p, int code, json_t *body)
 {
@@ -1062,18 +1077,25 @@ static void on_stored_msg(conv *c, uint64_t first)
     c->uhead = u->next;
     if (c->uhead == NULL)
         c->utail = NULL;
-    json_t *evs = json_array();
+    /* the answer is written directly: it is on every append's path */
+    rt_text evs = {0};
+    rt_text_puts(&evs, "{\"events\":[");
     for (size_t i = 0; i < u->n; i++) {
         item *it = &u->items[i];
         accept_state(c, c->gc, &it->e);
         int s = conv_status_of(&it->e);
         if (s >= 0)
             c->status_c = (conv_status)s;
-        if (u->reply.to != NULL && u->reply_kind == REPLY_EVENTS)
-            json_array_append_new(
-                evs, json_pack("{s:s, s:I}", "id", it->e.id, "index", (json_int_t)(first + i)));
+        if (u->reply.to != NULL && u->reply_kind == REPLY_EVENTS) {
+            char idx[40];
+            rt_text_puts(&evs, i > 0 ? ",{\"id\":" : "{\"id\":");
+            rt_text_json_string(&evs, it->e.id, strlen(it->e.id));
+            snprintf(idx, sizeof(idx), ",\"index\":%" PRIu64 "}", first + i);
+            rt_text_puts(&evs, idx);
+        }
         publish(c, first + i, &it->e, it->bytes);
     }
+    rt_text_puts(&evs, "]}");
     c->count_c = first + u->n;
     rt_count(&rt_metrics_g.events_appended, u->n);
     if (u->n > 0 && u->items[u->n - 1].e.timestamp != NULL)
@@ -1081,9 +1103,8 @@ static void on_stored_msg(conv *c, uint64_t first)
     if (u->reply_kind == REPLY_SUCCESS)
         reply_json(&u->reply, 200, json_pack("{s:b}", "success", 1));
     else
-        reply_json(&u->reply, 201, json_pack("{s:o}", "events", evs));
-    if (u->reply_kind == REPLY_SUCCESS)
-        json_decref(evs);
+        reply_text(&u->reply, 201, &evs);
+    free(evs.p);
     for (echo *x = u->echoes; x != NULL; x = x->next)
         reply_json(&x->reply, 201,
                    json_pack("{s:o, s:b}", "events", indexed(c, x->ids), "duplicate", 1));

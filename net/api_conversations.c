@@ -433,7 +433,7 @@ static const char *check_fields(json_t *b)
 static void create_work(net_req *r, net_outcome *out)
 {
     creation *c = r->data;
-    int e = convs_create(r->api->convs, &c->id, rt_buf_ref(c->meta), &c->actor, &c->created);
+    int e = convs_create(r->api->convs, &c->id, c->meta, &c->actor, &c->created);
     if (e < 0)
         net_fail(out, 500, "cannot create the conversation: %s", strerror(-e));
 }

@@ -3,6 +3,7 @@
  */
 #include "route.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -89,37 +90,41 @@ static int split(const char *path, size_t len, seg *s)
     return n;
 }
 
-/* Does the path fit the pattern's shape (its literals)? */
-static bool fits(const pattern *t, const seg *s, int n)
+enum { NPAT = sizeof(table) / sizeof(table[0]) };
+
+/* The table's patterns split once: segments, parameters. */
+static seg pat_seg[NPAT][SEG_MAX];
+static int pat_n[NPAT], pat_params[NPAT];
+static pthread_once_t pat_once = PTHREAD_ONCE_INIT;
+
+static void split_patterns(void)
 {
-    seg ps[SEG_MAX];
-    int pn = split(t->path, strlen(t->path), ps);
-    if (pn != n)
+    for (int i = 0; i < NPAT; i++) {
+        pat_n[i] = split(table[i].path, strlen(table[i].path), pat_seg[i]);
+        for (int k = 0; k < pat_n[i]; k++)
+            pat_params[i] += pat_seg[i][k].p[0] == '{';
+    }
+}
+
+/* Does the path fit pattern i's shape (its literals)? */
+static bool fits(int i, const seg *s, int n)
+{
+    if (pat_n[i] != n)
         return false;
-    for (int i = 0; i < n; i++) {
-        if (ps[i].p[0] == '{')
-            continue;
-        if (ps[i].len != s[i].len || memcmp(ps[i].p, s[i].p, s[i].len) != 0)
+    for (int k = 0; k < n; k++) {
+        const seg *p = &pat_seg[i][k];
+        if (p->p[0] != '{' && (p->len != s[k].len || memcmp(p->p, s[k].p, s[k].len) != 0))
             return false;
     }
     return true;
 }
 
-static int params(const char *path)
-{
-    int n = 0;
-    for (; *path; path++)
-        n += *path == '{';
-    return n;
-}
-
 /* Does a pattern with more literals fit this path too? Then this one must
  * not claim it: "/api/conversations/search" is not a conversation id. */
-static bool shadowed(const pattern *t, const seg *s, int n)
+static bool shadowed(int i, const seg *s, int n)
 {
-    int mine = params(t->path);
-    for (size_t i = 0; mine > 0 && i < sizeof(table) / sizeof(table[0]); i++)
-        if (params(table[i].path) < mine && fits(&table[i], s, n))
+    for (int k = 0; pat_params[i] > 0 && k < NPAT; k++)
+        if (pat_params[k] < pat_params[i] && fits(k, s, n))
             return true;
     return false;
 }
@@ -145,10 +150,12 @@ int net_route_match(const char *method, const char *target, net_route *r)
     int n = plen > 0 && target[0] == '/' ? split(target, plen, s) : -1;
     if (n < 0)
         return fail(r, 404, "no such route: %.*s", target, (int)(plen > 120 ? 120 : plen));
+    pthread_once(&pat_once, split_patterns);
     const pattern *hit = NULL;
     char allow[64] = "";
-    for (const pattern *t = table; t < table + sizeof(table) / sizeof(table[0]); t++) {
-        if (!fits(t, s, n) || shadowed(t, s, n))
+    for (int i = 0; i < NPAT; i++) {
+        const pattern *t = &table[i];
+        if (!fits(i, s, n) || shadowed(i, s, n))
             continue;
         if (strcmp(t->method, method) == 0) {
             hit = t;
@@ -172,8 +179,7 @@ int net_route_match(const char *method, const char *target, net_route *r)
     r->id = hit->id;
     r->name = hit->path;
     r->open = hit->open;
-    seg ps[SEG_MAX];
-    split(hit->path, strlen(hit->path), ps);
+    const seg *ps = pat_seg[hit - table];
     for (int i = 0; i < n; i++) {
         if (ps[i].p[0] != '{')
             continue;
