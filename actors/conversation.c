@@ -1196,6 +1196,10 @@ static void control(conv *c, conv_control what, rt_promise *reply)
         reply_detail(reply, 409, "conversation is already running");
         return;
     }
+    if (what != CONV_RUN && c->status == CONV_PAUSED) { /* as upstream: nothing to do */
+        reply_json(reply, 200, json_pack("{s:b}", "success", 1));
+        return;
+    }
     if (!conv_transition_ok(c->status, to) || c->status == to) {
         reply_detail(reply, 409, "cannot %s a conversation that is %s",
                      what == CONV_RUN     ? "run"

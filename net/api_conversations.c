@@ -399,13 +399,23 @@ static void creation_free(creation *c)
     free(c);
 }
 
+/* Characters, not bytes, as Python counts a str. */
+static size_t utf8_chars(const char *s)
+{
+    size_t n = 0;
+    for (; *s; s++)
+        n += ((unsigned char)*s & 0xC0) != 0x80;
+    return n;
+}
+
 static const char *check_fields(json_t *b)
 {
     json_t *v;
     if (!json_is_object(b))
         return "the body must be a JSON object (a StartConversationRequest)";
     if ((v = json_object_get(b, "title")) != NULL && !json_is_null(v) &&
-        (!json_is_string(v) || json_string_length(v) < 1 || json_string_length(v) > TITLE_MAX))
+        (!json_is_string(v) || json_string_length(v) < 1 ||
+         utf8_chars(json_string_value(v)) > TITLE_MAX))
         return "title must be a string of 1 to 200 characters";
     if ((v = json_object_get(b, "tags")) != NULL && !json_is_null(v)) {
         const char *k;
@@ -427,6 +437,23 @@ static const char *check_fields(json_t *b)
         (!json_is_object(v) || !json_is_array(json_object_get(v, "content"))))
         return "initial_message must be an object with a content list";
     return NULL;
+}
+
+/* parley runs no agent, so it keeps no secret: their names stay, masked,
+ * and the values never reach the disk or an answer. */
+static void mask_secrets(json_t *b)
+{
+    json_t *sec = json_object_get(b, "secrets");
+    if (!json_is_object(sec)) {
+        json_object_del(b, "secrets");
+        return;
+    }
+    const char *k;
+    json_t *v;
+    json_object_foreach(sec, k, v)
+    {
+        json_object_set_new(sec, k, json_string("**********"));
+    }
 }
 
 /* In the thread pool: creating writes meta.json durably. */
@@ -534,6 +561,7 @@ static void create(net_req *r)
         json_object_set_new(b, "tags", json_object());
     if (json_is_null(json_object_get(b, "title")))
         json_object_del(b, "title");
+    mask_secrets(b);
     c->meta = net_json_buf(b);
     if (c->meta == NULL) {
         creation_free(c);

@@ -22,6 +22,7 @@
 #include "server_impl.h"
 
 #include "http_metrics.h"
+#include "runtime/text.h"
 #include "tls.h"
 
 #include <stdarg.h>
@@ -55,7 +56,8 @@ struct net_conn {
     bool eof;     /* the peer shut its side */
     bool reading;
     bool in_process;
-    uint64_t t0; /* when the current request's first byte came (ms) */
+    bool abandoned; /* answered 503 at a forced stop: the API's answer is dropped */
+    uint64_t t0;    /* when the current request's first byte came (ms) */
 };
 
 typedef struct out_req {
@@ -88,10 +90,14 @@ static void on_handle_closed(uv_handle_t *h)
     conn_unref(h->data);
 }
 
+static void tls_flush(net_conn *c);
+
 static void conn_close(net_conn *c)
 {
     if (c->closed)
         return;
+    if (c->tls != NULL && net_tls_handshake_done(c->tls) && net_tls_close(c->tls) == 0)
+        tls_flush(c); /* close_notify: the peer can tell an end from a cut */
     c->closed = true;
     if (c->nl != NULL) {
         net_loop *nl = c->nl;
@@ -260,8 +266,10 @@ static const char *status_text(int s)
     }
 }
 
+/* head_only: an answer to HEAD, which says what the body would be and
+ * sends none. */
 static void send_answer(net_conn *c, int status, rt_buf *body, const char *ctype, const char *extra,
-                        bool close_after)
+                        bool close_after, bool head_only)
 {
     char *head = malloc(512 + (extra != NULL ? strlen(extra) : 0));
     if (head == NULL) {
@@ -275,6 +283,10 @@ static void send_answer(net_conn *c, int status, rt_buf *body, const char *ctype
                     extra != NULL ? extra : "");
     if (close_after)
         c->closing = true;
+    if (head_only) {
+        rt_buf_unref(body);
+        body = NULL;
+    }
     conn_send(c, head, (size_t)n, body);
 }
 
@@ -282,6 +294,7 @@ static rt_buf *detail_json(const char *fmt, va_list ap)
 {
     char line[512];
     vsnprintf(line, sizeof(line), fmt, ap);
+    rt_utf8_clean(line); /* it may quote what the peer sent */
     json_t *j = json_pack("{s:s}", "detail", line);
     char *s = json_dumps(j, JSON_COMPACT);
     json_decref(j);
@@ -301,7 +314,7 @@ static void conn_fail(net_conn *c, int status, const char *fmt, ...)
     net_metrics_request(NET_R_NONE, status);
     rt_log(RT_LOG_INFO, "http", "status=%d closing: %s", status,
            b != NULL ? (const char *)rt_buf_data(b) : "");
-    send_answer(c, status, b, NULL, NULL, true);
+    send_answer(c, status, b, NULL, NULL, true, false);
     if (c->writes == 0)
         conn_close(c);
 }
@@ -318,8 +331,11 @@ void net_reply(net_req *r, int status, rt_buf *body, const char *ctype, const ch
            r->route.name[0] != '\0' ? r->route.name : "-", status, (unsigned long long)us);
     net_query_free(&r->query);
     net_metrics_request(r->route.id, status);
-    if (!c->closed)
-        send_answer(c, status, body, ctype, extra, !keep);
+    if (c->abandoned) {
+        rt_buf_unref(body);
+        c->abandoned = false;
+    } else if (!c->closed)
+        send_answer(c, status, body, ctype, extra, !keep, strcmp(r->http->method, "HEAD") == 0);
     else
         rt_buf_unref(body);
     c->busy = false;
@@ -484,6 +500,10 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
         conn_close(c);
         return;
     } else if (n > 0) {
+        if (!c->started && !c->busy) { /* a TLS handshake counts as the request's start */
+            c->started = true;
+            c->t0 = now_ms(c);
+        }
         if (c->tls != NULL) {
             if (tls_in(c, (const uint8_t *)b->base, (size_t)n) < 0) {
                 conn_close(c);
@@ -585,6 +605,11 @@ void net_conns_close(net_loop *nl, bool force)
     net_conn *c = nl->conns;
     while (c != NULL) {
         net_conn *next = c->next;
+        if (force && c->busy && !c->abandoned) {
+            /* the grace period is over: the client learns it may retry */
+            c->abandoned = true;
+            conn_fail(c, 503, "the server is stopping; retry elsewhere or later");
+        }
         if (force || (!c->busy && c->writes == 0)) {
             conn_close(c);
         } else {

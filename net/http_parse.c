@@ -26,6 +26,7 @@ enum { DEF_HEADER_BYTES = 16 << 10, DEF_HEADERS = 100, DEF_BODY_BYTES = 16 << 20
 typedef struct span { /* a body's bytes inside the buffer being fed */
     const uint8_t *at;
     size_t len;
+    bool chunked; /* chunk data: CRLF must follow */
 } span;
 
 struct hp_parser {
@@ -48,7 +49,9 @@ struct hp_parser {
     /* the feed in progress: where its bodies are (for the CRLF check) */
     span *spans;
     size_t nspans, spans_cap;
-    uint8_t prev; /* the last byte outside a body */
+    uint8_t prev;    /* the last byte outside a body */
+    int need_crlf;   /* bytes of the CRLF that must follow chunk data */
+    bool value_done; /* a header value ended: the next line needs a name */
     int status;
     char reason[160];
 };
@@ -141,6 +144,7 @@ static int trailer(hp_parser *p, size_t len)
 static int on_field(llhttp_t *ll, const char *at, size_t len)
 {
     hp_parser *p = of(ll);
+    p->value_done = false;
     for (size_t i = 0; i < len; i++)
         if (!tchar((unsigned char)at[i]))
             return fail(p, 400, "malformed request: invalid character in a header name");
@@ -165,7 +169,7 @@ static int on_value(llhttp_t *ll, const char *at, size_t len)
     hp_parser *p = of(ll);
     if (p->headers_in)
         return trailer(p, len);
-    if (p->noffs == 0)
+    if (p->noffs == 0 || p->value_done)
         return fail(p, 400, "malformed request: a header line without a name");
     bool fresh = !p->in_value;
     if (fresh) {
@@ -175,9 +179,48 @@ static int on_value(llhttp_t *ll, const char *at, size_t len)
     return put(p, at, len, fresh);
 }
 
+static int on_value_done(llhttp_t *ll)
+{
+    of(ll)->value_done = true;
+    return 0;
+}
+
+/* A Host header's value: no spaces, controls or URI delimiters. */
+static bool host_ok(const char *h)
+{
+    for (; *h; h++)
+        if ((unsigned char)*h <= ' ' || (unsigned char)*h >= 0x7f || strchr("/?#@\\", *h) != NULL)
+            return false;
+    return true;
+}
+
+/* RFC 9112: an HTTP/1.1 request has exactly one valid Host; the only
+ * transfer coding understood is chunked, alone (the body is unreadable
+ * otherwise, and reading it as plain would desynchronize the stream). */
+static int check_framing(hp_parser *p, const hp_req *r)
+{
+    size_t hosts = 0, tes = 0;
+    for (size_t i = 0; i < r->nheaders; i++) {
+        if (strcmp(r->headers[i].name, "host") == 0) {
+            hosts++;
+            if (!host_ok(r->headers[i].value))
+                return fail(p, 400, "malformed request: an invalid Host header");
+        } else if (strcmp(r->headers[i].name, "transfer-encoding") == 0) {
+            if (++tes > 1 || strcasecmp(r->headers[i].value, "chunked") != 0)
+                return fail(p, 400,
+                            "malformed request: only the chunked transfer coding is understood");
+        }
+    }
+    if (r->minor >= 1 && hosts != 1)
+        return fail(p, 400, "malformed request: HTTP/1.1 wants exactly one Host header");
+    return 0;
+}
+
 static int on_headers(llhttp_t *ll)
 {
     hp_parser *p = of(ll);
+    if (ll->http_major != 1)
+        return fail(p, 505, "only HTTP/1.x is spoken here");
     if (!p->url)
         return fail(p, 400, "malformed request: no request target");
     if (p->noffs > 0 && !p->in_value) { /* a name with an empty value */
@@ -193,6 +236,8 @@ static int on_headers(llhttp_t *ll)
         return fail(p, 500, "out of memory");
     for (size_t i = 0; i < r->nheaders; i++) {
         char *name = p->hb + p->offs[2 * i];
+        if (name[0] == '\0')
+            return fail(p, 400, "malformed request: a header line without a name");
         for (char *c = name; *c != '\0'; c++)
             *c = (char)tolower((unsigned char)*c);
         r->headers[i] = (hp_header){name, p->hb + p->offs[2 * i + 1]};
@@ -202,8 +247,7 @@ static int on_headers(llhttp_t *ll)
     r->minor = ll->http_minor;
     r->body = NULL;
     r->body_len = 0;
-    if (ll->http_major != 1)
-        return fail(p, 505, "only HTTP/1.x is spoken here");
+    r->upgrade = ll->upgrade != 0;
     if ((ll->flags & F_CONTENT_LENGTH) && ll->content_length > p->lim.body_bytes)
         return fail(p, 413, "the body (%llu bytes) exceeds %zu bytes",
                     (unsigned long long)ll->content_length, p->lim.body_bytes);
@@ -213,6 +257,8 @@ static int on_headers(llhttp_t *ll)
             return fail(p, 417, "Expect: only 100-continue is understood");
         p->expect_continue = true;
     }
+    if (check_framing(p, r) < 0)
+        return -1;
     p->headers_in = true;
     return 0;
 }
@@ -227,7 +273,7 @@ static int on_body(llhttp_t *ll, const char *at, size_t len)
         return fail(p, 500, "out of memory");
     memcpy(p->body + p->blen, at, len);
     p->blen += len;
-    p->spans[p->nspans++] = (span){(const uint8_t *)at, len};
+    p->spans[p->nspans++] = (span){(const uint8_t *)at, len, (ll->flags & F_CHUNKED) != 0};
     return 0;
 }
 
@@ -258,6 +304,7 @@ hp_parser *hp_new(const hp_limits *l)
     p->cb.on_url = on_url;
     p->cb.on_header_field = on_field;
     p->cb.on_header_value = on_value;
+    p->cb.on_header_value_complete = on_value_done;
     p->cb.on_headers_complete = on_headers;
     p->cb.on_body = on_body;
     p->cb.on_message_complete = on_complete;
@@ -279,7 +326,9 @@ void hp_free(hp_parser *p)
     free(p);
 }
 
-/* Outside bodies, every LF must follow a CR. */
+/* Outside bodies, every LF must follow a CR, no line may start with
+ * whitespace (obs-fold, a smuggling vector), and a chunk's data must be
+ * followed by exactly CRLF (llhttp 8 skips those two bytes unread). */
 static int check_crlf(hp_parser *p, const uint8_t *data, size_t n)
 {
     size_t s = 0;
@@ -288,10 +337,18 @@ static int check_crlf(hp_parser *p, const uint8_t *data, size_t n)
             s++;
         if (s < p->nspans && data + i >= p->spans[s].at) {
             i = (size_t)(p->spans[s].at + p->spans[s].len - data) - 1;
+            if (p->spans[s].chunked)
+                p->need_crlf = 2;
             continue;
         }
+        if (p->need_crlf > 0 && data[i] != (p->need_crlf == 2 ? '\r' : '\n'))
+            return fail(p, 400, "malformed request: chunk data not followed by CRLF");
+        if (p->need_crlf > 0)
+            p->need_crlf--;
         if (data[i] == '\n' && p->prev != '\r')
             return fail(p, 400, "a bare LF where HTTP wants CRLF");
+        if ((data[i] == ' ' || data[i] == '\t') && p->prev == '\n')
+            return fail(p, 400, "malformed request: a line starts with whitespace (obs-fold)");
         p->prev = data[i];
     }
     return 0;
@@ -308,9 +365,20 @@ ssize_t hp_feed(hp_parser *p, const uint8_t *data, size_t len, bool *done)
     }
     p->nspans = 0;
     llhttp_errno_t e = llhttp_execute(&p->ll, (const char *)data, len);
+    if (e == HPE_PAUSED_UPGRADE) {
+        /* an Upgrade the route did not take: the connection stays HTTP/1.1
+         * (the protocol switch itself is the WebSocket layer's) */
+        const char *at = llhttp_get_error_pos(&p->ll);
+        llhttp_resume_after_upgrade(&p->ll);
+        e = llhttp_execute(&p->ll, at, len - (size_t)((const uint8_t *)at - data));
+    }
     size_t used = len;
     if (e == HPE_PAUSED) {
         used = (size_t)((const uint8_t *)llhttp_get_error_pos(&p->ll) - data);
+    } else if (e == HPE_INVALID_VERSION) {
+        if (p->status == 0)
+            fail(p, 505, "only HTTP/1.x is spoken here");
+        return -1;
     } else if (e != HPE_OK) {
         if (p->status == 0)
             fail(p, 400, "malformed request: %s", llhttp_get_error_reason(&p->ll));

@@ -41,6 +41,7 @@ typedef struct hp_req {
     const uint8_t *body; /* NULL when there is none */
     size_t body_len;
     bool keep_alive; /* the connection stays open after the answer */
+    bool upgrade;    /* it asked for another protocol (Upgrade) */
     int minor;       /* HTTP/1.<minor> */
 } hp_req;
 

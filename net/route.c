@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 enum { SEG_MAX = 8 };
 
@@ -140,6 +141,11 @@ int net_route_match(const char *method, const char *target, net_route *r)
 {
     memset(r, 0, sizeof(*r));
     r->name = "";
+    /* the absolute form (RFC 9112 3.2.2): the path is after the authority */
+    if (strncasecmp(target, "http://", 7) == 0 || strncasecmp(target, "https://", 8) == 0) {
+        const char *slash = strpbrk(strstr(target, "//") + 2, "/?");
+        target = slash != NULL && *slash == '/' ? slash : "/";
+    }
     const char *q = strchr(target, '?');
     size_t plen = q != NULL ? (size_t)(q - target) : strlen(target);
     if (q != NULL) {

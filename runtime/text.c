@@ -86,3 +86,43 @@ void rt_text_puts(rt_text *w, const char *s)
 {
     rt_text_put(w, s, strlen(s));
 }
+
+/* The length of the valid UTF-8 sequence at s, or 0 (RFC 3629: no
+ * overlongs, no surrogates, nothing above U+10FFFF). */
+static size_t utf8_seq(const unsigned char *s)
+{
+    unsigned c = s[0];
+    size_t n;
+    unsigned min;
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xC2 && c <= 0xDF)
+        n = 2, min = 0x80;
+    else if (c >= 0xE0 && c <= 0xEF)
+        n = 3, min = 0x800;
+    else if (c >= 0xF0 && c <= 0xF4)
+        n = 4, min = 0x10000;
+    else
+        return 0;
+    unsigned cp = c & (0x7F >> n);
+    for (size_t i = 1; i < n; i++) {
+        if ((s[i] & 0xC0) != 0x80)
+            return 0;
+        cp = (cp << 6) | (s[i] & 0x3F);
+    }
+    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+        return 0;
+    return n;
+}
+
+void rt_utf8_clean(char *s)
+{
+    unsigned char *p = (unsigned char *)s;
+    while (*p != '\0') {
+        size_t n = utf8_seq(p);
+        if (n == 0)
+            *p++ = '?';
+        else
+            p += n;
+    }
+}

@@ -23,4 +23,8 @@ void rt_text_putc(rt_text *w, char c);
  * json.dumps(ensure_ascii=False) writes it. */
 void rt_text_json_string(rt_text *w, const char *s, size_t n);
 
+/* Make a NUL-terminated string valid UTF-8 in place: every byte of an
+ * invalid or cut sequence becomes '?'. For echoing what a peer sent. */
+void rt_utf8_clean(char *s);
+
 #endif

@@ -140,7 +140,9 @@ START_TEST(test_continue)
     hp_free(p);
     p = hp_new(NULL);
     ck_assert_int_eq(
-        feed_req(p, "POST /e HTTP/1.1\r\nExpect: 200-ok\r\nContent-Length: 0\r\n\r\n", 0), -1);
+        feed_req(p, "POST /e HTTP/1.1\r\nHost: t\r\nExpect: 200-ok\r\nContent-Length: 0\r\n\r\n",
+                 0),
+        -1);
     ck_assert_int_eq(hp_status(p), 417);
     hp_free(p);
 }
@@ -164,24 +166,26 @@ static void refused(const char *req, int status, const hp_limits *l, size_t step
 START_TEST(test_smuggling)
 {
     for (size_t step = 0; step <= 1; step++) {
-        refused("POST / HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n"
-                "0\r\n\r\n",
+        refused(
+            "POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n"
+            "0\r\n\r\n",
+            400, NULL, step);
+        refused("POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\nabc",
                 400, NULL, step);
-        refused("POST / HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\nabc", 400, NULL,
-                step);
-        refused("POST / HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabcd", 400, NULL,
-                step);
-        refused("POST / HTTP/1.1\r\nContent-Length: -1\r\n\r\n", 400, NULL, step);
-        refused("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n0\r\n\r\n", 400,
-                NULL, step);
-        refused("POST / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked, identity\r\n\r\n", 400, NULL,
-                step);
+        refused("POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabcd",
+                400, NULL, step);
+        refused("POST / HTTP/1.1\r\nHost: t\r\nContent-Length: -1\r\n\r\n", 400, NULL, step);
+        refused("POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: "
+                "chunked\r\n\r\nzz\r\nabc\r\n0\r\n\r\n",
+                400, NULL, step);
+        refused("POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: gzip, chunked, identity\r\n\r\n",
+                400, NULL, step);
         refused("GET / HTTP/1.1\nHost: a\r\n\r\n", 400, NULL, step);
         refused("GET / HTTP/1.1\r\nHost: a\n\r\n", 400, NULL, step);
         refused("GET / HTTP/1.1\r\nHost: a\r\n\n", 400, NULL, step);
         refused("GET / HTTP/1.1\r\nHost : a\r\n\r\n", 400, NULL, step);
-        refused("GET / HTTP/1.1\r\n folded: a\r\n\r\n", 400, NULL, step);
-        refused("GET\x01 / HTTP/1.1\r\n\r\n", 400, NULL, step);
+        refused("GET / HTTP/1.1\r\nHost: t\r\n folded: a\r\n\r\n", 400, NULL, step);
+        refused("GET\x01 / HTTP/1.1\r\nHost: t\r\n\r\n", 400, NULL, step);
         /* found by the fuzzer (a value with no name after a request line
          * with no version): refused, and nothing read out of bounds */
         refused("CONNECT \r\n:    \r0\nCont::\x97    t:    h - e  d/.\r\n\r\n", 505, NULL, step);
@@ -193,21 +197,67 @@ START_TEST(test_limits)
 {
     hp_limits l = {.header_bytes = 200, .headers = 4, .body_bytes = 10};
     char big[400];
-    snprintf(big, sizeof(big), "GET /%0250d HTTP/1.1\r\n\r\n", 0);
+    snprintf(big, sizeof(big), "GET /%0250d HTTP/1.1\r\nHost: t\r\n\r\n", 0);
     refused(big, 431, &l, 0);
     refused(big, 431, &l, 7);
-    refused("GET / HTTP/1.1\r\na: 1\r\nb: 2\r\nc: 3\r\nd: 4\r\ne: 5\r\n\r\n", 431, &l, 0);
-    refused("POST / HTTP/1.1\r\nContent-Length: 11\r\n\r\n", 413, &l, 0);
-    refused("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n6\r\nhello,\r\n5\r\nworld\r\n",
+    refused("GET / HTTP/1.1\r\nHost: t\r\na: 1\r\nb: 2\r\nc: 3\r\nd: 4\r\ne: 5\r\n\r\n", 431, &l,
+            0);
+    refused("POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 11\r\n\r\n", 413, &l, 0);
+    refused("POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: "
+            "chunked\r\n\r\n6\r\nhello,\r\n5\r\nworld\r\n",
             413, &l, 0);
     /* at the limits exactly: accepted */
     hp_parser *p = hp_new(&l);
     ck_assert_int_gt(
-        feed_req(p,
-                 "POST / HTTP/1.1\r\na: 1\r\nb: 2\r\nc: 3\r\nContent-Length: 10\r\n\r\n0123456789",
-                 0),
+        feed_req(
+            p, "POST / HTTP/1.1\r\nHost: t\r\na: 1\r\nb: 2\r\nContent-Length: 10\r\n\r\n0123456789",
+            0),
         0);
     ck_assert_uint_eq(hp_request(p)->body_len, 10);
+    hp_free(p);
+}
+END_TEST
+
+START_TEST(test_framing)
+{
+    for (size_t step = 0; step <= 1; step++) {
+        /* chunk data must end with CRLF, not any two bytes */
+        refused("POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
+                "2\r\n{}XX0\r\n\r\n",
+                400, NULL, step);
+        refused("POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: gzip\r\n\r\n", 400, NULL, step);
+        refused("POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"
+                "0\r\n\r\n",
+                400, NULL, step);
+        refused("POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n"
+                "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+                400, NULL, step);
+        refused("GET / HTTP/1.1\r\nHost: t\r\n: v\r\n\r\n", 400, NULL, step);
+        refused("GET / HTTP/1.1\r\nHost: t\r\nA: 1\r\n\tfolded\r\n\r\n", 400, NULL, step);
+        refused("GET / HTTP/1.1\r\n\r\n", 400, NULL, step);
+        refused("GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400, NULL, step);
+        refused("GET / HTTP/1.1\r\nHost: a b\r\n\r\n", 400, NULL, step);
+        refused("GET / HTTP/3.0\r\nHost: t\r\n\r\n", 505, NULL, step);
+    }
+    /* HTTP/1.0 needs no Host; chunk data split anywhere still checks CRLF */
+    hp_parser *p = hp_new(NULL);
+    ck_assert_int_gt(feed_req(p, "GET / HTTP/1.0\r\n\r\n", 0), 0);
+    hp_free(p);
+    p = hp_new(NULL);
+    const char *ok = "POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
+                     "5\r\nhello\r\n1;x=y\r\n!\r\n0\r\n\r\n";
+    ck_assert_int_eq(feed_req(p, ok, 1), (ssize_t)strlen(ok));
+    ck_assert_uint_eq(hp_request(p)->body_len, 6);
+    hp_free(p);
+    /* an Upgrade nobody takes leaves the connection speaking HTTP/1.1 */
+    p = hp_new(NULL);
+    const char *up = "GET / HTTP/1.1\r\nHost: t\r\nConnection: Upgrade\r\nUpgrade: foo\r\n\r\n";
+    ck_assert_int_eq(feed_req(p, up, 0), (ssize_t)strlen(up));
+    ck_assert(hp_request(p)->upgrade);
+    const char *next = "GET /b HTTP/1.1\r\nHost: t\r\n\r\n";
+    ck_assert_int_eq(feed_req(p, next, 0), (ssize_t)strlen(next));
+    ck_assert_str_eq(hp_request(p)->target, "/b");
+    ck_assert(!hp_request(p)->upgrade);
     hp_free(p);
 }
 END_TEST
@@ -215,7 +265,7 @@ END_TEST
 START_TEST(test_cut_short)
 {
     hp_parser *p = hp_new(NULL);
-    const char *cut = "POST / HTTP/1.1\r\nContent-Length: 5\r\n\r\nab";
+    const char *cut = "POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\r\nab";
     ck_assert_int_eq(feed_req(p, cut, 0), (ssize_t)strlen(cut));
     ck_assert_ptr_null(hp_request(p));
     ck_assert_int_eq(hp_finish(p), -1);
@@ -238,6 +288,7 @@ int main(void)
     tcase_add_test(tc, test_continue);
     tcase_add_test(tc, test_smuggling);
     tcase_add_test(tc, test_limits);
+    tcase_add_test(tc, test_framing);
     tcase_add_test(tc, test_cut_short);
     suite_add_tcase(s, tc);
     return ts_run_suite(s);
