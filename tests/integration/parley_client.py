@@ -1,0 +1,247 @@
+"""parley_client.py - a real `parley serve` in a temp dir, and a small HTTP
+client for it. Standard library only.
+
+    with Server() as srv:              # starts $PARLEY serve on 127.0.0.1:0
+        c = srv.client()               # Client(base URL, api key)
+        status, headers, body = c.request("GET", "/alive")
+    # leaving the block sends SIGTERM and checks exit status 0
+
+Nothing here sleeps to synchronize: the server announces its port on its
+first stdout line, and waits are conditions polled against a deadline that
+fails the test instead of hanging it.
+"""
+
+import http.client
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+
+START_TIMEOUT = 60  # seconds for `listening on ...` (ASan builds are slow)
+STOP_TIMEOUT = 60   # seconds for a clean exit after SIGTERM
+HTTP_TIMEOUT = 60   # seconds for one request
+
+
+class TestFailure(Exception):
+    pass
+
+
+def check(cond, msg, *details):
+    """Fail with msg (and the details, repr'd) unless cond."""
+    if not cond:
+        if details:
+            msg += " | " + " | ".join(
+                d if isinstance(d, str) else repr(d) for d in details)
+        raise TestFailure(msg)
+
+
+class Response:
+    """status, headers (lower-cased names), body (parsed JSON, or None), raw bytes."""
+
+    def __init__(self, status, headers, raw):
+        self.status = status
+        self.headers = headers
+        self.raw = raw
+        try:
+            self.body = json.loads(raw.decode("utf-8")) if raw else None
+        except (ValueError, UnicodeDecodeError):
+            self.body = None
+
+    def __iter__(self):  # status, headers, body = client.request(...)
+        return iter((self.status, self.headers, self.body))
+
+    def __repr__(self):
+        return "HTTP %d %s" % (self.status, self.raw[:600].decode("utf-8", "replace"))
+
+
+class Client:
+    """One keep-alive connection to the server; reconnects if it is closed."""
+
+    def __init__(self, host, port, api_key=None):
+        self.host, self.port, self.api_key = host, port, api_key
+        self.conn = None
+
+    def _connect(self):
+        self.conn = http.client.HTTPConnection(self.host, self.port, timeout=HTTP_TIMEOUT)
+        return self.conn
+
+    def close(self):
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
+    def send(self, method, path, body=None, headers=None, raw=None):
+        """Send a request without reading its answer (see receive())."""
+        hdrs = {}
+        if self.api_key is not None:
+            hdrs["X-Session-API-Key"] = self.api_key
+        data = raw
+        if body is not None:
+            data = json.dumps(body).encode("utf-8")
+        if data is not None:
+            hdrs["Content-Type"] = "application/json"
+        hdrs.update(headers or {})
+        hdrs = {k: v for k, v in hdrs.items() if v is not None}
+        conn = self.conn or self._connect()
+        conn.request(method, path, body=data, headers=hdrs)
+
+    def receive(self):
+        r = self.conn.getresponse()
+        raw = r.read()
+        headers = {k.lower(): v for k, v in r.getheaders()}
+        if r.will_close:
+            self.close()
+        return Response(r.status, headers, raw)
+
+    def request(self, method, path, body=None, headers=None, raw=None):
+        """-> Response (unpacks as status, headers, body). body: JSON to send;
+        raw: bytes to send as they are. Headers given as None are left out."""
+        try:
+            self.send(method, path, body, headers, raw)
+            return self.receive()
+        except (ConnectionError, http.client.RemoteDisconnected, BrokenPipeError):
+            # the server closed an idle keep-alive connection: once more, fresh
+            self.close()
+            self.send(method, path, body, headers, raw)
+            return self.receive()
+
+    # shorthands
+    def get(self, path, **kw):
+        return self.request("GET", path, **kw)
+
+    def post(self, path, body=None, **kw):
+        return self.request("POST", path, body=body, **kw)
+
+    def expect(self, method, path, status, body=None, **kw):
+        """request(), failing unless the status is `status`; -> the parsed body."""
+        r = self.request(method, path, body=body, **kw)
+        check(r.status == status, "%s %s: want %d" % (method, path, status), r)
+        return r.body
+
+
+LIVE = []  # the servers running now (to say which died when a test fails)
+
+
+class Server:
+    """`$PARLEY serve` on 127.0.0.1:0 with its own data dir (or a given one)."""
+
+    def __init__(self, data=None, api_key=None, env=None, args=(), workers=2):
+        self.own_data = data is None
+        self.data = data or tempfile.mkdtemp(prefix="parley-api.")
+        self.api_key = api_key
+        self.env = env
+        self.args = list(args)
+        self.workers = workers
+        self.proc = None
+        self.port = None
+        self.clients = []
+
+    def start(self):
+        binary = os.environ.get("PARLEY")
+        check(binary, "PARLEY must point at the parley binary (ctest sets it)")
+        cmd = [binary, "serve", "--data", self.data, "--listen", "127.0.0.1:0",
+               "--workers", str(self.workers), "--log-level", "warn"] + self.args
+        if self.api_key is not None:
+            cmd += ["--api-key", self.api_key]
+        env = dict(os.environ)
+        env.pop("SESSION_API_KEY", None)
+        env.update(self.env or {})
+        self.stderr = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self.stderr, env=env)
+        ready, _, _ = select.select([self.proc.stdout], [], [], START_TIMEOUT)
+        line = self.proc.stdout.readline().decode("utf-8", "replace").strip() if ready else ""
+        prefix = "listening on http://127.0.0.1:"
+        if not line.startswith(prefix):
+            self.proc.kill()
+            self.proc.wait()
+            raise TestFailure("serve did not announce itself: %r; stderr: %s"
+                              % (line, self._stderr_text()))
+        self.port = int(line[len(prefix):])
+        LIVE.append(self)
+        return self
+
+    def _stderr_text(self):
+        self.stderr.seek(0)
+        return self.stderr.read().decode("utf-8", "replace")[-3000:]
+
+    def client(self, api_key="default"):
+        c = Client("127.0.0.1", self.port, self.api_key if api_key == "default" else api_key)
+        self.clients.append(c)
+        return c
+
+    def terminate(self):
+        """Send SIGTERM and return; stop() then waits for the exit."""
+        self.proc.send_signal(signal.SIGTERM)
+        self.signalled = True
+
+    def stop(self):
+        """SIGTERM (unless terminate() sent it), then check a clean exit (status 0)."""
+        for c in self.clients:
+            c.close()
+        self.clients = []
+        if self.proc is None:
+            return
+        proc, self.proc = self.proc, None
+        LIVE.remove(self)
+        if not getattr(self, "signalled", False):
+            proc.send_signal(signal.SIGTERM)
+        self.signalled = False
+        try:
+            rc = proc.wait(STOP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            raise TestFailure("serve did not stop within %d s of SIGTERM" % STOP_TIMEOUT)
+        proc.stdout.close()
+        check(rc == 0, "serve exited %d after SIGTERM, wanted 0; stderr: %s"
+              % (rc, self._stderr_text()))
+        self.stderr.close()
+
+    def restart(self):
+        """SIGTERM (exit 0 checked), then serve the same data directory again."""
+        self.stop()
+        return self.start()
+
+    def kill(self):
+        if self.proc is not None:
+            LIVE.remove(self)
+            self.proc.kill()
+            self.proc.wait()
+            self.proc.stdout.close()
+            self.proc = None
+
+    def cleanup(self):
+        self.kill()
+        if self.own_data:
+            shutil.rmtree(self.data, ignore_errors=True)
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, exc_type, exc, tb):
+        try:
+            if exc_type is None:
+                self.stop()
+        finally:
+            self.cleanup()
+
+    def died(self):
+        """None while running; else why it stopped, with its stderr."""
+        if self.proc is None or self.proc.poll() is None:
+            return None
+        return "serve exited %d; stderr: %s" % (self.proc.returncode, self._stderr_text())
+
+
+def wait_for(what, cond, timeout=30):
+    """Poll cond() until it returns something true; fail after timeout s."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = cond()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise TestFailure("timed out after %d s waiting for %s" % (timeout, what))
