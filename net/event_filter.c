@@ -34,13 +34,20 @@ static int digits(const char *s, int n)
     return v;
 }
 
+static int days_in(int year, int month)
+{
+    static const int d[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    bool leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
+    return d[month - 1] + (month == 2 && leap);
+}
+
 int net_local_timestamp(const char *in, char out[40])
 {
     size_t n = strlen(in);
     struct tm tm = {0};
-    if (n < 10 || in[4] != '-' || in[7] != '-' || (tm.tm_year = digits(in, 4)) < 0 ||
+    if (n < 10 || in[4] != '-' || in[7] != '-' || (tm.tm_year = digits(in, 4)) < 1 ||
         (tm.tm_mon = digits(in + 5, 2)) < 1 || tm.tm_mon > 12 ||
-        (tm.tm_mday = digits(in + 8, 2)) < 1 || tm.tm_mday > 31)
+        (tm.tm_mday = digits(in + 8, 2)) < 1 || tm.tm_mday > days_in(tm.tm_year, tm.tm_mon))
         return -1;
     const char *p = in + 10;
     long usec = 0;
@@ -82,7 +89,8 @@ int net_local_timestamp(const char *in, char out[40])
     if (strcmp(p, "Z") == 0 || strcmp(p, "z") == 0) {
         off = 0;
     } else if ((p[0] == '+' || p[0] == '-') && strlen(p) == 6 && p[3] == ':' &&
-               digits(p + 1, 2) >= 0 && digits(p + 4, 2) >= 0) {
+               digits(p + 1, 2) >= 0 && digits(p + 1, 2) <= 23 && digits(p + 4, 2) >= 0 &&
+               digits(p + 4, 2) <= 59) {
         off = (digits(p + 1, 2) * 60L + digits(p + 4, 2)) * 60L * (p[0] == '-' ? -1 : 1);
     } else {
         return -1;
@@ -90,6 +98,10 @@ int net_local_timestamp(const char *in, char out[40])
     tm.tm_year -= 1900;
     tm.tm_mon -= 1;
     time_t t = timegm(&tm) - off;
+    struct tm local;
+    /* a zone can carry the moment out of the years a 4-digit timestamp has */
+    if (localtime_r(&t, &local) == NULL || local.tm_year + 1900 < 1 || local.tm_year + 1900 > 9999)
+        return -1;
     ev_format_timestamp((long long)t, usec, out);
     return 0;
 }

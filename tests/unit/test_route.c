@@ -148,6 +148,12 @@ START_TEST(test_filters)
     ck_assert_int_eq(net_local_timestamp("2026-08-22T10:15:02.5Z", out), 0);
     ck_assert_str_eq(out, "2026-08-22T10:15:02.500000");
     ck_assert_int_eq(net_local_timestamp("2026-08-22T10:15:02+0200", out), -1);
+    ck_assert_int_eq(net_local_timestamp("2026-02-31", out), -1);
+    ck_assert_int_eq(net_local_timestamp("2024-02-29T00:00:00Z", out), 0);
+    ck_assert_int_eq(net_local_timestamp("2026-08-22T10:15:02+24:00", out), -1);
+    ck_assert_int_eq(net_local_timestamp("2026-08-22T10:15:02+01:60", out), -1);
+    ck_assert_int_eq(net_local_timestamp("9999-12-31T23:00:00-05:00", out), -1);
+    ck_assert_int_eq(net_local_timestamp("0000-01-01T00:00:00+01:00", out), -1);
 }
 END_TEST
 
