@@ -55,6 +55,8 @@ typedef struct unit {
     size_t n, cap;
     item *items;
     echo *echoes;
+    json_t *posted; /* an array mixing retries and new events: every id, as
+                       posted, so that the answer has one entry per event */
 } unit;
 
 typedef struct held {
@@ -431,6 +433,7 @@ static void unit_free(unit *u)
         json_decref(x->ids);
         free(x);
     }
+    json_decref(u->posted);
     for (size_t i = 0; i < u->n; i++) {
         ev_free(&u->items[i].e);
         rt_buf_unref(u->items[i].bytes);
@@ -862,7 +865,7 @@ static void append_array(conv *c, ev *evs, size_t n, rt_promise *reply)
     gate *saved = gate_clone(c->g);
     conv_status saved_status = c->status;
     unit *u = unit_new(n);
-    json_t *already = json_array(), *observed = json_array();
+    json_t *already = json_array(), *observed = json_array(), *posted = json_array();
     if (saved == NULL || u == NULL || already == NULL || observed == NULL) {
         gate_free(saved);
         if (u != NULL)
@@ -892,6 +895,7 @@ static void append_array(conv *c, ev *evs, size_t n, rt_promise *reply)
         }
         if (v == GATE_ALREADY) {
             json_array_append_new(already, json_string(e->id));
+            json_array_append_new(posted, json_string(e->id));
             ev_free(e);
             continue;
         }
@@ -920,8 +924,12 @@ static void append_array(conv *c, ev *evs, size_t n, rt_promise *reply)
             i++;
             break;
         }
+        json_array_append_new(posted, json_string(u->items[u->n - 1].e.id));
     }
     c->tentative = NULL;
+    if (json_array_size(already) > 0 && i == n)
+        u->posted = json_incref(posted);
+    json_decref(posted);
     if (i < n) { /* take it all back */
         for (size_t k = i; k < n; k++)
             ev_free(&evs[k]);
@@ -1069,6 +1077,36 @@ static void checkpoint(conv *c)
     c->since_ckpt = 0;
 }
 
+/* One entry per posted event, in the order posted: the new ones with the
+ * index they got, the retries with theirs and "duplicate": true. */
+static void posted_answer(const conv *c, const unit *u, uint64_t first, rt_text *t)
+{
+    size_t i;
+    json_t *id;
+    json_array_foreach(u->posted, i, id)
+    {
+        const char *s = json_string_value(id);
+        uint64_t at = UINT64_MAX;
+        for (size_t k = 0; k < u->n && at == UINT64_MAX; k++)
+            if (strcmp(u->items[k].e.id, s) == 0)
+                at = first + k;
+        bool dup = at == UINT64_MAX;           /* in the log before this append */
+        for (size_t k = 0; k < i && !dup; k++) /* posted twice: the second is a retry */
+            dup = json_equal(json_array_get(u->posted, k), id);
+        if (at == UINT64_MAX && st_log_find(c->log, s, strlen(s), &at) != 0)
+            at = UINT64_MAX;
+        char tail[64];
+        rt_text_puts(t, i > 0 ? ",{\"id\":" : "{\"id\":");
+        rt_text_json_string(t, s, strlen(s));
+        if (at != UINT64_MAX)
+            snprintf(tail, sizeof(tail), ",\"index\":%" PRIu64 "%s}", at,
+                     dup ? ",\"duplicate\":true" : "");
+        else
+            snprintf(tail, sizeof(tail), "%s}", dup ? ",\"duplicate\":true" : "");
+        rt_text_puts(t, tail);
+    }
+}
+
 static void on_stored_msg(conv *c, uint64_t first)
 {
     unit *u = c->uhead;
@@ -1086,7 +1124,7 @@ static void on_stored_msg(conv *c, uint64_t first)
         int s = conv_status_of(&it->e);
         if (s >= 0)
             c->status_c = (conv_status)s;
-        if (u->reply.to != NULL && u->reply_kind == REPLY_EVENTS) {
+        if (u->reply.to != NULL && u->reply_kind == REPLY_EVENTS && u->posted == NULL) {
             char idx[40];
             rt_text_puts(&evs, i > 0 ? ",{\"id\":" : "{\"id\":");
             rt_text_json_string(&evs, it->e.id, strlen(it->e.id));
@@ -1095,6 +1133,8 @@ static void on_stored_msg(conv *c, uint64_t first)
         }
         publish(c, first + i, &it->e, it->bytes);
     }
+    if (u->posted != NULL)
+        posted_answer(c, u, first, &evs);
     rt_text_puts(&evs, "]}");
     c->count_c = first + u->n;
     rt_count(&rt_metrics_g.events_appended, u->n);

@@ -581,9 +581,13 @@ START_TEST(test_duplicate_event_id)
     REFUSED(&e, user("u1", "something else"), "duplicate_event_id", "u1", "");
     /* the id is taken whatever the kind */
     REFUSED(&e, act("u1", "c1", "r1"), "duplicate_event_id", "u1", "");
-    /* twice in one array: once in the log */
+    /* twice in one array: once in the log, answered once per posted event */
     out = expect_code(&e, ARRAY(user("u2", "x"), user("u2", "x")), 201, __LINE__);
-    ck_assert_int_eq(json_array_size(json_object_get(out, "events")), 1);
+    json_t *evs = json_object_get(out, "events");
+    ck_assert_int_eq(json_array_size(evs), 2);
+    ck_assert_ptr_null(json_object_get(json_array_get(evs, 0), "duplicate"));
+    ck_assert(json_is_true(json_object_get(json_array_get(evs, 1), "duplicate")));
+    ck_assert_int_eq(json_integer_value(json_object_get(json_array_get(evs, 1), "index")), 1);
     json_decref(out);
     REFUSED(&e, ARRAY(user("u3", "x"), user("u3", "y")), "duplicate_event_id", "u3", "");
     ASSERT_LOG(&e, "u1,u2");
@@ -1186,10 +1190,18 @@ START_TEST(test_array_idempotent_retry)
     ck_assert_str_eq(jstr(json_array_get(evs, 3), "id"), "o1");
     ck_assert_int_eq(json_integer_value(json_object_get(json_array_get(evs, 3), "index")), 3);
     json_decref(out);
-    /* a retry that overlaps: only the new part is added */
+    /* a retry that overlaps: only the new part is added, and the answer has
+     * one entry per posted event, in order, the retried one marked */
     out = expect_code(&e, ARRAY(msg("m1", "agent"), user("u2", "thanks")), 201, __LINE__);
-    ck_assert_int_eq(json_array_size(json_object_get(out, "events")), 1);
-    ck_assert_str_eq(jstr(json_array_get(json_object_get(out, "events"), 0), "id"), "u2");
+    evs = json_object_get(out, "events");
+    ck_assert_int_eq(json_array_size(evs), 2);
+    ck_assert_str_eq(jstr(json_array_get(evs, 0), "id"), "m1");
+    ck_assert_int_eq(json_integer_value(json_object_get(json_array_get(evs, 0), "index")), 5);
+    ck_assert(json_is_true(json_object_get(json_array_get(evs, 0), "duplicate")));
+    ck_assert_str_eq(jstr(json_array_get(evs, 1), "id"), "u2");
+    ck_assert_int_eq(json_integer_value(json_object_get(json_array_get(evs, 1), "index")), 6);
+    ck_assert_ptr_null(json_object_get(json_array_get(evs, 1), "duplicate"));
+    ck_assert_ptr_null(json_object_get(out, "duplicate"));
     json_decref(out);
     ASSERT_LOG(&e, "u1,a1,a2,o1,o2,m1,u2");
     finish(&e);
