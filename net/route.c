@@ -141,16 +141,18 @@ int net_route_match(const char *method, const char *target, net_route *r)
 {
     memset(r, 0, sizeof(*r));
     r->name = "";
-    /* the absolute form (RFC 9112 3.2.2): the path is after the authority */
-    if (strncasecmp(target, "http://", 7) == 0 || strncasecmp(target, "https://", 8) == 0) {
-        const char *slash = strpbrk(strstr(target, "//") + 2, "/?");
-        target = slash != NULL && *slash == '/' ? slash : "/";
-    }
     const char *q = strchr(target, '?');
     size_t plen = q != NULL ? (size_t)(q - target) : strlen(target);
     if (q != NULL) {
         r->query = q + 1;
         r->query_len = strlen(q + 1);
+    }
+    /* the absolute form (RFC 9112 3.2.2): the path is after the authority */
+    if (strncasecmp(target, "http://", 7) == 0 || strncasecmp(target, "https://", 8) == 0) {
+        const char *auth = strstr(target, "//") + 2;
+        const char *slash = memchr(auth, '/', (size_t)(target + plen - auth));
+        plen = slash != NULL ? (size_t)(target + plen - slash) : 1;
+        target = slash != NULL ? slash : "/";
     }
     seg s[SEG_MAX];
     int n = plen > 0 && target[0] == '/' ? split(target, plen, s) : -1;

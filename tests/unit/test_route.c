@@ -57,6 +57,11 @@ START_TEST(test_routes)
     ck_assert_int_eq(route("GET", "/a/b/c/d/e/f/g/h/i/j"), -404);
     snprintf(t, sizeof(t), "/api/conversations/%s/events/%%00", cid);
     ck_assert_int_eq(route("GET", t), -400);
+    ck_assert_int_eq(route("GET", "http://h/alive"), NET_R_ALIVE);
+    ck_assert_int_eq(route("GET", "HTTPS://h:8000/api/conversations/count?status=idle"),
+                     NET_R_CONV_COUNT);
+    ck_assert_int_eq(net_route_match("GET", "http://h?ids=x", &r), 404); /* the path is "/" */
+    ck_assert_str_eq(r.query, "ids=x");
     ck_assert_int_eq(net_route_match("POST", "/alive", &r), 405);
     ck_assert_str_eq(r.allow, "GET");
     ck_assert(strchr(r.detail, '\n') == NULL);
