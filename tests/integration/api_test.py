@@ -1278,6 +1278,40 @@ def restart_keeps_everything(srv):
 RESULTS = {"ok": 0, "fail": []}
 
 
+def metric(text, name):
+    """The value of one sample line of a Prometheus text (0 if absent)."""
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[-1])
+    return 0.0
+
+
+def prometheus_metrics(c):
+    """/metrics: open, Prometheus text, and it counts what this server did."""
+    r = c.request("GET", "/metrics")
+    check(r.status == 200 and r.headers.get("content-type", "").startswith("text/plain"),
+          "GET /metrics: 200 text/plain", r)
+    before = r.raw.decode()
+    cid = new_conv(c)
+    append(c, cid, user_msg("mu1"))
+    refused(c, cid, observation("mt1", "nope"), "unmatched_tool_result")
+    after = c.request("GET", "/metrics").raw.decode()
+    for name in ("parley_events_appended_total",
+                 'parley_events_rejected_total{rule="unmatched_tool_result"}',
+                 'parley_http_requests_total{route="/api/conversations/{c}/events/append",'
+                 'status="409"}',
+                 'parley_http_requests_total{route="/api/conversations",status="201"}',
+                 "parley_fsync_seconds_count"):
+        check(metric(after, name) >= metric(before, name) + 1, "%s went up" % name,
+              (metric(before, name), metric(after, name)))
+    check(metric(after, "parley_http_connections") >= 1, "open connections counted", after[-400:])
+    check(metric(after, "parley_conversations_open") >= 1, "open conversations counted",
+          after[-400:])
+    for line in after.splitlines():  # every sample line is "name{labels} number"
+        if line and not line.startswith("#"):
+            float(line.rsplit(" ", 1)[1])
+
+
 def run(name, fn, *args):
     t0 = time.monotonic()
     try:
@@ -1321,6 +1355,7 @@ def main():
         c = srv.client()
         # 1. open routes
         run("alive_health_ready_info", alive_health_ready_info, c)
+        run("prometheus_metrics", prometheus_metrics, c)
         run("unknown_path_404", unknown_path_404, c)
         run("wrong_method_405", wrong_method_405, c)
         # 3. conversations
