@@ -418,8 +418,14 @@ static void conn_process(net_conn *c)
         c->started = false;
         dispatch(c);
     }
-    if (c->in_off == c->in_len)
+    if (c->in_off == c->in_len) {
         c->in_off = c->in_len = 0;
+        if (!c->busy) { /* an idle keep-alive connection holds no buffer */
+            free(c->in);
+            c->in = NULL;
+            c->in_cap = 0;
+        }
+    }
     if (!c->closed && !c->busy && !c->closing && c->eof) {
         if (hp_finish(c->hp) < 0 && c->started)
             conn_fail(c, 400, "%s", hp_reason(c->hp));
