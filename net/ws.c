@@ -1,0 +1,698 @@
+/*
+ * ws.c - WebSocket server engine: our handshake, wslay's frame layer for
+ * reading frames, RFC 6455's rules on top. See ws.h.
+ *
+ * Why wslay_frame and not wslay_event. The event layer (1.1.1, Debian's)
+ * does messages, pings and closes itself, but it answers a bad frame
+ * header (a fragmented or oversized control frame, a length not in its
+ * shortest form) with a close frame without a code, takes a one-byte close
+ * payload for "no code", checks a close reason's UTF-8 from byte 2 of each
+ * piece of the frame as it arrives rather than of the frame, and sends
+ * through a queue of its own that would have to be drained into ours. The
+ * frame layer does the fiddly part: the header (length forms, the
+ * shortest-form rule, the control frame limits) and unmasking, reading
+ * through a callback that, as in tls.c, takes from the bytes given to
+ * net_ws_input. Here: the order of frames (continuations, control frames
+ * between fragments), masking and reserved bits, the size limit, UTF-8,
+ * close codes, and the answers.
+ *
+ * Writing needs no library: a server's header is 2, 4 or 10 bytes, and
+ * writing it apart from the payload is what lets one serialized event go
+ * to thousands of sockets uncopied.
+ *
+ * Bounds: input not read is at most NET_WS_INPUT_MAX; a message buffer
+ * grows with the bytes that arrive, never with what a header announces,
+ * up to the limit, and one grown past MSG_KEEP is given back once its
+ * message is handed out; pings are answered by one pong for the latest
+ * (RFC 6455 5.5.3 allows it), made when the output is taken, so whatever
+ * the peer sends, at most one pong waits between two net_ws_take_output.
+ */
+#include "net/ws.h"
+#include "runtime/grow.h"
+
+#include <mbedtls/base64.h>
+#include <mbedtls/sha1.h>
+#include <wslay/wslay.h>
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+enum {
+    IN_FIRST = 4096,
+    OUT_FIRST = 256,
+    MSG_FIRST = 1024,
+    MSG_KEEP = 64 << 10,
+    CTL_MAX = 125,    /* a control frame's payload */
+    REASON_MAX = 123, /* a close reason, after the 2-byte code */
+    KEY_LEN = 24,     /* 16 bytes in base64 */
+};
+
+static const char GUID[] = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
+
+/* UTF-8 as RFC 3629 has it: no overlong forms, no surrogates, nothing past
+ * U+10FFFF. need: continuation bytes still to come; [lo, hi]: the range of
+ * the next one (narrower than 80..BF only right after E0, ED, F0 or F4). */
+typedef struct utf8 {
+    uint8_t need, lo, hi;
+} utf8;
+
+struct net_ws {
+    wslay_frame_context_ptr frames;
+    size_t limit;
+    uint8_t *in; /* [in_off, in_len) not taken by wslay yet */
+    size_t in_off, in_len, in_cap;
+    uint8_t *out; /* whole frames to send */
+    size_t out_len, out_cap;
+    /* the frame being read */
+    bool in_frame, fin;
+    uint8_t op;
+    uint64_t left; /* its payload bytes still to come */
+    /* the data message being put together; msg_op 0: none */
+    uint8_t msg_op;
+    uint8_t *msg;
+    size_t msg_len, msg_cap;
+    utf8 u8;
+    uint8_t ctl[CTL_MAX]; /* a control frame's payload */
+    size_t ctl_len;
+    int handed; /* what the last net_ws_read handed out: 0, 'm' (msg) or 'c' (ctl) */
+    bool pong_due;
+    uint8_t pong[CTL_MAX];
+    size_t pong_len;
+    bool closing;     /* our close frame is queued */
+    bool peer_closed; /* nothing more is read: the peer's close came, or we failed */
+    int code_sent, code_recv;
+    int err;
+    char why[200];
+};
+
+/* ------------------------------------------------------------------ UTF-8 --- */
+
+static bool utf8_step(utf8 *u, const uint8_t *p, size_t n)
+{
+    size_t i = 0;
+    while (i < n) {
+        if (u->need == 0) { /* ASCII runs, 8 bytes at a time */
+            for (uint64_t w; n - i >= 8; i += 8) {
+                memcpy(&w, p + i, 8);
+                if ((w & 0x8080808080808080ull) != 0)
+                    break;
+            }
+            if (i == n)
+                break;
+        }
+        uint8_t c = p[i++];
+        if (u->need > 0) {
+            if (c < u->lo || c > u->hi)
+                return false;
+            u->need--;
+            u->lo = 0x80;
+            u->hi = 0xbf;
+            continue;
+        }
+        if (c < 0x80)
+            continue;
+        u->lo = 0x80;
+        u->hi = 0xbf;
+        if (c >= 0xc2 && c <= 0xdf) {
+            u->need = 1;
+        } else if (c >= 0xe0 && c <= 0xef) {
+            u->need = 2;
+            if (c == 0xe0)
+                u->lo = 0xa0; /* overlong */
+            else if (c == 0xed)
+                u->hi = 0x9f; /* surrogates */
+        } else if (c >= 0xf0 && c <= 0xf4) {
+            u->need = 3;
+            if (c == 0xf0)
+                u->lo = 0x90; /* overlong */
+            else if (c == 0xf4)
+                u->hi = 0x8f; /* past U+10FFFF */
+        } else {
+            return false;
+        }
+    }
+    return true;
+}
+
+static bool utf8_valid(const uint8_t *p, size_t n)
+{
+    utf8 u = {0, 0x80, 0xbf};
+    return utf8_step(&u, p, n) && u.need == 0;
+}
+
+/* -------------------------------------------------------------- handshake --- */
+
+static void say(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void say(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err == NULL || errlen == 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+static bool ows(char c)
+{
+    return c == ' ' || c == '\t';
+}
+
+/* Whether any `name` header's comma-separated list has `token` (any case). */
+static bool has_token(const hp_req *r, const char *name, const char *token)
+{
+    size_t tl = strlen(token);
+    for (size_t i = 0; i < r->nheaders; i++) {
+        if (strcmp(r->headers[i].name, name) != 0)
+            continue;
+        for (const char *v = r->headers[i].value; *v != '\0';) {
+            while (*v == ',' || ows(*v))
+                v++;
+            const char *start = v;
+            while (*v != '\0' && *v != ',')
+                v++;
+            const char *end = v;
+            while (end > start && ows(end[-1]))
+                end--;
+            if ((size_t)(end - start) == tl && strncasecmp(start, token, tl) == 0)
+                return true;
+        }
+    }
+    return false;
+}
+
+/* The value of the one `name` header, without surrounding blanks, in buf;
+ * false when it is missing, repeated or longer than cap - 1. */
+static bool only_value(const hp_req *r, const char *name, char *buf, size_t cap)
+{
+    const char *v = NULL;
+    for (size_t i = 0; i < r->nheaders; i++) {
+        if (strcmp(r->headers[i].name, name) != 0)
+            continue;
+        if (v != NULL)
+            return false;
+        v = r->headers[i].value;
+    }
+    if (v == NULL)
+        return false;
+    while (ows(*v))
+        v++;
+    size_t n = strlen(v);
+    while (n > 0 && ows(v[n - 1]))
+        n--;
+    if (n >= cap)
+        return false;
+    memcpy(buf, v, n);
+    buf[n] = '\0';
+    return true;
+}
+
+/* 22 base64 characters and "==": exactly 16 bytes. */
+static bool key_ok(const char *k)
+{
+    if (strlen(k) != KEY_LEN || strcmp(k + 22, "==") != 0)
+        return false;
+    for (int i = 0; i < 22; i++)
+        if (strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/", k[i]) ==
+            NULL)
+            return false;
+    uint8_t raw[18];
+    size_t n;
+    return mbedtls_base64_decode(raw, sizeof(raw), &n, (const uint8_t *)k, KEY_LEN) == 0 && n == 16;
+}
+
+static int refuse(int status, char *out, size_t *outlen, const char *extra)
+{
+    snprintf(out, NET_WS_HANDSHAKE_MAX, "%s", extra);
+    *outlen = strlen(out);
+    return status;
+}
+
+int net_ws_handshake(const hp_req *r, char *out, size_t cap, size_t *outlen, char *err,
+                     size_t errlen)
+{
+    if (r == NULL || out == NULL || outlen == NULL || cap < NET_WS_HANDSHAKE_MAX ||
+        r->method == NULL)
+        return NET_WS_EINVAL;
+    say(err, errlen, "%s", "");
+    char key[KEY_LEN + 1], version[8];
+    if (strcmp(r->method, "GET") != 0) {
+        say(err, errlen, "a WebSocket upgrade is a GET, not a %.20s", r->method);
+    } else if (r->minor < 1) {
+        say(err, errlen, "a WebSocket upgrade needs HTTP/1.1");
+    } else if (!has_token(r, "upgrade", "websocket")) {
+        say(err, errlen, "not a WebSocket upgrade: Upgrade: websocket is missing");
+    } else if (!has_token(r, "connection", "upgrade")) {
+        say(err, errlen, "not a WebSocket upgrade: Connection: Upgrade is missing");
+    } else if (!only_value(r, "sec-websocket-version", version, sizeof(version)) ||
+               strcmp(version, "13") != 0) {
+        say(err, errlen, "only WebSocket version 13 is spoken: send Sec-WebSocket-Version: 13");
+        return refuse(426, out, outlen, "Sec-WebSocket-Version: 13\r\n");
+    } else if (!only_value(r, "sec-websocket-key", key, sizeof(key)) || !key_ok(key)) {
+        say(err, errlen, "Sec-WebSocket-Key must be one header with 16 random bytes in base64");
+    } else {
+        uint8_t in[KEY_LEN + sizeof(GUID) - 1], sha[20], accept[32];
+        size_t n;
+        memcpy(in, key, KEY_LEN);
+        memcpy(in + KEY_LEN, GUID, sizeof(GUID) - 1);
+        if (mbedtls_sha1_ret(in, sizeof(in), sha) != 0 ||
+            mbedtls_base64_encode(accept, sizeof(accept), &n, sha, sizeof(sha)) != 0)
+            return NET_WS_EINVAL; /* neither fails with these sizes */
+        int len = snprintf(out, cap,
+                           "HTTP/1.1 101 Switching Protocols\r\n"
+                           "Upgrade: websocket\r\n"
+                           "Connection: Upgrade\r\n"
+                           "Sec-WebSocket-Accept: %s\r\n\r\n",
+                           (const char *)accept);
+        *outlen = (size_t)len;
+        return 101;
+    }
+    return refuse(400, out, outlen, "");
+}
+
+/* ---------------------------------------------------------------- output --- */
+
+size_t net_ws_frame_header(uint8_t out[NET_WS_HEADER_MAX], int opcode, size_t payload_len)
+{
+    bool control = opcode == NET_WS_CLOSE || opcode == NET_WS_PING || opcode == NET_WS_PONG;
+    uint64_t len = payload_len;
+    if (out == NULL || (!control && opcode != NET_WS_TEXT && opcode != NET_WS_BINARY) ||
+        (control && len > CTL_MAX) || len >> 63 != 0)
+        return 0;
+    out[0] = (uint8_t)(0x80 | opcode); /* FIN, no RSV */
+    if (len < 126) {
+        out[1] = (uint8_t)len;
+        return 2;
+    }
+    if (len <= 0xffff) {
+        out[1] = 126;
+        out[2] = (uint8_t)(len >> 8);
+        out[3] = (uint8_t)len;
+        return 4;
+    }
+    out[1] = 127;
+    for (int i = 0; i < 8; i++)
+        out[2 + i] = (uint8_t)(len >> (56 - 8 * i));
+    return 10;
+}
+
+static int queue(net_ws *s, int opcode, const uint8_t *p, size_t n);
+
+/* The pong waits for the output to be taken, so that a flood of pings gets
+ * one answer; anything queued before then goes after it. */
+static int flush_pong(net_ws *s)
+{
+    if (!s->pong_due)
+        return 0;
+    int r = queue(s, NET_WS_PONG, s->pong, s->pong_len);
+    if (r == 0)
+        s->pong_due = false;
+    return r;
+}
+
+static int queue(net_ws *s, int opcode, const uint8_t *p, size_t n)
+{
+    if (opcode != NET_WS_PONG && flush_pong(s) != 0)
+        return NET_WS_ENOMEM;
+    uint8_t h[NET_WS_HEADER_MAX];
+    size_t hl = net_ws_frame_header(h, opcode, n);
+    if (n > SIZE_MAX - hl - s->out_len ||
+        rt_grow((void **)&s->out, &s->out_cap, s->out_len + hl + n, 1, OUT_FIRST) != 0)
+        return NET_WS_ENOMEM;
+    memcpy(s->out + s->out_len, h, hl);
+    if (n > 0)
+        memcpy(s->out + s->out_len + hl, p, n);
+    s->out_len += hl + n;
+    return 0;
+}
+
+/* code 0: an empty close, which is what 1005 ("no code") means. */
+static int queue_close(net_ws *s, int code, const char *reason, size_t rlen)
+{
+    uint8_t p[2 + REASON_MAX] = {0};
+    size_t n = 0;
+    if (code != 0) {
+        p[0] = (uint8_t)(code >> 8);
+        p[1] = (uint8_t)code;
+        if (rlen > 0)
+            memcpy(p + 2, reason, rlen);
+        n = 2 + rlen;
+    }
+    int r = queue(s, NET_WS_CLOSE, p, n); /* after a pong due, if any */
+    if (r == 0) {
+        s->closing = true;
+        s->code_sent = code != 0 ? code : 1005;
+    }
+    return r;
+}
+
+/* ---------------------------------------------------------------- errors --- */
+
+/* The peer broke the rules: close with `code` (the reason goes in the close
+ * frame too) and read no more. */
+static int fail(net_ws *s, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static int fail(net_ws *s, int code, const char *fmt, ...)
+{
+    if (s->err != 0)
+        return s->err;
+    char reason[REASON_MAX + 1];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(reason, sizeof(reason), fmt, ap);
+    va_end(ap);
+    s->peer_closed = true;
+    s->err = NET_WS_EPROTO;
+    if (s->closing) {
+        snprintf(s->why, sizeof(s->why), "WebSocket failed after our close: %s", reason);
+    } else if (queue_close(s, code, reason, strlen(reason)) == 0) {
+        snprintf(s->why, sizeof(s->why), "WebSocket closed with %d: %s", code, reason);
+    } else {
+        snprintf(s->why, sizeof(s->why), "WebSocket failed (no memory to close): %s", reason);
+        s->err = NET_WS_ENOMEM;
+    }
+    return s->err;
+}
+
+/* Reading cannot go on: close with 1011 if that still fits. */
+static int out_of_memory(net_ws *s)
+{
+    if (s->err == 0) {
+        s->err = NET_WS_ENOMEM;
+        s->peer_closed = true;
+        bool sent = !s->closing && queue_close(s, 1011, "out of memory", 13) == 0;
+        snprintf(s->why, sizeof(s->why), "WebSocket %s: out of memory",
+                 sent ? "closed with 1011" : "failed");
+    }
+    return s->err;
+}
+
+/* ---------------------------------------------------------------- session --- */
+
+static ssize_t take_input(uint8_t *buf, size_t len, int flags, void *ctx)
+{
+    (void)flags;
+    net_ws *s = ctx;
+    size_t n = s->in_len - s->in_off;
+    if (n > len)
+        n = len;
+    if (n > 0)
+        memcpy(buf, s->in + s->in_off, n);
+    s->in_off += n;
+    return (ssize_t)n; /* 0: wslay_frame_recv answers WSLAY_ERR_WANT_READ */
+}
+
+net_ws *net_ws_new(const net_ws_limits *l)
+{
+    net_ws *s = calloc(1, sizeof(*s));
+    if (s == NULL)
+        return NULL;
+    struct wslay_frame_callbacks cb = {.recv_callback = take_input};
+    if (wslay_frame_context_init(&s->frames, &cb, s) != 0) {
+        free(s);
+        return NULL;
+    }
+    s->limit = l != NULL && l->message_bytes > 0 ? l->message_bytes : NET_WS_MESSAGE_MAX;
+    return s;
+}
+
+void net_ws_free(net_ws *s)
+{
+    if (s == NULL)
+        return;
+    wslay_frame_context_free(s->frames);
+    free(s->in);
+    free(s->out);
+    free(s->msg);
+    free(s);
+}
+
+int net_ws_input(net_ws *s, const uint8_t *data, size_t len)
+{
+    if (s == NULL || (data == NULL && len > 0))
+        return NET_WS_EINVAL;
+    if (s->err != 0)
+        return s->err;
+    if (s->peer_closed)
+        return NET_WS_CLOSED;
+    if (s->in_off > 0) { /* what wslay took is gone: keep the rest at the front */
+        memmove(s->in, s->in + s->in_off, s->in_len - s->in_off);
+        s->in_len -= s->in_off;
+        s->in_off = 0;
+    }
+    if (len > NET_WS_INPUT_MAX - s->in_len) {
+        snprintf(s->why, sizeof(s->why), "WebSocket input over %u KiB not read",
+                 NET_WS_INPUT_MAX >> 10);
+        return s->err = NET_WS_EFULL;
+    }
+    if (rt_grow((void **)&s->in, &s->in_cap, s->in_len + len, 1, IN_FIRST) != 0)
+        return NET_WS_ENOMEM;
+    if (len > 0)
+        memcpy(s->in + s->in_len, data, len);
+    s->in_len += len;
+    return 0;
+}
+
+/* A frame's header, seen with its first payload bytes (or alone, when it
+ * has none). wslay_frame_recv has refused fragmented control frames,
+ * control frames over 125 bytes and lengths not in their shortest form. */
+static int frame_start(net_ws *s, const struct wslay_frame_iocb *io)
+{
+    if (!io->mask)
+        return fail(s, 1002, "client frames must be masked");
+    if (io->rsv != 0)
+        return fail(s, 1002, "reserved bits set, and no extension was negotiated");
+    switch (io->opcode) {
+    case WSLAY_CONTINUATION_FRAME:
+        if (s->msg_op == 0)
+            return fail(s, 1002, "a continuation frame without a message to continue");
+        break;
+    case WSLAY_TEXT_FRAME:
+    case WSLAY_BINARY_FRAME:
+        if (s->msg_op != 0)
+            return fail(s, 1002, "a new message before the final frame of the last one");
+        s->msg_op = io->opcode;
+        s->u8 = (utf8){0, 0x80, 0xbf};
+        break;
+    case WSLAY_CONNECTION_CLOSE:
+    case WSLAY_PING:
+    case WSLAY_PONG:
+        s->ctl_len = 0;
+        break;
+    default:
+        return fail(s, 1002, "unknown opcode 0x%x", io->opcode);
+    }
+    if (!wslay_is_ctrl_frame(io->opcode) && io->payload_length > s->limit - s->msg_len)
+        return fail(s, 1009, "a message over the limit of %zu bytes", s->limit);
+    s->in_frame = true;
+    s->op = io->opcode;
+    s->fin = io->fin != 0;
+    s->left = io->payload_length;
+    return 0;
+}
+
+static int frame_data(net_ws *s, const uint8_t *p, size_t n)
+{
+    s->left -= n;
+    if (wslay_is_ctrl_frame(s->op)) {
+        if (n > CTL_MAX - s->ctl_len) /* wslay_frame_recv's bound, relied on for memory */
+            return fail(s, 1002, "a control frame over 125 bytes");
+        if (n > 0)
+            memcpy(s->ctl + s->ctl_len, p, n);
+        s->ctl_len += n;
+        return 0;
+    }
+    if (s->msg_op == WSLAY_TEXT_FRAME && !utf8_step(&s->u8, p, n))
+        return fail(s, 1007, "a text message that is not UTF-8");
+    if (n == 0)
+        return 0;
+    if (rt_grow((void **)&s->msg, &s->msg_cap, s->msg_len + n, 1, MSG_FIRST) != 0)
+        return out_of_memory(s);
+    memcpy(s->msg + s->msg_len, p, n);
+    s->msg_len += n;
+    return 0;
+}
+
+static bool code_ok(int c)
+{
+    return (c >= 1000 && c <= 1003) || (c >= 1007 && c <= 1011) || (c >= 3000 && c <= 4999);
+}
+
+static int peer_close(net_ws *s)
+{
+    const uint8_t *p = s->ctl;
+    size_t n = s->ctl_len;
+    int code = 0;
+    if (n == 1)
+        return fail(s, 1002, "a close frame with a 1-byte payload");
+    if (n >= 2) {
+        code = p[0] << 8 | p[1];
+        if (!code_ok(code))
+            return fail(s, 1002, "close code %d is not one a peer may send", code);
+        if (!utf8_valid(p + 2, n - 2))
+            return fail(s, 1007, "a close reason that is not UTF-8");
+    }
+    s->code_recv = code != 0 ? code : 1005;
+    s->peer_closed = true;
+    if (!s->closing && queue_close(s, code, NULL, 0) != 0)
+        return out_of_memory(s);
+    return NET_WS_CLOSED;
+}
+
+/* The frame is all in: 1 with a message for the caller, 0 to read on. */
+static int frame_end(net_ws *s, net_ws_msg *m)
+{
+    s->in_frame = false;
+    switch (s->op) {
+    case WSLAY_PING:
+        if (!s->closing) {
+            memcpy(s->pong, s->ctl, s->ctl_len);
+            s->pong_len = s->ctl_len;
+            s->pong_due = true;
+        }
+        return 0;
+    case WSLAY_PONG:
+        *m = (net_ws_msg){NET_WS_PONG, s->ctl, s->ctl_len};
+        s->handed = 'c';
+        return 1;
+    case WSLAY_CONNECTION_CLOSE:
+        return peer_close(s);
+    default:
+        if (!s->fin)
+            return 0;
+        if (s->msg_op == WSLAY_TEXT_FRAME && s->u8.need != 0)
+            return fail(s, 1007, "a text message that ends inside a UTF-8 sequence");
+        *m = (net_ws_msg){s->msg_op, s->msg_len > 0 ? s->msg : (const uint8_t *)"", s->msg_len};
+        s->msg_op = 0;
+        s->handed = 'm';
+        return 1;
+    }
+}
+
+int net_ws_read(net_ws *s, net_ws_msg *m)
+{
+    if (s == NULL || m == NULL)
+        return NET_WS_EINVAL;
+    *m = (net_ws_msg){0, NULL, 0};
+    if (s->err != 0)
+        return s->err;
+    if (s->handed == 'm') {
+        s->msg_len = 0;
+        if (s->msg_cap > MSG_KEEP) {
+            free(s->msg);
+            s->msg = NULL;
+            s->msg_cap = 0;
+        }
+    }
+    s->handed = 0;
+    while (!s->peer_closed) {
+        struct wslay_frame_iocb io;
+        memset(&io, 0, sizeof(io));
+        ssize_t r = wslay_frame_recv(s->frames, &io);
+        if (r == WSLAY_ERR_WANT_READ)
+            return 0;
+        if (r < 0)
+            return fail(s, 1002,
+                        "a bad frame header: a control frame fragmented or over 125 bytes, or "
+                        "a length not in its shortest form");
+        if (!s->in_frame && (r = frame_start(s, &io)) != 0)
+            return (int)r;
+        if ((r = frame_data(s, io.data, io.data_length)) != 0)
+            return (int)r;
+        if (s->left == 0 && (r = frame_end(s, m)) != 0)
+            return (int)r;
+    }
+    return NET_WS_CLOSED;
+}
+
+int net_ws_write(net_ws *s, int opcode, const uint8_t *data, size_t len)
+{
+    if (s == NULL || (data == NULL && len > 0) ||
+        (opcode != NET_WS_TEXT && opcode != NET_WS_BINARY))
+        return NET_WS_EINVAL;
+    if (s->err != 0)
+        return s->err;
+    if (s->closing)
+        return NET_WS_ESTATE;
+    return queue(s, opcode, data, len);
+}
+
+int net_ws_ping(net_ws *s, const uint8_t *data, size_t len)
+{
+    if (s == NULL || (data == NULL && len > 0) || len > CTL_MAX)
+        return NET_WS_EINVAL;
+    if (s->err != 0)
+        return s->err;
+    if (s->closing)
+        return NET_WS_ESTATE;
+    return queue(s, NET_WS_PING, data, len);
+}
+
+int net_ws_close(net_ws *s, int code, const char *reason)
+{
+    size_t rlen = reason != NULL ? strlen(reason) : 0;
+    if (s == NULL || (code == 0 && rlen > 0) || (code != 0 && !code_ok(code)) ||
+        rlen > REASON_MAX || !utf8_valid((const uint8_t *)reason, rlen))
+        return NET_WS_EINVAL;
+    if (s->err != 0)
+        return s->err;
+    if (s->closing)
+        return 0;
+    return queue_close(s, code, reason, rlen);
+}
+
+static void free_bytes(void *data, void *ctx)
+{
+    (void)ctx;
+    free(data);
+}
+
+int net_ws_take_output(net_ws *s, rt_buf **out)
+{
+    if (s == NULL || out == NULL)
+        return NET_WS_EINVAL;
+    *out = NULL;
+    if (flush_pong(s) != 0)
+        return NET_WS_ENOMEM;
+    if (s->out_len == 0)
+        return 0;
+    rt_buf *b = rt_buf_wrap(s->out, s->out_len, free_bytes, NULL);
+    if (b == NULL)
+        return NET_WS_ENOMEM;
+    s->out = NULL;
+    s->out_len = s->out_cap = 0;
+    *out = b;
+    return 0;
+}
+
+size_t net_ws_pending_output(const net_ws *s)
+{
+    if (s == NULL)
+        return 0;
+    return s->out_len + (s->pong_due ? 2 + s->pong_len : 0);
+}
+
+bool net_ws_closing(const net_ws *s)
+{
+    return s != NULL && s->closing;
+}
+
+int net_ws_close_code(const net_ws *s)
+{
+    return s != NULL ? s->code_sent : 0;
+}
+
+int net_ws_peer_close_code(const net_ws *s)
+{
+    return s != NULL ? s->code_recv : 0;
+}
+
+const char *net_ws_error(const net_ws *s)
+{
+    return s != NULL ? s->why : "";
+}
