@@ -96,9 +96,9 @@ static void conn_close(net_conn *c)
 {
     if (c->closed)
         return;
+    c->closed = true; /* first: a failing flush below must not come back here */
     if (c->tls != NULL && net_tls_handshake_done(c->tls) && net_tls_close(c->tls) == 0)
         tls_flush(c); /* close_notify: the peer can tell an end from a cut */
-    c->closed = true;
     if (c->nl != NULL) {
         net_loop *nl = c->nl;
         if (c->prev != NULL)
