@@ -44,7 +44,7 @@
 #error "net_tls_config is shared between threads: mbedTLS must be built with MBEDTLS_THREADING_C"
 #endif
 
-enum { PEM_FILE_MAX = 1 << 20, OUT_FIRST = 4096 };
+enum { PEM_FILE_MAX = 1 << 20, IN_FIRST = 4096 };
 
 /* Server's order of preference (mbedTLS picks by the server's order). */
 static const int suites[] = {
@@ -77,10 +77,9 @@ struct net_tls {
     mbedtls_ssl_context ssl;
     uint8_t *in; /* [in_off, in_len) not read by mbedTLS yet */
     size_t in_off, in_len, in_cap;
-    uint8_t *out; /* ciphertext to send */
-    size_t out_len, out_cap;
-    bool done;    /* handshake over */
-    bool closing; /* we sent close_notify */
+    rt_outbox out; /* ciphertext to send */
+    bool done;     /* handshake over */
+    bool closing;  /* we sent close_notify */
     bool peer_closed;
     int err;
     char msg[200];
@@ -314,11 +313,10 @@ void net_tls_config_free(net_tls_config *c)
 static int bio_send(void *ctx, const unsigned char *buf, size_t len)
 {
     net_tls *t = ctx;
-    if (len > SIZE_MAX - t->out_len ||
-        rt_grow((void **)&t->out, &t->out_cap, t->out_len + len, 1, OUT_FIRST) != 0)
+    uint8_t *at = rt_outbox_reserve(&t->out, len);
+    if (at == NULL)
         return MBEDTLS_ERR_SSL_ALLOC_FAILED;
-    memcpy(t->out + t->out_len, buf, len);
-    t->out_len += len;
+    memcpy(at, buf, len);
     return (int)len;
 }
 
@@ -358,7 +356,7 @@ void net_tls_free(net_tls *t)
         return;
     mbedtls_ssl_free(&t->ssl);
     free(t->in);
-    free(t->out);
+    rt_outbox_free(&t->out);
     free(t);
 }
 
@@ -377,7 +375,7 @@ int net_tls_input(net_tls *t, const uint8_t *data, size_t len)
         snprintf(t->msg, sizeof(t->msg), "TLS input over %u KiB not read", NET_TLS_INPUT_MAX >> 10);
         return t->err = NET_TLS_EFULL;
     }
-    if (rt_grow((void **)&t->in, &t->in_cap, t->in_len + len, 1, OUT_FIRST) != 0)
+    if (rt_grow((void **)&t->in, &t->in_cap, t->in_len + len, 1, IN_FIRST) != 0)
         return NET_TLS_ENOMEM;
     if (len > 0)
         memcpy(t->in + t->in_len, data, len);
@@ -456,31 +454,16 @@ int net_tls_close(net_tls *t)
     return 0;
 }
 
-static void free_bytes(void *data, void *ctx)
-{
-    (void)ctx;
-    free(data);
-}
-
 int net_tls_take_output(net_tls *t, rt_buf **out)
 {
     if (t == NULL || out == NULL)
         return NET_TLS_EINVAL;
-    *out = NULL;
-    if (t->out_len == 0)
-        return 0;
-    rt_buf *b = rt_buf_wrap(t->out, t->out_len, free_bytes, NULL);
-    if (b == NULL)
-        return NET_TLS_ENOMEM;
-    t->out = NULL;
-    t->out_len = t->out_cap = 0;
-    *out = b;
-    return 0;
+    return rt_outbox_take(&t->out, out) == 0 ? 0 : NET_TLS_ENOMEM;
 }
 
 size_t net_tls_pending_output(const net_tls *t)
 {
-    return t != NULL ? t->out_len : 0;
+    return t != NULL ? t->out.len : 0;
 }
 
 bool net_tls_handshake_done(const net_tls *t)

@@ -42,7 +42,6 @@
 
 enum {
     IN_FIRST = 4096,
-    OUT_FIRST = 256,
     MSG_FIRST = 1024,
     MSG_KEEP = 64 << 10,
     CTL_MAX = 125,    /* a control frame's payload */
@@ -64,8 +63,7 @@ struct net_ws {
     size_t limit;
     uint8_t *in; /* [in_off, in_len) not taken by wslay yet */
     size_t in_off, in_len, in_cap;
-    uint8_t *out; /* whole frames to send */
-    size_t out_len, out_cap;
+    rt_outbox out; /* whole frames to send */
     /* the frame being read */
     bool in_frame, fin;
     uint8_t op;
@@ -321,13 +319,12 @@ static int queue(net_ws *s, int opcode, const uint8_t *p, size_t n)
         return NET_WS_ENOMEM;
     uint8_t h[NET_WS_HEADER_MAX];
     size_t hl = net_ws_frame_header(h, opcode, n);
-    if (n > SIZE_MAX - hl - s->out_len ||
-        rt_grow((void **)&s->out, &s->out_cap, s->out_len + hl + n, 1, OUT_FIRST) != 0)
+    uint8_t *at = n <= SIZE_MAX - hl ? rt_outbox_reserve(&s->out, hl + n) : NULL;
+    if (at == NULL)
         return NET_WS_ENOMEM;
-    memcpy(s->out + s->out_len, h, hl);
+    memcpy(at, h, hl);
     if (n > 0)
-        memcpy(s->out + s->out_len + hl, p, n);
-    s->out_len += hl + n;
+        memcpy(at + hl, p, n);
     return 0;
 }
 
@@ -427,7 +424,7 @@ void net_ws_free(net_ws *s)
         return;
     wslay_frame_context_free(s->frames);
     free(s->in);
-    free(s->out);
+    rt_outbox_free(&s->out);
     free(s->msg);
     free(s);
 }
@@ -646,27 +643,13 @@ int net_ws_close(net_ws *s, int code, const char *reason)
     return queue_close(s, code, reason, rlen);
 }
 
-static void free_bytes(void *data, void *ctx)
-{
-    (void)ctx;
-    free(data);
-}
-
 int net_ws_take_output(net_ws *s, rt_buf **out)
 {
     if (s == NULL || out == NULL)
         return NET_WS_EINVAL;
     *out = NULL;
-    if (flush_pong(s) != 0)
+    if (flush_pong(s) != 0 || rt_outbox_take(&s->out, out) != 0)
         return NET_WS_ENOMEM;
-    if (s->out_len == 0)
-        return 0;
-    rt_buf *b = rt_buf_wrap(s->out, s->out_len, free_bytes, NULL);
-    if (b == NULL)
-        return NET_WS_ENOMEM;
-    s->out = NULL;
-    s->out_len = s->out_cap = 0;
-    *out = b;
     return 0;
 }
 
@@ -674,7 +657,7 @@ size_t net_ws_pending_output(const net_ws *s)
 {
     if (s == NULL)
         return 0;
-    return s->out_len + (s->pong_due ? 2 + s->pong_len : 0);
+    return s->out.len + (s->pong_due ? 2 + s->pong_len : 0);
 }
 
 bool net_ws_closing(const net_ws *s)

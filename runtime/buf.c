@@ -4,6 +4,9 @@
  */
 #include "buf.h"
 
+#include "grow.h"
+
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -81,4 +84,32 @@ rt_buf *rt_buf_take(void *data, size_t len)
     if (b == NULL)
         free(data);
     return b;
+}
+
+uint8_t *rt_outbox_reserve(rt_outbox *o, size_t n)
+{
+    if (n > SIZE_MAX - o->len || rt_grow((void **)&o->p, &o->cap, o->len + n, 1, 4096) != 0)
+        return NULL;
+    uint8_t *at = o->p + o->len;
+    o->len += n;
+    return at;
+}
+
+int rt_outbox_take(rt_outbox *o, rt_buf **out)
+{
+    *out = NULL;
+    if (o->len == 0)
+        return 0;
+    rt_buf *b = rt_buf_wrap(o->p, o->len, free_dtor, NULL);
+    if (b == NULL)
+        return -ENOMEM;
+    *o = (rt_outbox){0};
+    *out = b;
+    return 0;
+}
+
+void rt_outbox_free(rt_outbox *o)
+{
+    free(o->p);
+    *o = (rt_outbox){0};
 }

@@ -42,6 +42,22 @@ rt_buf *rt_buf_take(void *data, size_t len);
 rt_buf *rt_buf_ref(rt_buf *b);
 void rt_buf_unref(rt_buf *b); /* NULL is ignored */
 
+/* Bytes gathered for a peer (TLS records, WebSocket frames) and handed
+ * over whole, as one buffer, when the connection writes. Zero it to start. */
+typedef struct rt_outbox {
+    uint8_t *p;
+    size_t len, cap;
+} rt_outbox;
+
+/* Room for n more bytes at the end, to fill now (all of them): NULL, and
+ * nothing changed, when out of memory. Reserve a frame at once, so that a
+ * failure never leaves half of one. */
+uint8_t *rt_outbox_reserve(rt_outbox *o, size_t n);
+/* Hand what is gathered over as one buffer (*out = NULL when empty) and
+ * start empty again. -ENOMEM leaves the bytes where they are. */
+int rt_outbox_take(rt_outbox *o, rt_buf **out);
+void rt_outbox_free(rt_outbox *o);
+
 static inline const uint8_t *rt_buf_data(const rt_buf *b)
 {
     return b->data;

@@ -186,6 +186,29 @@ START_TEST(test_refcount_across_threads)
 }
 END_TEST
 
+START_TEST(test_outbox_gathers_and_hands_over)
+{
+    rt_outbox o = {0};
+    rt_buf *b = (rt_buf *)1;
+    ck_assert_int_eq(rt_outbox_take(&o, &b), 0);
+    ck_assert_ptr_null(b); /* nothing gathered: nothing handed over */
+    memcpy(rt_outbox_reserve(&o, 3), "abc", 3);
+    uint8_t *big = rt_outbox_reserve(&o, 10000);
+    ck_assert_ptr_nonnull(big);
+    memset(big, 'x', 10000);
+    ck_assert_ptr_null(rt_outbox_reserve(&o, SIZE_MAX)); /* refused, nothing changed */
+    ck_assert_uint_eq(o.len, 10003);
+    ck_assert_int_eq(rt_outbox_take(&o, &b), 0);
+    ck_assert_uint_eq(rt_buf_len(b), 10003);
+    ck_assert(memcmp(rt_buf_data(b), "abcx", 4) == 0);
+    ck_assert_uint_eq(o.len, 0); /* empty again, the bytes are the buffer's */
+    memcpy(rt_outbox_reserve(&o, 1), "z", 1);
+    rt_buf_unref(b);
+    rt_outbox_free(&o);
+    ck_assert_ptr_null(o.p);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("buf");
@@ -197,6 +220,7 @@ int main(void)
     tcase_add_test(tc, test_wrap_static_memory_without_dtor);
     tcase_add_test(tc, test_unref_null_ignored);
     tcase_add_test(tc, test_refcount_across_threads);
+    tcase_add_test(tc, test_outbox_gathers_and_hands_over);
     suite_add_tcase(s, tc);
 
     return ts_run_suite(s);
