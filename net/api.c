@@ -202,3 +202,85 @@ rt_actor *net_conv_actor(net_req *r)
     }
     return e == 0 ? a : NULL;
 }
+
+void net_json_free(void *j)
+{
+    json_decref(j);
+}
+
+static void on_answer(void *ctx, rt_msg *m)
+{
+    net_reply_actor(ctx, m);
+}
+
+void net_ask_conv(net_req *r, uint32_t kind, uint64_t arg, rt_buf *buf)
+{
+    rt_actor *a = net_conv_actor(r);
+    if (a == NULL) {
+        rt_buf_unref(buf);
+        return;
+    }
+    int e =
+        rt_call(r->api->rt, RT_LOOP_ANY, a, kind, arg, buf, r->api->call_timeout_ms, on_answer, r);
+    rt_actor_unref(a);
+    if (e < 0) {
+        rt_buf_unref(buf);
+        net_reply_error(r, 503, "cannot reach the conversation: %s", rt_strerror(e));
+    }
+}
+
+typedef struct posting {
+    net_req *r;
+    rt_actor *a; /* held */
+    bool run;
+    net_posted_fn done;
+} posting;
+
+static void posting_end(posting *p, rt_msg *refusal)
+{
+    net_req *r = p->r;
+    net_posted_fn done = p->done;
+    rt_actor_unref(p->a);
+    free(p);
+    done(r, refusal);
+}
+
+static void on_run(void *ctx, rt_msg *m)
+{
+    (void)m; /* already running, or not allowed now: the message is in either way */
+    posting_end(ctx, NULL);
+}
+
+static void on_posted(void *ctx, rt_msg *m)
+{
+    posting *p = ctx;
+    if (m->kind != CONV_RESULT || (m->arg != 201 && m->arg != 202)) {
+        posting_end(p, m);
+        return;
+    }
+    if (!p->run || rt_call(p->r->api->rt, RT_LOOP_ANY, p->a, CONV_CONTROL, CONV_RUN, NULL,
+                           p->r->api->call_timeout_ms, on_run, p) < 0)
+        posting_end(p, NULL);
+}
+
+int net_post_message(net_req *r, rt_actor *a, const char *role, json_t *content, bool run,
+                     net_posted_fn done)
+{
+    json_t *ev = json_pack("{s:s, s:{s:s, s:O}, s:s}", "source", "user", "llm_message", "role",
+                           role, "content", content, "kind", "MessageEvent");
+    rt_buf *buf = net_json_buf(ev);
+    posting *p = buf != NULL ? malloc(sizeof(*p)) : NULL;
+    if (p == NULL) {
+        rt_buf_unref(buf);
+        return RT_ENOMEM;
+    }
+    *p = (posting){r, rt_actor_ref(a), run, done};
+    int e = rt_call(r->api->rt, RT_LOOP_ANY, a, CONV_APPEND, 0, buf, r->api->call_timeout_ms,
+                    on_posted, p);
+    if (e < 0) {
+        rt_buf_unref(buf);
+        rt_actor_unref(a);
+        free(p);
+    }
+    return e;
+}

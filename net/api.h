@@ -83,6 +83,21 @@ void net_reply_actor(net_req *r, rt_msg *m);
 /* The conversation's actor, or an answer (404 unknown, 503) and NULL. */
 rt_actor *net_conv_actor(net_req *r);
 
+/* json_decref for a void * (an arg_free of net_api_work). */
+void net_json_free(void *j);
+/* Send the conversation's actor a request (kind, arg, buf taken) and answer
+ * as it answers; 404 for an unknown conversation, 503 if it cannot be
+ * reached. */
+void net_ask_conv(net_req *r, uint32_t kind, uint64_t arg, rt_buf *buf);
+/* Post a user MessageEvent (role, content) to actor a, then ask for a run
+ * if run is set (a run that cannot start leaves the message in). done runs
+ * once: with NULL when the message is in (durable or deferred), or with the
+ * actor's refusal (borrowed), which done answers. If the message cannot be
+ * sent at all, done never runs and the error returns. */
+typedef void (*net_posted_fn)(net_req *r, rt_msg *refusal);
+int net_post_message(net_req *r, rt_actor *a, const char *role, json_t *content, bool run,
+                     net_posted_fn done);
+
 /* The handlers, by area (api_*.c). */
 void net_api_info(net_req *r);          /* /alive /health /ready /server_info /metrics */
 void net_api_conversations(net_req *r); /* /api/conversations... */

@@ -22,7 +22,7 @@
 #include <string.h>
 #include <sys/time.h>
 
-enum { LIMIT_MAX = 100, TITLE_MAX = 200 };
+enum { LIMIT_MAX = NET_PAGE_MAX, TITLE_MAX = 200 };
 
 static const char ok_body[] = "{\"success\":true}";
 
@@ -265,14 +265,10 @@ static int parse_listing(net_req *r, listing *l, bool count_only)
             return -1;
         }
     }
-    if ((v = net_query_get(q, "limit")) != NULL) {
-        char *end;
-        l->limit = strtol(v, &end, 10);
-        if (end == v || *end != '\0' || l->limit < 1 || l->limit > LIMIT_MAX) {
-            net_reply_error(r, 422, "limit must be an integer from 1 to %d, not '%.40s'", LIMIT_MAX,
-                            v);
-            return -1;
-        }
+    char err[96];
+    if (net_query_limit(q, &l->limit, err, sizeof(err)) < 0) {
+        net_reply_error(r, 422, "%s", err);
+        return -1;
     }
     if ((v = net_query_get(q, "page_id")) != NULL && v[0] != '\0') {
         if (!rt_uuid_parse(v, strlen(v), &l->page)) {
@@ -475,26 +471,15 @@ static void create_finish(net_req *r)
     get_one(r, &id, status);
 }
 
-static void after_run(void *ctx, rt_msg *m)
+static void initial_posted(net_req *r, rt_msg *refusal)
 {
-    (void)m; /* a run that cannot start leaves the status as it is */
-    create_finish(ctx);
-}
-
-static void after_initial(void *ctx, rt_msg *m)
-{
-    net_req *r = ctx;
-    creation *c = r->data;
-    if (m->kind != CONV_RESULT || (m->arg != 201 && m->arg != 202)) {
-        r->data = NULL;
-        creation_free(c);
-        net_reply_actor(r, m);
+    if (refusal == NULL) {
+        create_finish(r);
         return;
     }
-    /* upstream always starts a run with an initial message */
-    if (rt_call(r->api->rt, RT_LOOP_ANY, c->actor, CONV_CONTROL, CONV_RUN, NULL,
-                r->api->call_timeout_ms, after_run, r) < 0)
-        create_finish(r);
+    creation_free(r->data);
+    r->data = NULL;
+    net_reply_actor(r, refusal);
 }
 
 static void created(net_req *r, net_outcome *out)
@@ -506,17 +491,12 @@ static void created(net_req *r, net_outcome *out)
         net_reply_error(r, out->status ? out->status : 500, "%s", out->detail);
         return;
     }
-    if (c->created && c->initial != NULL) {
-        json_t *role = json_object_get(c->initial, "role");
-        json_t *msg = json_pack("{s:s, s:{s:s, s:O}, s:s}", "source", "user", "llm_message", "role",
-                                json_is_string(role) ? json_string_value(role) : "user", "content",
-                                json_object_get(c->initial, "content"), "kind", "MessageEvent");
-        rt_buf *b = net_json_buf(msg);
-        if (b != NULL && rt_call(r->api->rt, RT_LOOP_ANY, c->actor, CONV_APPEND, 0, b,
-                                 r->api->call_timeout_ms, after_initial, r) == 0)
-            return;
-        rt_buf_unref(b);
-    }
+    /* upstream always starts a run with an initial message */
+    json_t *role = json_object_get(c->initial, "role");
+    if (c->created && c->initial != NULL &&
+        net_post_message(r, c->actor, json_is_string(role) ? json_string_value(role) : "user",
+                         json_object_get(c->initial, "content"), true, initial_posted) == 0)
+        return;
     create_finish(r);
 }
 
@@ -606,11 +586,6 @@ static void patch_work(net_req *r, net_outcome *out)
     out->body = rt_buf_wrap((void *)ok_body, sizeof(ok_body) - 1, NULL, NULL);
 }
 
-static void json_free(void *j)
-{
-    json_decref(j);
-}
-
 static void patch(net_req *r)
 {
     json_t *b = net_req_json(r, "{\"title\"?: ..., \"tags\"?: {...}}");
@@ -636,28 +611,10 @@ static void patch(net_req *r)
         net_reply_error(r, 422, "%s", bad);
         return;
     }
-    net_api_work(r, patch_work, changes, json_free);
+    net_api_work(r, patch_work, changes, net_json_free);
 }
 
-/* ---- run, pause, interrupt, delete ------------------------------------------------------ */
-
-static void on_control(void *ctx, rt_msg *m)
-{
-    net_reply_actor(ctx, m);
-}
-
-/* CONV_CONTROL (arg: what) or CONV_DELETE, answered as the actor says. */
-static void control(net_req *r, uint32_t kind, conv_control what)
-{
-    rt_actor *a = net_conv_actor(r);
-    if (a == NULL)
-        return;
-    int e = rt_call(r->api->rt, RT_LOOP_ANY, a, kind, what, NULL, r->api->call_timeout_ms,
-                    on_control, r);
-    rt_actor_unref(a);
-    if (e < 0)
-        net_reply_error(r, 503, "cannot reach the conversation: %s", rt_strerror(e));
-}
+/* ---- the routes: run, pause, interrupt and delete are the actor's -------------------------- */
 
 void net_api_conversations(net_req *r)
 {
@@ -681,16 +638,16 @@ void net_api_conversations(net_req *r)
         patch(r);
         break;
     case NET_R_CONV_RUN:
-        control(r, CONV_CONTROL, CONV_RUN);
+        net_ask_conv(r, CONV_CONTROL, CONV_RUN, NULL);
         break;
     case NET_R_CONV_PAUSE:
-        control(r, CONV_CONTROL, CONV_PAUSE);
+        net_ask_conv(r, CONV_CONTROL, CONV_PAUSE, NULL);
         break;
     case NET_R_CONV_INTERRUPT:
-        control(r, CONV_CONTROL, CONV_INTERRUPT);
+        net_ask_conv(r, CONV_CONTROL, CONV_INTERRUPT, NULL);
         break;
     case NET_R_CONV_DELETE:
-        control(r, CONV_DELETE, 0);
+        net_ask_conv(r, CONV_DELETE, 0, NULL);
         break;
     default:
         net_reply_error(r, 404, "no such route");

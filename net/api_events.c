@@ -21,7 +21,6 @@
 #include <string.h>
 
 enum {
-    LIMIT_MAX = 100,
     SCAN_MAX = 65536, /* events one search may read past its filters */
     CHUNK = 128,      /* events read at a time */
     BATCH_MAX = 100,
@@ -134,15 +133,10 @@ static void search(net_req *r, net_outcome *out)
         net_fail(out, 422, "%s", err);
         return;
     }
-    long limit = 100;
-    const char *ls = net_query_get(q, "limit");
-    if (ls != NULL) {
-        char *end;
-        limit = strtol(ls, &end, 10);
-        if (*end != '\0' || end == ls || limit < 1 || limit > LIMIT_MAX) {
-            net_fail(out, 422, "limit must be an integer from 1 to %d, not '%.40s'", LIMIT_MAX, ls);
-            return;
-        }
+    long limit;
+    if (net_query_limit(q, &limit, err, sizeof(err)) < 0) {
+        net_fail(out, 422, "%s", err);
+        return;
     }
     const char *so = net_query_get(q, "sort_order");
     bool desc = false;
@@ -321,11 +315,6 @@ static void get_many(net_req *r, net_outcome *out)
     out->body = text_buf(&t, out);
 }
 
-static void json_free(void *j)
-{
-    json_decref(j);
-}
-
 static void batch(net_req *r)
 {
     json_t *ids = json_array();
@@ -349,15 +338,10 @@ static void batch(net_req *r)
         net_reply_error(r, 422, "event_ids must be a list of at most %d event ids", BATCH_MAX);
         return;
     }
-    net_api_work(r, get_many, ids, json_free);
+    net_api_work(r, get_many, ids, net_json_free);
 }
 
 /* ---- writes: through the conversation actor --------------------------------------- */
-
-static void on_appended(void *ctx, rt_msg *m)
-{
-    net_reply_actor(ctx, m);
-}
 
 static void append(net_req *r)
 {
@@ -365,50 +349,19 @@ static void append(net_req *r)
         net_reply_error(r, 422, "the request needs a JSON body: an event object or an array");
         return;
     }
-    rt_actor *a = net_conv_actor(r);
-    if (a == NULL)
-        return;
     rt_buf *b = rt_buf_copy(r->http->body, r->http->body_len);
-    int e = b == NULL ? RT_ENOMEM
-                      : rt_call(r->api->rt, RT_LOOP_ANY, a, CONV_APPEND, 0, b,
-                                r->api->call_timeout_ms, on_appended, r);
-    rt_actor_unref(a);
-    if (e < 0) {
-        rt_buf_unref(b);
-        net_reply_error(r, 503, "cannot reach the conversation: %s", rt_strerror(e));
-    }
+    if (b == NULL)
+        net_reply_error(r, 503, "out of memory");
+    else
+        net_ask_conv(r, CONV_APPEND, 0, b);
 }
 
 /* POST .../events: a user message, and a run if asked. */
-typedef struct post {
-    net_req *r;
-    rt_actor *a;
-} post;
-
-static void on_run(void *ctx, rt_msg *m)
+static void posted(net_req *r, rt_msg *refusal)
 {
-    (void)m; /* already running is fine: the message is in */
-    net_req *r = ctx;
-    net_reply(r, 200, rt_buf_wrap((void *)"{\"success\":true}", 16, NULL, NULL), NULL, NULL);
-}
-
-static void on_posted(void *ctx, rt_msg *m)
-{
-    post *p = ctx;
-    net_req *r = p->r;
-    rt_actor *a = p->a;
-    bool run = r->data != NULL;
-    free(p);
-    if (m->kind != CONV_RESULT || (m->arg != 201 && m->arg != 202)) {
-        rt_actor_unref(a);
-        net_reply_actor(r, m);
-        return;
-    }
-    int e = run ? rt_call(r->api->rt, RT_LOOP_ANY, a, CONV_CONTROL, CONV_RUN, NULL,
-                          r->api->call_timeout_ms, on_run, r)
-                : RT_EINVAL;
-    rt_actor_unref(a);
-    if (!run || e < 0)
+    if (refusal != NULL)
+        net_reply_actor(r, refusal);
+    else
         net_reply(r, 200, rt_buf_wrap((void *)"{\"success\":true}", 16, NULL, NULL), NULL, NULL);
 }
 
@@ -430,31 +383,14 @@ static void post_message(net_req *r)
         net_reply_error(r, 422, "%s", bad);
         return;
     }
-    json_t *ev = json_pack("{s:s, s:{s:s, s:O}, s:s}", "source", "user", "llm_message", "role",
-                           role != NULL ? json_string_value(role) : "user", "content", content,
-                           "kind", "MessageEvent");
-    r->data = json_is_true(run) ? r : NULL;
+    rt_actor *a = net_conv_actor(r);
+    int e = a == NULL ? 0
+                      : net_post_message(r, a, role != NULL ? json_string_value(role) : "user",
+                                         content, json_is_true(run), posted);
+    rt_actor_unref(a);
     json_decref(b);
-    rt_buf *buf = net_json_buf(ev);
-    rt_actor *a = buf != NULL ? net_conv_actor(r) : NULL;
-    post *p = a != NULL ? calloc(1, sizeof(*p)) : NULL;
-    if (p == NULL) {
-        rt_buf_unref(buf);
-        rt_actor_unref(a);
-        if (a != NULL || buf == NULL)
-            net_reply_error(r, 503, "out of memory");
-        return;
-    }
-    p->r = r;
-    p->a = a;
-    int e = rt_call(r->api->rt, RT_LOOP_ANY, a, CONV_APPEND, 0, buf, r->api->call_timeout_ms,
-                    on_posted, p);
-    if (e < 0) {
-        rt_buf_unref(buf);
-        rt_actor_unref(a);
-        free(p);
+    if (e < 0)
         net_reply_error(r, 503, "cannot reach the conversation: %s", rt_strerror(e));
-    }
 }
 
 void net_api_events(net_req *r)

@@ -70,3 +70,19 @@ const char *net_query_get(const net_query *q, const char *name)
 {
     return net_query_nth(q, name, 0);
 }
+
+int net_query_limit(const net_query *q, long *limit, char *err, size_t errlen)
+{
+    const char *v = net_query_get(q, "limit");
+    *limit = NET_PAGE_MAX;
+    if (v == NULL)
+        return 0;
+    char *end;
+    *limit = strtol(v, &end, 10);
+    if (end == v || *end != '\0' || *limit < 1 || *limit > NET_PAGE_MAX) {
+        snprintf(err, errlen, "limit must be an integer from 1 to %d, not '%.40s'", NET_PAGE_MAX,
+                 v);
+        return -1;
+    }
+    return 0;
+}

@@ -11,7 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-enum { NET_QUERY_MAX = 128 };
+enum { NET_QUERY_MAX = 128, NET_PAGE_MAX = 100 };
 
 typedef struct net_query {
     size_t n;
@@ -28,5 +28,9 @@ void net_query_free(net_query *q);
 const char *net_query_get(const net_query *q, const char *name);
 /* The i-th value of name (from 0), or NULL past the last. */
 const char *net_query_nth(const net_query *q, const char *name, size_t i);
+
+/* The `limit` of a page: 1 to NET_PAGE_MAX, NET_PAGE_MAX when absent. 0,
+ * or -1 with one line in err (for a 422). */
+int net_query_limit(const net_query *q, long *limit, char *err, size_t errlen);
 
 #endif

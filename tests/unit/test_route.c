@@ -92,6 +92,20 @@ START_TEST(test_query)
     ck_assert_int_eq(net_query_parse(many, strlen(many), &q, err, sizeof(err)), -1);
     ck_assert(strstr(err, "query parameters") != NULL);
     net_query_free(&q);
+    /* a page's limit */
+    long limit;
+    const char *lims[] = {"", "limit=1", "limit=100", "limit=0", "limit=101", "limit=5x", "limit="};
+    const long want[] = {100, 1, 100, -1, -1, -1, -1};
+    for (size_t i = 0; i < sizeof(lims) / sizeof(lims[0]); i++) {
+        ck_assert_int_eq(net_query_parse(lims[i], strlen(lims[i]), &q, err, sizeof(err)), 0);
+        int rc = net_query_limit(&q, &limit, err, sizeof(err));
+        ck_assert_int_eq(rc, want[i] < 0 ? -1 : 0);
+        if (rc == 0)
+            ck_assert_int_eq(limit, want[i]);
+        else
+            ck_assert(strstr(err, "limit must be an integer from 1 to 100") != NULL);
+        net_query_free(&q);
+    }
     /* the worst case of the arena: one-byte pairs */
     char tight[NET_QUERY_MAX * 2] = "";
     for (int i = 0; i < NET_QUERY_MAX; i++)
