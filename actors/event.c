@@ -154,6 +154,13 @@ int ev_set_parent(ev *e, const char *parent_id)
     return e->parent_id != NULL ? 0 : -ENOMEM;
 }
 
+void ev_now_timestamp(char out[32])
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ev_format_timestamp((long long)ts.tv_sec, ts.tv_nsec / 1000, out);
+}
+
 int ev_stamp(ev *e, const char *head)
 {
     if (e == NULL || !json_is_object(e->obj))
@@ -169,10 +176,8 @@ int ev_stamp(ev *e, const char *head)
             return -ENOMEM;
     }
     if (e->timestamp == NULL) {
-        struct timespec ts;
         char buf[32];
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ev_format_timestamp((long long)ts.tv_sec, ts.tv_nsec / 1000, buf);
+        ev_now_timestamp(buf);
         if ((e->timestamp = set_str(e->obj, "timestamp", buf)) == NULL)
             return -ENOMEM;
     }

@@ -120,5 +120,7 @@ const char *ev_source_name(ev_source s); /* "agent", ...; NULL for EV_SRC_NONE *
 
 /* The naive local timestamp for a given moment (for stamping and tests). */
 void ev_format_timestamp(long long sec, long usec, char out[32]);
+/* Now, as ev_stamp stamps it. */
+void ev_now_timestamp(char out[32]);
 
 #endif

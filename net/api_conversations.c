@@ -20,18 +20,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/time.h>
 
 enum { LIMIT_MAX = NET_PAGE_MAX, TITLE_MAX = 200 };
 
 static const char ok_body[] = "{\"success\":true}";
-
-static void now_ts(char out[32])
-{
-    struct timeval tv;
-    gettimeofday(&tv, NULL);
-    ev_format_timestamp((long long)tv.tv_sec, (long)tv.tv_usec, out);
-}
 
 /* The stored meta, parsed; NULL if the conversation is gone. */
 static json_t *meta_of(st_store *s, const rt_uuid *id)
@@ -528,7 +520,7 @@ static void create(net_req *r)
     json_object_del(b, "conversation_id");
     char dashed[37], ts[32];
     rt_uuid_dashed(&c->id, dashed);
-    now_ts(ts);
+    ev_now_timestamp(ts);
     json_object_set_new(b, "id", json_string(dashed));
     json_object_set_new(b, "created_at", json_string(ts));
     if (json_object_get(b, "max_iterations") == NULL)

@@ -33,8 +33,6 @@ void net_metrics_conn(int delta)
 
 void net_metrics_render(rt_text *t)
 {
-    char buf[256];
-    int n;
     rt_text_puts(t, "# HELP parley_http_requests_total HTTP requests answered, by route and "
                     "status (route \"none\": no route matched or the request was malformed).\n"
                     "# TYPE parley_http_requests_total counter\n");
@@ -49,19 +47,17 @@ void net_metrics_render(rt_text *t)
                 snprintf(code, sizeof(code), "%d", codes[i]);
             else
                 snprintf(code, sizeof(code), "other");
-            n = snprintf(buf, sizeof(buf),
-                         "parley_http_requests_total{route=\"%s\",status=\"%s\"} %" PRIu64 "\n",
-                         name, code, v);
-            rt_text_put(t, buf, (size_t)n);
+            rt_text_printf(t,
+                           "parley_http_requests_total{route=\"%s\",status=\"%s\"} %" PRIu64 "\n",
+                           name, code, v);
         }
     }
-    n = snprintf(buf, sizeof(buf),
-                 "# HELP parley_http_connections_total Connections accepted.\n"
-                 "# TYPE parley_http_connections_total counter\n"
-                 "parley_http_connections_total %" PRIu64 "\n"
-                 "# HELP parley_http_connections Connections open.\n"
-                 "# TYPE parley_http_connections gauge\nparley_http_connections %" PRId64 "\n",
-                 atomic_load_explicit(&accepted, memory_order_relaxed),
-                 atomic_load_explicit(&open_conns, memory_order_relaxed));
-    rt_text_put(t, buf, (size_t)n);
+    rt_text_printf(t,
+                   "# HELP parley_http_connections_total Connections accepted.\n"
+                   "# TYPE parley_http_connections_total counter\n"
+                   "parley_http_connections_total %" PRIu64 "\n"
+                   "# HELP parley_http_connections Connections open.\n"
+                   "# TYPE parley_http_connections gauge\nparley_http_connections %" PRId64 "\n",
+                   atomic_load_explicit(&accepted, memory_order_relaxed),
+                   atomic_load_explicit(&open_conns, memory_order_relaxed));
 }

@@ -2,7 +2,6 @@
 #include "metrics.h"
 
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 
 rt_metrics rt_metrics_g;
@@ -21,19 +20,6 @@ void rt_hist_observe(rt_hist *h, uint64_t ns)
     atomic_fetch_add_explicit(&h->sum_ns, ns, memory_order_relaxed);
 }
 
-static void line(rt_text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void line(rt_text *t, const char *fmt, ...)
-{
-    char buf[512];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(buf, sizeof(buf), fmt, ap);
-    va_end(ap);
-    if (n > 0)
-        rt_text_put(t, buf, (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf) - 1);
-}
-
 static uint64_t get(_Atomic uint64_t *c)
 {
     return atomic_load_explicit(c, memory_order_relaxed);
@@ -41,7 +27,8 @@ static uint64_t get(_Atomic uint64_t *c)
 
 static void counter(rt_text *t, const char *name, const char *help, _Atomic uint64_t *c)
 {
-    line(t, "# HELP %s %s\n# TYPE %s counter\n%s %" PRIu64 "\n", name, help, name, name, get(c));
+    rt_text_printf(t, "# HELP %s %s\n# TYPE %s counter\n%s %" PRIu64 "\n", name, help, name, name,
+                   get(c));
 }
 
 void rt_metrics_render(rt_text *t, const char *(*rule_name)(int i))
@@ -52,29 +39,30 @@ void rt_metrics_render(rt_text *t, const char *(*rule_name)(int i))
             &m->events_deferred);
     counter(t, "parley_events_held_total", "Events held for a parent not yet in the log.",
             &m->events_held);
-    line(t, "# HELP parley_events_rejected_total Events refused by the compliance gate.\n"
-            "# TYPE parley_events_rejected_total counter\n");
+    rt_text_printf(t, "# HELP parley_events_rejected_total Events refused by the compliance gate.\n"
+                      "# TYPE parley_events_rejected_total counter\n");
     for (int i = 0; i < RT_METRIC_RULES; i++) {
         const char *n = rule_name != NULL ? rule_name(i) : NULL;
         if (n != NULL)
-            line(t, "parley_events_rejected_total{rule=\"%s\"} %" PRIu64 "\n", n,
-                 get(&m->events_rejected[i]));
+            rt_text_printf(t, "parley_events_rejected_total{rule=\"%s\"} %" PRIu64 "\n", n,
+                           get(&m->events_rejected[i]));
     }
-    line(t,
-         "# HELP parley_conversations_open Conversations whose actors are running.\n"
-         "# TYPE parley_conversations_open gauge\nparley_conversations_open %" PRId64 "\n",
-         atomic_load_explicit(&m->conversations_open, memory_order_relaxed));
-    line(t, "# HELP parley_fsync_seconds Latency of the store's fdatasync calls.\n"
-            "# TYPE parley_fsync_seconds histogram\n");
+    rt_text_printf(t,
+                   "# HELP parley_conversations_open Conversations whose actors are running.\n"
+                   "# TYPE parley_conversations_open gauge\nparley_conversations_open %" PRId64
+                   "\n",
+                   atomic_load_explicit(&m->conversations_open, memory_order_relaxed));
+    rt_text_printf(t, "# HELP parley_fsync_seconds Latency of the store's fdatasync calls.\n"
+                      "# TYPE parley_fsync_seconds histogram\n");
     uint64_t cum = 0;
     for (int i = 0; i < RT_HIST_BUCKETS; i++) {
         cum += get(&m->fsync.le[i]);
         if (i < RT_HIST_BUCKETS - 1)
-            line(t, "parley_fsync_seconds_bucket{le=\"%g\"} %" PRIu64 "\n",
-                 (double)bounds_us[i] / 1e6, cum);
+            rt_text_printf(t, "parley_fsync_seconds_bucket{le=\"%g\"} %" PRIu64 "\n",
+                           (double)bounds_us[i] / 1e6, cum);
         else
-            line(t, "parley_fsync_seconds_bucket{le=\"+Inf\"} %" PRIu64 "\n", cum);
+            rt_text_printf(t, "parley_fsync_seconds_bucket{le=\"+Inf\"} %" PRIu64 "\n", cum);
     }
-    line(t, "parley_fsync_seconds_sum %.6f\nparley_fsync_seconds_count %" PRIu64 "\n",
-         (double)get(&m->fsync.sum_ns) / 1e9, get(&m->fsync.count));
+    rt_text_printf(t, "parley_fsync_seconds_sum %.6f\nparley_fsync_seconds_count %" PRIu64 "\n",
+                   (double)get(&m->fsync.sum_ns) / 1e9, get(&m->fsync.count));
 }

@@ -1,7 +1,9 @@
 /* text.c - growing text, and JSON strings written as Python writes them. */
 #include "text.h"
 
+#include <stdarg.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -80,6 +82,17 @@ void rt_text_json_string(rt_text *w, const char *s, size_t n)
     }
     rt_text_put(w, s + run, n - run);
     rt_text_putc(w, '"');
+}
+
+void rt_text_printf(rt_text *w, const char *fmt, ...)
+{
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        rt_text_put(w, buf, (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf) - 1);
 }
 
 void rt_text_puts(rt_text *w, const char *s)

@@ -18,6 +18,8 @@ typedef struct rt_text {
 void rt_text_put(rt_text *w, const char *s, size_t n);
 void rt_text_puts(rt_text *w, const char *s);
 void rt_text_putc(rt_text *w, char c);
+/* printf onto the end (a line of at most 511 bytes; longer is cut). */
+void rt_text_printf(rt_text *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* s as a quoted JSON string: quote, backslash and control characters
  * escaped, everything else (UTF-8 included) as it is, as Python's
  * json.dumps(ensure_ascii=False) writes it. */
