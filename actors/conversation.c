@@ -1077,10 +1077,29 @@ static void checkpoint(conv *c)
     c->since_ckpt = 0;
 }
 
-/* One entry per posted event, in the order posted: the new ones with the
- * index they got, the retries with theirs and "duplicate": true. */
-static void posted_answer(const conv *c, const unit *u, uint64_t first, rt_text *t)
+/* {"id", "index" (when known), "duplicate": true (a retry)}. */
+static void put_entry(rt_text *t, bool first, const char *id, uint64_t at, bool dup)
 {
+    char tail[64];
+    rt_text_puts(t, first ? "{\"id\":" : ",{\"id\":");
+    rt_text_json_string(t, id, strlen(id));
+    if (at != UINT64_MAX)
+        snprintf(tail, sizeof(tail), ",\"index\":%" PRIu64 "%s}", at,
+                 dup ? ",\"duplicate\":true" : "");
+    else
+        snprintf(tail, sizeof(tail), "%s}", dup ? ",\"duplicate\":true" : "");
+    rt_text_puts(t, tail);
+}
+
+/* The 201 of a durable unit, written directly (it is on every append's
+ * path): its events with their indexes; for an array that mixed retries
+ * with new events, one entry per posted event, in the order posted, the
+ * retries with their index and "duplicate": true. */
+static void events_answer(const conv *c, const unit *u, uint64_t first, rt_text *t)
+{
+    rt_text_puts(t, "{\"events\":[");
+    for (size_t k = 0; u->posted == NULL && k < u->n; k++)
+        put_entry(t, k == 0, u->items[k].e.id, first + k, false);
     size_t i;
     json_t *id;
     json_array_foreach(u->posted, i, id)
@@ -1095,16 +1114,9 @@ static void posted_answer(const conv *c, const unit *u, uint64_t first, rt_text 
             dup = json_equal(json_array_get(u->posted, k), id);
         if (at == UINT64_MAX && st_log_find(c->log, s, strlen(s), &at) != 0)
             at = UINT64_MAX;
-        char tail[64];
-        rt_text_puts(t, i > 0 ? ",{\"id\":" : "{\"id\":");
-        rt_text_json_string(t, s, strlen(s));
-        if (at != UINT64_MAX)
-            snprintf(tail, sizeof(tail), ",\"index\":%" PRIu64 "%s}", at,
-                     dup ? ",\"duplicate\":true" : "");
-        else
-            snprintf(tail, sizeof(tail), "%s}", dup ? ",\"duplicate\":true" : "");
-        rt_text_puts(t, tail);
+        put_entry(t, i == 0, s, at, dup);
     }
+    rt_text_puts(t, "]}");
 }
 
 static void on_stored_msg(conv *c, uint64_t first)
@@ -1115,36 +1127,26 @@ static void on_stored_msg(conv *c, uint64_t first)
     c->uhead = u->next;
     if (c->uhead == NULL)
         c->utail = NULL;
-    /* the answer is written directly: it is on every append's path */
-    rt_text evs = {0};
-    rt_text_puts(&evs, "{\"events\":[");
     for (size_t i = 0; i < u->n; i++) {
         item *it = &u->items[i];
         accept_state(c, c->gc, &it->e);
         int s = conv_status_of(&it->e);
         if (s >= 0)
             c->status_c = (conv_status)s;
-        if (u->reply.to != NULL && u->reply_kind == REPLY_EVENTS && u->posted == NULL) {
-            char idx[40];
-            rt_text_puts(&evs, i > 0 ? ",{\"id\":" : "{\"id\":");
-            rt_text_json_string(&evs, it->e.id, strlen(it->e.id));
-            snprintf(idx, sizeof(idx), ",\"index\":%" PRIu64 "}", first + i);
-            rt_text_puts(&evs, idx);
-        }
         publish(c, first + i, &it->e, it->bytes);
     }
-    if (u->posted != NULL)
-        posted_answer(c, u, first, &evs);
-    rt_text_puts(&evs, "]}");
     c->count_c = first + u->n;
     rt_count(&rt_metrics_g.events_appended, u->n);
     if (u->n > 0 && u->items[u->n - 1].e.timestamp != NULL)
         snprintf(c->updated, sizeof(c->updated), "%s", u->items[u->n - 1].e.timestamp);
-    if (u->reply_kind == REPLY_SUCCESS)
+    if (u->reply_kind == REPLY_SUCCESS) {
         reply_json(&u->reply, 200, json_pack("{s:b}", "success", 1));
-    else
+    } else if (u->reply.to != NULL) {
+        rt_text evs = {0};
+        events_answer(c, u, first, &evs);
         reply_text(&u->reply, 201, &evs);
-    free(evs.p);
+        free(evs.p);
+    }
     for (echo *x = u->echoes; x != NULL; x = x->next)
         reply_json(&x->reply, 201,
                    json_pack("{s:o, s:b}", "events", indexed(c, x->ids), "duplicate", 1));
