@@ -295,10 +295,7 @@ static rt_buf *detail_json(const char *fmt, va_list ap)
     char line[512];
     vsnprintf(line, sizeof(line), fmt, ap);
     rt_utf8_clean(line); /* it may quote what the peer sent */
-    json_t *j = json_pack("{s:s}", "detail", line);
-    char *s = json_dumps(j, JSON_COMPACT);
-    json_decref(j);
-    return s != NULL ? rt_buf_take(s, strlen(s)) : NULL;
+    return net_json_buf(json_pack("{s:s}", "detail", line));
 }
 
 /* An answer to a request that never reached the API (it could not be read). */
@@ -346,13 +343,11 @@ void net_reply(net_req *r, int status, rt_buf *body, const char *ctype, const ch
 
 void net_reply_json(net_req *r, int status, json_t *body)
 {
-    char *s = json_dumps(body, JSON_COMPACT | JSON_ENCODE_ANY);
-    json_decref(body);
-    if (s == NULL) {
+    rt_buf *b = net_json_buf(body);
+    if (b == NULL)
         net_reply_error(r, 500, "out of memory");
-        return;
-    }
-    net_reply(r, status, rt_buf_take(s, strlen(s)), NULL, NULL);
+    else
+        net_reply(r, status, b, NULL, NULL);
 }
 
 void net_reply_error(net_req *r, int status, const char *fmt, ...)
