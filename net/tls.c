@@ -23,6 +23,7 @@
  *    is shared, leaves later handshakes only reading that table.
  */
 #include "net/tls.h"
+#include "runtime/err.h"
 #include "runtime/grow.h"
 
 #include <mbedtls/ctr_drbg.h>
@@ -35,7 +36,6 @@
 #include <mbedtls/x509_crt.h>
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,19 +87,6 @@ struct net_tls {
 
 /* ---------------------------------------------------------------- errors --- */
 
-static void say(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void say(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err == NULL || errlen == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 /* "SSL - The connection indicated an EOF" without the module prefix. */
 static const char *describe(int ret, char *buf, size_t len)
 {
@@ -126,7 +113,7 @@ static uint8_t *load(const char *what, const char *path, size_t *len, char *err,
 {
     FILE *f = fopen(path, "rb");
     if (f == NULL) {
-        say(err, errlen, "cannot open the TLS %s %s: %s", what, path, strerror(errno));
+        rt_say(err, errlen, "cannot open the TLS %s %s: %s", what, path, strerror(errno));
         return NULL;
     }
     uint8_t *b = malloc(PEM_FILE_MAX + 1);
@@ -134,7 +121,7 @@ static uint8_t *load(const char *what, const char *path, size_t *len, char *err,
     int bad = b != NULL && ferror(f) ? errno : 0;
     fclose(f);
     if (b == NULL) {
-        say(err, errlen, "out of memory reading the TLS %s %s", what, path);
+        rt_say(err, errlen, "out of memory reading the TLS %s %s", what, path);
         return NULL;
     }
     const char *why = bad ? strerror(bad) : n > PEM_FILE_MAX ? "larger than 1 MiB" : NULL;
@@ -144,7 +131,7 @@ static uint8_t *load(const char *what, const char *path, size_t *len, char *err,
             why = "not a PEM file (expected -----BEGIN ...-----)";
     }
     if (why != NULL) {
-        say(err, errlen, "cannot read the TLS %s %s: %s", what, path, why);
+        rt_say(err, errlen, "cannot read the TLS %s %s: %s", what, path, why);
         mbedtls_platform_zeroize(b, n);
         free(b);
         return NULL;
@@ -168,15 +155,15 @@ static int load_chain(net_tls_config *c, const char *path, char *err, size_t err
         return NET_TLS_EINVAL;
     int r = NET_TLS_EINVAL;
     if (strstr((char *)b, "-----BEGIN CERTIFICATE-----") == NULL) {
-        say(err, errlen, "no certificate in %s (expected -----BEGIN CERTIFICATE-----)", path);
+        rt_say(err, errlen, "no certificate in %s (expected -----BEGIN CERTIFICATE-----)", path);
     } else {
         int ret = mbedtls_x509_crt_parse(&c->chain, b, len);
         char d[120];
         if (ret < 0)
-            say(err, errlen, "bad TLS certificate in %s: %s", path, describe(ret, d, sizeof(d)));
+            rt_say(err, errlen, "bad TLS certificate in %s: %s", path, describe(ret, d, sizeof(d)));
         else if (ret > 0)
-            say(err, errlen, "bad TLS certificate in %s: %d of its certificates do not parse", path,
-                ret);
+            rt_say(err, errlen, "bad TLS certificate in %s: %d of its certificates do not parse",
+                   path, ret);
         else
             r = 0;
     }
@@ -196,9 +183,9 @@ static int load_key(net_tls_config *c, const char *path, char *err, size_t errle
         return 0;
     char d[120];
     if (ret == MBEDTLS_ERR_PK_PASSWORD_REQUIRED || ret == MBEDTLS_ERR_PK_PASSWORD_MISMATCH)
-        say(err, errlen, "the TLS key in %s is encrypted: give it unencrypted", path);
+        rt_say(err, errlen, "the TLS key in %s is encrypted: give it unencrypted", path);
     else
-        say(err, errlen, "bad TLS key in %s: %s", path, describe(ret, d, sizeof(d)));
+        rt_say(err, errlen, "bad TLS key in %s: %s", path, describe(ret, d, sizeof(d)));
     return NET_TLS_EINVAL;
 }
 
@@ -216,8 +203,8 @@ static int warm_up(net_tls_config *c, const char *key_file, char *err, size_t er
     if (ret == 0)
         ret = mbedtls_pk_verify(&c->chain.pk, MBEDTLS_MD_SHA256, hash, sizeof(hash), sig, siglen);
     if (ret != 0) {
-        say(err, errlen, "cannot sign with the TLS key in %s: %s", key_file,
-            describe(ret, d, sizeof(d)));
+        rt_say(err, errlen, "cannot sign with the TLS key in %s: %s", key_file,
+               describe(ret, d, sizeof(d)));
         return NET_TLS_EINVAL;
     }
     return 0;
@@ -229,12 +216,12 @@ int net_tls_config_new(const char *cert_file, const char *key_file, net_tls_conf
     if (out != NULL)
         *out = NULL;
     if (cert_file == NULL || key_file == NULL || out == NULL) {
-        say(err, errlen, "a TLS certificate file and key file are both needed");
+        rt_say(err, errlen, "a TLS certificate file and key file are both needed");
         return NET_TLS_EINVAL;
     }
     net_tls_config *c = calloc(1, sizeof(*c));
     if (c == NULL) {
-        say(err, errlen, "out of memory loading the TLS certificate");
+        rt_say(err, errlen, "out of memory loading the TLS certificate");
         return NET_TLS_ENOMEM;
     }
     mbedtls_ssl_config_init(&c->conf);
@@ -248,13 +235,13 @@ int net_tls_config_new(const char *cert_file, const char *key_file, net_tls_conf
     if (r == 0)
         r = load_key(c, key_file, err, errlen);
     if (r == 0 && mbedtls_pk_check_pair(&c->chain.pk, &c->key) != 0) {
-        say(err, errlen, "the TLS key in %s does not match the certificate in %s", key_file,
-            cert_file);
+        rt_say(err, errlen, "the TLS key in %s does not match the certificate in %s", key_file,
+               cert_file);
         r = NET_TLS_EINVAL;
     }
     if (r == 0 && !mbedtls_pk_can_do(&c->key, MBEDTLS_PK_ECDSA) &&
         !mbedtls_pk_can_do(&c->key, MBEDTLS_PK_RSA)) {
-        say(err, errlen, "the TLS key in %s is neither EC nor RSA", key_file);
+        rt_say(err, errlen, "the TLS key in %s is neither EC nor RSA", key_file);
         r = NET_TLS_EINVAL;
     }
     int ret = 0;
@@ -263,8 +250,8 @@ int net_tls_config_new(const char *cert_file, const char *key_file, net_tls_conf
         ret = mbedtls_ctr_drbg_seed(&c->drbg, mbedtls_entropy_func, &c->entropy,
                                     (const unsigned char *)pers, sizeof(pers) - 1);
         if (ret != 0) {
-            say(err, errlen, "cannot seed the TLS random generator: %s",
-                describe(ret, d, sizeof(d)));
+            rt_say(err, errlen, "cannot seed the TLS random generator: %s",
+                   describe(ret, d, sizeof(d)));
             r = NET_TLS_EINVAL;
         }
     }
@@ -276,7 +263,7 @@ int net_tls_config_new(const char *cert_file, const char *key_file, net_tls_conf
         if (ret == 0)
             ret = mbedtls_ssl_conf_own_cert(&c->conf, &c->chain, &c->key);
         if (ret != 0) {
-            say(err, errlen, "cannot set up TLS: %s", describe(ret, d, sizeof(d)));
+            rt_say(err, errlen, "cannot set up TLS: %s", describe(ret, d, sizeof(d)));
             r = NET_TLS_EINVAL;
         }
     }

@@ -28,6 +28,7 @@
  * the peer sends, at most one pong waits between two net_ws_take_output.
  */
 #include "net/ws.h"
+#include "runtime/err.h"
 #include "runtime/grow.h"
 
 #include <mbedtls/base64.h>
@@ -143,19 +144,6 @@ static bool utf8_valid(const uint8_t *p, size_t n)
 
 /* -------------------------------------------------------------- handshake --- */
 
-static void say(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void say(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err == NULL || errlen == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 static bool ows(char c)
 {
     return c == ' ' || c == '\t';
@@ -237,22 +225,22 @@ int net_ws_handshake(const hp_req *r, char *out, size_t cap, size_t *outlen, cha
     if (r == NULL || out == NULL || outlen == NULL || cap < NET_WS_HANDSHAKE_MAX ||
         r->method == NULL)
         return NET_WS_EINVAL;
-    say(err, errlen, "%s", "");
+    rt_say(err, errlen, "%s", "");
     char key[KEY_LEN + 1], version[8];
     if (strcmp(r->method, "GET") != 0) {
-        say(err, errlen, "a WebSocket upgrade is a GET, not a %.20s", r->method);
+        rt_say(err, errlen, "a WebSocket upgrade is a GET, not a %.20s", r->method);
     } else if (r->minor < 1) {
-        say(err, errlen, "a WebSocket upgrade needs HTTP/1.1");
+        rt_say(err, errlen, "a WebSocket upgrade needs HTTP/1.1");
     } else if (!has_token(r, "upgrade", "websocket")) {
-        say(err, errlen, "not a WebSocket upgrade: Upgrade: websocket is missing");
+        rt_say(err, errlen, "not a WebSocket upgrade: Upgrade: websocket is missing");
     } else if (!has_token(r, "connection", "upgrade")) {
-        say(err, errlen, "not a WebSocket upgrade: Connection: Upgrade is missing");
+        rt_say(err, errlen, "not a WebSocket upgrade: Connection: Upgrade is missing");
     } else if (!only_value(r, "sec-websocket-version", version, sizeof(version)) ||
                strcmp(version, "13") != 0) {
-        say(err, errlen, "only WebSocket version 13 is spoken: send Sec-WebSocket-Version: 13");
+        rt_say(err, errlen, "only WebSocket version 13 is spoken: send Sec-WebSocket-Version: 13");
         return refuse(426, out, outlen, "Sec-WebSocket-Version: 13\r\n");
     } else if (!only_value(r, "sec-websocket-key", key, sizeof(key)) || !key_ok(key)) {
-        say(err, errlen, "Sec-WebSocket-Key must be one header with 16 random bytes in base64");
+        rt_say(err, errlen, "Sec-WebSocket-Key must be one header with 16 random bytes in base64");
     } else {
         uint8_t in[KEY_LEN + sizeof(GUID) - 1], sha[20], accept[32];
         size_t n;

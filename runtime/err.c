@@ -1,6 +1,8 @@
 /* err.c - descriptions of the runtime's error codes. */
 #include "err.h"
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
 const char *rt_strerror(int err)
@@ -29,4 +31,14 @@ const char *rt_strerror(int err)
     default:
         return err < 0 && err > -1000 ? strerror(-err) : "unknown error";
     }
+}
+
+void rt_say(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err == NULL || errlen == 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
 }

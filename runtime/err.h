@@ -7,6 +7,8 @@
 #ifndef RT_ERR_H
 #define RT_ERR_H
 
+#include <stddef.h>
+
 enum {
     RT_OK = 0,
     RT_EINVAL = -1001,  /* a bad argument, e.g. a NULL behaviour */
@@ -22,5 +24,8 @@ enum {
 
 /* A static one-line description of an error code (any negative value). */
 const char *rt_strerror(int err);
+/* printf one line into a caller's error buffer; nothing when err is NULL
+ * or errlen 0. */
+void rt_say(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 #endif
