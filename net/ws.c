@@ -30,6 +30,7 @@
 #include "net/ws.h"
 #include "runtime/err.h"
 #include "runtime/grow.h"
+#include "runtime/text.h"
 
 #include <mbedtls/base64.h>
 #include <mbedtls/sha1.h>
@@ -52,13 +53,6 @@ enum {
 
 static const char GUID[] = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
 
-/* UTF-8 as RFC 3629 has it: no overlong forms, no surrogates, nothing past
- * U+10FFFF. need: continuation bytes still to come; [lo, hi]: the range of
- * the next one (narrower than 80..BF only right after E0, ED, F0 or F4). */
-typedef struct utf8 {
-    uint8_t need, lo, hi;
-} utf8;
-
 struct net_ws {
     wslay_frame_context_ptr frames;
     size_t limit;
@@ -73,7 +67,7 @@ struct net_ws {
     uint8_t msg_op;
     uint8_t *msg;
     size_t msg_len, msg_cap;
-    utf8 u8;
+    rt_utf8 u8;
     uint8_t ctl[CTL_MAX]; /* a control frame's payload */
     size_t ctl_len;
     int handed; /* what the last net_ws_read handed out: 0, 'm' (msg) or 'c' (ctl) */
@@ -86,61 +80,6 @@ struct net_ws {
     int err;
     char why[200];
 };
-
-/* ------------------------------------------------------------------ UTF-8 --- */
-
-static bool utf8_step(utf8 *u, const uint8_t *p, size_t n)
-{
-    size_t i = 0;
-    while (i < n) {
-        if (u->need == 0) { /* ASCII runs, 8 bytes at a time */
-            for (uint64_t w; n - i >= 8; i += 8) {
-                memcpy(&w, p + i, 8);
-                if ((w & 0x8080808080808080ull) != 0)
-                    break;
-            }
-            if (i == n)
-                break;
-        }
-        uint8_t c = p[i++];
-        if (u->need > 0) {
-            if (c < u->lo || c > u->hi)
-                return false;
-            u->need--;
-            u->lo = 0x80;
-            u->hi = 0xbf;
-            continue;
-        }
-        if (c < 0x80)
-            continue;
-        u->lo = 0x80;
-        u->hi = 0xbf;
-        if (c >= 0xc2 && c <= 0xdf) {
-            u->need = 1;
-        } else if (c >= 0xe0 && c <= 0xef) {
-            u->need = 2;
-            if (c == 0xe0)
-                u->lo = 0xa0; /* overlong */
-            else if (c == 0xed)
-                u->hi = 0x9f; /* surrogates */
-        } else if (c >= 0xf0 && c <= 0xf4) {
-            u->need = 3;
-            if (c == 0xf0)
-                u->lo = 0x90; /* overlong */
-            else if (c == 0xf4)
-                u->hi = 0x8f; /* past U+10FFFF */
-        } else {
-            return false;
-        }
-    }
-    return true;
-}
-
-static bool utf8_valid(const uint8_t *p, size_t n)
-{
-    utf8 u = {0, 0x80, 0xbf};
-    return utf8_step(&u, p, n) && u.need == 0;
-}
 
 /* -------------------------------------------------------------- handshake --- */
 
@@ -462,7 +401,7 @@ static int frame_start(net_ws *s, const struct wslay_frame_iocb *io)
         if (s->msg_op != 0)
             return fail(s, 1002, "a new message before the final frame of the last one");
         s->msg_op = io->opcode;
-        s->u8 = (utf8){0, 0x80, 0xbf};
+        s->u8 = (rt_utf8)RT_UTF8_START;
         break;
     case WSLAY_CONNECTION_CLOSE:
     case WSLAY_PING:
@@ -492,7 +431,7 @@ static int frame_data(net_ws *s, const uint8_t *p, size_t n)
         s->ctl_len += n;
         return 0;
     }
-    if (s->msg_op == WSLAY_TEXT_FRAME && !utf8_step(&s->u8, p, n))
+    if (s->msg_op == WSLAY_TEXT_FRAME && !rt_utf8_step(&s->u8, p, n))
         return fail(s, 1007, "a text message that is not UTF-8");
     if (n == 0)
         return 0;
@@ -519,7 +458,7 @@ static int peer_close(net_ws *s)
         code = p[0] << 8 | p[1];
         if (!code_ok(code))
             return fail(s, 1002, "close code %d is not one a peer may send", code);
-        if (!utf8_valid(p + 2, n - 2))
+        if (!rt_utf8_valid(p + 2, n - 2))
             return fail(s, 1007, "a close reason that is not UTF-8");
     }
     s->code_recv = code != 0 ? code : 1005;
@@ -622,7 +561,7 @@ int net_ws_close(net_ws *s, int code, const char *reason)
 {
     size_t rlen = reason != NULL ? strlen(reason) : 0;
     if (s == NULL || (code == 0 && rlen > 0) || (code != 0 && !code_ok(code)) ||
-        rlen > REASON_MAX || !utf8_valid((const uint8_t *)reason, rlen))
+        rlen > REASON_MAX || !rt_utf8_valid((const uint8_t *)reason, rlen))
         return NET_WS_EINVAL;
     if (s->err != 0)
         return s->err;

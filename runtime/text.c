@@ -100,42 +100,73 @@ void rt_text_puts(rt_text *w, const char *s)
     rt_text_put(w, s, strlen(s));
 }
 
-/* The length of the valid UTF-8 sequence at s, or 0 (RFC 3629: no
- * overlongs, no surrogates, nothing above U+10FFFF). */
-static size_t utf8_seq(const unsigned char *s)
+bool rt_utf8_step(rt_utf8 *u, const uint8_t *p, size_t n)
 {
-    unsigned c = s[0];
-    size_t n;
-    unsigned min;
-    if (c < 0x80)
-        return 1;
-    if (c >= 0xC2 && c <= 0xDF)
-        n = 2, min = 0x80;
-    else if (c >= 0xE0 && c <= 0xEF)
-        n = 3, min = 0x800;
-    else if (c >= 0xF0 && c <= 0xF4)
-        n = 4, min = 0x10000;
-    else
-        return 0;
-    unsigned cp = c & (0x7F >> n);
-    for (size_t i = 1; i < n; i++) {
-        if ((s[i] & 0xC0) != 0x80)
-            return 0;
-        cp = (cp << 6) | (s[i] & 0x3F);
+    size_t i = 0;
+    while (i < n) {
+        if (u->need == 0) { /* ASCII runs, 8 bytes at a time */
+            for (uint64_t w; n - i >= 8; i += 8) {
+                memcpy(&w, p + i, 8);
+                if ((w & 0x8080808080808080ull) != 0)
+                    break;
+            }
+            if (i == n)
+                break;
+        }
+        uint8_t c = p[i++];
+        if (u->need > 0) {
+            if (c < u->lo || c > u->hi)
+                return false;
+            u->need--;
+            u->lo = 0x80;
+            u->hi = 0xbf;
+            continue;
+        }
+        if (c < 0x80)
+            continue;
+        u->lo = 0x80;
+        u->hi = 0xbf;
+        if (c >= 0xc2 && c <= 0xdf) {
+            u->need = 1;
+        } else if (c >= 0xe0 && c <= 0xef) {
+            u->need = 2;
+            if (c == 0xe0)
+                u->lo = 0xa0; /* overlong */
+            else if (c == 0xed)
+                u->hi = 0x9f; /* surrogates */
+        } else if (c >= 0xf0 && c <= 0xf4) {
+            u->need = 3;
+            if (c == 0xf0)
+                u->lo = 0x90; /* overlong */
+            else if (c == 0xf4)
+                u->hi = 0x8f; /* past U+10FFFF */
+        } else {
+            return false;
+        }
     }
-    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
-        return 0;
-    return n;
+    return true;
+}
+
+bool rt_utf8_valid(const uint8_t *p, size_t n)
+{
+    rt_utf8 u = RT_UTF8_START;
+    return rt_utf8_step(&u, p, n) && u.need == 0;
 }
 
 void rt_utf8_clean(char *s)
 {
-    unsigned char *p = (unsigned char *)s;
+    uint8_t *p = (uint8_t *)s;
     while (*p != '\0') {
-        size_t n = utf8_seq(p);
-        if (n == 0)
-            *p++ = '?';
+        /* one character: its first byte, then what it needs (a NUL fails) */
+        rt_utf8 u = RT_UTF8_START;
+        size_t k = 0;
+        bool ok;
+        do
+            ok = rt_utf8_step(&u, p + k++, 1);
+        while (ok && u.need > 0);
+        if (ok)
+            p += k;
         else
-            p += n;
+            *p++ = '?';
     }
 }

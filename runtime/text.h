@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct rt_text {
     char *p; /* malloc'd; the writer owns it */
@@ -24,6 +25,23 @@ void rt_text_printf(rt_text *w, const char *fmt, ...) __attribute__((format(prin
  * escaped, everything else (UTF-8 included) as it is, as Python's
  * json.dumps(ensure_ascii=False) writes it. */
 void rt_text_json_string(rt_text *w, const char *s, size_t n);
+
+/* UTF-8 as RFC 3629 has it (no overlong forms, no surrogates, nothing past
+ * U+10FFFF), checked as the bytes come: need is the continuation bytes
+ * still to come, [lo, hi] the range of the next one (narrower than 80..BF
+ * only right after E0, ED, F0 or F4). Start from RT_UTF8_START. */
+typedef struct rt_utf8 {
+    uint8_t need, lo, hi;
+} rt_utf8;
+#define RT_UTF8_START                                                                              \
+    {                                                                                              \
+        0, 0x80, 0xbf                                                                              \
+    }
+/* Go on with n more bytes: false at the first invalid one (u is then
+ * stale). The text so far is whole UTF-8 when it returns true with
+ * u->need == 0. */
+bool rt_utf8_step(rt_utf8 *u, const uint8_t *p, size_t n);
+bool rt_utf8_valid(const uint8_t *p, size_t n);
 
 /* Make a NUL-terminated string valid UTF-8 in place: every byte of an
  * invalid or cut sequence becomes '?'. For echoing what a peer sent. */

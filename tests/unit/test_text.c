@@ -1,0 +1,68 @@
+/*
+ * test_text.c - growing text and UTF-8: rt_text_printf, the streaming
+ * UTF-8 check, and cleaning what a peer sent before it is echoed.
+ */
+#include "runtime/text.h"
+
+#include "support_sync.h"
+
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+START_TEST(test_printf_appends)
+{
+    rt_text t = {0};
+    rt_text_puts(&t, "a=");
+    rt_text_printf(&t, "%d,%s", 42, "b");
+    ck_assert(!t.failed);
+    ck_assert_uint_eq(t.len, 6);
+    ck_assert(memcmp(t.p, "a=42,b", 6) == 0);
+    free(t.p);
+}
+END_TEST
+
+START_TEST(test_utf8_streaming)
+{
+    static const char ok[] = "a\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80z"; /* aé€😀z */
+    ck_assert(rt_utf8_valid((const uint8_t *)ok, strlen(ok)));
+    for (size_t cut = 0; cut <= strlen(ok); cut++) { /* any split */
+        rt_utf8 u = RT_UTF8_START;
+        ck_assert(rt_utf8_step(&u, (const uint8_t *)ok, cut));
+        ck_assert(rt_utf8_step(&u, (const uint8_t *)ok + cut, strlen(ok) - cut));
+        ck_assert_uint_eq(u.need, 0);
+    }
+    static const char *bad[] = {
+        "\xff", "\xc0\xaf", "\xe0\x80\xaf", "\xed\xa0\x80", "\xf4\x90\x80\x80", "\xc3", "\x80"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        ck_assert_msg(!rt_utf8_valid((const uint8_t *)bad[i], strlen(bad[i])), "case %zu", i);
+}
+END_TEST
+
+START_TEST(test_utf8_clean)
+{
+    char a[] = "ok \xc3\xa9 \xff\xfe end";
+    rt_utf8_clean(a);
+    ck_assert_str_eq(a, "ok \xc3\xa9 ?? end");
+    char b[] = "cut \xe2\x82"; /* a character cut by the end */
+    rt_utf8_clean(b);
+    ck_assert_str_eq(b, "cut ??");
+    char c[] = "\xed\xa0\x80x"; /* a surrogate: each byte of it */
+    rt_utf8_clean(c);
+    ck_assert_str_eq(c, "???x");
+    char d[] = "";
+    rt_utf8_clean(d);
+    ck_assert_str_eq(d, "");
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("text");
+    TCase *tc = tcase_create("text");
+    tcase_add_test(tc, test_printf_appends);
+    tcase_add_test(tc, test_utf8_streaming);
+    tcase_add_test(tc, test_utf8_clean);
+    suite_add_tcase(s, tc);
+    return ts_run_suite(s);
+}
