@@ -136,17 +136,40 @@ static void on_written(uv_write_t *w, int status)
     conn_unref(c);
 }
 
-/* Queue head (malloc'd, taken) then body (taken) for the peer. */
+/* Write what the socket takes now, without a write request: most answers
+ * go out whole this way, and a uv_write that completes at once still costs
+ * an epoll_ctl. Returns the bytes written (b is advanced past them), or <0. */
+static ssize_t write_now(net_conn *c, uv_buf_t *b, int *n)
+{
+    if (c->tcp.write_queue_size != 0) /* answers stay in order */
+        return 0;
+    int w = uv_try_write((uv_stream_t *)&c->tcp, b, (unsigned)*n);
+    if (w == UV_EAGAIN)
+        return 0;
+    if (w < 0)
+        return w;
+    size_t left = (size_t)w;
+    int i = 0;
+    while (i < *n && left >= b[i].len)
+        left -= b[i++].len;
+    if (i < *n) {
+        b[i].base += left;
+        b[i].len -= left;
+    }
+    memmove(b, b + i, (size_t)(*n - i) * sizeof(*b));
+    *n -= i;
+    return w;
+}
+
+/* Send head (malloc'd, taken) then body (taken) to the peer: at once where
+ * the socket takes it, the rest queued. */
 static void conn_send(net_conn *c, char *head, size_t hlen, rt_buf *body)
 {
-    out_req *o = calloc(1, sizeof(*o));
-    if (c->closed || o == NULL) {
-        free(o);
+    if (c->closed) {
         free(head);
         rt_buf_unref(body);
         return;
     }
-    o->c = c;
     uv_buf_t b[2];
     int n = 0;
     if (c->tls != NULL) {
@@ -160,7 +183,6 @@ static void conn_send(net_conn *c, char *head, size_t hlen, rt_buf *body)
         if (r == 0)
             r = net_tls_take_output(c->tls, &body);
         if (r < 0 || body == NULL) {
-            free(o);
             rt_buf_unref(body);
             conn_close(c);
             return;
@@ -170,18 +192,28 @@ static void conn_send(net_conn *c, char *head, size_t hlen, rt_buf *body)
     }
     if (body != NULL && rt_buf_len(body) > 0)
         b[n++] = uv_buf_init((char *)rt_buf_data(body), (unsigned)rt_buf_len(body));
-    o->head = head;
-    o->body = body;
-    c->refs++;
-    c->writes++;
-    if (uv_write(&o->w, (uv_stream_t *)&c->tcp, b, (unsigned)n, on_written) < 0) {
+    out_req *o = NULL;
+    ssize_t w = write_now(c, b, &n);
+    if (w >= 0 && n > 0 && (o = calloc(1, sizeof(*o))) != NULL) {
+        o->c = c;
+        o->head = head;
+        o->body = body;
+        c->refs++;
+        c->writes++;
+        if (uv_write(&o->w, (uv_stream_t *)&c->tcp, b, (unsigned)n, on_written) == 0)
+            return;
         c->refs--;
         c->writes--;
-        rt_buf_unref(body);
-        free(head);
         free(o);
-        conn_close(c);
+        o = NULL;
+        w = -1;
     }
+    free(head);
+    rt_buf_unref(body);
+    if (w < 0 || n > 0)
+        conn_close(c); /* a write error, or no memory to queue the rest */
+    else if (c->closing && c->writes == 0)
+        conn_close(c); /* the last answer before closing went out */
 }
 
 /* What the TLS engine has to send (handshake records, alerts). */
