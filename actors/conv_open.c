@@ -13,6 +13,8 @@
 
 #include "runtime/log.h"
 
+#include "runtime/json.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -147,7 +149,7 @@ static uint64_t load_checkpoint(conv_opened *o)
     size_t len;
     if (st_conv_get_file(o->sc, CONV_STATE_FILE, &data, &len) != 0)
         return 0;
-    json_t *j = json_loadb(data, len, 0, NULL);
+    json_t *j = rt_json_read(data, len, 0, NULL);
     free(data);
     json_t *index = json_object_get(j, "index");
     int status = conv_status_parse(json_string_value(json_object_get(j, "status")));
@@ -175,7 +177,7 @@ static void load_deferred(conv_opened *o)
     o->deferred = json_array();
     if (st_conv_get_file(o->sc, CONV_DEFERRED_FILE, &data, &len) != 0)
         return;
-    json_t *all = json_loadb(data, len, 0, NULL);
+    json_t *all = rt_json_read(data, len, 0, NULL);
     free(data);
     size_t i;
     json_t *d;
@@ -205,7 +207,7 @@ static void last_timestamp(conv_opened *o)
     if (o->count == 0 || st_log_read(o->log, o->count - 1, 1, &pg) != 0)
         return;
     if (pg->n == 1) {
-        json_t *e = json_loadb((const char *)rt_buf_data(pg->bytes) + pg->ev[0].off, pg->ev[0].len,
+        json_t *e = rt_json_read((const char *)rt_buf_data(pg->bytes) + pg->ev[0].off, pg->ev[0].len,
                                0, NULL);
         const char *t = json_string_value(json_object_get(e, "timestamp"));
         if (t != NULL)

@@ -10,6 +10,8 @@
 
 #include "runtime/log.h"
 
+#include "runtime/json.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,7 +33,7 @@ static bool settings(const conv_ctx *ctx, stuck_thresholds *t)
         return true;
     rt_buf *meta = st_conv_meta(sc);
     st_conv_release(sc);
-    json_t *m = json_loadb((const char *)rt_buf_data(meta), rt_buf_len(meta), 0, NULL);
+    json_t *m = rt_json_read((const char *)rt_buf_data(meta), rt_buf_len(meta), 0, NULL);
     rt_buf_unref(meta);
     bool on = !json_is_false(json_object_get(m, "stuck_detection"));
     json_t *th = json_object_get(m, "stuck_detection_thresholds");

@@ -22,6 +22,7 @@
 #include "runtime/metrics.h"
 #include "runtime/text.h"
 
+#include "runtime/json.h"
 #include "runtime/log.h"
 
 #include <errno.h>
@@ -305,7 +306,7 @@ static int same_content(const ev *e, json_t *s)
 
 static int same_bytes(const ev *e, const uint8_t *stored, size_t len)
 {
-    return same_content(e, json_loadb((const char *)stored, len, JSON_ALLOW_NUL, NULL));
+    return same_content(e, rt_json_read((const char *)stored, len, JSON_ALLOW_NUL, NULL));
 }
 
 static deferred *deferred_find(const conv *c, const char *id)
@@ -819,7 +820,7 @@ static int parse_events(const rt_buf *b, json_t **out, char *err, size_t errlen)
 {
     json_error_t je;
     json_t *j =
-        json_loadb((const char *)rt_buf_data(b), rt_buf_len(b), JSON_REJECT_DUPLICATES, &je);
+        rt_json_read((const char *)rt_buf_data(b), rt_buf_len(b), JSON_REJECT_DUPLICATES, &je);
     if (j == NULL) {
         snprintf(err, errlen, "body is not valid JSON: %s (at line %d, column %d)", je.text,
                  je.line, je.column);

@@ -35,6 +35,8 @@
  */
 #include "actors/event.h"
 
+#include "runtime/json.h"
+
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -428,12 +430,18 @@ static int fail(vctx *c, const char *fmt, ...)
     return -EINVAL;
 }
 
+/* path.key, cut at PATH_MAX_ - 1 bytes: every field checked makes one,
+ * and snprintf cost more than the check itself. */
 static void sub_key(char out[PATH_MAX_], const char *path, const char *key)
 {
-    if (path[0] == '\0')
-        snprintf(out, PATH_MAX_, "%s", key);
-    else
-        snprintf(out, PATH_MAX_, "%s.%s", path, key);
+    size_t o = 0;
+    for (const char *s = path; *s != '\0' && o < PATH_MAX_ - 1; s++)
+        out[o++] = *s;
+    if (path[0] != '\0' && o < PATH_MAX_ - 1)
+        out[o++] = '.';
+    for (const char *s = key; *s != '\0' && o < PATH_MAX_ - 1; s++)
+        out[o++] = *s;
+    out[o] = '\0';
 }
 
 static int check_value(vctx *c, const char *path, json_t *v, const ty *t);
@@ -761,7 +769,7 @@ int ev_parse(const char *json, size_t len, ev *out, char *err, size_t errlen)
     json_error_t jerr;
     /* U+0000 is legal JSON and does occur in tool output; a value that is
      * not an object is refused below, with a clearer message. */
-    json_t *obj = json_loadb(json, len, JSON_ALLOW_NUL | JSON_DECODE_ANY, &jerr);
+    json_t *obj = rt_json_read(json, len, JSON_ALLOW_NUL | JSON_DECODE_ANY, &jerr);
     if (obj == NULL) {
         vctx c = {"invalid JSON", err, errlen};
         char text[80];

@@ -4,6 +4,8 @@
  */
 #include "api.h"
 
+#include "runtime/json.h"
+
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -74,7 +76,7 @@ json_t *net_req_json(net_req *r, const char *what)
         return NULL;
     }
     json_error_t e;
-    json_t *j = json_loadb((const char *)r->http->body, r->http->body_len, JSON_DECODE_ANY, &e);
+    json_t *j = rt_json_read((const char *)r->http->body, r->http->body_len, JSON_DECODE_ANY, &e);
     if (j == NULL)
         net_reply_error(r, 400, "the body is not valid UTF-8 JSON: %s (line %d, column %d)", e.text,
                         e.line, e.column);
@@ -180,7 +182,7 @@ void net_reply_actor(net_req *r, rt_msg *m)
     int status = (int)m->arg;
     char extra[64] = "";
     if (status == 503 && m->buf != NULL) {
-        json_t *j = json_loadb((const char *)rt_buf_data(m->buf), rt_buf_len(m->buf), 0, NULL);
+        json_t *j = rt_json_read((const char *)rt_buf_data(m->buf), rt_buf_len(m->buf), 0, NULL);
         json_int_t s = json_integer_value(json_object_get(j, "retry_after"));
         snprintf(extra, sizeof(extra), "Retry-After: %lld\r\n", (long long)(s > 0 ? s : 1));
         json_decref(j);

@@ -15,6 +15,8 @@
 
 #include "actors/event.h"
 
+#include "runtime/json.h"
+
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -33,7 +35,7 @@ static json_t *meta_of(st_store *s, const rt_uuid *id)
         return NULL;
     rt_buf *m = st_conv_meta(sc);
     st_conv_release(sc);
-    json_t *j = m != NULL ? json_loadb((const char *)rt_buf_data(m), rt_buf_len(m), 0, NULL) : NULL;
+    json_t *j = m != NULL ? rt_json_read((const char *)rt_buf_data(m), rt_buf_len(m), 0, NULL) : NULL;
     rt_buf_unref(m);
     if (!json_is_object(j)) {
         json_decref(j);
@@ -87,7 +89,7 @@ static void on_status(void *ctx, rt_msg *m)
     size_t i = a->i;
     free(a);
     if (m->kind == CONV_RESULT && m->arg == 200 && m->buf != NULL) {
-        json_t *st = json_loadb((const char *)rt_buf_data(m->buf), rt_buf_len(m->buf), 0, NULL);
+        json_t *st = rt_json_read((const char *)rt_buf_data(m->buf), rt_buf_len(m->buf), 0, NULL);
         json_t *info = meta_of(g->r->api->store, &g->ids[i]);
         if (info != NULL && st != NULL) {
             json_object_set(info, "execution_status", json_object_get(st, "status"));
@@ -558,7 +560,7 @@ static void patch_work(net_req *r, net_outcome *out)
     }
     rt_buf *m = st_conv_meta(sc);
     json_t *meta =
-        m != NULL ? json_loadb((const char *)rt_buf_data(m), rt_buf_len(m), 0, NULL) : NULL;
+        m != NULL ? rt_json_read((const char *)rt_buf_data(m), rt_buf_len(m), 0, NULL) : NULL;
     rt_buf_unref(m);
     if (!json_is_object(meta)) {
         json_decref(meta);

@@ -3,6 +3,8 @@
 
 #include "actors/event.h"
 
+#include "runtime/json.h"
+
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -168,7 +170,7 @@ bool net_event_filter_match(const net_event_filter *f, const char *json, size_t 
 {
     if (!f->any)
         return true;
-    json_t *e = json_loadb(json, len, 0, NULL);
+    json_t *e = rt_json_read(json, len, 0, NULL);
     if (e == NULL)
         return false;
     const char *kind = json_string_value(json_object_get(e, "kind"));

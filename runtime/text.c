@@ -37,17 +37,35 @@ void rt_text_putc(rt_text *w, char c)
     rt_text_put(w, &c, 1);
 }
 
+size_t rt_json_plain(const char *s, size_t n)
+{
+    const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
+    size_t i = 0;
+    for (uint64_t w; n - i >= 8; i += 8) { /* 8 bytes at a time while none is special */
+        memcpy(&w, s + i, 8);
+        uint64_t q = w ^ ('"' * ones), b = w ^ ('\\' * ones);
+        /* the high bit of each byte below 0x20, each quote, each backslash
+         * (a borrow only ever runs on from a byte that is one of them) */
+        uint64_t special = ((w - 0x20 * ones) & ~w) | ((q - ones) & ~q) | ((b - ones) & ~b);
+        if ((special & highs) != 0)
+            break;
+    }
+    while (i < n && (unsigned char)s[i] >= 0x20 && s[i] != '"' && s[i] != '\\')
+        i++;
+    return i;
+}
+
 void rt_text_json_string(rt_text *w, const char *s, size_t n)
 {
     static const char hex[] = "0123456789abcdef";
     rt_text_putc(w, '"');
-    size_t run = 0; /* bytes copied as they are, flushed in one put */
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0;; i++) {
+        size_t run = rt_json_plain(s + i, n - i); /* copied as it is, in one put */
+        rt_text_put(w, s + i, run);
+        i += run;
+        if (i == n)
+            break;
         unsigned char c = (unsigned char)s[i];
-        if (c >= 0x20 && c != '"' && c != '\\')
-            continue;
-        rt_text_put(w, s + run, i - run);
-        run = i + 1;
         char esc[7] = {'\\', 0};
         size_t elen = 2;
         switch (c) {
@@ -80,7 +98,6 @@ void rt_text_json_string(rt_text *w, const char *s, size_t n)
         }
         rt_text_put(w, esc, elen);
     }
-    rt_text_put(w, s + run, n - run);
     rt_text_putc(w, '"');
 }
 

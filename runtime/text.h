@@ -25,6 +25,10 @@ void rt_text_printf(rt_text *w, const char *fmt, ...) __attribute__((format(prin
  * escaped, everything else (UTF-8 included) as it is, as Python's
  * json.dumps(ensure_ascii=False) writes it. */
 void rt_text_json_string(rt_text *w, const char *s, size_t n);
+/* How many of s's first n bytes a JSON string holds as they are: the
+ * length of the run before the first quote, backslash or control
+ * character (8 bytes at a time). */
+size_t rt_json_plain(const char *s, size_t n);
 
 /* UTF-8 as RFC 3629 has it (no overlong forms, no surrogates, nothing past
  * U+10FFFF), checked as the bytes come: need is the continuation bytes

@@ -74,6 +74,8 @@
 #include "actors/gate.h"
 #include "actors/stuck.h"
 
+#include "runtime/json.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
@@ -1223,9 +1225,9 @@ static int parse_value(input *in, const char *name, json_t **out, char *why, siz
     reader *r = &in->r;
     json_error_t je, je2;
     why[0] = '\0';
-    json_t *v = json_loadb(r->buf, r->len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &je);
+    json_t *v = rt_json_read(r->buf, r->len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &je);
     if (v == NULL) {
-        v = json_loadb(r->buf, r->len, JSON_DECODE_ANY, &je2);
+        v = rt_json_read(r->buf, r->len, JSON_DECODE_ANY, &je2);
         if (v != NULL) {
             snprintf(why, whylen, "%s", je.text);
             utf8_tidy(why);
