@@ -56,7 +56,11 @@ typedef struct group {
     size_t hdr_used, hdr_cap;
     st_conv **convs;
     size_t nconvs, conv_cap;
-    uint64_t gen;
+    uint64_t gen; /* marks the group's conversations; the two groups' never meet */
+    st_req *head, *stop; /* the group's requests, [head, stop) */
+    int gr;              /* the group's own failure, if any */
+    bool journaled;      /* its records are in the journal, from jstart */
+    uint64_t jstart;
 } group;
 
 static int grow(void **p, size_t *cap, size_t need, size_t elem)
@@ -234,7 +238,7 @@ static int journal_records(st_store *s, group *g, const st_req *r)
 static int gather(group *g, st_req *head, st_req *stop)
 {
     g->nconvs = 0;
-    g->gen++;
+    g->gen += 2;
     for (st_req *r = head; r != stop; r = r->next) {
         st_conv *c = r->conv;
         r->gnext = NULL;
@@ -289,47 +293,76 @@ static int write_conv(group *g, st_conv *c)
     return e == 0 && first != c->gfirst->first ? -EIO : e;
 }
 
-/* A group of appends, [head, stop): the journal records are written first
- * and their fdatasync begins on the syncer thread; the segments are written
- * meanwhile, and the group is durable once that fdatasync returns. Any I/O failure fails
- * the whole group: the segments are cut back and so is the journal (synced
- * again, so that no replay brings back what was reported as failed). */
-static void commit_group(st_store *s, group *g, st_req *head, st_req *stop)
+/* A group of appends, [head, stop), goes through three steps. begin: the
+ * indexes are planned, the journal records written and their fdatasync
+ * begun on the syncer thread. write: the segments are written meanwhile.
+ * end: once that fdatasync returns, the logs are published and the
+ * requests answered; any I/O failure fails the whole group instead, and
+ * the segments are cut back and so is the journal (synced again, so that
+ * no replay brings back what was reported as failed).
+ *
+ * The committer overlaps two groups: once a group's fdatasync has
+ * returned, the next group begins (its fdatasync starts at once) before
+ * the first is published and answered, so the disk does not wait on the
+ * answers. The next group's indexes follow what is written, published or
+ * not; it begins only after the previous fdatasync succeeded, and a
+ * failed group is cut back before anything is planned after it. */
+static void group_begin(st_store *s, group *g, st_req *head, st_req *stop)
 {
     bool full = s->o.durability == ST_FULL;
+    g->head = head;
+    g->stop = stop;
     g->niov = g->hdr_used = 0;
-    uint64_t jstart = s->j.size;
-    int gr = gather(g, head, stop); /* the group's own failure, if any */
-    if (gr == 0 && full && s->j.broken)
-        gr = -EIO;
-    for (size_t i = 0; gr == 0 && i < g->nconvs; i++)
-        gr = plan_conv(s, g, g->convs[i]);
-    bool journaled = false;
-    if (gr == 0 && full && g->niov > 0) {
+    g->jstart = s->j.size;
+    g->journaled = false;
+    g->gr = gather(g, head, stop);
+    if (g->gr == 0 && full && s->j.broken)
+        g->gr = -EIO;
+    for (size_t i = 0; g->gr == 0 && i < g->nconvs; i++)
+        g->gr = plan_conv(s, g, g->convs[i]);
+    if (g->gr == 0 && full && g->niov > 0) {
         for (size_t i = 0; i < g->niov; i += 2) /* offsets into hdr become pointers */
             g->iov[i].iov_base = g->hdr + (uintptr_t)g->iov[i].iov_base;
-        gr = st_journal_append(s, g->iov, (int)g->niov);
-        journaled = gr == 0;
-        if (journaled)
+        g->gr = st_journal_append(s, g->iov, (int)g->niov);
+        g->journaled = g->gr == 0;
+        if (g->journaled)
             st_journal_sync_begin(s);
     }
-    for (size_t i = 0; gr == 0 && i < g->nconvs; i++)
-        gr = write_conv(g, g->convs[i]);
-    if (journaled) {
+}
+
+static void group_write(group *g)
+{
+    for (size_t i = 0; g->gr == 0 && i < g->nconvs; i++)
+        g->gr = write_conv(g, g->convs[i]);
+}
+
+/* Wait for the group's fdatasync; if anything failed, cut it all back. */
+static void group_settle(st_store *s, group *g)
+{
+    if (g->journaled) {
         int sr = st_journal_sync_end(s);
-        if (gr == 0)
-            gr = sr;
+        if (g->gr == 0)
+            g->gr = sr;
+        g->journaled = false;
+        if (g->gr < 0)
+            st_journal_undo(s, g->jstart);
     }
-    if (gr < 0 && journaled)
-        st_journal_undo(s, jstart);
-    for (size_t i = 0; i < g->nconvs; i++) {
+    if (g->gr == 0)
+        return;
+    for (size_t i = 0; i < g->nconvs; i++)
+        if (g->convs[i]->log != NULL)
+            st_log_rollback(g->convs[i]->log);
+    rt_log(RT_LOG_ERROR, "store", "group commit failed, %zu conversations rolled back: %s",
+           g->nconvs, strerror(-g->gr));
+}
+
+/* Publish a settled group and answer its requests. */
+static void group_finish(st_store *s, group *g)
+{
+    for (size_t i = 0; g->gr == 0 && i < g->nconvs; i++) {
         st_conv *c = g->convs[i];
         if (c->log == NULL) /* it could not be opened: its requests failed */
             continue;
-        if (gr < 0) {
-            st_log_rollback(c->log);
-            continue;
-        }
         st_log_publish(c->log);
         if (st_log_unchecked(c->log) >= s->o.checkpoint_records)
             st_log_checkpoint(c->log);
@@ -338,13 +371,10 @@ static void commit_group(st_store *s, group *g, st_req *head, st_req *stop)
             atomic_fetch_add(&c->refs, 1);
         }
     }
-    if (gr < 0)
-        rt_log(RT_LOG_ERROR, "store", "group commit failed, %zu conversations rolled back: %s",
-               g->nconvs, strerror(-gr));
-    for (st_req *r = head, *next; r != stop; r = next) {
+    for (st_req *r = g->head, *next; r != g->stop; r = next) {
         next = r->next;
-        if (gr < 0 && r->status == 0)
-            r->status = gr;
+        if (g->gr < 0 && r->status == 0)
+            r->status = g->gr;
         finish(r);
     }
 }
@@ -400,14 +430,43 @@ static void delete_conv(st_store *s, st_req *r)
     finish(r);
 }
 
+static void rotate_journal(st_store *s, uint64_t *retry)
+{
+    int r = st_journal_open_next(s);
+    /* after a failure, try again once the journal has grown a bit */
+    *retry = r == 0 ? 0 : s->j.size + s->o.journal_bytes / 16;
+    if (r == 0) {
+        pthread_mutex_lock(&s->f_mu);
+        s->f_rotated = s->j.seq;
+        pthread_cond_signal(&s->f_cv);
+        pthread_mutex_unlock(&s->f_mu);
+    } else {
+        rt_log(RT_LOG_ERROR, "store", "cannot rotate the journal: %s", strerror(-r));
+    }
+}
+
+/* Settle and answer the group in flight, if any; returns NULL. */
+static group *drain(st_store *s, group *g, bool settled)
+{
+    if (g != NULL) {
+        if (!settled)
+            group_settle(s, g);
+        group_finish(s, g);
+    }
+    return NULL;
+}
+
 static void *committer_main(void *arg)
 {
     st_store *s = arg;
-    group g = {0};
+    group gs[2] = {{.gen = 0}, {.gen = 1}};
+    group *inflight = NULL; /* begun and written, not answered yet */
     uint64_t next_sync = st_now_ms() + s->o.interval_ms, rotate_retry = 0;
     for (;;) {
+        if (inflight != NULL) /* what comes meanwhile makes the next group */
+            group_settle(s, inflight);
         pthread_mutex_lock(&s->q_mu);
-        while (s->q_head == NULL && !s->q_stop) {
+        while (s->q_head == NULL && !s->q_stop && inflight == NULL) {
             if (s->o.durability != ST_INTERVAL) {
                 pthread_cond_wait(&s->q_cv, &s->q_mu);
                 continue;
@@ -426,14 +485,22 @@ static void *committer_main(void *arg)
         s->q_head = s->q_tail = NULL;
         bool stop = s->q_stop;
         pthread_mutex_unlock(&s->q_mu);
+        if (batch == NULL)
+            inflight = drain(s, inflight, true);
 
         while (batch != NULL) { /* groups of appends, split at the other requests */
             st_req *cut = batch;
             while (cut != NULL && cut->kind == REQ_APPEND)
                 cut = cut->next;
-            if (cut != batch)
-                commit_group(s, &g, batch, cut);
-            if (cut != NULL) {
+            if (cut != batch) {
+                group *g = inflight == &gs[0] ? &gs[1] : &gs[0];
+                group_begin(s, g, batch, cut);
+                inflight = drain(s, inflight, true); /* settled above */
+                group_write(g);
+                inflight = g;
+            }
+            if (cut != NULL) { /* a barrier: what came before it is done first */
+                inflight = drain(s, inflight, false);
                 batch = cut->next;
                 if (cut->kind == REQ_DELETE)
                     delete_conv(s, cut);
@@ -449,32 +516,27 @@ static void *committer_main(void *arg)
         }
         if (s->o.durability == ST_FULL && s->j.size >= s->o.journal_bytes &&
             s->j.size >= rotate_retry) {
-            int r = st_journal_open_next(s);
-            /* after a failure, try again once the journal has grown a bit */
-            rotate_retry = r == 0 ? 0 : s->j.size + s->o.journal_bytes / 16;
-            if (r == 0) {
-                pthread_mutex_lock(&s->f_mu);
-                s->f_rotated = s->j.seq;
-                pthread_cond_signal(&s->f_cv);
-                pthread_mutex_unlock(&s->f_mu);
-            } else {
-                rt_log(RT_LOG_ERROR, "store", "cannot rotate the journal: %s", strerror(-r));
-            }
+            inflight = drain(s, inflight, false); /* its records are in this file */
+            rotate_journal(s, &rotate_retry);
         }
         if (stop) {
             pthread_mutex_lock(&s->q_mu);
             bool more = s->q_head != NULL;
             pthread_mutex_unlock(&s->q_mu);
-            if (!more)
+            if (!more) {
+                inflight = drain(s, inflight, false);
                 break;
+            }
         }
     }
     if (s->o.durability == ST_INTERVAL)
         sync_dirty(s);
-    free(g.iov);
-    free(g.hdr);
-    free(g.convs);
-    free(g.items);
+    for (int i = 0; i < 2; i++) {
+        free(gs[i].iov);
+        free(gs[i].hdr);
+        free(gs[i].convs);
+        free(gs[i].items);
+    }
     return NULL;
 }
 
