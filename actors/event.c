@@ -112,6 +112,16 @@ void ev_free(ev *e)
     memset(e, 0, sizeof(*e));
 }
 
+/* v in exactly `width` decimal digits, zero-padded (v < 10^width). */
+static char *put_digits(char *p, unsigned long v, int width)
+{
+    for (int i = width - 1; i >= 0; i--) {
+        p[i] = (char)('0' + v % 10);
+        v /= 10;
+    }
+    return p + width;
+}
+
 void ev_format_timestamp(long long sec, long usec, char out[32])
 {
     /* Callers hand over whatever their clock gave; carry so that the
@@ -128,10 +138,32 @@ void ev_format_timestamp(long long sec, long usec, char out[32])
         snprintf(out, 32, "1970-01-01T00:00:00");
         return;
     }
-    int n = snprintf(out, 32, "%04d-%02d-%02dT%02d:%02d:%02d", tm.tm_year + 1900, tm.tm_mon + 1,
-                     tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
-    if (usec != 0 && n > 0 && n < 32)
-        snprintf(out + n, 32 - (size_t)n, ".%06ld", usec);
+    int year = tm.tm_year + 1900;
+    if (year < 0 || year > 9999) { /* not a time any clock gives; printf copes */
+        int n = snprintf(out, 32, "%04d-%02d-%02dT%02d:%02d:%02d", year, tm.tm_mon + 1,
+                         tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
+        if (usec != 0 && n > 0 && n < 32)
+            snprintf(out + n, 32 - (size_t)n, ".%06ld", usec);
+        return;
+    }
+    /* every event is stamped: digits by hand, printf costs ten times more */
+    char *p = out;
+    p = put_digits(p, (unsigned long)year, 4);
+    *p++ = '-';
+    p = put_digits(p, (unsigned long)tm.tm_mon + 1, 2);
+    *p++ = '-';
+    p = put_digits(p, (unsigned long)tm.tm_mday, 2);
+    *p++ = 'T';
+    p = put_digits(p, (unsigned long)tm.tm_hour, 2);
+    *p++ = ':';
+    p = put_digits(p, (unsigned long)tm.tm_min, 2);
+    *p++ = ':';
+    p = put_digits(p, (unsigned long)tm.tm_sec, 2);
+    if (usec != 0) {
+        *p++ = '.';
+        p = put_digits(p, (unsigned long)usec, 6);
+    }
+    *p = '\0';
 }
 
 /* Sets obj[key] to a new string and returns the copy obj now holds. */

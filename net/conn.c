@@ -298,6 +298,25 @@ static const char *status_text(int s)
     }
 }
 
+static char *put_str(char *p, const char *s)
+{
+    size_t n = strlen(s);
+    memcpy(p, s, n);
+    return p + n;
+}
+
+static char *put_uint(char *p, uint64_t v)
+{
+    char t[20];
+    int n = 0;
+    do
+        t[n++] = (char)('0' + v % 10);
+    while ((v /= 10) != 0);
+    while (n > 0)
+        *p++ = t[--n];
+    return p;
+}
+
 /* head_only: an answer to HEAD, which says what the body would be and
  * sends none. */
 static void send_answer(net_conn *c, int status, rt_buf *body, const char *ctype, const char *extra,
@@ -309,17 +328,26 @@ static void send_answer(net_conn *c, int status, rt_buf *body, const char *ctype
         conn_close(c);
         return;
     }
-    int n = sprintf(head, "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%s%s\r\n",
-                    status, status_text(status), ctype != NULL ? ctype : "application/json",
-                    body != NULL ? rt_buf_len(body) : 0, close_after ? "Connection: close\r\n" : "",
-                    extra != NULL ? extra : "");
+    /* by hand, not sprintf: every answer makes one */
+    char *p = put_str(head, "HTTP/1.1 ");
+    p = put_uint(p, (uint64_t)status);
+    *p++ = ' ';
+    p = put_str(p, status_text(status));
+    p = put_str(p, "\r\nContent-Type: ");
+    p = put_str(p, ctype != NULL ? ctype : "application/json");
+    p = put_str(p, "\r\nContent-Length: ");
+    p = put_uint(p, body != NULL ? rt_buf_len(body) : 0);
+    p = put_str(p, close_after ? "\r\nConnection: close\r\n" : "\r\n");
+    p = put_str(p, extra != NULL ? extra : "");
+    p = put_str(p, "\r\n");
+    size_t n = (size_t)(p - head);
     if (close_after)
         c->closing = true;
     if (head_only) {
         rt_buf_unref(body);
         body = NULL;
     }
-    conn_send(c, head, (size_t)n, body);
+    conn_send(c, head, n, body);
 }
 
 static rt_buf *detail_json(const char *fmt, va_list ap)

@@ -341,6 +341,15 @@ static int check_crlf(hp_parser *p, const uint8_t *data, size_t n)
                 p->need_crlf = 2;
             continue;
         }
+        if (p->need_crlf == 0 && p->prev != '\n' && data[i] != '\n') {
+            /* only LFs and what follows them matter: skip to the next LF */
+            size_t end = s < p->nspans ? (size_t)(p->spans[s].at - data) : n;
+            const uint8_t *lf = memchr(data + i, '\n', end - i);
+            size_t j = lf != NULL ? (size_t)(lf - data) : end;
+            p->prev = data[j - 1];
+            i = j - 1;
+            continue;
+        }
         if (p->need_crlf > 0 && data[i] != (p->need_crlf == 2 ? '\r' : '\n'))
             return fail(p, 400, "malformed request: chunk data not followed by CRLF");
         if (p->need_crlf > 0)
