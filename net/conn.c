@@ -48,6 +48,7 @@ struct net_conn {
     net_tls *tls;
     uint8_t *in;
     size_t in_off, in_len, in_cap;
+    bool in_borrowed; /* in is the loop's read buffer, during one on_read */
     net_req req;
     bool busy;    /* req is being handled */
     bool started; /* bytes of the next request have come */
@@ -475,7 +476,7 @@ static void conn_process(net_conn *c)
     }
     if (c->in_off == c->in_len) {
         c->in_off = c->in_len = 0;
-        if (!c->busy) { /* an idle keep-alive connection holds no buffer */
+        if (!c->busy && !c->in_borrowed) { /* an idle keep-alive connection holds no buffer */
             free(c->in);
             c->in = NULL;
             c->in_cap = 0;
@@ -498,26 +499,52 @@ static void conn_process(net_conn *c)
     c->in_process = false;
 }
 
+/* Each loop reads into one buffer: TLS records (decrypted into the
+ * connection's input), and plain input of a connection that holds none,
+ * which is parsed where it lies; only what is left unparsed is copied out
+ * (give_back). A keep-alive request costs no buffer of its own. */
+static __thread uint8_t read_buf[READ_CHUNK];
+
 static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *b)
 {
     (void)hint;
     net_conn *c = h->data;
+    if (c->tls != NULL || c->in == NULL) {
+        *b = uv_buf_init((char *)read_buf, sizeof(read_buf));
+        return;
+    }
     size_t need = c->in_len + READ_CHUNK;
-    if (c->tls == NULL && need > c->in_cap) {
+    if (need > c->in_cap) {
         uint8_t *n = realloc(c->in, need);
         if (n != NULL) {
             c->in = n;
             c->in_cap = need;
         }
     }
-    if (c->tls != NULL) {
-        static __thread uint8_t raw[READ_CHUNK];
-        *b = uv_buf_init((char *)raw, sizeof(raw));
-        return;
-    }
     *b = c->in_cap > c->in_len
              ? uv_buf_init((char *)c->in + c->in_len, (unsigned)(c->in_cap - c->in_len))
              : uv_buf_init(NULL, 0);
+}
+
+/* After an on_read that parsed in the loop's buffer: keep what is left
+ * in a buffer of the connection's own. */
+static void give_back(net_conn *c)
+{
+    size_t off = c->in_off, rest = c->in_len - c->in_off;
+    c->in_borrowed = false;
+    c->in = NULL;
+    c->in_off = c->in_len = c->in_cap = 0;
+    if (rest == 0)
+        return;
+    uint8_t *keep = malloc(rest + READ_CHUNK);
+    if (keep == NULL) {
+        conn_close(c);
+        return;
+    }
+    memcpy(keep, read_buf + off, rest);
+    c->in = keep;
+    c->in_cap = rest + READ_CHUNK;
+    c->in_len = rest;
 }
 
 /* Decrypt what came: the plaintext joins the input. */
@@ -570,6 +597,12 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
                 conn_close(c);
                 return;
             }
+        } else if (b->base == (char *)read_buf) { /* it held nothing: parse in place */
+            c->in = read_buf;
+            c->in_cap = sizeof(read_buf);
+            c->in_len = (size_t)n;
+            c->in_off = 0;
+            c->in_borrowed = true;
         } else {
             c->in_len += (size_t)n;
         }
@@ -579,6 +612,8 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
         }
     }
     conn_process(c);
+    if (c->in_borrowed)
+        give_back(c);
 }
 
 /* ---- time limits -------------------------------------------------------------- */
