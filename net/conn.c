@@ -206,7 +206,6 @@ static void conn_send(net_conn *c, char *head, size_t hlen, rt_buf *body)
         c->refs--;
         c->writes--;
         free(o);
-        o = NULL;
         w = -1;
     }
     free(head);

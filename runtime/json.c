@@ -18,8 +18,7 @@ typedef struct reader {
     int depth;
     json_error_t *err;
     bool failed;
-    char *tmp; /* unescaped strings, long numbers */
-    size_t tmp_len, tmp_cap;
+    rt_text tmp; /* unescaped strings, long numbers */
 } reader;
 
 static void fail(reader *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -58,22 +57,10 @@ static void skip_space(reader *r)
 
 static bool tmp_put(reader *r, const void *s, size_t n)
 {
-    if (r->tmp_cap - r->tmp_len < n + 1) {
-        size_t cap = r->tmp_cap ? r->tmp_cap : 256;
-        while (cap - r->tmp_len < n + 1)
-            cap *= 2;
-        char *t = realloc(r->tmp, cap);
-        if (t == NULL) {
-            fail(r, "out of memory");
-            return false;
-        }
-        r->tmp = t;
-        r->tmp_cap = cap;
-    }
-    memcpy(r->tmp + r->tmp_len, s, n);
-    r->tmp_len += n;
-    r->tmp[r->tmp_len] = '\0';
-    return true;
+    rt_text_put(&r->tmp, s, n);
+    if (r->tmp.failed)
+        fail(r, "out of memory");
+    return !r->tmp.failed;
 }
 
 static int hex4(const uint8_t *p)
@@ -91,11 +78,12 @@ static int hex4(const uint8_t *p)
 /* One \u escape (r->p at the 'u'), or a surrogate pair, into tmp. */
 static bool unicode_escape(reader *r)
 {
-    if (r->end - r->p < 5 || hex4(r->p + 1) < 0) {
+    int v = r->end - r->p >= 5 ? hex4(r->p + 1) : -1;
+    if (v < 0) {
         fail(r, "invalid \\u escape in string");
         return false;
     }
-    uint32_t cp = (uint32_t)hex4(r->p + 1);
+    uint32_t cp = (uint32_t)v;
     r->p += 5;
     if (cp >= 0xdc00 && cp <= 0xdfff) {
         fail(r, "invalid Unicode '\\u%04X' (a low surrogate alone)", (unsigned)cp);
@@ -190,7 +178,7 @@ static bool string(reader *r, const char **s, size_t *len)
     const uint8_t *first = r->p;
     bool copied = false;
     rt_utf8 u = RT_UTF8_START;
-    r->tmp_len = 0;
+    r->tmp.len = 0;
     for (;;) {
         size_t run = rt_json_plain((const char *)r->p, (size_t)(r->end - r->p));
         if (!rt_utf8_step(&u, r->p, run)) {
@@ -209,8 +197,8 @@ static bool string(reader *r, const char **s, size_t *len)
             return false;
         }
         if (*r->p == '"') {
-            *s = copied ? r->tmp : (const char *)first;
-            *len = copied ? r->tmp_len : (size_t)(r->p - first);
+            *s = copied ? r->tmp.p : (const char *)first;
+            *len = copied ? r->tmp.len : (size_t)(r->p - first);
             r->p++;
             return true;
         }
@@ -271,10 +259,11 @@ static json_t *number(reader *r)
         memcpy(small, r->p, n);
         small[n] = '\0';
     } else {
-        r->tmp_len = 0;
+        r->tmp.len = 0;
         if (!tmp_put(r, r->p, n))
             return NULL;
-        s = r->tmp;
+        r->tmp.p[r->tmp.len] = '\0'; /* rt_text keeps room for it */
+        s = r->tmp.p;
     }
     errno = 0;
     json_t *v;
@@ -494,6 +483,6 @@ json_t *rt_json_read(const char *text, size_t len, size_t flags, json_error_t *e
             v = NULL;
         }
     }
-    free(r.tmp);
+    free(r.tmp.p);
     return v;
 }
