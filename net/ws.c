@@ -151,6 +151,21 @@ static bool key_ok(const char *k)
     return mbedtls_base64_decode(raw, sizeof(raw), &n, (const uint8_t *)k, KEY_LEN) == 0 && n == 16;
 }
 
+int net_ws_accept_key(const char *key, char out[NET_WS_ACCEPT_LEN + 1])
+{
+    size_t klen = key != NULL ? strlen(key) : 0;
+    uint8_t in[64 + sizeof(GUID) - 1], sha[20];
+    size_t n;
+    if (klen == 0 || klen > 64)
+        return NET_WS_EINVAL;
+    memcpy(in, key, klen);
+    memcpy(in + klen, GUID, sizeof(GUID) - 1);
+    if (mbedtls_sha1_ret(in, klen + sizeof(GUID) - 1, sha) != 0 ||
+        mbedtls_base64_encode((uint8_t *)out, NET_WS_ACCEPT_LEN + 1, &n, sha, sizeof(sha)) != 0)
+        return NET_WS_EINVAL;
+    return 0;
+}
+
 static int refuse(int status, char *out, size_t *outlen, const char *extra)
 {
     snprintf(out, NET_WS_HANDSHAKE_MAX, "%s", extra);
@@ -181,13 +196,9 @@ int net_ws_handshake(const hp_req *r, char *out, size_t cap, size_t *outlen, cha
     } else if (!only_value(r, "sec-websocket-key", key, sizeof(key)) || !key_ok(key)) {
         rt_say(err, errlen, "Sec-WebSocket-Key must be one header with 16 random bytes in base64");
     } else {
-        uint8_t in[KEY_LEN + sizeof(GUID) - 1], sha[20], accept[32];
-        size_t n;
-        memcpy(in, key, KEY_LEN);
-        memcpy(in + KEY_LEN, GUID, sizeof(GUID) - 1);
-        if (mbedtls_sha1_ret(in, sizeof(in), sha) != 0 ||
-            mbedtls_base64_encode(accept, sizeof(accept), &n, sha, sizeof(sha)) != 0)
-            return NET_WS_EINVAL; /* neither fails with these sizes */
+        char accept[NET_WS_ACCEPT_LEN + 1];
+        if (net_ws_accept_key(key, accept) != 0)
+            return NET_WS_EINVAL; /* cannot fail with a checked key */
         int len = snprintf(out, cap,
                            "HTTP/1.1 101 Switching Protocols\r\n"
                            "Upgrade: websocket\r\n"

@@ -73,6 +73,12 @@ enum {
 int net_ws_handshake(const hp_req *r, char *out, size_t cap, size_t *outlen, char *err,
                      size_t errlen);
 
+/* Sec-WebSocket-Accept for a Sec-WebSocket-Key (at most 64 bytes): the
+ * base64 SHA-1 of the key and the RFC's GUID, NUL-terminated. 0, or
+ * NET_WS_EINVAL for an empty or longer key. Clients check the answer with it. */
+#define NET_WS_ACCEPT_LEN 28
+int net_ws_accept_key(const char *key, char out[NET_WS_ACCEPT_LEN + 1]);
+
 typedef struct net_ws_limits {
     size_t message_bytes; /* one message, its fragments together; default 1 MiB (1009 beyond) */
 } net_ws_limits;

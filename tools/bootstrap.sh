@@ -16,9 +16,16 @@ packages=(
     # integration tests talk to a real server with real clients (openssl:
     # TLS handshakes and test certificates)
     curl python3 openssl
+    # WebSocket interop tests: Python's websockets (Debian; run with /usr/bin/python3)
+    python3-websockets
     # HTTP benchmarks (tools/bench_http.sh)
     wrk
 )
+# node and npm for the `ws` test client (tests/node); a node that is there
+# already (from any source) is used as it is
+if ! command -v npm >/dev/null; then
+    packages+=(nodejs npm)
+fi
 if [ "${1:-}" = "--fuzz" ]; then
     packages+=(clang libclang-rt-14-dev)
 elif [ $# -gt 0 ]; then
@@ -32,14 +39,23 @@ for p in "${packages[@]}"; do
         missing+=("$p")
     fi
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
-
-echo "bootstrap: installing ${missing[*]}" >&2
-sudo=()
-if [ "$(id -u)" -ne 0 ]; then
-    command -v sudo >/dev/null || { echo "bootstrap: need root or sudo to install ${missing[*]}" >&2; exit 1; }
-    sudo=(sudo)
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "bootstrap: installing ${missing[*]}" >&2
+    sudo=()
+    if [ "$(id -u)" -ne 0 ]; then
+        command -v sudo >/dev/null || { echo "bootstrap: need root or sudo to install ${missing[*]}" >&2; exit 1; }
+        sudo=(sudo)
+    fi
+    "${sudo[@]}" apt-get update -qq
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
+        apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
 fi
-"${sudo[@]}" apt-get update -qq
-"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
-    apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+
+# the npm test clients, at the versions package-lock.json pins
+node_dir="$(cd "$(dirname "$0")/.." && pwd)/tests/node"
+stamp="$node_dir/node_modules/.parley-lock"
+if ! cmp -s "$node_dir/package-lock.json" "$stamp" 2>/dev/null; then
+    echo "bootstrap: npm ci in tests/node" >&2
+    npm ci --prefix "$node_dir" --no-audit --no-fund --loglevel=error >&2
+    cp "$node_dir/package-lock.json" "$stamp"
+fi
