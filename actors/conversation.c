@@ -122,8 +122,9 @@ typedef struct conv {
     struct sub {
         rt_actor *a;
         bool notes; /* wants CONV_NOTE */
+        bool told;  /* wants CONV_DROPPED */
     } * subs;
-    size_t nsubs, subs_cap;
+    size_t nsubs, subs_cap, ntold;
     rt_timer_id tick;
     uint64_t since_ckpt;
     flush *syncs;
@@ -1009,6 +1010,17 @@ static void on_append(conv *c, const rt_buf *body, rt_promise *reply)
 
 /* --------------------------------------------------------- durability --- */
 
+/* Forget subscriber i; a told one learns it (why: as CONV_DROPPED's arg). */
+static void drop_sub(conv *c, size_t i, uint64_t why)
+{
+    if (c->subs[i].told) {
+        rt_notify(c->subs[i].a, CONV_DROPPED, why, NULL);
+        c->ntold--;
+    }
+    rt_actor_unref(c->subs[i].a);
+    c->subs[i] = c->subs[--c->nsubs];
+}
+
 /* The event to every subscriber, as its bytes or as its stuck note (made
  * once, from the parsed event). A subscriber that is gone, or not keeping
  * up with its bounded mailbox, is dropped. */
@@ -1028,8 +1040,7 @@ static void publish(conv *c, uint64_t index, const ev *e, rt_buf *bytes)
             continue;
         }
         rt_buf_unref(b);
-        rt_actor_unref(c->subs[i].a);
-        c->subs[i] = c->subs[--c->nsubs];
+        drop_sub(c, i, 0);
     }
     rt_buf_unref(note);
 }
@@ -1282,6 +1293,12 @@ static void on_stuck(conv *c, stuck_rule rule)
 
 static void subscribe(conv *c, rt_promise *reply, uint64_t arg)
 {
+    bool told = (arg & CONV_SUB_TOLD) != 0;
+    if (told && c->ntold >= c->o->max_subscribers) {
+        reply_detail(reply, 503, "Too many connections for this conversation (at most %u)",
+                     c->o->max_subscribers);
+        return;
+    }
     if (c->nsubs == c->subs_cap) {
         size_t cap = c->subs_cap ? 2 * c->subs_cap : 4;
         struct sub *s = realloc(c->subs, cap * sizeof(*s));
@@ -1294,7 +1311,8 @@ static void subscribe(conv *c, rt_promise *reply, uint64_t arg)
     }
     bool notes = (arg & CONV_SUB_NOTES) != 0;
     rt_actor *sub = rt_actor_ref(reply->to);
-    c->subs[c->nsubs++] = (struct sub){sub, notes};
+    c->subs[c->nsubs++] = (struct sub){sub, notes, told};
+    c->ntold += told;
     /* the last few durable events first (the stuck detector's window) */
     uint64_t tail = arg & 0xff;
     if (tail > STUCK_WINDOW)
@@ -1318,13 +1336,16 @@ static void subscribe(conv *c, rt_promise *reply, uint64_t arg)
         }
         st_page_free(p);
     }
-    reply_json(reply, 200, json_pack("{s:I}", "count", (json_int_t)c->count_c));
+    reply_json(reply, 200,
+               json_pack("{s:I, s:s}", "count", (json_int_t)c->count_c, "status",
+                         conv_status_name(c->status_c)));
 }
 
 static void unsubscribe(conv *c, rt_actor *sub)
 {
     for (size_t i = 0; i < c->nsubs; i++) {
         if (c->subs[i].a == sub) {
+            c->ntold -= c->subs[i].told;
             rt_actor_unref(c->subs[i].a);
             c->subs[i] = c->subs[--c->nsubs];
             return;
@@ -1697,8 +1718,8 @@ static void conv_stop(rt_actor *self, void *state)
         rt_buf_unref(e->buf);
         free(e);
     }
-    for (size_t i = 0; i < c->nsubs; i++)
-        rt_actor_unref(c->subs[i].a);
+    while (c->nsubs > 0)
+        drop_sub(c, c->nsubs - 1, 1);
     free(c->subs);
     /* a last checkpoint, for a quick reopen (the committer does it after the
      * appends already queued) */

@@ -39,9 +39,13 @@ enum {
     CONV_CONTROL,                     /* arg: conv_control */
     CONV_SUBSCRIBE,                   /* arg: how many past events to replay
                                          first (at most 20), | CONV_SUB_NOTES to
-                                         get CONV_NOTE instead of CONV_EVENT;
+                                         get CONV_NOTE instead of CONV_EVENT,
+                                         | CONV_SUB_TOLD (see CONV_DROPPED);
                                          reply_to is the subscriber; answered
-                                         CONV_RESULT */
+                                         CONV_RESULT 200 {"count", "status"}:
+                                         count is the index of the first event
+                                         it will get live; 503 once max_subscribers
+                                         CONV_SUB_TOLD subscribers are there */
     CONV_UNSUBSCRIBE,                 /* reply_to is the subscriber */
     CONV_EXPIRE,                      /* expire every hold and deferral now */
     CONV_STATUS,                      /* answered CONV_RESULT 200 {"status"} */
@@ -63,9 +67,15 @@ enum {
      * stuck_note (stuck.h), computed once from the parsed event, so that the
      * stuck detector never parses an event again */
     CONV_NOTE,
+    /* to a CONV_SUB_TOLD subscriber, as its last message from this
+     * conversation actor: it is no longer subscribed. arg 0: it was not
+     * keeping up (its mailbox was full), 1: the conversation actor stopped
+     * (deleted, restarted, shutting down). Nothing it was owed is lost: the
+     * events are in the log; subscribe again to go on. */
+    CONV_DROPPED,
 };
 
-enum { CONV_SUB_NOTES = 0x100 };
+enum { CONV_SUB_NOTES = 0x100, CONV_SUB_TOLD = 0x200 };
 
 typedef enum conv_control {
     CONV_RUN = 1,   /* status -> running */
@@ -108,6 +118,7 @@ typedef struct conv_opts {
     uint32_t hold_max;         /* default 64 */
     uint32_t checkpoint_every; /* state checkpoint every N events; default 1024 */
     uint32_t mailbox_cap;      /* bound of the conversation's mailbox; default 4096 */
+    uint32_t max_subscribers;  /* CONV_SUB_TOLD subscribers (WebSockets); default 1000 */
     bool measure;              /* time the gate: CONV_STATUS reports "gate_ns"
                                   (for benchmarks) */
 } conv_opts;

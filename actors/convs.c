@@ -59,6 +59,8 @@ int convs_new(rt_runtime *rt, st_store *store, const conv_opts *o, convs **out)
         s->o.checkpoint_every = 1024;
     if (s->o.mailbox_cap == 0)
         s->o.mailbox_cap = 4096;
+    if (s->o.max_subscribers == 0)
+        s->o.max_subscribers = 1000;
     s->nbuckets = 1024;
     s->buckets = calloc(s->nbuckets, sizeof(*s->buckets));
     if (s->buckets == NULL) {

@@ -186,6 +186,12 @@ int ev_set_parent(ev *e, const char *parent_id)
     return e->parent_id != NULL ? 0 : -ENOMEM;
 }
 
+json_t *ev_user_message(const char *role, json_t *content)
+{
+    return json_pack("{s:s, s:{s:s, s:O}, s:s}", "source", "user", "llm_message", "role", role,
+                     "content", content, "kind", "MessageEvent");
+}
+
 void ev_now_timestamp(char out[32])
 {
     struct timespec ts;

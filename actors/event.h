@@ -118,6 +118,11 @@ ev_kind ev_kind_from_name(const char *s); /* EV_INVALID if unknown */
 const char *ev_kind_qualified(ev_kind k);
 const char *ev_source_name(ev_source s); /* "agent", ...; NULL for EV_SRC_NONE */
 
+/* A user's Message as upstream posts it (POST .../events, a WebSocket
+ * frame): {"source": "user", "llm_message": {"role", "content"}, "kind":
+ * "MessageEvent"}, not stamped yet. NULL on allocation failure. */
+json_t *ev_user_message(const char *role, json_t *content);
+
 /* The naive local timestamp for a given moment (for stamping and tests). */
 void ev_format_timestamp(long long sec, long usec, char out[32]);
 /* Now, as ev_stamp stamps it. */

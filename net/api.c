@@ -4,7 +4,9 @@
  */
 #include "api.h"
 
+#include "actors/event.h"
 #include "runtime/json.h"
+#include "runtime/text.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -12,23 +14,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Constant time in the length of the key we hold: a peer learns nothing
- * from how long a wrong guess took. */
 static bool key_ok(const net_api *a, const char *given)
 {
-    if (given == NULL)
-        return false;
-    size_t n = strlen(given);
-    unsigned char diff = n != a->api_key_len;
-    for (size_t i = 0; i < a->api_key_len; i++)
-        diff |= (unsigned char)a->api_key[i] ^ (unsigned char)(i < n ? given[i] : 0);
-    return diff == 0;
+    return rt_key_eq(a->api_key, a->api_key_len, given);
 }
 
 void net_api_handle(net_req *r)
 {
     net_route *rt = &r->route;
-    if (net_route_match(r->http->method, r->http->target, rt) != 0 && rt->status != 422) {
+    net_route_match(r->http->method, r->http->target, rt);
+    if (rt->id == NET_R_WS_EVENTS && rt->status == 422) { /* no such stream */
+        net_reply_error(r, 404, "%s", rt->detail);
+        return;
+    }
+    if (rt->status != 0 && rt->status != 422) {
         net_reply_error(r, rt->status, "%s", rt->detail);
         return;
     }
@@ -62,6 +61,9 @@ void net_api_handle(net_req *r)
     case NET_R_EV_POST:
     case NET_R_EV_APPEND:
         net_api_events(r);
+        break;
+    case NET_R_WS_EVENTS:
+        net_api_ws(r);
         break;
     default:
         net_api_conversations(r);
@@ -268,9 +270,7 @@ static void on_posted(void *ctx, rt_msg *m)
 int net_post_message(net_req *r, rt_actor *a, const char *role, json_t *content, bool run,
                      net_posted_fn done)
 {
-    json_t *ev = json_pack("{s:s, s:{s:s, s:O}, s:s}", "source", "user", "llm_message", "role",
-                           role, "content", content, "kind", "MessageEvent");
-    rt_buf *buf = net_json_buf(ev);
+    rt_buf *buf = net_json_buf(ev_user_message(role, content));
     posting *p = buf != NULL ? malloc(sizeof(*p)) : NULL;
     if (p == NULL) {
         rt_buf_unref(buf);

@@ -11,6 +11,7 @@
 #define NET_API_H
 
 #include "actors/conversation.h"
+#include "actors/ws_stream.h"
 #include "http_parse.h"
 #include "query.h"
 #include "route.h"
@@ -32,6 +33,7 @@ typedef struct net_api {
     uint64_t call_timeout_ms;
     uint64_t started_ms; /* uv_hrtime at start, in ms */
     bool tls;
+    const struct net_server_opts *opts;
 } net_api;
 
 typedef struct net_req {
@@ -51,6 +53,11 @@ void net_api_handle(net_req *r);
 /* Answer: status, body bytes (taken; NULL for none) as application/json
  * unless ctype says otherwise, extra header lines ("Name: v\r\n", or NULL). */
 void net_reply(net_req *r, int status, rt_buf *body, const char *ctype, const char *extra);
+/* Answer with the 101 of a WebSocket upgrade (answer: its bytes) and make
+ * the connection a stream of the conversation, served by a ws_stream actor
+ * started with o (the sink is filled in here). If that cannot be done, the
+ * request is answered with an HTTP error instead. */
+void net_ws_upgrade(net_req *r, const char *answer, size_t len, ws_stream_opts *o);
 /* Answer with a JSON value (its reference is taken), compact. */
 void net_reply_json(net_req *r, int status, json_t *body);
 /* Answer {"detail": "<printf>"}. */
@@ -102,6 +109,7 @@ int net_post_message(net_req *r, rt_actor *a, const char *role, json_t *content,
 void net_api_info(net_req *r);          /* /alive /health /ready /server_info /metrics */
 void net_api_conversations(net_req *r); /* /api/conversations... */
 void net_api_events(net_req *r);        /* /api/conversations/{id}/events... */
+void net_api_ws(net_req *r);            /* /sockets/events/{id} */
 
 /* The request's body as a JSON value (valid UTF-8, one value, no trailing
  * bytes); NULL after answering 400/415/422 saying why. `what` names the

@@ -19,53 +19,22 @@
  * so an answer that comes after the peer left finds its connection still
  * there, and is dropped.
  */
-#include "server_impl.h"
+#include "conn.h"
 
 #include "http_metrics.h"
 #include "runtime/text.h"
-#include "tls.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-enum {
-    IN_MAX = 1 << 20,  /* unparsed input held while a request is handled */
-    OUT_MAX = 8 << 20, /* answers queued and not yet taken by the peer */
-    READ_CHUNK = 64 << 10,
-};
-
-typedef struct net_conn net_conn;
-struct net_conn {
-    uv_tcp_t tcp;
-    uv_timer_t timer;
-    net_loop *nl; /* NULL once the listener state is gone */
-    net_conn *next, *prev;
-    int refs;
-    unsigned writes; /* uv_writes not completed */
-    hp_parser *hp;
-    net_tls *tls;
-    uint8_t *in;
-    size_t in_off, in_len, in_cap;
-    bool in_borrowed; /* in is the loop's read buffer, during one on_read */
-    net_req req;
-    bool busy;    /* req is being handled */
-    bool started; /* bytes of the next request have come */
-    bool closing; /* no more requests: close once the answers are out */
-    bool closed;  /* uv_close was called */
-    bool eof;     /* the peer shut its side */
-    bool reading;
-    bool in_process;
-    bool abandoned; /* answered 503 at a forced stop: the API's answer is dropped */
-    uint64_t t0;    /* when the current request's first byte came (ms) */
-};
-
 typedef struct out_req {
     uv_write_t w;
     net_conn *c;
-    rt_buf *body;
     char *head;
+    int nkeep;
+    rt_buf *keep[];
 } out_req;
 
 static void conn_process(net_conn *c);
@@ -80,10 +49,19 @@ static void conn_unref(net_conn *c)
 {
     if (--c->refs > 0)
         return;
+    if (c->ws != NULL)
+        net_conn_ws_free(c);
     hp_free(c->hp);
     net_tls_free(c->tls);
-    free(c->in);
+    if (!c->in_borrowed)
+        free(c->in);
+    free(c->req);
     free(c);
+}
+
+void net_conn_unref(net_conn *c)
+{
+    conn_unref(c);
 }
 
 static void on_handle_closed(uv_handle_t *h)
@@ -100,6 +78,8 @@ static void conn_close(net_conn *c)
     c->closed = true; /* first: a failing flush below must not come back here */
     if (c->tls != NULL && net_tls_handshake_done(c->tls) && net_tls_close(c->tls) == 0)
         tls_flush(c); /* close_notify: the peer can tell an end from a cut */
+    if (c->ws != NULL)
+        net_conn_ws_closed(c);
     if (c->nl != NULL) {
         net_loop *nl = c->nl;
         if (c->prev != NULL)
@@ -116,6 +96,11 @@ static void conn_close(net_conn *c)
     uv_close((uv_handle_t *)&c->tcp, on_handle_closed);
 }
 
+void net_conn_close(net_conn *c)
+{
+    conn_close(c);
+}
+
 /* ---- writing ------------------------------------------------------------- */
 
 static void on_written(uv_write_t *w, int status)
@@ -123,7 +108,8 @@ static void on_written(uv_write_t *w, int status)
     out_req *o = (out_req *)w;
     net_conn *c = o->c;
     c->writes--;
-    rt_buf_unref(o->body);
+    for (int i = 0; i < o->nkeep; i++)
+        rt_buf_unref(o->keep[i]);
     free(o->head);
     free(o);
     if (status < 0 && !c->closed) {
@@ -131,6 +117,8 @@ static void on_written(uv_write_t *w, int status)
     } else if (!c->closed) {
         if (c->closing && c->writes == 0)
             conn_close(c);
+        else if (c->ws != NULL)
+            net_conn_ws_written(c);
         else
             conn_process(c); /* answers drained: parsing may go on */
     }
@@ -162,43 +150,25 @@ static ssize_t write_now(net_conn *c, uv_buf_t *b, int *n)
     return w;
 }
 
-/* Send head (malloc'd, taken) then body (taken) to the peer: at once where
- * the socket takes it, the rest queued. */
-static void conn_send(net_conn *c, char *head, size_t hlen, rt_buf *body)
+static void give_up(char *head, rt_buf **keep, int nkeep)
 {
-    if (c->closed) {
-        free(head);
-        rt_buf_unref(body);
-        return;
-    }
-    uv_buf_t b[2];
-    int n = 0;
-    if (c->tls != NULL) {
-        int r = net_tls_write(c->tls, (const uint8_t *)head, hlen);
-        if (r == 0 && body != NULL)
-            r = net_tls_write(c->tls, rt_buf_data(body), rt_buf_len(body));
-        free(head);
-        rt_buf_unref(body);
-        head = NULL;
-        body = NULL;
-        if (r == 0)
-            r = net_tls_take_output(c->tls, &body);
-        if (r < 0 || body == NULL) {
-            rt_buf_unref(body);
-            conn_close(c);
-            return;
-        }
-    } else {
-        b[n++] = uv_buf_init(head, (unsigned)hlen);
-    }
-    if (body != NULL && rt_buf_len(body) > 0)
-        b[n++] = uv_buf_init((char *)rt_buf_data(body), (unsigned)rt_buf_len(body));
+    free(head);
+    for (int i = 0; i < nkeep; i++)
+        rt_buf_unref(keep[i]);
+}
+
+/* The bytes as they are (after TLS, if any): at once where the socket
+ * takes them, the rest queued. */
+static void raw_write(net_conn *c, uv_buf_t *b, int n, char *head, rt_buf **keep, int nkeep)
+{
     out_req *o = NULL;
     ssize_t w = write_now(c, b, &n);
-    if (w >= 0 && n > 0 && (o = calloc(1, sizeof(*o))) != NULL) {
+    if (w >= 0 && n > 0 &&
+        (o = malloc(sizeof(*o) + (size_t)nkeep * sizeof(rt_buf *))) != NULL) {
         o->c = c;
         o->head = head;
-        o->body = body;
+        o->nkeep = nkeep;
+        memcpy(o->keep, keep, (size_t)nkeep * sizeof(rt_buf *));
         c->refs++;
         c->writes++;
         if (uv_write(&o->w, (uv_stream_t *)&c->tcp, b, (unsigned)n, on_written) == 0)
@@ -208,12 +178,51 @@ static void conn_send(net_conn *c, char *head, size_t hlen, rt_buf *body)
         free(o);
         w = -1;
     }
-    free(head);
-    rt_buf_unref(body);
+    give_up(head, keep, nkeep);
     if (w < 0 || n > 0)
         conn_close(c); /* a write error, or no memory to queue the rest */
     else if (c->closing && c->writes == 0)
         conn_close(c); /* the last answer before closing went out */
+}
+
+void net_conn_write(net_conn *c, uv_buf_t *b, int n, char *head, rt_buf **keep, int nkeep)
+{
+    if (c->closed) {
+        give_up(head, keep, nkeep);
+        return;
+    }
+    if (c->tls == NULL) {
+        raw_write(c, b, n, head, keep, nkeep);
+        return;
+    }
+    /* one record for the lot: pieces are often a few bytes (frame headers) */
+    rt_text t = {0};
+    for (int i = 0; i < n; i++)
+        rt_text_put(&t, b[i].base, b[i].len);
+    give_up(head, keep, nkeep);
+    rt_buf *out = NULL;
+    int r = t.failed ? -1 : net_tls_write(c->tls, (const uint8_t *)t.p, t.len);
+    free(t.p);
+    if (r == 0)
+        r = net_tls_take_output(c->tls, &out);
+    if (r < 0 || out == NULL) {
+        rt_buf_unref(out);
+        conn_close(c);
+        return;
+    }
+    uv_buf_t ob = uv_buf_init((char *)rt_buf_data(out), (unsigned)rt_buf_len(out));
+    raw_write(c, &ob, 1, NULL, &out, 1);
+}
+
+/* Send head (malloc'd, taken) then body (taken) to the peer. */
+static void conn_send(net_conn *c, char *head, size_t hlen, rt_buf *body)
+{
+    uv_buf_t b[2];
+    int n = 0;
+    b[n++] = uv_buf_init(head, (unsigned)hlen);
+    if (body != NULL && rt_buf_len(body) > 0)
+        b[n++] = uv_buf_init((char *)rt_buf_data(body), (unsigned)rt_buf_len(body));
+    net_conn_write(c, b, n, head, &body, body != NULL);
 }
 
 /* What the TLS engine has to send (handshake records, alerts). */
@@ -226,24 +235,8 @@ static void tls_flush(net_conn *c)
     }
     if (b == NULL)
         return;
-    out_req *o = calloc(1, sizeof(*o));
-    if (o == NULL) {
-        rt_buf_unref(b);
-        conn_close(c);
-        return;
-    }
-    o->c = c;
-    o->body = b;
     uv_buf_t ub = uv_buf_init((char *)rt_buf_data(b), (unsigned)rt_buf_len(b));
-    c->refs++;
-    c->writes++;
-    if (uv_write(&o->w, (uv_stream_t *)&c->tcp, &ub, 1, on_written) < 0) {
-        c->refs--;
-        c->writes--;
-        rt_buf_unref(b);
-        free(o);
-        conn_close(c);
-    }
+    raw_write(c, &ub, 1, NULL, &b, 1);
 }
 
 static const char *status_text(int s)
@@ -430,7 +423,11 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b);
 
 static void dispatch(net_conn *c)
 {
-    net_req *r = &c->req;
+    if (c->req == NULL && (c->req = malloc(sizeof(*c->req))) == NULL) {
+        conn_fail(c, 503, "out of memory");
+        return;
+    }
+    net_req *r = c->req;
     memset(r, 0, sizeof(*r));
     r->api = &c->nl->srv->api;
     r->conn = c;
@@ -444,10 +441,10 @@ static void dispatch(net_conn *c)
 
 static void conn_process(net_conn *c)
 {
-    if (c->in_process || c->closed)
+    if (c->in_process || c->closed || c->ws != NULL)
         return;
     c->in_process = true;
-    while (!c->busy && !c->closing && c->in_off < c->in_len && c->nl != NULL &&
+    while (!c->busy && !c->closing && c->ws == NULL && c->in_off < c->in_len && c->nl != NULL &&
            c->tcp.write_queue_size < OUT_MAX) {
         bool done;
         ssize_t n = hp_feed(c->hp, c->in + c->in_off, c->in_len - c->in_off, &done);
@@ -472,6 +469,16 @@ static void conn_process(net_conn *c)
             break;
         c->started = false;
         dispatch(c);
+        if (c->ws != NULL) { /* upgraded: what follows the request is WebSocket input */
+            size_t off = c->in_off;
+            c->in_off = c->in_len;
+            hp_free(c->hp);
+            c->hp = NULL;
+            free(c->req);
+            c->req = NULL;
+            net_conn_ws_input(c, c->in + off, c->in_len - off);
+            break;
+        }
     }
     if (c->in_off == c->in_len) {
         c->in_off = c->in_len = 0;
@@ -481,7 +488,7 @@ static void conn_process(net_conn *c)
             c->in_cap = 0;
         }
     }
-    if (!c->closed && !c->busy && !c->closing && c->eof) {
+    if (!c->closed && !c->busy && !c->closing && c->eof && c->ws == NULL) {
         if (hp_finish(c->hp) < 0 && c->started)
             conn_fail(c, 400, "%s", hp_reason(c->hp));
         else if (c->writes == 0)
@@ -504,11 +511,16 @@ static void conn_process(net_conn *c)
  * (give_back). A keep-alive request costs no buffer of its own. */
 static __thread uint8_t read_buf[READ_CHUNK];
 
+uint8_t *net_conn_read_buf(void)
+{
+    return read_buf;
+}
+
 static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *b)
 {
     (void)hint;
     net_conn *c = h->data;
-    if (c->tls != NULL || c->in == NULL) {
+    if (c->tls != NULL || c->in == NULL || c->ws != NULL) {
         *b = uv_buf_init((char *)read_buf, sizeof(read_buf));
         return;
     }
@@ -579,6 +591,10 @@ static int tls_in(net_conn *c, const uint8_t *data, size_t len)
 static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
 {
     net_conn *c = s->data;
+    if (n == UV_EOF && c->ws != NULL) {
+        conn_close(c); /* without a close frame: a cut */
+        return;
+    }
     if (n == UV_EOF) {
         c->eof = true;
         uv_read_stop(s);
@@ -596,6 +612,15 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
                 conn_close(c);
                 return;
             }
+            if (c->ws != NULL) { /* the plaintext is WebSocket input */
+                size_t len = c->in_len;
+                c->in_len = 0;
+                net_conn_ws_input(c, c->in, len);
+                return;
+            }
+        } else if (c->ws != NULL) {
+            net_conn_ws_input(c, (const uint8_t *)b->base, (size_t)n);
+            return;
         } else if (b->base == (char *)read_buf) { /* it held nothing: parse in place */
             c->in = read_buf;
             c->in_cap = sizeof(read_buf);
@@ -620,6 +645,10 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
 static void on_timer(uv_timer_t *t)
 {
     net_conn *c = t->data;
+    if (c->ws != NULL) {
+        net_conn_ws_timer(c);
+        return;
+    }
     const net_server_opts *o = &c->nl->srv->o;
     if (c->busy || c->closing)
         return;
@@ -636,6 +665,8 @@ static void on_timer(uv_timer_t *t)
 
 static void arm_timer(net_conn *c)
 {
+    if (c->ws != NULL)
+        return; /* conn_ws.c's */
     if (c->nl == NULL || c->busy || c->closing) {
         uv_timer_stop(&c->timer);
         return;
@@ -700,6 +731,11 @@ void net_conns_close(net_loop *nl, bool force)
     net_conn *c = nl->conns;
     while (c != NULL) {
         net_conn *next = c->next;
+        if (c->ws != NULL) { /* streams end with the server */
+            net_conn_ws_shutdown(c);
+            c = next;
+            continue;
+        }
         if (force && c->busy && !c->abandoned) {
             /* the grace period is over: the client learns it may retry */
             c->abandoned = true;

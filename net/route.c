@@ -40,6 +40,8 @@ static const pattern table[] = {
     {NET_R_EV_GET, "GET", "/api/conversations/{c}/events/{e}", false},
     {NET_R_EV_BATCH, "GET", "/api/conversations/{c}/events", false},
     {NET_R_EV_POST, "POST", "/api/conversations/{c}/events", false},
+    /* open: the stream authenticates itself (first-frame auth) */
+    {NET_R_WS_EVENTS, "GET", "/sockets/events/{c}", true},
 };
 
 typedef struct seg {

@@ -211,6 +211,18 @@ static void defaults(net_server_opts *o)
         o->idle_timeout_ms = 60000;
     if (o->call_timeout_ms == 0)
         o->call_timeout_ms = 60000;
+    if (o->ws_ping_ms == 0)
+        o->ws_ping_ms = 30000;
+    if (o->ws_ping_off)
+        o->ws_ping_ms = 0;
+    if (o->ws_auth_timeout_ms == 0)
+        o->ws_auth_timeout_ms = 10000;
+    if (o->ws_stall_ms == 0)
+        o->ws_stall_ms = 30000;
+    if (o->ws_queue_bytes == 0)
+        o->ws_queue_bytes = 1 << 20;
+    if (o->ws_message_bytes == 0)
+        o->ws_message_bytes = 1 << 20;
 }
 
 int net_server_start(rt_runtime *rt, st_store *store, convs *cv, const net_server_opts *o,
@@ -238,6 +250,7 @@ int net_server_start(rt_runtime *rt, st_store *store, convs *cv, const net_serve
                        .store = store,
                        .convs = cv,
                        .call_timeout_ms = s->o.call_timeout_ms,
+                       .opts = &s->o,
                        .started_ms = uv_hrtime() / 1000000};
     if (s->o.api_key != NULL && s->o.api_key[0] != '\0') {
         s->api.api_key = s->o.api_key;

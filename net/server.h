@@ -21,6 +21,7 @@
 #include "runtime/rt.h"
 #include "store/store.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -36,6 +37,13 @@ typedef struct net_server_opts {
     uint64_t header_timeout_ms; /* first byte to end of headers; default 10 s */
     uint64_t idle_timeout_ms;   /* keep-alive and body silence; default 60 s */
     uint64_t call_timeout_ms;   /* a request's wait for an actor; default 60 s */
+    /* WebSocket streams (/sockets/events/{id}) */
+    uint64_t ws_ping_ms;         /* server pings; default 30 s */
+    bool ws_ping_off;            /* no pings at all */
+    uint64_t ws_auth_timeout_ms; /* for the first-frame auth; default 10 s */
+    uint64_t ws_stall_ms;        /* a full send queue this long: 1013; default 30 s */
+    size_t ws_queue_bytes;       /* send queue bound per socket; default 1 MiB */
+    size_t ws_message_bytes;     /* a client message; default 1 MiB */
 } net_server_opts;
 
 typedef struct net_server net_server;

@@ -529,8 +529,14 @@ int net_ws_read(net_ws *s, net_ws_msg *m)
         struct wslay_frame_iocb io;
         memset(&io, 0, sizeof(io));
         ssize_t r = wslay_frame_recv(s->frames, &io);
-        if (r == WSLAY_ERR_WANT_READ)
+        if (r == WSLAY_ERR_WANT_READ) {
+            if (s->in_off == s->in_len) { /* an idle session holds no input buffer */
+                free(s->in);
+                s->in = NULL;
+                s->in_off = s->in_len = s->in_cap = 0;
+            }
             return 0;
+        }
         if (r < 0)
             return fail(s, 1002,
                         "a bad frame header: a control frame fragmented or over 125 bytes, or "

@@ -65,4 +65,17 @@ void rt_metrics_render(rt_text *t, const char *(*rule_name)(int i))
     }
     rt_text_printf(t, "parley_fsync_seconds_sum %.6f\nparley_fsync_seconds_count %" PRIu64 "\n",
                    (double)get(&m->fsync.sum_ns) / 1e9, get(&m->fsync.count));
+    rt_text_printf(t,
+                   "# HELP parley_ws_streams WebSocket event streams open.\n"
+                   "# TYPE parley_ws_streams gauge\nparley_ws_streams %" PRId64 "\n",
+                   atomic_load_explicit(&m->ws_open, memory_order_relaxed));
+    counter(t, "parley_ws_frames_total", "Event frames queued to WebSocket subscribers.",
+            &m->ws_frames);
+    static const char *const why[RT_WS_CLOSE_REASONS] = {
+        "client", "stalled", "auth", "not_found", "cap", "protocol", "ping", "other"};
+    rt_text_printf(t, "# HELP parley_ws_closed_total WebSocket streams closed, by reason.\n"
+                      "# TYPE parley_ws_closed_total counter\n");
+    for (int i = 0; i < RT_WS_CLOSE_REASONS; i++)
+        rt_text_printf(t, "parley_ws_closed_total{reason=\"%s\"} %" PRIu64 "\n", why[i],
+                       get(&m->ws_closed[i]));
 }

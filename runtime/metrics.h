@@ -14,7 +14,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-enum { RT_METRIC_RULES = 16, RT_HIST_BUCKETS = 12 };
+enum { RT_METRIC_RULES = 16, RT_HIST_BUCKETS = 12, RT_WS_CLOSE_REASONS = 8 };
 
 /* Latencies: counts per upper bound (rt_hist_bounds_us), their sum. */
 typedef struct rt_hist {
@@ -29,7 +29,21 @@ typedef struct rt_metrics {
     _Atomic uint64_t events_rejected[RT_METRIC_RULES]; /* by the gate's rule */
     _Atomic int64_t conversations_open;                /* conversation actors running */
     rt_hist fsync;                                     /* every fdatasync of the store */
+    _Atomic int64_t ws_open;                           /* WebSocket streams */
+    _Atomic uint64_t ws_frames;                        /* frames queued to subscribers */
+    _Atomic uint64_t ws_closed[RT_WS_CLOSE_REASONS];   /* by rt_ws_close_reason */
 } rt_metrics;
+/* Why the server closed a WebSocket stream (parley_ws_closed_total{reason}). */
+typedef enum rt_ws_close_reason {
+    RT_WS_CLIENT = 0, /* the client closed or left */
+    RT_WS_STALLED,    /* its queue stayed full past the deadline (1013) */
+    RT_WS_AUTH,       /* 4001 */
+    RT_WS_NOT_FOUND,  /* 4004 */
+    RT_WS_CAP,        /* the subscriber cap (1013) */
+    RT_WS_PROTOCOL,   /* the client broke RFC 6455, or sent too much */
+    RT_WS_PING,       /* no pong */
+    RT_WS_OTHER,      /* server errors, shutdown */
+} rt_ws_close_reason;
 
 extern rt_metrics rt_metrics_g;
 

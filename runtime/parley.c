@@ -60,6 +60,7 @@ int pl_open(const pl_options *o, pl_instance **out, char *err, size_t errlen)
         co.defer_max = o->defer_max;
         co.hold_timeout_ms = o->hold_timeout_ms;
         co.hold_max = o->hold_max;
+        co.max_subscribers = o->max_subscribers;
     }
     if (r == 0 && (r = convs_new(p->rt, p->store, &co, &p->convs)) < 0) {
         snprintf(err, errlen, "cannot start the conversations: %s", rt_strerror(r));

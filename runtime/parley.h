@@ -37,6 +37,8 @@ typedef struct pl_options {
     unsigned defer_max;                  /* default 64 */
     unsigned long long hold_timeout_ms;  /* default 5 seconds */
     unsigned hold_max;                   /* default 64 */
+    /* WebSocket subscribers per conversation (0 = the default, 1000) */
+    unsigned max_subscribers;
 } pl_options;
 
 /* The library's version, e.g. "0.1.0". */

@@ -187,3 +187,14 @@ void rt_utf8_clean(char *s)
             *p++ = '?';
     }
 }
+
+bool rt_key_eq(const char *key, size_t keylen, const char *given)
+{
+    if (given == NULL)
+        return false;
+    size_t n = strlen(given);
+    unsigned char diff = n != keylen;
+    for (size_t i = 0; i < keylen; i++)
+        diff |= (unsigned char)key[i] ^ (unsigned char)(i < n ? given[i] : 0);
+    return diff == 0;
+}

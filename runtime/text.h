@@ -50,5 +50,8 @@ bool rt_utf8_valid(const uint8_t *p, size_t n);
 /* Make a NUL-terminated string valid UTF-8 in place: every byte of an
  * invalid or cut sequence becomes '?'. For echoing what a peer sent. */
 void rt_utf8_clean(char *s);
+/* Is given (NUL-terminated, or NULL: no) the secret key? Constant time in
+ * the key's length: a peer learns nothing from how long a guess took. */
+bool rt_key_eq(const char *key, size_t keylen, const char *given);
 
 #endif

@@ -58,6 +58,21 @@ static const char serve_usage[] =
     "  --idle-timeout DURATION\n"
     "                       silence allowed between requests and inside a body\n"
     "                       (default 60s)\n"
+    "WebSocket streams (/sockets/events/{id}):\n"
+    "  --ws-max-subscribers N\n"
+    "                       sockets per conversation, 1..100000 (default 1000; 1013 beyond)\n"
+    "  --ws-queue SIZE      bytes queued per socket that the client has not taken yet\n"
+    "                       (default 1MiB); events beyond it wait in the log, not in memory\n"
+    "  --ws-stall-timeout DURATION\n"
+    "                       a socket whose queue stays full this long is closed with 1013\n"
+    "                       (default 30s)\n"
+    "  --ws-ping-interval DURATION\n"
+    "                       server pings; no pong by the next one closes the socket\n"
+    "                       (default 30s; 0: no pings)\n"
+    "  --ws-auth-timeout DURATION\n"
+    "                       time for the first-frame auth when a key is needed (default 10s)\n"
+    "  --ws-max-message SIZE\n"
+    "                       a client message (default 1MiB; 1009 beyond)\n"
     "  -h, --help           show this help\n";
 
 /* A duration option, in milliseconds, from 1 ms to max_ms. */
@@ -122,6 +137,12 @@ int cmd_serve(int argc, char **argv)
                                          {"max-connections", required_argument, NULL, 'N'},
                                          {"header-timeout", required_argument, NULL, 'U'},
                                          {"idle-timeout", required_argument, NULL, 'I'},
+                                         {"ws-max-subscribers", required_argument, NULL, 1},
+                                         {"ws-queue", required_argument, NULL, 2},
+                                         {"ws-stall-timeout", required_argument, NULL, 3},
+                                         {"ws-ping-interval", required_argument, NULL, 4},
+                                         {"ws-auth-timeout", required_argument, NULL, 5},
+                                         {"ws-max-message", required_argument, NULL, 6},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
     const char *data = "parley-data", *durability = "full";
@@ -201,6 +222,34 @@ int cmd_serve(int argc, char **argv)
                                 3600 * 1000ull, &ms))
                 return CLI_USAGE;
             *(c == 'U' ? &so.header_timeout_ms : &so.idle_timeout_ms) = ms;
+            break;
+        case 1:
+            if (!cli_parse_int("serve", "--ws-max-subscribers", optarg, 1, 100000, &n))
+                return CLI_USAGE;
+            po.max_subscribers = (unsigned)n;
+            break;
+        case 2:
+        case 6:
+            if (rt_parse_bytes(optarg, &bytes) != 0 || bytes < 1024 || bytes > (1ull << 30))
+                return cli_usage_error("serve", "%s wants a size from 1KiB to 1GiB, not '%s'",
+                                       c == 2 ? "--ws-queue" : "--ws-max-message", optarg);
+            *(c == 2 ? &so.ws_queue_bytes : &so.ws_message_bytes) = (size_t)bytes;
+            break;
+        case 3:
+        case 5:
+            if (!parse_duration(c == 3 ? "--ws-stall-timeout" : "--ws-auth-timeout", optarg,
+                                3600 * 1000ull, &ms))
+                return CLI_USAGE;
+            *(c == 3 ? &so.ws_stall_ms : &so.ws_auth_timeout_ms) = ms;
+            break;
+        case 4:
+            if (strcmp(optarg, "0") == 0) {
+                so.ws_ping_off = true;
+            } else {
+                if (!parse_duration("--ws-ping-interval", optarg, 3600 * 1000ull, &ms))
+                    return CLI_USAGE;
+                so.ws_ping_ms = ms;
+            }
             break;
         case 'h':
             fputs(serve_usage, stdout);

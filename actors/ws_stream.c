@@ -1,0 +1,596 @@
+/*
+ * ws_stream.c - a WebSocket subscriber of one conversation. See ws_stream.h.
+ *
+ * States: waiting for the auth frame (when the key did not come with the
+ * upgrade), subscribing (CONV_SUBSCRIBE asked), live. The first subscribe
+ * answer fixes where the stream starts (the replay mode) and sends the
+ * full_state; a later one (after CONV_DROPPED) only says how many events
+ * exist. From then on one routine, catch_up, sends what the socket is
+ * owed from the log, and live events go straight out when they are next.
+ *
+ * Coalescing: frames made while handling messages wait in `pend`; the first
+ * one posts WS_FLUSH to ourselves, which comes after the messages already
+ * queued, so a burst of events leaves in one sink->send (one writev).
+ */
+#include "ws_stream.h"
+
+#include "actors/event.h"
+#include "runtime/json.h"
+#include "runtime/metrics.h"
+#include "runtime/text.h"
+#include "store/log.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum {
+    WS_FLUSH = RT_KIND_USER + 320,
+    WS_AUTH_TIMEOUT,
+    WS_STALL,
+    WS_POSTED, /* arg: the status of a client message's append; buf: its body */
+    PAGE = 100,
+    PEND_MAX = 256, /* frames waiting for a flush before one is forced */
+};
+
+typedef enum { S_AUTH, S_SUBSCRIBING, S_LIVE, S_DONE } wss_state;
+
+typedef struct wss {
+    ws_stream_opts o;
+    char *key; /* o.api_key, copied */
+    rt_actor *self;
+    rt_actor *conv; /* while subscribed or subscribing */
+    wss_state state;
+    bool started;       /* the first subscription was answered */
+    uint64_t next;      /* the next index the socket gets */
+    uint64_t known;     /* events known to exist */
+    uint64_t since_end; /* SINCE filters indexes below this */
+    bool blocked;       /* waiting for WS_DRAINED */
+    rt_timer_id auth_timer, stall_timer;
+    st_conv *sc;
+    st_log *log;
+    ws_out *pend;
+    size_t npend, pend_cap;
+    bool flush_due;
+} wss;
+
+size_t ws_envelope_prefix(uint64_t index, char pre[40])
+{
+    return (size_t)snprintf(pre, 40, "{\"index\":%" PRIu64 ",\"event\":", index);
+}
+
+bool ws_auth_frame(json_t *j, const char **key)
+{
+    json_t *type = json_object_get(j, "type");
+    json_t *k = json_object_get(j, "session_api_key");
+    size_t n = json_object_size(j);
+    if (!json_is_object(j) || !json_is_string(type) ||
+        strcmp(json_string_value(type), "auth") != 0 || n != 1 + (k != NULL))
+        return false;
+    *key = json_is_string(k) ? json_string_value(k) : "";
+    return true;
+}
+
+/* ---- sending ------------------------------------------------------------- */
+
+static void close_with(wss *w, int code, const char *reason, rt_ws_close_reason why);
+
+static void flush(wss *w)
+{
+    w->flush_due = false;
+    if (w->npend == 0 || w->state == S_DONE)
+        return;
+    w->o.sink->send(w->o.sink_ctx, w->pend, w->npend);
+    rt_count(&rt_metrics_g.ws_frames, w->npend);
+    w->npend = 0;
+    if (!w->blocked && w->o.sink->queued(w->o.sink_ctx) >= w->o.queue_bytes) {
+        w->blocked = true;
+        w->o.sink->notify_below(w->o.sink_ctx, w->o.queue_bytes / 2);
+        if (w->o.stall_timeout_ms > 0)
+            w->stall_timer = rt_timer_start(w->self, w->o.stall_timeout_ms, 0, WS_STALL, 0);
+    }
+}
+
+/* Queue a frame: body[off, off+len) (a new reference is taken), as an
+ * envelope when index is not UINT64_MAX and envelopes were asked for. */
+static void put(wss *w, rt_buf *body, uint32_t off, uint32_t len, uint64_t index)
+{
+    if (w->state == S_DONE)
+        return;
+    if (w->npend == w->pend_cap) {
+        size_t cap = w->pend_cap ? 2 * w->pend_cap : 8;
+        ws_out *p = realloc(w->pend, cap * sizeof(*p));
+        if (p == NULL) { /* a frame left out would be a gap */
+            close_with(w, 1011, "out of memory", RT_WS_OTHER);
+            return;
+        }
+        w->pend = p;
+        w->pend_cap = cap;
+    }
+    ws_out *f = &w->pend[w->npend++];
+    f->body = rt_buf_ref(body);
+    f->off = off;
+    f->len = len;
+    f->pre_len = f->post_len = 0;
+    if (w->o.envelope) {
+        if (index != UINT64_MAX) {
+            f->pre_len = (uint8_t)ws_envelope_prefix(index, f->pre);
+        } else {
+            memcpy(f->pre, "{\"event\":", 9);
+            f->pre_len = 9;
+        }
+        f->post[0] = '}';
+        f->post_len = 1;
+    }
+    if (w->npend >= PEND_MAX)
+        flush(w);
+    else if (!w->flush_due)
+        w->flush_due = rt_notify(w->self, WS_FLUSH, 0, NULL) == 0;
+}
+
+/* A frame that is not a log event (full_state, ServerErrorEvent). */
+static void put_json(wss *w, json_t *e)
+{
+    char *s = ev_canonical_json(e);
+    json_decref(e);
+    rt_buf *b = s != NULL ? rt_buf_take(s, strlen(s)) : NULL;
+    if (b == NULL) {
+        free(s);
+        return;
+    }
+    put(w, b, 0, (uint32_t)rt_buf_len(b), UINT64_MAX);
+    rt_buf_unref(b);
+}
+
+/* An environment event of our own, not stored: id, timestamp, source. */
+static json_t *transient(const char *kind)
+{
+    rt_uuid u;
+    char id[37], ts[32];
+    rt_uuid_v4(&u);
+    rt_uuid_dashed(&u, id);
+    ev_now_timestamp(ts);
+    return json_pack("{s:s, s:s, s:s, s:s}", "id", id, "timestamp", ts, "source", "environment",
+                     "kind", kind);
+}
+
+static void server_error(wss *w, const char *code, const char *detail)
+{
+    json_t *e = transient("ServerErrorEvent");
+    json_object_set_new(e, "code", json_string(code));
+    json_object_set_new(e, "detail", json_string(detail));
+    put_json(w, e);
+}
+
+/* ---- closing ------------------------------------------------------------- */
+
+static void close_with(wss *w, int code, const char *reason, rt_ws_close_reason why)
+{
+    if (w->state == S_DONE)
+        return;
+    flush(w);
+    w->state = S_DONE;
+    rt_count(&rt_metrics_g.ws_closed[why], 1);
+    w->o.sink->close(w->o.sink_ctx, code, reason);
+}
+
+/* ---- the log -------------------------------------------------------------- */
+
+/* Does a stored event's timestamp come before ts? Stored events are
+ * canonical: the timestamp is a string member near the start. */
+static bool before(const char *json, size_t len, const char *ts)
+{
+    static const char key[] = "\"timestamp\":\"";
+    const char *p = memmem(json, len, key, sizeof(key) - 1);
+    if (p == NULL)
+        return false;
+    p += sizeof(key) - 1;
+    const char *end = memchr(p, '"', len - (size_t)(p - json));
+    size_t n = end != NULL ? (size_t)(end - p) : 0;
+    int c = strncmp(p, ts, n < strlen(ts) ? n : strlen(ts));
+    return c < 0 || (c == 0 && n < strlen(ts));
+}
+
+/* Send what the socket is owed, from the log, until it is up to date or
+ * its queue is full. */
+static void catch_up(wss *w)
+{
+    while (w->state == S_LIVE && !w->blocked && w->next < w->known) {
+        uint64_t n = w->known - w->next;
+        st_page *p;
+        int e = st_log_read(w->log, w->next, (uint32_t)(n < PAGE ? n : PAGE), &p);
+        if (e < 0 || p->n == 0) {
+            if (e == 0)
+                st_page_free(p);
+            rt_log(RT_LOG_ERROR, "ws", "cannot read the log at %" PRIu64 ": %s", w->next,
+                   e < 0 ? strerror(-e) : "past its end");
+            close_with(w, 1011, "cannot read the conversation's log", RT_WS_OTHER);
+            return;
+        }
+        for (uint32_t i = 0; i < p->n; i++) {
+            const st_event_ref *r = &p->ev[i];
+            const char *json = (const char *)rt_buf_data(p->bytes) + r->off;
+            if (w->o.replay == WS_REPLAY_SINCE && r->index < w->since_end &&
+                (w->o.after_ts[0] == '\0' || before(json, r->len, w->o.after_ts)))
+                continue;
+            put(w, p->bytes, r->off, r->len, r->index);
+        }
+        w->next = p->ev[p->n - 1].index + 1;
+        st_page_free(p);
+        flush(w);
+    }
+}
+
+/* ---- subscribing ------------------------------------------------------------ */
+
+static void subscribe(wss *w)
+{
+    rt_actor_unref(w->conv);
+    w->conv = NULL;
+    int e = convs_get(w->o.convs, &w->o.conv, &w->conv);
+    if (e == -ENOENT) {
+        close_with(w, 4004, "Conversation not found", RT_WS_NOT_FOUND);
+        return;
+    }
+    if (e == 0)
+        e = rt_ask(w->conv, CONV_SUBSCRIBE, CONV_SUB_TOLD, NULL, w->self);
+    if (e < 0) {
+        close_with(w, 1013, "the conversation is busy: reconnect later", RT_WS_OTHER);
+        return;
+    }
+    w->state = S_SUBSCRIBING;
+}
+
+/* The state as upstream's full_state carries it: the conversation's stored
+ * fields that belong to ConversationState, its id and status. */
+static void full_state(wss *w, const char *status)
+{
+    static const char *const fields[] = {
+        "agent",           "workspace",           "persistence_dir",   "max_iterations",
+        "stuck_detection", "confirmation_policy", "security_analyzer", "tags",
+        "agent_state",     "hook_config",         "secret_registry"};
+    json_t *value = json_object();
+    rt_buf *m = st_conv_meta(w->sc);
+    json_t *meta =
+        m != NULL ? rt_json_read((const char *)rt_buf_data(m), rt_buf_len(m), 0, NULL) : NULL;
+    rt_buf_unref(m);
+    char id[37];
+    rt_uuid_dashed(&w->o.conv, id);
+    json_object_set_new(value, "id", json_string(id));
+    for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+        json_t *v = json_object_get(meta, fields[i]);
+        if (v != NULL)
+            json_object_set(value, fields[i], v);
+    }
+    json_decref(meta);
+    json_object_set_new(value, "execution_status", json_string(status));
+    json_t *e = transient("ConversationStateUpdateEvent");
+    json_object_set_new(e, "key", json_string("full_state"));
+    json_object_set_new(e, "value", value);
+    put_json(w, e);
+}
+
+/* The first subscription's answer: where the stream starts. */
+static int start(wss *w, uint64_t count, const char *status)
+{
+    int e = st_conv_get(w->o.store, &w->o.conv, &w->sc);
+    if (e == 0 && (e = st_conv_log(w->sc, &w->log, NULL)) < 0) {
+        st_conv_release(w->sc);
+        w->sc = NULL;
+    }
+    if (e < 0) {
+        close_with(w, 4004, "Conversation not found", RT_WS_NOT_FOUND);
+        return -1;
+    }
+    uint64_t at;
+    switch (w->o.replay) {
+    case WS_REPLAY_NONE:
+        w->next = count;
+        break;
+    case WS_REPLAY_ALL:
+        w->next = 0;
+        break;
+    case WS_REPLAY_SINCE:
+        w->next = w->o.after_ts[0] != '\0' ? 0 : count;
+        w->since_end = count;
+        break;
+    case WS_REPLAY_AFTER_ID:
+        if (st_log_find(w->log, w->o.after_id, strlen(w->o.after_id), &at) != 0) {
+            char why[120];
+            snprintf(why, sizeof(why), "after_id %.60s is not an event of this conversation",
+                     w->o.after_id);
+            close_with(w, 1008, why, RT_WS_OTHER);
+            return -1;
+        }
+        w->next = at + 1;
+        break;
+    }
+    full_state(w, status);
+    return 0;
+}
+
+static void subscribed(wss *w, rt_msg *m)
+{
+    if (m->kind != CONV_RESULT || m->arg != 200) {
+        if (m->kind == CONV_RESULT && m->arg == 404)
+            close_with(w, 4004, "Conversation not found", RT_WS_NOT_FOUND);
+        else if (m->kind == CONV_RESULT && m->arg == 503)
+            close_with(w, 1013, "Too many connections for this conversation", RT_WS_CAP);
+        else
+            close_with(w, 1011, "cannot subscribe to the conversation", RT_WS_OTHER);
+        return;
+    }
+    json_t *j = m->buf != NULL
+                    ? rt_json_read((const char *)rt_buf_data(m->buf), rt_buf_len(m->buf), 0, NULL)
+                    : NULL;
+    json_t *count = json_object_get(j, "count");
+    json_t *status = json_object_get(j, "status");
+    uint64_t n = json_is_integer(count) ? (uint64_t)json_integer_value(count) : 0;
+    int e = 0;
+    if (!w->started) {
+        e = start(w, n, json_is_string(status) ? json_string_value(status) : "idle");
+        w->started = true;
+    }
+    json_decref(j);
+    if (e < 0)
+        return;
+    if (n > w->known)
+        w->known = n;
+    w->state = S_LIVE;
+    catch_up(w);
+}
+
+static void live_event(wss *w, uint64_t index, rt_buf *b)
+{
+    if (index + 1 > w->known)
+        w->known = index + 1;
+    if (index == w->next && !w->blocked && b != NULL &&
+        !(w->o.replay == WS_REPLAY_SINCE && index < w->since_end)) {
+        put(w, b, 0, (uint32_t)rt_buf_len(b), index);
+        w->next++;
+    } else if (index >= w->next) {
+        catch_up(w);
+    }
+}
+
+/* ---- the client's frames ------------------------------------------------------ */
+
+typedef struct posting {
+    rt_actor *self, *conv; /* held */
+    uint64_t timeout_ms;
+} posting;
+
+static void posting_end(posting *p, uint64_t status, rt_buf *body)
+{
+    if (rt_notify(p->self, WS_POSTED, status, body) < 0)
+        rt_buf_unref(body);
+    rt_actor_unref(p->self);
+    rt_actor_unref(p->conv);
+    free(p);
+}
+
+static void on_run(void *ctx, rt_msg *m)
+{
+    (void)m; /* already running, or not allowed now: the message is in either way */
+    posting_end(ctx, 200, NULL);
+}
+
+static void on_posted(void *ctx, rt_msg *m)
+{
+    posting *p = ctx;
+    if (m->kind != CONV_RESULT || (m->arg != 201 && m->arg != 202)) {
+        posting_end(p, m->kind == CONV_RESULT ? m->arg : 503,
+                    m->buf != NULL ? rt_buf_ref(m->buf) : NULL);
+        return;
+    }
+    if (rt_call(rt_actor_runtime(p->self), RT_LOOP_ANY, p->conv, CONV_CONTROL, CONV_RUN, NULL,
+                p->timeout_ms, on_run, p) < 0)
+        posting_end(p, 200, NULL);
+}
+
+/* A client's Message: appended as a user MessageEvent, then a run. */
+static void post_message(wss *w, json_t *msg)
+{
+    json_t *content = json_object_get(msg, "content");
+    json_t *role = json_object_get(msg, "role");
+    const char *bad = !json_is_object(msg)                    ? "a frame must be a JSON object"
+                      : !json_is_array(content)               ? "content must be a list"
+                      : role != NULL && !json_is_string(role) ? "role must be a string"
+                                                              : NULL;
+    if (bad != NULL) {
+        server_error(w, "ValidationError", bad);
+        return;
+    }
+    json_t *e = ev_user_message(role != NULL ? json_string_value(role) : "user", content);
+    char *s = e != NULL ? json_dumps(e, JSON_COMPACT) : NULL;
+    json_decref(e);
+    rt_buf *b = s != NULL ? rt_buf_take(s, strlen(s)) : NULL;
+    posting *p = b != NULL && w->conv != NULL ? malloc(sizeof(*p)) : NULL;
+    if (p == NULL) {
+        if (b == NULL)
+            free(s);
+        rt_buf_unref(b);
+        server_error(w, "ServiceUnavailable", "cannot post the message now; retry");
+        return;
+    }
+    *p = (posting){rt_actor_ref(w->self), rt_actor_ref(w->conv), w->o.call_timeout_ms};
+    if (rt_call(rt_actor_runtime(w->self), RT_LOOP_ANY, w->conv, CONV_APPEND, 0, b,
+                w->o.call_timeout_ms, on_posted, p) < 0) {
+        rt_buf_unref(b);
+        rt_actor_unref(p->self);
+        rt_actor_unref(p->conv);
+        free(p);
+        server_error(w, "ServiceUnavailable", "cannot post the message now; retry");
+    }
+}
+
+static void client_frame(wss *w, int opcode, const rt_buf *b)
+{
+    json_error_t err;
+    json_t *j = opcode == 1 && b != NULL
+                    ? rt_json_read((const char *)rt_buf_data(b), rt_buf_len(b), 0, &err)
+                    : NULL;
+    const char *key;
+    bool auth = j != NULL && ws_auth_frame(j, &key);
+    if (w->state == S_AUTH) {
+        if (auth && rt_key_eq(w->key, strlen(w->key), key)) {
+            rt_timer_stop(w->self, w->auth_timer);
+            subscribe(w);
+        } else {
+            close_with(w, 4001, "Authentication failed", RT_WS_AUTH);
+        }
+    } else if (opcode != 1) {
+        server_error(w, "ValidationError", "frames must be text: JSON Message objects");
+    } else if (j == NULL) {
+        char detail[200];
+        snprintf(detail, sizeof(detail), "not JSON: %s", err.text);
+        server_error(w, "JSONDecodeError", detail);
+    } else if (!auth) {
+        post_message(w, j);
+    }
+    json_decref(j);
+}
+
+static void posted(wss *w, uint64_t status, const rt_buf *body)
+{
+    if (status == 200)
+        return;
+    json_t *j = body != NULL
+                    ? rt_json_read((const char *)rt_buf_data(body), rt_buf_len(body), 0, NULL)
+                    : NULL;
+    json_t *d = json_object_get(j, "detail"), *rule = json_object_get(j, "rule");
+    char code[48];
+    snprintf(code, sizeof(code), "%s", json_is_string(rule) ? json_string_value(rule) : "Refused");
+    server_error(w, code,
+                 json_is_string(d) ? json_string_value(d) : "the conversation refused the message");
+    json_decref(j);
+}
+
+/* ---- the actor ---------------------------------------------------------------- */
+
+static int wss_init(rt_actor *self, void *arg, void **state)
+{
+    const ws_stream_opts *o = arg;
+    wss *w = calloc(1, sizeof(*w));
+    if (w != NULL && (w->key = strdup(o->api_key != NULL ? o->api_key : "")) == NULL) {
+        free(w);
+        w = NULL;
+    }
+    if (w == NULL) { /* stop will not run: the socket is let go here */
+        o->sink->close(o->sink_ctx, 1011, "out of memory");
+        o->sink->release(o->sink_ctx);
+        return RT_ENOMEM;
+    }
+    w->o = *o;
+    w->self = self;
+    *state = w;
+    atomic_fetch_add_explicit(&rt_metrics_g.ws_open, 1, memory_order_relaxed);
+    if (o->bad_key) {
+        close_with(w, 4001, "Authentication failed", RT_WS_AUTH);
+    } else if (o->api_key == NULL || o->authed) {
+        subscribe(w);
+    } else {
+        w->state = S_AUTH;
+        w->auth_timer = rt_timer_start(self, o->auth_timeout_ms, 0, WS_AUTH_TIMEOUT, 0);
+    }
+    return 0;
+}
+
+static int wss_handle(rt_actor *self, void *state, rt_msg *m)
+{
+    (void)self;
+    wss *w = state;
+    switch (m->kind) {
+    case CONV_RESULT:
+    case RT_KIND_ERROR:
+        if (w->state == S_SUBSCRIBING && (m->kind == CONV_RESULT || m->arg == CONV_SUBSCRIBE))
+            subscribed(w, m);
+        break;
+    case CONV_EVENT:
+        if (w->state == S_LIVE)
+            live_event(w, m->arg, m->buf);
+        break;
+    case CONV_DROPPED:
+        if (w->state == S_LIVE || w->state == S_SUBSCRIBING)
+            subscribe(w);
+        break;
+    case CONV_SYNC:
+        rt_reply(m, CONV_SYNC_DONE, 0, m->arg, NULL);
+        break;
+    case WS_IN:
+        if (w->state != S_DONE)
+            client_frame(w, (int)m->arg, m->buf);
+        break;
+    case WS_POSTED:
+        posted(w, m->arg, m->buf);
+        break;
+    case WS_FLUSH:
+        flush(w);
+        break;
+    case WS_DRAINED:
+        w->blocked = false;
+        if (w->stall_timer != 0)
+            rt_timer_stop(w->self, w->stall_timer);
+        w->stall_timer = 0;
+        catch_up(w);
+        break;
+    case WS_STALL:
+        w->stall_timer = 0;
+        if (w->blocked)
+            close_with(w, 1013, "the client is not reading", RT_WS_STALLED);
+        break;
+    case WS_AUTH_TIMEOUT:
+        if (w->state == S_AUTH)
+            close_with(w, 4001, "Authentication failed: no auth frame in time", RT_WS_AUTH);
+        break;
+    case WS_GONE: /* counted by the socket's side */
+        w->state = S_DONE;
+        return RT_DONE;
+    default:
+        break;
+    }
+    return 0;
+}
+
+static void wss_stop(rt_actor *self, void *state)
+{
+    wss *w = state;
+    if (w->conv != NULL) {
+        rt_ask(w->conv, CONV_UNSUBSCRIBE, 0, NULL, self);
+        rt_actor_unref(w->conv);
+    }
+    for (size_t i = 0; i < w->npend; i++)
+        rt_buf_unref(w->pend[i].body);
+    free(w->pend);
+    st_conv_release(w->sc);
+    w->o.sink->release(w->o.sink_ctx);
+    free(w->key);
+    free(w);
+    atomic_fetch_sub_explicit(&rt_metrics_g.ws_open, 1, memory_order_relaxed);
+}
+
+static const rt_behaviour wss_behaviour = {
+    .name = "ws_stream",
+    .init = wss_init,
+    .handle = wss_handle,
+    .stop = wss_stop,
+};
+
+int ws_stream_start(rt_runtime *rt, const ws_stream_opts *o, rt_actor **out)
+{
+    ws_stream_opts *arg = malloc(sizeof(*arg));
+    if (arg == NULL)
+        return RT_ENOMEM;
+    *arg = *o;
+    rt_spawn_opts so = {.beh = &wss_behaviour,
+                        .arg = arg,
+                        .arg_free = free,
+                        .loop = RT_LOOP_ANY,
+                        .mailbox_cap = 1024};
+    int e = rt_spawn(rt, &so, out);
+    if (e < 0)
+        free(arg);
+    return e;
+}

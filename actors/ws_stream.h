@@ -1,0 +1,107 @@
+/*
+ * ws_stream.h - one actor per WebSocket subscriber of a conversation
+ * (/sockets/events/{id}): auth, the initial full_state, the replay, live
+ * events, and the client's messages.
+ *
+ * The log is the buffer. The stream keeps one number, `next`, the index of
+ * the next event its socket gets, and learns how many events exist from the
+ * conversation (the subscribe answer's count, then each live event's
+ * index). A live event is framed from the bytes the conversation hands out
+ * (shared by every subscriber, never encoded again) when it is the next one
+ * and the socket keeps up; anything else (the replay, events that came while
+ * the socket was behind, a resubscription after the conversation dropped
+ * it) is read from the log in pages from `next`. So the replay hands over to
+ * live delivery at the exact index the subscription began at: no gap, no
+ * duplicate, log order; and a slow socket costs its bounded send queue,
+ * never memory per event it is behind.
+ *
+ * A socket whose queue stays full for stall_timeout_ms is closed with 1013
+ * and counted (rt_metrics_g.ws_stalled); producers and other sockets never
+ * wait for it.
+ *
+ * The socket side (net/) is reached through a ws_sink, called only on the
+ * actor's home loop, which must be the connection's loop. It sends the
+ * actor WS_IN (a client message), WS_DRAINED (the queue fell to the level
+ * asked with notify_below) and WS_GONE (the socket closed); after WS_GONE,
+ * or after the actor called sink->close, the actor exits and calls
+ * sink->release once.
+ */
+#ifndef WS_STREAM_H
+#define WS_STREAM_H
+
+#include "actors/conversation.h"
+#include "runtime/rt.h"
+#include "store/store.h"
+
+#include <jansson.h>
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum {
+    WS_IN = RT_KIND_USER + 300, /* arg: 1 text, 2 binary; buf: the message */
+    WS_DRAINED,
+    WS_GONE,
+};
+
+/* One frame for the socket: a text message made of pre, body[off, off+len)
+ * and post. The sink takes the reference to body. */
+typedef struct ws_out {
+    rt_buf *body; /* NULL: pre and post only */
+    uint32_t off, len;
+    uint8_t pre_len, post_len;
+    char pre[40]; /* {"index":N,"event": */
+    char post[2]; /* } */
+} ws_out;
+
+typedef struct ws_sink {
+    /* Queue frames (taking their bodies); nothing after close. */
+    void (*send)(void *ctx, ws_out *f, size_t n);
+    /* Bytes queued for the socket and not taken by the kernel yet. */
+    size_t (*queued)(void *ctx);
+    /* Send WS_DRAINED once queued() <= bytes (at once if it is). */
+    void (*notify_below)(void *ctx, size_t bytes);
+    /* Close with this code and one-line reason. */
+    void (*close)(void *ctx, int code, const char *reason);
+    /* The actor is done with ctx. */
+    void (*release)(void *ctx);
+} ws_sink;
+
+typedef enum ws_replay {
+    WS_REPLAY_NONE = 0, /* live events only */
+    WS_REPLAY_ALL,      /* resend_mode=all, resend_all=true */
+    WS_REPLAY_SINCE,    /* resend_mode=since: timestamp >= after_ts */
+    WS_REPLAY_AFTER_ID, /* after_id: strictly after that event */
+} ws_replay;
+
+typedef struct ws_stream_opts {
+    convs *convs;
+    st_store *store;
+    rt_uuid conv;
+    const char *api_key; /* NULL: no key needed; else copied */
+    bool authed;         /* the key came with the upgrade (query or header) */
+    bool bad_key;        /* a wrong key came with it: closed with 4001 at once */
+    ws_replay replay;
+    char after_ts[40];  /* server-local naive time; "" with SINCE: nothing */
+    char after_id[256]; /* with AFTER_ID */
+    bool envelope;      /* {"index": N, "event": ...} */
+    uint64_t auth_timeout_ms;
+    uint64_t stall_timeout_ms;
+    size_t queue_bytes;
+    uint64_t call_timeout_ms;
+    const ws_sink *sink;
+    void *sink_ctx;
+} ws_stream_opts;
+
+/* Spawn the stream on the calling loop (o is copied). On failure the sink
+ * is not used: the caller still owns sink_ctx. */
+int ws_stream_start(rt_runtime *rt, const ws_stream_opts *o, rt_actor **out);
+
+/* {"index":N,"event": for envelope frames, into pre; returns its length. */
+size_t ws_envelope_prefix(uint64_t index, char pre[40]);
+/* Is this client text an auth frame: an object whose only keys are "type"
+ * ("auth") and "session_api_key"? Then *key is its key (borrowed from j). */
+bool ws_auth_frame(json_t *j, const char **key);
+
+#endif
