@@ -31,6 +31,9 @@ enum {
     WS_AUTH_TIMEOUT,
     WS_STALL,
     WS_POSTED, /* arg: the status of a client message's append; buf: its body */
+    WS_RETRY,
+    RETRY_MS = 20,
+    RETRIES = 100, /* a conversation actor that stopped is started again well within 2 s */
     PAGE = 100,
     PEND_MAX = 256, /* frames waiting for a flush before one is forced */
 };
@@ -48,6 +51,7 @@ typedef struct wss {
     uint64_t known;     /* events known to exist */
     uint64_t since_end; /* SINCE filters indexes below this */
     bool blocked;       /* waiting for WS_DRAINED */
+    int retries;        /* subscriptions refused because the actor was stopping */
     rt_timer_id auth_timer, stall_timer;
     st_conv *sc;
     st_log *log;
@@ -225,6 +229,8 @@ static void catch_up(wss *w)
 
 /* ---- subscribing ------------------------------------------------------------ */
 
+static void retry(wss *w);
+
 static void subscribe(wss *w)
 {
     rt_actor_unref(w->conv);
@@ -236,11 +242,20 @@ static void subscribe(wss *w)
     }
     if (e == 0)
         e = rt_ask(w->conv, CONV_SUBSCRIBE, CONV_SUB_TOLD, NULL, w->self);
-    if (e < 0) {
-        close_with(w, 1013, "the conversation is busy: reconnect later", RT_WS_OTHER);
-        return;
-    }
     w->state = S_SUBSCRIBING;
+    if (e == RT_ECLOSED)
+        retry(w);
+    else if (e < 0)
+        close_with(w, 1013, "the conversation is busy: reconnect later", RT_WS_OTHER);
+}
+
+/* The conversation's actor was stopping (deleted, or restarting): ask
+ * again in a moment, when the service has started a new one. */
+static void retry(wss *w)
+{
+    if (w->retries++ < RETRIES && rt_timer_start(w->self, RETRY_MS, 0, WS_RETRY, 0) != 0)
+        return;
+    close_with(w, 1011, "cannot subscribe to the conversation", RT_WS_OTHER);
 }
 
 /* The state as upstream's full_state carries it: the conversation's stored
@@ -318,6 +333,8 @@ static void subscribed(wss *w, rt_msg *m)
             close_with(w, 4004, "Conversation not found", RT_WS_NOT_FOUND);
         else if (m->kind == CONV_RESULT && m->arg == 503)
             close_with(w, 1013, "Too many connections for this conversation", RT_WS_CAP);
+        else if (m->kind == RT_KIND_ERROR && m->status == RT_ECLOSED)
+            retry(w);
         else
             close_with(w, 1011, "cannot subscribe to the conversation", RT_WS_OTHER);
         return;
@@ -338,6 +355,7 @@ static void subscribed(wss *w, rt_msg *m)
         return;
     if (n > w->known)
         w->known = n;
+    w->retries = 0;
     w->state = S_LIVE;
     catch_up(w);
 }
@@ -528,6 +546,10 @@ static int wss_handle(rt_actor *self, void *state, rt_msg *m)
         break;
     case WS_FLUSH:
         flush(w);
+        break;
+    case WS_RETRY:
+        if (w->state == S_SUBSCRIBING)
+            subscribe(w);
         break;
     case WS_DRAINED:
         w->blocked = false;
