@@ -35,7 +35,7 @@ enum {
     RETRY_MS = 20,
     RETRIES = 100, /* a conversation actor that stopped is started again well within 2 s */
     PAGE = 100,
-    PEND_MAX = 256, /* frames waiting for a flush before one is forced */
+    PEND_MAX = WS_SEND_MAX, /* frames waiting for a flush before one is forced */
 };
 
 typedef enum { S_AUTH, S_SUBSCRIBING, S_LIVE, S_DONE } wss_state;
@@ -62,7 +62,18 @@ typedef struct wss {
 
 size_t ws_envelope_prefix(uint64_t index, char pre[40])
 {
-    return (size_t)snprintf(pre, 40, "{\"index\":%" PRIu64 ",\"event\":", index);
+    /* by hand: every frame of an envelope stream has one */
+    static const char head[] = "{\"index\":", tail[] = ",\"event\":";
+    char digits[20];
+    size_t n = 0, len = sizeof(head) - 1;
+    do
+        digits[n++] = (char)('0' + index % 10);
+    while ((index /= 10) != 0);
+    memcpy(pre, head, len);
+    while (n > 0)
+        pre[len++] = digits[--n];
+    memcpy(pre + len, tail, sizeof(tail) - 1);
+    return len + sizeof(tail) - 1;
 }
 
 bool ws_auth_frame(json_t *j, const char **key)

@@ -55,8 +55,11 @@ typedef struct ws_out {
     char post[2]; /* } */
 } ws_out;
 
+enum { WS_SEND_MAX = 256 }; /* frames per send */
+
 typedef struct ws_sink {
-    /* Queue frames (taking their bodies); nothing after close. */
+    /* Queue frames (taking their bodies); nothing after close. n is at
+     * most WS_SEND_MAX. */
     void (*send)(void *ctx, ws_out *f, size_t n);
     /* Bytes queued for the socket and not taken by the kernel yet. */
     size_t (*queued)(void *ctx);

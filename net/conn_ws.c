@@ -195,47 +195,47 @@ void net_conn_ws_shutdown(net_conn *c)
 
 /* ---- the actor's sink ---------------------------------------------------------- */
 
+/* Scratch for building a write (libuv copies the buffer list, and the
+ * write keeps its own copy of the references): per loop thread. */
+enum { BATCH = 256 };
+static __thread uv_buf_t scratch_b[3 * BATCH];
+static __thread rt_buf *scratch_keep[BATCH];
+
 static void sink_send(void *ctx, ws_out *f, size_t n)
 {
     net_conn *c = ctx;
     enum { PIECE = NET_WS_HEADER_MAX + sizeof(f->pre) };
-    char *head = NULL;
-    uv_buf_t *b = NULL;
-    rt_buf **keep = NULL;
-    size_t nkeep = 0;
-    int nb = 0;
-    if (!c->closed && !net_ws_closing(c->ws->ws)) {
-        head = malloc(n * PIECE);
-        b = malloc(3 * n * sizeof(*b));
-        keep = malloc(n * sizeof(*keep));
+    if (n > BATCH) { /* ws_stream sends at most WS_SEND_MAX; in parts all the same */
+        sink_send(ctx, f, BATCH);
+        sink_send(ctx, f + BATCH, n - BATCH);
+        return;
     }
-    if (head == NULL || b == NULL || keep == NULL) {
+    bool open = !c->closed && !net_ws_closing(c->ws->ws);
+    char *head = open ? malloc(n * PIECE) : NULL;
+    if (head == NULL) {
         for (size_t i = 0; i < n; i++)
             rt_buf_unref(f[i].body);
-        free(head);
-        free(b);
-        free(keep);
-        if (!c->closed && !net_ws_closing(c->ws->ws)) /* a frame left out would be a gap */
+        if (open) /* a frame left out would be a gap */
             net_conn_close(c);
         return;
     }
     flush_engine(c);
+    size_t nkeep = 0;
+    int nb = 0;
     for (size_t i = 0; i < n; i++) {
         char *h = head + i * PIECE;
         size_t hl = net_ws_frame_header((uint8_t *)h, NET_WS_TEXT,
                                         (size_t)f[i].pre_len + f[i].len + f[i].post_len);
         memcpy(h + hl, f[i].pre, f[i].pre_len);
-        b[nb++] = uv_buf_init(h, (unsigned)(hl + f[i].pre_len));
+        scratch_b[nb++] = uv_buf_init(h, (unsigned)(hl + f[i].pre_len));
         if (f[i].len > 0)
-            b[nb++] = uv_buf_init((char *)rt_buf_data(f[i].body) + f[i].off, f[i].len);
+            scratch_b[nb++] = uv_buf_init((char *)rt_buf_data(f[i].body) + f[i].off, f[i].len);
         if (f[i].post_len > 0) /* "}": the only suffix there is */
-            b[nb++] = uv_buf_init((char *)"}", 1);
+            scratch_b[nb++] = uv_buf_init((char *)"}", 1);
         if (f[i].body != NULL)
-            keep[nkeep++] = f[i].body;
+            scratch_keep[nkeep++] = f[i].body;
     }
-    net_conn_write(c, b, nb, head, keep, (int)nkeep);
-    free(b);
-    free(keep);
+    net_conn_write(c, scratch_b, nb, head, scratch_keep, (int)nkeep);
 }
 
 static size_t sink_queued(void *ctx)
