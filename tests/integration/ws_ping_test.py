@@ -1,0 +1,115 @@
+"""ws_ping_test.py - the server's keep-alive pings over a raw socket:
+a client that answers them stays, one that does not is closed with 1001.
+Standard library only; no sleeps: every wait reads the socket until a
+deadline.
+"""
+
+import base64
+import os
+import socket
+import struct
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from parley_client import Server, check  # noqa: E402
+
+DEADLINE = 60  # seconds, for anything that should take a second
+
+
+def handshake(port, path):
+    s = socket.create_connection(("127.0.0.1", port), timeout=DEADLINE)
+    key = base64.b64encode(os.urandom(16)).decode()
+    s.sendall(("GET %s HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+               "Sec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n\r\n" % (path, key)).encode())
+    buf = b""
+    while b"\r\n\r\n" not in buf:
+        got = s.recv(4096)
+        check(got, "the server closed during the handshake")
+        buf += got
+    head, rest = buf.split(b"\r\n\r\n", 1)
+    check(head.startswith(b"HTTP/1.1 101"), "no 101", head)
+    return s, rest
+
+
+def frame(opcode, payload):
+    mask = os.urandom(4)
+    masked = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+    return bytes([0x80 | opcode, 0x80 | len(payload)]) + mask + masked
+
+
+class Reader:
+    def __init__(self, sock, rest):
+        self.s, self.buf = sock, rest
+
+    def next(self):
+        """(opcode, payload), or None once the server closed the socket."""
+        while True:
+            if len(self.buf) >= 2:
+                n = self.buf[1] & 0x7f
+                at = 2
+                if n == 126:
+                    n, at = struct.unpack(">H", self.buf[2:4])[0], 4
+                elif n == 127:
+                    n, at = struct.unpack(">Q", self.buf[2:10])[0], 10
+                if len(self.buf) >= at + n:
+                    op, payload = self.buf[0] & 0x0f, self.buf[at:at + n]
+                    self.buf = self.buf[at + n:]
+                    return op, payload
+            got = self.s.recv(65536)
+            if not got:
+                return None
+            self.buf += got
+
+
+def main():
+    with Server(args=("--ws-ping-interval", "200ms")) as srv:
+        c = srv.client()
+        cid = c.expect("POST", "/api/conversations", 201, {})["id"]
+        path = "/sockets/events/" + cid
+
+        # answers every ping: still open after three of them
+        s, rest = handshake(srv.port, path)
+        r = Reader(s, rest)
+        pings = 0
+        while pings < 3:
+            f = r.next()
+            check(f is not None, "closed although every ping was answered")
+            if f[0] == 0x9:
+                pings += 1
+                s.sendall(frame(0xA, f[1]))
+            else:
+                check(f[0] == 0x1, "unexpected frame", f)
+        s.sendall(frame(0x8, struct.pack(">H", 1000)))
+        f = r.next()
+        while f is not None and f[0] != 0x8:
+            f = r.next()
+        check(f is not None and struct.unpack(">H", f[1][:2])[0] == 1000,
+              "our close was not echoed with 1000", f)
+        s.close()
+
+        # never answers: a ping, then a close with 1001 at the next one
+        s, rest = handshake(srv.port, path)
+        r = Reader(s, rest)
+        start = time.monotonic()
+        seen_ping, code = False, None
+        while True:
+            f = r.next()
+            check(f is not None, "the socket was cut without a close frame")
+            if f[0] == 0x9:
+                seen_ping = True
+            elif f[0] == 0x8:
+                code = struct.unpack(">H", f[1][:2])[0]
+                break
+        check(seen_ping, "no ping before the close")
+        check(code == 1001, "closed with %s, wanted 1001" % code)
+        check(time.monotonic() - start < DEADLINE, "the close took too long")
+        s.sendall(frame(0x8, struct.pack(">H", 1001)))
+        s.close()
+        m = c.request("GET", "/metrics").raw.decode()
+        check('parley_ws_closed_total{reason="ping"} 1' in m, "the close is not counted", m[-800:])
+    print("ws_ping_test: ok")
+
+
+if __name__ == "__main__":
+    main()
