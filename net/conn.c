@@ -612,10 +612,14 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
                 conn_close(c);
                 return;
             }
-            if (c->ws != NULL) { /* the plaintext is WebSocket input */
+            if (c->ws != NULL) { /* the plaintext is WebSocket input, which the
+                                    session copies: an idle stream holds no buffer */
+                uint8_t *in = c->in;
                 size_t len = c->in_len;
-                c->in_len = 0;
-                net_conn_ws_input(c, c->in, len);
+                c->in = NULL;
+                c->in_len = c->in_cap = 0;
+                net_conn_ws_input(c, in, len);
+                free(in);
                 return;
             }
         } else if (c->ws != NULL) {
