@@ -41,8 +41,7 @@ enum {
 typedef enum { S_AUTH, S_SUBSCRIBING, S_LIVE, S_DONE } wss_state;
 
 typedef struct wss {
-    ws_stream_opts o;
-    char *key; /* o.api_key, copied */
+    ws_stream_opts o; /* o.after_id is ours */
     rt_actor *self;
     rt_actor *conv; /* while subscribed or subscribing */
     wss_state state;
@@ -100,6 +99,9 @@ static void flush(wss *w)
     w->o.sink->send(w->o.sink_ctx, w->pend, w->npend);
     rt_count(&rt_metrics_g.ws_frames, w->npend);
     w->npend = 0;
+    free(w->pend); /* an idle stream holds no frame array */
+    w->pend = NULL;
+    w->pend_cap = 0;
     if (!w->blocked && w->o.sink->queued(w->o.sink_ctx) >= w->o.queue_bytes) {
         w->blocked = true;
         w->o.sink->notify_below(w->o.sink_ctx, w->o.queue_bytes / 2);
@@ -464,7 +466,7 @@ static void client_frame(wss *w, int opcode, const rt_buf *b)
     const char *key;
     bool auth = j != NULL && ws_auth_frame(j, &key);
     if (w->state == S_AUTH) {
-        if (auth && rt_key_eq(w->key, strlen(w->key), key)) {
+        if (auth && rt_key_eq(w->o.api_key, strlen(w->o.api_key), key)) {
             rt_timer_stop(w->self, w->auth_timer);
             subscribe(w);
         } else {
@@ -501,18 +503,8 @@ static void posted(wss *w, uint64_t status, const rt_buf *body)
 
 static int wss_init(rt_actor *self, void *arg, void **state)
 {
-    const ws_stream_opts *o = arg;
-    wss *w = calloc(1, sizeof(*w));
-    if (w != NULL && (w->key = strdup(o->api_key != NULL ? o->api_key : "")) == NULL) {
-        free(w);
-        w = NULL;
-    }
-    if (w == NULL) { /* stop will not run: the socket is let go here */
-        o->sink->close(o->sink_ctx, 1011, "out of memory");
-        o->sink->release(o->sink_ctx);
-        return RT_ENOMEM;
-    }
-    w->o = *o;
+    wss *w = arg; /* made by ws_stream_start, freed by wss_stop */
+    const ws_stream_opts *o = &w->o;
     w->self = self;
     *state = w;
     atomic_fetch_add_explicit(&rt_metrics_g.ws_open, 1, memory_order_relaxed);
@@ -599,7 +591,7 @@ static void wss_stop(rt_actor *self, void *state)
     free(w->pend);
     st_conv_release(w->sc);
     w->o.sink->release(w->o.sink_ctx);
-    free(w->key);
+    free((char *)w->o.after_id);
     free(w);
     atomic_fetch_sub_explicit(&rt_metrics_g.ws_open, 1, memory_order_relaxed);
 }
@@ -613,17 +605,19 @@ static const rt_behaviour wss_behaviour = {
 
 int ws_stream_start(rt_runtime *rt, const ws_stream_opts *o, rt_actor **out)
 {
-    ws_stream_opts *arg = malloc(sizeof(*arg));
-    if (arg == NULL)
+    wss *w = calloc(1, sizeof(*w));
+    char *after = w != NULL && o->after_id != NULL ? strdup(o->after_id) : NULL;
+    if (w == NULL || (o->after_id != NULL && after == NULL)) {
+        free(w);
         return RT_ENOMEM;
-    *arg = *o;
-    rt_spawn_opts so = {.beh = &wss_behaviour,
-                        .arg = arg,
-                        .arg_free = free,
-                        .loop = RT_LOOP_ANY,
-                        .mailbox_cap = 1024};
+    }
+    w->o = *o;
+    w->o.after_id = after;
+    rt_spawn_opts so = {.beh = &wss_behaviour, .arg = w, .loop = RT_LOOP_ANY, .mailbox_cap = 1024};
     int e = rt_spawn(rt, &so, out);
-    if (e < 0)
-        free(arg);
+    if (e < 0) {
+        free(after);
+        free(w);
+    }
     return e;
 }

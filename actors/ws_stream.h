@@ -82,13 +82,13 @@ typedef struct ws_stream_opts {
     convs *convs;
     st_store *store;
     rt_uuid conv;
-    const char *api_key; /* NULL: no key needed; else copied */
+    const char *api_key; /* NULL: no key needed (borrowed: the server's) */
     bool authed;         /* the key came with the upgrade (query or header) */
     bool bad_key;        /* a wrong key came with it: closed with 4001 at once */
     ws_replay replay;
-    char after_ts[40];  /* server-local naive time; "" with SINCE: nothing */
-    char after_id[256]; /* with AFTER_ID */
-    bool envelope;      /* {"index": N, "event": ...} */
+    char after_ts[40];    /* server-local naive time; "" with SINCE: nothing */
+    const char *after_id; /* with AFTER_ID (copied) */
+    bool envelope;        /* {"index": N, "event": ...} */
     uint64_t auth_timeout_ms;
     uint64_t stall_timeout_ms;
     size_t queue_bytes;
@@ -97,8 +97,9 @@ typedef struct ws_stream_opts {
     void *sink_ctx;
 } ws_stream_opts;
 
-/* Spawn the stream on the calling loop (o is copied). On failure the sink
- * is not used: the caller still owns sink_ctx. */
+/* Spawn the stream on the calling loop (o and its strings are copied,
+ * but for api_key). On failure the sink is not used: the caller still owns
+ * sink_ctx. */
 int ws_stream_start(rt_runtime *rt, const ws_stream_opts *o, rt_actor **out);
 
 /* {"index":N,"event": for envelope frames, into pre; returns its length. */

@@ -47,9 +47,9 @@ static int parse_replay(const net_query *q, ws_stream_opts *o, char *err, size_t
     if (after != NULL) {
         if (mode != NULL || resend_all)
             return snprintf(err, errlen, "after_id resumes a stream: no resend_mode with it"), -1;
-        if (after[0] == '\0' || strlen(after) >= sizeof(o->after_id))
+        if (after[0] == '\0' || strlen(after) > NET_EVENT_ID_MAX)
             return snprintf(err, errlen, "after_id must be an event id (1 to 255 bytes)"), -1;
-        memcpy(o->after_id, after, strlen(after) + 1);
+        o->after_id = after;
         o->replay = WS_REPLAY_AFTER_ID;
     } else if (mode != NULL) {
         o->replay = strcmp(mode, "all") == 0 ? WS_REPLAY_ALL : WS_REPLAY_SINCE;

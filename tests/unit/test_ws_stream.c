@@ -242,7 +242,7 @@ START_TEST(live_only_and_after_id)
     json_decref(log);
     msink *live = stream(&e, (ws_stream_opts){.envelope = true});
     ws_stream_opts o = {.replay = WS_REPLAY_AFTER_ID, .envelope = true};
-    snprintf(o.after_id, sizeof(o.after_id), "ev-2");
+    o.after_id = "ev-2";
     msink *resume = stream(&e, o);
     assert_full_state(live, NULL);
     assert_full_state(resume, NULL);
@@ -262,7 +262,7 @@ START_TEST(live_only_and_after_id)
     end(live);
     end(resume);
 
-    snprintf(o.after_id, sizeof(o.after_id), "no-such-event");
+    o.after_id = "no-such-event";
     msink *bad = stream(&e, o);
     ck_assert(MS_WAIT(bad, bad->close_code != 0));
     ck_assert_int_eq(bad->close_code, 1008);
