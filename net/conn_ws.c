@@ -97,6 +97,8 @@ static void ws_tick(uv_timer_t *t)
     if (w->close_at != 0) {
         if (uv_now(c->tcp.loop) >= w->close_at)
             net_conn_close(c); /* the peer never answered our close */
+        else
+            arm(c);
         return;
     }
     if (w->ping_out) {
