@@ -158,6 +158,13 @@ static void end(msink *s)
     free(s);
 }
 
+/* Waits for the stream to close the socket, and checks the code. */
+static void expect_close(msink *s, int code)
+{
+    ck_assert_msg(MS_WAIT(s, s->close_code != 0), "the stream did not close (wanted %d)", code);
+    ck_assert_int_eq(s->close_code, code);
+}
+
 static void append_n(tc_env *e, int n, int from)
 {
     for (int i = 0; i < n; i++) {
@@ -264,8 +271,7 @@ START_TEST(live_only_and_after_id)
 
     o.after_id = "no-such-event";
     msink *bad = stream(&e, o);
-    ck_assert(MS_WAIT(bad, bad->close_code != 0));
-    ck_assert_int_eq(bad->close_code, 1008);
+    expect_close(bad, 1008);
     end(bad);
     tc_finish(&e);
 }
@@ -354,8 +360,7 @@ START_TEST(a_stalled_socket_is_closed)
     pthread_mutex_unlock(&s->mu);
     uint64_t before = rt_metrics_g.ws_closed[RT_WS_STALLED];
     append_n(&e, 2, 0);
-    ck_assert(MS_WAIT(s, s->close_code != 0));
-    ck_assert_int_eq(s->close_code, 1013);
+    expect_close(s, 1013);
     ck_assert_int_eq(s->drained_at, 512);
     ck_assert_uint_eq(rt_metrics_g.ws_closed[RT_WS_STALLED], before + 1);
     end(s);
@@ -412,21 +417,18 @@ START_TEST(auth_first_frame)
     msink *bad = stream(&e, o);
     const char *wrong = "{\"type\":\"auth\",\"session_api_key\":\"nope\"}";
     rt_send(bad->a, WS_IN, 1, rt_buf_copy(wrong, strlen(wrong)));
-    ck_assert(MS_WAIT(bad, bad->close_code != 0));
-    ck_assert_int_eq(bad->close_code, 4001);
+    expect_close(bad, 4001);
     ck_assert_uint_eq(nframes(bad), 0);
     end(bad);
 
     o.auth_timeout_ms = 30;
     msink *late = stream(&e, o);
-    ck_assert(MS_WAIT(late, late->close_code != 0));
-    ck_assert_int_eq(late->close_code, 4001);
+    expect_close(late, 4001);
     end(late);
 
     o.bad_key = true; /* a wrong key in the URL */
     msink *url = stream(&e, o);
-    ck_assert(MS_WAIT(url, url->close_code != 0));
-    ck_assert_int_eq(url->close_code, 4001);
+    expect_close(url, 4001);
     end(url);
     tc_finish(&e);
 }
@@ -440,8 +442,7 @@ START_TEST(subscriber_cap)
     msink *a = stream(&e, (ws_stream_opts){0});
     assert_full_state(a, "idle");
     msink *b = stream(&e, (ws_stream_opts){0});
-    ck_assert(MS_WAIT(b, b->close_code != 0));
-    ck_assert_int_eq(b->close_code, 1013);
+    expect_close(b, 1013);
     end(b);
     end(a);
     msink *c = stream(&e, (ws_stream_opts){0}); /* a left: room again */
