@@ -263,7 +263,10 @@ static void sink_close(void *ctx, int code, const char *reason)
     c->ws->counted = true;
     if (c->closed)
         return;
-    net_ws_close(c->ws->ws, code, reason);
+    if (net_ws_close(c->ws->ws, code, reason) < 0) { /* no close frame can say it: cut */
+        net_conn_close(c);
+        return;
+    }
     closing(c, RT_WS_OTHER);
 }
 

@@ -453,9 +453,13 @@ static int frame_data(net_ws *s, const uint8_t *p, size_t n)
     return 0;
 }
 
+/* RFC 6455 7.4.1's codes and the three IANA registered since (1012
+ * service restart, 1013 try again later, 1014 bad gateway: the server's
+ * subscriber cap and slow-client closes use 1013), and the ranges for
+ * libraries and applications. */
 static bool code_ok(int c)
 {
-    return (c >= 1000 && c <= 1003) || (c >= 1007 && c <= 1011) || (c >= 3000 && c <= 4999);
+    return (c >= 1000 && c <= 1003) || (c >= 1007 && c <= 1014) || (c >= 3000 && c <= 4999);
 }
 
 static int peer_close(net_ws *s)

@@ -115,7 +115,7 @@ size_t net_ws_frame_header(uint8_t out[NET_WS_HEADER_MAX], int opcode, size_t pa
  * net_ws_closing. */
 int net_ws_write(net_ws *s, int opcode, const uint8_t *data, size_t len);
 int net_ws_ping(net_ws *s, const uint8_t *data, size_t len);
-/* Queue our close frame: code 1000-1003, 1007-1011 or 3000-4999 with a
+/* Queue our close frame: code 1000-1003, 1007-1014 or 3000-4999 with a
  * UTF-8 reason (NULL: none) of at most 123 bytes, or code 0 and no reason
  * for an empty close. Then read on until NET_WS_CLOSED (with a deadline:
  * the peer may never answer). Again once closing: 0, nothing queued. */

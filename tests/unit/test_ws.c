@@ -749,8 +749,8 @@ START_TEST(test_close_errors)
     frame(&b, true, NET_WS_CLOSE, "\x03", 1);
     expect_close("1-byte close", &b, NULL, 1002, 0);
     clear(&b);
-    static const int bad[] = {0,    999,  1004, 1005, 1006, 1012, 1013, 1014,
-                              1015, 1016, 1100, 2000, 2999, 5000, 65535};
+    static const int bad[] = {0,    999,  1004, 1005, 1006, 1015,
+                              1016, 1100, 2000, 2999, 5000, 65535};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         close_frame(&b, bad[i], "");
         expect_close("close code", &b, NULL, 1002, 0);
@@ -861,7 +861,8 @@ START_TEST(test_peer_closes)
     clear(&b);
 
     /* every code a peer may send is echoed; an empty close gets one back */
-    static const int ok[] = {1000, 1001, 1002, 1003, 1007, 1008, 1009, 1010, 1011, 3000, 4999};
+    static const int ok[] = {1000, 1001, 1002, 1003, 1007, 1008, 1009, 1010,
+                             1011, 1012, 1013, 1014, 3000, 4999};
     for (size_t i = 0; i <= sizeof(ok) / sizeof(ok[0]); i++) {
         bool empty = i == sizeof(ok) / sizeof(ok[0]);
         if (empty)

@@ -1,0 +1,334 @@
+"""ws_interop_test.py - /sockets/events/{id} against Python's websockets
+(Debian's python3-websockets, an independent client): handshake, auth (first
+frame, legacy query and header, wrong key, timeout), 4004, the subscriber
+cap, full_state first, replay (all, resend_all, since), resume by after_id,
+envelope=index, live events, client messages and bad frames, answers before
+the upgrade, and the exactly-once property with 50 clients connecting while
+a producer appends.
+
+Run with /usr/bin/python3 (Debian's packages). No sleeps: every wait is a
+receive with a deadline.
+"""
+
+import asyncio
+import http.client
+import json
+import os
+import random
+import sys
+
+import websockets
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from parley_client import Server, check  # noqa: E402
+
+T = 60  # seconds any single receive may take (ASan builds are slow)
+
+
+def msg(text, source="agent"):
+    role = "assistant" if source == "agent" else "user"
+    return {"source": source, "kind": "MessageEvent",
+            "llm_message": {"role": role, "content": [{"type": "text", "text": text}]}}
+
+
+class Api:
+    def __init__(self, srv, key=None):
+        self.port, self.key = srv.port, key
+
+    def call(self, method, path, body=None):
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=T)
+        h = {"Content-Type": "application/json"}
+        if self.key:
+            h["X-Session-API-Key"] = self.key
+        c.request(method, path, body=json.dumps(body) if body is not None else None, headers=h)
+        r = c.getresponse()
+        raw = r.read()
+        c.close()
+        return r.status, (json.loads(raw) if raw else None)
+
+    def conversation(self):
+        st, b = self.call("POST", "/api/conversations", {})
+        check(st == 201, "create", st, b)
+        return b["id"]
+
+    def append(self, cid, events):
+        st, b = self.call("POST", "/api/conversations/%s/events/append" % cid, events)
+        check(st == 201, "append", st, b)
+        return b["events"]
+
+    def log(self, cid):
+        out, page = [], None
+        while True:
+            q = "?limit=100" + ("&page_id=" + page if page else "")
+            st, b = self.call("GET", "/api/conversations/%s/events/search%s" % (cid, q))
+            check(st == 200, "search", st, b)
+            out += b["items"]
+            page = b.get("next_page_id")
+            if not page:
+                return out
+
+
+def url(srv, cid, query=""):
+    return "ws://127.0.0.1:%d/sockets/events/%s%s" % (srv.port, cid, query)
+
+
+async def recv_json(ws):
+    return json.loads(await asyncio.wait_for(ws.recv(), T))
+
+
+async def closed_with(ws, code):
+    """Read until the server closes; check its code."""
+    try:
+        while True:
+            await asyncio.wait_for(ws.recv(), T)
+    except websockets.ConnectionClosed as e:
+        check(e.code == code, "closed with %s %r, wanted %d" % (e.code, e.reason, code))
+        return e.reason
+
+
+async def full_state(ws, envelope=False):
+    f = await recv_json(ws)
+    if envelope:
+        check("index" not in f, "full_state has no index", f)
+        f = f["event"]
+    check(f.get("kind") == "ConversationStateUpdateEvent" and f.get("key") == "full_state",
+          "the first frame is not full_state", f)
+    check(isinstance(f["value"].get("execution_status"), str), "no status in full_state", f)
+    return f
+
+
+async def take(ws, n, envelope=True):
+    return [await recv_json(ws) for _ in range(n)]
+
+
+def http_status(port, path, headers):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=T)
+    c.request("GET", path, headers=headers)
+    r = c.getresponse()
+    r.read()
+    c.close()
+    return r.status
+
+
+UPGRADE = {"Upgrade": "websocket", "Connection": "Upgrade", "Sec-WebSocket-Version": "13",
+           "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="}
+
+
+async def replay_and_live(srv, api):
+    cid = api.conversation()
+    first = api.append(cid, [msg("e%d" % i) for i in range(5)])
+    log = api.log(cid)
+    n0 = len(log)
+    # resend_mode=all with envelopes: full_state, the log, then live events
+    async with websockets.connect(url(srv, cid, "?resend_mode=all&envelope=index")) as ws:
+        await full_state(ws, envelope=True)
+        got = await take(ws, n0)
+        check([f["index"] for f in got] == list(range(n0)), "replay indexes", got)
+        check([f["event"] for f in got] == log, "replay is not the log")
+        api.append(cid, [msg("live")])
+        log = api.log(cid)
+        live = await take(ws, len(log) - n0)
+        check([f["index"] for f in live] == list(range(n0, len(log))), "live indexes", live)
+        check([f["event"] for f in live] == log[n0:], "live events are not the log's")
+    # the deprecated resend_all=true, without envelopes
+    async with websockets.connect(url(srv, cid, "?resend_all=true")) as ws:
+        await full_state(ws)
+        got = await take(ws, len(log))
+        check(got == log, "resend_all is not the log")
+    # resume strictly after an event
+    after = first[2]["id"]
+    k = [e["id"] for e in log].index(after)
+    async with websockets.connect(url(srv, cid, "?after_id=" + after + "&envelope=index")) as ws:
+        await full_state(ws, envelope=True)
+        got = await take(ws, len(log) - k - 1)
+        check([f["event"]["id"] for f in got] == [e["id"] for e in log[k + 1:]], "after_id", got)
+    async with websockets.connect(url(srv, cid, "?after_id=nope")) as ws:
+        await closed_with(ws, 1008)  # before any frame: nothing can be resumed
+    # since: events at or after a time; since without a time: nothing replayed
+    ts = log[3]["timestamp"]
+    want = [e for e in log if e["timestamp"] >= ts]
+    async with websockets.connect(url(srv, cid, "?resend_mode=since&after_timestamp=" + ts)) as ws:
+        await full_state(ws)
+        got = await take(ws, len(want))
+        check(got == want, "since", got, want)
+    async with websockets.connect(url(srv, cid, "?resend_mode=since")) as ws:
+        await full_state(ws)
+        api.append(cid, [msg("after since")])
+        f = await recv_json(ws)
+        check(f["llm_message"]["content"][0]["text"] == "after since",
+              "since without a time replayed something", f)
+    # live only (no replay): the next frame after full_state is the next event
+    async with websockets.connect(url(srv, cid)) as ws:
+        await full_state(ws)
+        await ws.ping()  # answered: websockets waits for the pong
+        api.append(cid, [msg("only live")])
+        f = await recv_json(ws)
+        check(f["llm_message"]["content"][0]["text"] == "only live", "live only", f)
+    return cid
+
+
+async def client_frames(srv, api, cid):
+    async with websockets.connect(url(srv, cid, "?envelope=index")) as ws:
+        await full_state(ws, envelope=True)
+        n = len(api.log(cid))
+        await ws.send(json.dumps({"role": "user",
+                                  "content": [{"type": "text", "text": "from the socket"}]}))
+        f = await recv_json(ws)
+        check(f["index"] == n and f["event"]["source"] == "user"
+              and f["event"]["llm_message"]["content"][0]["text"] == "from the socket",
+              "the client's message did not come back as the next event", f)
+        st, info = api.call("GET", "/api/conversations/" + cid)
+        check(info["execution_status"] == "running", "the message did not start a run", info)
+        for bad in ["not json", "[1, 2]", b"\x00\x01"]:
+            await ws.send(bad)
+            f = await recv_json(ws)
+            while "index" in f:  # log events (the run's status changes) go on meanwhile
+                f = await recv_json(ws)
+            check(f["event"]["kind"] == "ServerErrorEvent", "no ServerErrorEvent for %r" % bad, f)
+        await ws.ping()  # still open
+
+
+async def auth(srv, api, cid):
+    # first-frame auth
+    async with websockets.connect(url(srv, cid)) as ws:
+        await ws.send(json.dumps({"type": "auth", "session_api_key": "s3cret"}))
+        await full_state(ws)
+        await ws.send(json.dumps({"type": "auth", "session_api_key": "s3cret"}))  # ignored
+        api.append(cid, [msg("after auth")])
+        f = await recv_json(ws)
+        check(f.get("kind") == "MessageEvent", "a redundant auth frame was not ignored", f)
+    for frame in [{"type": "auth", "session_api_key": "wrong"}, {"role": "user"}, "junk"]:
+        async with websockets.connect(url(srv, cid)) as ws:
+            await ws.send(frame if isinstance(frame, str) else json.dumps(frame))
+            await closed_with(ws, 4001)
+    # legacy: the key in the query or in the header
+    async with websockets.connect(url(srv, cid, "?session_api_key=s3cret")) as ws:
+        await full_state(ws)
+    async with websockets.connect(url(srv, cid),
+                                  extra_headers={"X-Session-API-Key": "s3cret"}) as ws:
+        await full_state(ws)
+    async with websockets.connect(url(srv, cid, "?session_api_key=bad")) as ws:
+        await closed_with(ws, 4001)
+    # no auth frame in time (the server runs with --ws-auth-timeout 1s)
+    async with websockets.connect(url(srv, cid)) as ws:
+        await closed_with(ws, 4001)
+    # authenticated, then: an unknown conversation
+    other = "00000000-0000-4000-8000-000000000001"
+    async with websockets.connect(url(srv, other, "?session_api_key=s3cret")) as ws:
+        await closed_with(ws, 4004)
+
+
+async def cap(srv, api):
+    cid = api.conversation()
+    async with websockets.connect(url(srv, cid)) as a, websockets.connect(url(srv, cid)) as b:
+        await full_state(a)
+        await full_state(b)
+        async with websockets.connect(url(srv, cid)) as c:
+            await closed_with(c, 1013)
+
+
+def before_upgrade(srv, api):
+    cid = api.conversation()
+    p = "/sockets/events/" + cid
+    for q in ["?resend_mode=some", "?after_timestamp=yesterday&resend_mode=since",
+              "?after_id=x&resend_mode=all", "?envelope=json", "?resend_all=maybe"]:
+        check(http_status(srv.port, p + q, UPGRADE) == 422, "422 for " + q)
+    check(http_status(srv.port, "/sockets/events/not-a-uuid", UPGRADE) == 404, "bad id")
+    check(http_status(srv.port, "/sockets/other/" + cid, UPGRADE) == 404, "other path")
+    check(http_status(srv.port, p, {}) == 400, "a plain GET is not an upgrade")
+    h = dict(UPGRADE, **{"Sec-WebSocket-Version": "8"})
+    check(http_status(srv.port, p, h) == 426, "version 8")
+
+
+async def exactly_once(srv, api):
+    """A producer appends without pause while 50 clients connect at random
+    points of its progress (replay all, after_id, or live only); then a last
+    marker event. Each client reads up to the marker: it must have every
+    event from its start, once, in log order, as the log has them."""
+    cid = api.conversation()
+    api.append(cid, [msg("seed %d" % i) for i in range(20)])
+    rng = random.Random(20261122)
+    loop = asyncio.get_running_loop()
+    acked, connected, stop = [], [0], [False]
+    N, TOTAL = 50, 1500
+
+    def produce():
+        c = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=T)
+        i = 0
+        while not stop[0] or i < TOTAL:
+            body = json.dumps([msg("p%d" % (i + k)) for k in range(5)])
+            c.request("POST", "/api/conversations/%s/events/append" % cid, body=body,
+                      headers={"Content-Type": "application/json"})
+            r = c.getresponse()
+            b = json.loads(r.read())
+            check(r.status == 201, "producer append", r.status, b)
+            acked.extend(e["id"] for e in b["events"])
+            i += 5
+        c.close()
+
+    async def until(cond):
+        for _ in range(T * 200):
+            if cond():
+                return
+            await asyncio.sleep(0.005)  # polling a condition, with a deadline
+        check(False, "a condition was not met in time")
+
+    async def client(threshold, mode):
+        await until(lambda: len(acked) >= threshold)
+        q, start = "?envelope=index", None
+        if mode == "all":
+            q, start = q + "&resend_mode=all", 0
+        elif mode == "after":
+            ev = api.log(cid)
+            j = rng.randrange(len(ev))
+            q, start = q + "&after_id=" + ev[j]["id"], j + 1
+        got = []
+        async with websockets.connect(url(srv, cid, q), max_queue=None) as ws:
+            await full_state(ws, envelope=True)
+            connected[0] += 1
+            while not got or got[-1]["event"]["id"] != marker[0]:
+                got.append(await recv_json(ws))
+        return mode, start, got
+
+    marker = [None]
+    producer = loop.run_in_executor(None, produce)
+    plan = [(rng.randrange(TOTAL), rng.choice(["all", "after", "live"])) for _ in range(N)]
+    clients = [asyncio.ensure_future(client(t, m)) for t, m in plan]
+    await until(lambda: connected[0] == N)
+    stop[0] = True
+    await producer
+    marker[0] = api.append(cid, [msg("marker")])[0]["id"]
+    results = await asyncio.gather(*clients)
+    log = api.log(cid)
+    check(log[-1]["id"] == marker[0], "the marker is not last")
+    for mode, start, got in results:
+        idx = [f["index"] for f in got]
+        first = start if start is not None else idx[0]
+        check(idx == list(range(first, len(log))),
+              "%s client: indexes %s..%s are not %d..%d, each once" %
+              (mode, idx[:3], idx[-3:], first, len(log) - 1))
+        check([f["event"] for f in got] == log[first:], "%s client: not the log's events" % mode)
+    ids = set(e["id"] for e in log)
+    check(all(a in ids for a in acked), "an acknowledged event is not in the log")
+    check(len(ids) == len(log), "an event is twice in the log")
+
+
+async def main():
+    with Server() as srv:
+        api = Api(srv)
+        cid = await replay_and_live(srv, api)
+        await client_frames(srv, api, cid)
+        before_upgrade(srv, api)
+        await exactly_once(srv, api)
+    with Server(api_key="s3cret", args=("--ws-auth-timeout", "1s",
+                                        "--ws-max-subscribers", "2")) as srv:
+        api = Api(srv, "s3cret")
+        cid = api.conversation()
+        await auth(srv, api, cid)
+    with Server(args=("--ws-max-subscribers", "2")) as srv:
+        await cap(srv, Api(srv))
+    print("ws_interop_test: ok")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
