@@ -4,62 +4,14 @@ Standard library only; no sleeps: every wait reads the socket until a
 deadline.
 """
 
-import base64
 import os
-import socket
 import struct
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from parley_client import Server, check  # noqa: E402
-
-DEADLINE = 60  # seconds, for anything that should take a second
-
-
-def handshake(port, path):
-    s = socket.create_connection(("127.0.0.1", port), timeout=DEADLINE)
-    key = base64.b64encode(os.urandom(16)).decode()
-    s.sendall(("GET %s HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-               "Sec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n\r\n" % (path, key)).encode())
-    buf = b""
-    while b"\r\n\r\n" not in buf:
-        got = s.recv(4096)
-        check(got, "the server closed during the handshake")
-        buf += got
-    head, rest = buf.split(b"\r\n\r\n", 1)
-    check(head.startswith(b"HTTP/1.1 101"), "no 101", head)
-    return s, rest
-
-
-def frame(opcode, payload):
-    mask = os.urandom(4)
-    masked = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
-    return bytes([0x80 | opcode, 0x80 | len(payload)]) + mask + masked
-
-
-class Reader:
-    def __init__(self, sock, rest):
-        self.s, self.buf = sock, rest
-
-    def next(self):
-        """(opcode, payload), or None once the server closed the socket."""
-        while True:
-            if len(self.buf) >= 2:
-                n = self.buf[1] & 0x7f
-                at = 2
-                if n == 126:
-                    n, at = struct.unpack(">H", self.buf[2:4])[0], 4
-                elif n == 127:
-                    n, at = struct.unpack(">Q", self.buf[2:10])[0], 10
-                if len(self.buf) >= at + n:
-                    op, payload = self.buf[0] & 0x0f, self.buf[at:at + n]
-                    self.buf = self.buf[at + n:]
-                    return op, payload
-            got = self.s.recv(65536)
-            if not got:
-                return None
-            self.buf += got
+from ws_raw import DEADLINE, Reader, frame, handshake  # noqa: E402
 
 
 def main():
