@@ -32,8 +32,9 @@ enum {
     WS_STALL,
     WS_POSTED, /* arg: the status of a client message's append; buf: its body */
     WS_RETRY,
-    RETRY_MS = 20,
-    RETRIES = 100, /* a conversation actor that stopped is started again well within 2 s */
+    RETRY_MS = 20, /* and as much again, at random */
+    RETRIES = 250, /* 5 to 10 s: a restart takes far less; a storm of 10,000 subscribers
+                      is let in within it */
     PAGE = 100,
     PEND_MAX = WS_SEND_MAX, /* frames waiting for a flush before one is forced */
 };
@@ -50,7 +51,8 @@ typedef struct wss {
     uint64_t known;     /* events known to exist */
     uint64_t since_end; /* SINCE filters indexes below this */
     bool blocked;       /* waiting for WS_DRAINED */
-    int retries;        /* subscriptions refused because the actor was stopping */
+    int retries;        /* subscriptions refused: the actor was stopping, or busy */
+    unsigned seed;      /* for the retries' jitter */
     rt_timer_id auth_timer, stall_timer;
     st_conv *sc;
     st_log *log;
@@ -256,19 +258,21 @@ static void subscribe(wss *w)
     if (e == 0)
         e = rt_ask(w->conv, CONV_SUBSCRIBE, CONV_SUB_TOLD, NULL, w->self);
     w->state = S_SUBSCRIBING;
-    if (e == RT_ECLOSED)
+    if (e == RT_ECLOSED || e == RT_EFULL)
         retry(w);
     else if (e < 0)
-        close_with(w, 1013, "the conversation is busy: reconnect later", RT_WS_OTHER);
+        close_with(w, 1011, "cannot subscribe to the conversation", RT_WS_OTHER);
 }
 
-/* The conversation's actor was stopping (deleted, or restarting): ask
- * again in a moment, when the service has started a new one. */
+/* The conversation's actor was stopping (deleted, or restarting), or its
+ * mailbox was full (a storm of subscribers): ask again in a moment, at a
+ * random one, so that a storm spreads out. */
 static void retry(wss *w)
 {
-    if (w->retries++ < RETRIES && rt_timer_start(w->self, RETRY_MS, 0, WS_RETRY, 0) != 0)
+    uint64_t ms = RETRY_MS + (uint64_t)rand_r(&w->seed) % RETRY_MS;
+    if (w->retries++ < RETRIES && rt_timer_start(w->self, ms, 0, WS_RETRY, 0) != 0)
         return;
-    close_with(w, 1011, "cannot subscribe to the conversation", RT_WS_OTHER);
+    close_with(w, 1013, "the conversation is busy: reconnect later", RT_WS_OTHER);
 }
 
 /* The state as upstream's full_state carries it: the conversation's stored
@@ -346,7 +350,7 @@ static void subscribed(wss *w, rt_msg *m)
             close_with(w, 4004, "Conversation not found", RT_WS_NOT_FOUND);
         else if (m->kind == CONV_RESULT && m->arg == 503)
             close_with(w, 1013, "Too many connections for this conversation", RT_WS_CAP);
-        else if (m->kind == RT_KIND_ERROR && m->status == RT_ECLOSED)
+        else if (m->kind == RT_KIND_ERROR && (m->status == RT_ECLOSED || m->status == RT_EFULL))
             retry(w);
         else
             close_with(w, 1011, "cannot subscribe to the conversation", RT_WS_OTHER);
@@ -506,6 +510,7 @@ static int wss_init(rt_actor *self, void *arg, void **state)
     wss *w = arg; /* made by ws_stream_start, freed by wss_stop */
     const ws_stream_opts *o = &w->o;
     w->self = self;
+    w->seed = (unsigned)rt_actor_id(self);
     *state = w;
     atomic_fetch_add_explicit(&rt_metrics_g.ws_open, 1, memory_order_relaxed);
     if (o->bad_key) {

@@ -17,6 +17,7 @@ static const cli_cmd benches[] = {
     {"store", "durable appends, page reads anywhere in a 1M-event log, opening it", bench_store},
     {"conversation", "the full path of an event through the actors; opening a big conversation",
      bench_conversation},
+    {"ws", "WebSocket fan-out and idle connections against a running `parley serve`", bench_ws},
 };
 #define NBENCHES (sizeof(benches) / sizeof(benches[0]))
 
