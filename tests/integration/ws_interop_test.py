@@ -1,5 +1,6 @@
 """ws_interop_test.py - /sockets/events/{id} against Python's websockets
-(Debian's python3-websockets, an independent client): handshake, auth (first
+(Debian's python3-websockets, an independent client), over ws:// and wss://
+(a certificate made by the test, verified): handshake, auth (first
 frame, legacy query and header, wrong key, timeout), 4004, the subscriber
 cap, full_state first, replay (all, resend_all, since), resume by after_id,
 envelope=index, live events, client messages and bad frames, answers before
@@ -15,7 +16,13 @@ import http.client
 import json
 import os
 import random
+import re
+import shutil
+import signal
+import ssl
+import subprocess
 import sys
+import tempfile
 
 import websockets
 
@@ -313,6 +320,43 @@ async def exactly_once(srv, api):
     check(len(ids) == len(log), "an event is twice in the log")
 
 
+async def tls():
+    """wss:// with a certificate made here, verified against it."""
+    tmp = tempfile.mkdtemp(prefix="parley-wss.")
+    cert, key = os.path.join(tmp, "cert.pem"), os.path.join(tmp, "key.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", key, "-out", cert,
+                    "-days", "1", "-subj", "/CN=localhost", "-addext",
+                    "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
+    p = subprocess.Popen([os.environ["PARLEY"], "serve", "--data", os.path.join(tmp, "data"),
+                          "--listen", "127.0.0.1:0", "--log-level", "warn", "--tls-cert", cert,
+                          "--tls-key", key, "--api-key", "k"], stdout=subprocess.PIPE, text=True)
+    try:
+        line = p.stdout.readline().strip()
+        m = re.match(r"listening on https://127\.0\.0\.1:(\d+)$", line)
+        check(m, "no https announcement", line)
+        port = int(m.group(1))
+        ctx = ssl.create_default_context(cafile=cert)
+        c = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=T)
+        c.request("POST", "/api/conversations", body="{}",
+                  headers={"X-Session-API-Key": "k", "Content-Type": "application/json"})
+        cid = json.loads(c.getresponse().read())["id"]
+        async with websockets.connect("wss://127.0.0.1:%d/sockets/events/%s" % (port, cid),
+                                      ssl=ctx) as ws:
+            await ws.send(json.dumps({"type": "auth", "session_api_key": "k"}))
+            await full_state(ws)
+            big = "z" * 100000  # a message over many TLS records, both ways
+            await ws.send(json.dumps({"role": "user", "content": [{"type": "text", "text": big}]}))
+            f = await recv_json(ws)
+            check(f["llm_message"]["content"][0]["text"] == big, "the message over wss", f)
+            await ws.ping()
+        c.close()
+    finally:
+        p.send_signal(signal.SIGTERM)
+        check(p.wait(timeout=T) == 0, "serve did not stop cleanly")
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 async def main():
     with Server() as srv:
         api = Api(srv)
@@ -327,6 +371,7 @@ async def main():
         await auth(srv, api, cid)
     with Server(args=("--ws-max-subscribers", "2")) as srv:
         await cap(srv, Api(srv))
+    await tls()
     print("ws_interop_test: ok")
 
 
