@@ -184,6 +184,10 @@ async def client_frames(srv, api, cid):
         check(f["index"] == n and f["event"]["source"] == "user"
               and f["event"]["llm_message"]["content"][0]["text"] == "from the socket",
               "the client's message did not come back as the next event", f)
+        # the run starts after the append: its status change follows on the socket
+        f = await recv_json(ws)
+        while f["event"].get("key") != "execution_status" or f["event"]["value"] != "running":
+            f = await recv_json(ws)
         st, info = api.call("GET", "/api/conversations/" + cid)
         check(info["execution_status"] == "running", "the message did not start a run", info)
         for bad in ["not json", "[1, 2]", b"\x00\x01"]:
