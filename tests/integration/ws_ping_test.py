@@ -57,7 +57,8 @@ def main():
         check(code == 1001, "closed with %s, wanted 1001" % code)
         check(time.monotonic() - start < DEADLINE, "the close took too long")
         s.sendall(frame(0x8, struct.pack(">H", 1001)))
-        s.close()
+        check(r.next() is None, "the server did not close the socket after the close")
+        s.close()  # the server counted the close before it closed the socket
         m = c.request("GET", "/metrics").raw.decode()
         check('parley_ws_closed_total{reason="ping"} 1' in m, "the close is not counted", m[-800:])
     print("ws_ping_test: ok")
