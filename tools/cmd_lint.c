@@ -69,6 +69,8 @@
  */
 #include "cli.h"
 
+#include "actors/visual.h"
+
 #include "actors/conversation.h"
 #include "actors/event.h"
 #include "actors/gate.h"
@@ -105,7 +107,7 @@ enum { LINT_DEFER_MAX = 64, LINT_HOLD_MAX = 64, LINT_WAIT_MAX = 10000 };
 enum { DIGEST = 16, DETAIL_MAX = 1536, PENDING_SHOWN = 8 };
 
 static const char lint_usage[] =
-    "usage: parley lint [--json] [--policy reject|observe] [--thresholds AO,AE,M,ALT]\n"
+    "usage: parley lint [--json|--pretty] [--policy reject|observe] [--thresholds AO,AE,M,ALT]\n"
     "                   [--defer-max N] [--hold-max N] FILE|DIR|-\n\n"
     "Check a recorded conversation offline, as a live conversation checks it: every event\n"
     "is validated and offered to the compliance gate in input order, and every committed\n"
@@ -120,6 +122,8 @@ static const char lint_usage[] =
     "  -      standard input, read as FILE\n\n"
     "  --json                    one JSON object per finding per line (NDJSON), then a\n"
     "                            {\"summary\": ...} object\n"
+    "  --pretty                  each event as the terminal visualizer shows it, before\n"
+    "                            its findings\n"
     "  --policy POLICY           reject (default): a violation keeps the event out;\n"
     "                            observe: the event is committed and the violation reported\n"
     "  --thresholds AO,AE,M,ALT  the stuck detector's action_observation, action_error,\n"
@@ -1570,6 +1574,7 @@ static bool parse_thresholds(const char *s, stuck_thresholds *t)
 int cmd_lint(int argc, char **argv)
 {
     static const struct option opts[] = {{"json", no_argument, NULL, 'j'},
+                                         {"pretty", no_argument, NULL, 'P'},
                                          {"policy", required_argument, NULL, 'p'},
                                          {"thresholds", required_argument, NULL, 't'},
                                          {"defer-max", required_argument, NULL, 'D'},
@@ -1578,7 +1583,7 @@ int cmd_lint(int argc, char **argv)
                                          {NULL, 0, NULL, 0}};
     lint l = {.defer_max = LINT_DEFER_MAX, .hold_max = LINT_HOLD_MAX};
     stuck_thresholds th;
-    bool has_th = false;
+    bool has_th = false, pretty = false;
     int c;
     optind = 1;
     opterr = 0; /* one line of our own instead of getopt's */
@@ -1586,6 +1591,9 @@ int cmd_lint(int argc, char **argv)
         switch (c) {
         case 'j':
             l.json = true;
+            break;
+        case 'P':
+            pretty = true;
             break;
         case 'p':
             if (strcmp(optarg, "reject") != 0 && strcmp(optarg, "observe") != 0)
@@ -1615,6 +1623,8 @@ int cmd_lint(int argc, char **argv)
             return cli_usage_error("lint", "unknown option '%s'", argv[optind - 1]);
         }
     }
+    if (pretty && l.json)
+        return cli_usage_error("lint", "--pretty and --json do not go together");
     if (optind >= argc)
         return cli_usage_error("lint", "which conversation? give a FILE, a DIR or - for stdin");
     if (argc - optind > 1)
@@ -1642,6 +1652,13 @@ int cmd_lint(int argc, char **argv)
         if (r <= 0) {
             rc = r;
             break;
+        }
+        if (pretty) { /* the event as a terminal shows it, then its findings */
+            rt_text t = {0};
+            visual_opts vo = {.color = l.color};
+            if (visual_event(&t, v, &vo))
+                fwrite(t.p, 1, t.len, stdout);
+            free(t.p);
         }
         lint_value(&l, v, why);
     }
