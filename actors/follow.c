@@ -7,6 +7,8 @@
  */
 #include "follow.h"
 
+#include "runtime/grow.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -104,14 +106,8 @@ static void slot_put(uint64_t *slots, size_t nslots, const char *id, uint64_t in
 /* Append (id copied, bytes referenced); FL_NOMEM if it cannot. */
 static fl_result append(fl *f, const char *id, rt_buf *bytes)
 {
-    if (f->n == f->cap) {
-        size_t cap = f->cap ? 2 * f->cap : 64;
-        held *v = realloc(f->v, cap * sizeof(*v));
-        if (v == NULL)
-            return FL_NOMEM;
-        f->v = v;
-        f->cap = cap;
-    }
+    if (rt_grow((void **)&f->v, &f->cap, f->n + 1, sizeof(*f->v), 64) != 0)
+        return FL_NOMEM;
     if (2 * (f->n + 1) > f->nslots) { /* at most half full */
         size_t ns = f->nslots ? 2 * f->nslots : 128;
         uint64_t *s = calloc(ns, sizeof(*s));
@@ -177,14 +173,8 @@ static fl_result hold(fl *f, uint64_t index, const char *id, rt_buf *bytes)
         rt_buf_unref(f->ah[f->nah - 1].bytes);
         f->nah--;
     }
-    if (f->nah == f->ahcap) {
-        size_t cap = f->ahcap ? 2 * f->ahcap : 16;
-        ahead *a = realloc(f->ah, cap * sizeof(*a));
-        if (a == NULL)
-            return FL_NOMEM;
-        f->ah = a;
-        f->ahcap = cap;
-    }
+    if (rt_grow((void **)&f->ah, &f->ahcap, f->nah + 1, sizeof(*f->ah), 16) != 0)
+        return FL_NOMEM;
     char *c = strdup(id);
     if (c == NULL)
         return FL_NOMEM;
