@@ -31,6 +31,7 @@
 #include "runtime/err.h"
 #include "runtime/grow.h"
 #include "runtime/text.h"
+#include "runtime/uuid.h"
 
 #include <mbedtls/base64.h>
 #include <mbedtls/sha1.h>
@@ -76,6 +77,7 @@ struct net_ws {
     size_t pong_len;
     bool closing;     /* our close frame is queued */
     bool peer_closed; /* nothing more is read: the peer's close came, or we failed */
+    bool client;      /* our frames are masked, the peer's must not be */
     int code_sent, code_recv;
     int err;
     char why[200];
@@ -255,14 +257,21 @@ static int queue(net_ws *s, int opcode, const uint8_t *p, size_t n)
 {
     if (opcode != NET_WS_PONG && flush_pong(s) != 0)
         return NET_WS_ENOMEM;
-    uint8_t h[NET_WS_HEADER_MAX];
+    uint8_t h[NET_WS_HEADER_MAX + 4];
     size_t hl = net_ws_frame_header(h, opcode, n);
+    if (s->client) { /* a client masks every frame with a fresh random key */
+        rt_uuid u;
+        rt_uuid_v4(&u);
+        h[1] |= 0x80;
+        memcpy(h + hl, u.b, 4);
+        hl += 4;
+    }
     uint8_t *at = n <= SIZE_MAX - hl ? rt_outbox_reserve(&s->out, hl + n) : NULL;
     if (at == NULL)
         return NET_WS_ENOMEM;
     memcpy(at, h, hl);
-    if (n > 0)
-        memcpy(at + hl, p, n);
+    for (size_t i = 0; i < n; i++)
+        at[hl + i] = s->client ? (uint8_t)(p[i] ^ h[hl - 4 + i % 4]) : p[i];
     return 0;
 }
 
@@ -356,6 +365,14 @@ net_ws *net_ws_new(const net_ws_limits *l)
     return s;
 }
 
+net_ws *net_ws_new_client(const net_ws_limits *l)
+{
+    net_ws *s = net_ws_new(l);
+    if (s != NULL)
+        s->client = true;
+    return s;
+}
+
 void net_ws_free(net_ws *s)
 {
     if (s == NULL)
@@ -398,8 +415,9 @@ int net_ws_input(net_ws *s, const uint8_t *data, size_t len)
  * control frames over 125 bytes and lengths not in their shortest form. */
 static int frame_start(net_ws *s, const struct wslay_frame_iocb *io)
 {
-    if (!io->mask)
-        return fail(s, 1002, "client frames must be masked");
+    if ((io->mask != 0) == s->client) /* a client masks, a server must not */
+        return fail(s, 1002, s->client ? "server frames must not be masked"
+                                       : "client frames must be masked");
     if (io->rsv != 0)
         return fail(s, 1002, "reserved bits set, and no extension was negotiated");
     switch (io->opcode) {

@@ -87,6 +87,11 @@ typedef struct net_ws_limits {
  * defaults. NULL on allocation failure. */
 typedef struct net_ws net_ws;
 net_ws *net_ws_new(const net_ws_limits *l);
+/* The client's side of a session (after net_ws_client_check): its frames
+ * are masked, the server's must not be (1002 otherwise); the rest as for
+ * the server's side. Not for net_ws_frame_header, whose frames are a
+ * server's. */
+net_ws *net_ws_new_client(const net_ws_limits *l);
 void net_ws_free(net_ws *s);
 
 /* Bytes read from the socket (copied). NET_WS_EFULL past NET_WS_INPUT_MAX;
