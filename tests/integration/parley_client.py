@@ -154,7 +154,9 @@ class Server:
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self.stderr, env=env)
         ready, _, _ = select.select([self.proc.stdout], [], [], START_TIMEOUT)
         line = self.proc.stdout.readline().decode("utf-8", "replace").strip() if ready else ""
-        prefix = "listening on http://127.0.0.1:"
+        # https:// when serving with --tls-cert/--tls-key (self.scheme says which)
+        self.scheme = "https" if line.startswith("listening on https://") else "http"
+        prefix = "listening on %s://127.0.0.1:" % self.scheme
         if not line.startswith(prefix):
             self.proc.kill()
             self.proc.wait()
