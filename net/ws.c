@@ -78,6 +78,16 @@ struct net_ws {
     bool closing;     /* our close frame is queued */
     bool peer_closed; /* nothing more is read: the peer's close came, or we failed */
     bool client;      /* our frames are masked, the peer's must not be */
+    /* Headers are also checked as they are handed to wslay, which reports a
+     * frame only with its first payload byte: a bad header that comes
+     * alone is then refused at once, once the frames before it are read. */
+    uint8_t sh_hdr[14];
+    size_t sh_len;      /* its bytes so far */
+    uint64_t sh_skip;   /* payload bytes of the last header still to pass */
+    uint8_t sh_msg_op;  /* the message those headers are in (0: none) */
+    uint64_t sh_msg_len;
+    int sh_code; /* a bad header was seen: its close code, and why */
+    char sh_why[120];
     int code_sent, code_recv;
     int err;
     char why[200];
@@ -338,6 +348,8 @@ static int out_of_memory(net_ws *s)
 
 /* ---------------------------------------------------------------- session --- */
 
+static void shadow(net_ws *s, const uint8_t *p, size_t n);
+
 static ssize_t take_input(uint8_t *buf, size_t len, int flags, void *ctx)
 {
     (void)flags;
@@ -347,6 +359,7 @@ static ssize_t take_input(uint8_t *buf, size_t len, int flags, void *ctx)
         n = len;
     if (n > 0)
         memcpy(buf, s->in + s->in_off, n);
+    shadow(s, s->in + s->in_off, n);
     s->in_off += n;
     return (ssize_t)n; /* 0: wslay_frame_recv answers WSLAY_ERR_WANT_READ */
 }
@@ -410,38 +423,102 @@ int net_ws_input(net_ws *s, const uint8_t *data, size_t len)
     return 0;
 }
 
+/* What is wrong with a frame header (0: nothing), for a session in a
+ * message of msg_op (0: none) holding msg_len bytes so far; why in one line. */
+static int header_problem(const net_ws *s, uint8_t msg_op, uint64_t msg_len, int rsv, int opcode,
+                          bool mask, uint64_t len, char *why, size_t cap)
+{
+    if (mask == s->client) /* a client masks, a server must not */
+        return snprintf(why, cap, "%s", s->client ? "server frames must not be masked"
+                                                  : "client frames must be masked"),
+               1002;
+    if (rsv != 0)
+        return snprintf(why, cap, "reserved bits set, and no extension was negotiated"), 1002;
+    switch (opcode) {
+    case WSLAY_CONTINUATION_FRAME:
+        if (msg_op == 0)
+            return snprintf(why, cap, "a continuation frame without a message to continue"),
+                   1002;
+        break;
+    case WSLAY_TEXT_FRAME:
+    case WSLAY_BINARY_FRAME:
+        if (msg_op != 0)
+            return snprintf(why, cap, "a new message before the final frame of the last one"),
+                   1002;
+        msg_len = 0;
+        break;
+    case WSLAY_CONNECTION_CLOSE:
+    case WSLAY_PING:
+    case WSLAY_PONG:
+        return 0;
+    default:
+        return snprintf(why, cap, "unknown opcode 0x%x", (unsigned)opcode), 1002;
+    }
+    if (len > s->limit - msg_len)
+        return snprintf(why, cap, "a message over the limit of %zu bytes", s->limit), 1009;
+    return 0;
+}
+
+/* The bytes handed to wslay, header by header (see sh_code). */
+static void shadow(net_ws *s, const uint8_t *p, size_t n)
+{
+    for (size_t i = 0; i < n && s->sh_code == 0;) {
+        if (s->sh_skip > 0) {
+            size_t k = n - i < s->sh_skip ? n - i : (size_t)s->sh_skip;
+            i += k;
+            s->sh_skip -= k;
+            continue;
+        }
+        s->sh_hdr[s->sh_len++] = p[i++];
+        size_t need = 2;
+        if (s->sh_len >= 2) {
+            uint8_t l = s->sh_hdr[1] & 0x7f;
+            need += (l == 126 ? 2 : l == 127 ? 8 : 0) + ((s->sh_hdr[1] & 0x80) ? 4 : 0);
+        }
+        if (s->sh_len < need)
+            continue;
+        uint64_t len = s->sh_hdr[1] & 0x7f;
+        if (len >= 126) {
+            size_t k = len == 126 ? 2 : 8;
+            len = 0;
+            for (size_t j = 0; j < k; j++)
+                len = len << 8 | s->sh_hdr[2 + j];
+        }
+        bool fin = (s->sh_hdr[0] & 0x80) != 0;
+        int op = s->sh_hdr[0] & 0x0f;
+        s->sh_code = header_problem(s, s->sh_msg_op, s->sh_msg_len, (s->sh_hdr[0] >> 4) & 7, op,
+                                    (s->sh_hdr[1] & 0x80) != 0, len, s->sh_why, sizeof(s->sh_why));
+        s->sh_len = 0;
+        s->sh_skip = len;
+        if (!wslay_is_ctrl_frame((uint8_t)op)) {
+            if (op != WSLAY_CONTINUATION_FRAME) {
+                s->sh_msg_op = (uint8_t)op;
+                s->sh_msg_len = 0;
+            }
+            s->sh_msg_len += len;
+            if (fin)
+                s->sh_msg_op = 0;
+        }
+    }
+}
+
 /* A frame's header, seen with its first payload bytes (or alone, when it
  * has none). wslay_frame_recv has refused fragmented control frames,
  * control frames over 125 bytes and lengths not in their shortest form. */
 static int frame_start(net_ws *s, const struct wslay_frame_iocb *io)
 {
-    if ((io->mask != 0) == s->client) /* a client masks, a server must not */
-        return fail(s, 1002, s->client ? "server frames must not be masked"
-                                       : "client frames must be masked");
-    if (io->rsv != 0)
-        return fail(s, 1002, "reserved bits set, and no extension was negotiated");
-    switch (io->opcode) {
-    case WSLAY_CONTINUATION_FRAME:
-        if (s->msg_op == 0)
-            return fail(s, 1002, "a continuation frame without a message to continue");
-        break;
-    case WSLAY_TEXT_FRAME:
-    case WSLAY_BINARY_FRAME:
-        if (s->msg_op != 0)
-            return fail(s, 1002, "a new message before the final frame of the last one");
+    char why[120];
+    int code = header_problem(s, s->msg_op, s->msg_len, io->rsv, io->opcode, io->mask != 0,
+                              io->payload_length, why, sizeof(why));
+    if (code != 0)
+        return fail(s, code, "%s", why);
+    if (io->opcode == WSLAY_TEXT_FRAME || io->opcode == WSLAY_BINARY_FRAME) {
         s->msg_op = io->opcode;
         s->u8 = (rt_utf8)RT_UTF8_START;
-        break;
-    case WSLAY_CONNECTION_CLOSE:
-    case WSLAY_PING:
-    case WSLAY_PONG:
+    } else if (wslay_is_ctrl_frame(io->opcode)) {
         s->ctl_len = 0;
-        break;
-    default:
-        return fail(s, 1002, "unknown opcode 0x%x", io->opcode);
     }
-    if (!wslay_is_ctrl_frame(io->opcode) && io->payload_length > s->limit - s->msg_len)
-        return fail(s, 1009, "a message over the limit of %zu bytes", s->limit);
+
     s->in_frame = true;
     s->op = io->opcode;
     s->fin = io->fin != 0;
@@ -552,6 +629,8 @@ int net_ws_read(net_ws *s, net_ws_msg *m)
         memset(&io, 0, sizeof(io));
         ssize_t r = wslay_frame_recv(s->frames, &io);
         if (r == WSLAY_ERR_WANT_READ) {
+            if (s->sh_code != 0) /* every frame before the bad header is read */
+                return fail(s, s->sh_code, "%s", s->sh_why);
             if (s->in_off == s->in_len) { /* an idle session holds no input buffer */
                 free(s->in);
                 s->in = NULL;

@@ -765,6 +765,43 @@ START_TEST(test_close_errors)
 }
 END_TEST
 
+/* A bad header is refused as soon as it is in, without waiting for the
+ * payload it announces (which may never come), and after the messages
+ * before it. */
+START_TEST(test_header_alone)
+{
+    static uint8_t payload[5000];
+    bytes b = {0};
+    text(&b, "before");
+    size_t keep = b.len;
+    frame_ex(&b, FIN | NET_WS_TEXT, false, 0, payload, 10);
+    b.len = keep + 2;
+    expect_close("an unmasked header alone", &b, NULL, 1002, 1);
+    clear(&b);
+    text(&b, "before");
+    keep = b.len;
+    frame_ex(&b, FIN | RSV1 | NET_WS_TEXT, true, 0, payload, 10);
+    b.len = keep + 6;
+    expect_close("a reserved bit in a header alone", &b, NULL, 1002, 1);
+    clear(&b);
+    frame_ex(&b, FIN | CONT, true, 0, payload, 10);
+    b.len = 6;
+    expect_close("a continuation header alone", &b, NULL, 1002, 0);
+    clear(&b);
+    net_ws_limits l = {.message_bytes = 4096};
+    frame_ex(&b, FIN | NET_WS_TEXT, true, 0, payload, sizeof(payload));
+    b.len = 8; /* 2 + 2-byte length + mask */
+    expect_close("an oversized header alone", &b, &l, 1009, 0);
+    clear(&b);
+    frame(&b, false, NET_WS_TEXT, payload, 4000); /* the fragments add up past the limit */
+    keep = b.len;
+    frame_ex(&b, FIN | CONT, true, 0, payload, 200);
+    b.len = keep + 8; /* 2 + 2-byte length + mask */
+    expect_close("a continuation header past the limit", &b, &l, 1009, 0);
+    clear(&b);
+}
+END_TEST
+
 START_TEST(test_size_limit)
 {
     /* the default, 1 MiB: a message of exactly that passes, in one frame or
@@ -1322,6 +1359,7 @@ int main(void)
     tcase_add_test(tc, test_utf8_errors);
     tcase_add_test(tc, test_close_errors);
     tcase_add_test(tc, test_size_limit);
+    tcase_add_test(tc, test_header_alone);
     tcase_add_test(tc, test_peer_closes);
     tcase_add_test(tc, test_server_closes);
     tcase_add_test(tc, test_frame_header);
