@@ -1,9 +1,10 @@
 // ws_node_test.js - WebSocket streams against node's `ws` (npm, an
-// independent client): auth (first frame, 4001), 4004, full_state first,
-// replay all, live events, resume by after_id, envelope=index, 1013 at the
-// subscriber cap. Usage: node ws_node_test.js PORT API_KEY (the server runs
-// with that key and --ws-max-subscribers 3). No sleeps: every wait is an
-// event with a deadline.
+// independent client): auth (first frame, query and header keys, 4001),
+// 4004, full_state first, replay all (resend_mode and resend_all), live
+// events, resume by after_id (unknown: 1008), envelope=index, 1013 at the
+// subscriber cap, 422/404 before the upgrade. Usage: node ws_node_test.js
+// PORT API_KEY (the server runs with that key and --ws-max-subscribers 3).
+// No sleeps: every wait is an event with a deadline.
 'use strict';
 const path = require('path');
 const http = require('http');
@@ -49,9 +50,22 @@ async function log(cid) {
   }
 }
 
+// The HTTP status that refused an upgrade.
+function refused(query, cid) {
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => fail('no answer to the upgrade ' + query), T);
+    const ws = new WebSocket(`ws://127.0.0.1:${port}/sockets/events/${cid}${query}`);
+    ws.on('unexpected-response', (req, res) => { clearTimeout(timer); resolve(res.statusCode);
+      req.destroy(); });
+    ws.on('open', () => fail('the upgrade ' + query + ' was accepted'));
+    ws.on('error', () => {});
+  });
+}
+
 // A socket whose frames and close are awaited in order.
-function open(query, cid, auth) {
-  const ws = new WebSocket(`ws://127.0.0.1:${port}/sockets/events/${cid}${query}`);
+function open(query, cid, auth) { return openWith(query, cid, undefined, auth); }
+function openWith(query, cid, headers, auth) {
+  const ws = new WebSocket(`ws://127.0.0.1:${port}/sockets/events/${cid}${query}`, {headers});
   const frames = [], waiters = [];
   let closed = null;
   const wake = () => { while (waiters.length) waiters.shift()(); };
@@ -130,7 +144,38 @@ async function main() {
   await open('', cid, {role: 'user', content: []}).closed(4001);
   await open('', '00000000-0000-4000-8000-0000000000ff', AUTH).closed(4004);
 
-  for (const s of [a, b, c]) await s.close();
+  // on a second conversation (the cap is per conversation): the header key
+  // with the deprecated resend_all=true, live only, an unknown after_id
+  const [st2, conv2] = await call('POST', '/api/conversations', {stuck_detection: false});
+  check(st2 === 201, 'create 2', st2, conv2);
+  const cid2 = conv2.id;
+  await call('POST', `/api/conversations/${cid2}/events/append`, [msg('x0'), msg('x1')]);
+  const log2 = await log(cid2);
+  const h = openWith('?resend_all=true', cid2, {'X-Session-API-Key': key});
+  fullState(await h.next(), false);
+  got = await h.take(log2.length);
+  check(JSON.stringify(got) === JSON.stringify(log2), 'resend_all=true is not the log', got);
+  const live = open('?envelope=index', cid2, AUTH);
+  fullState(await live.next(), true);
+  const [, ack] = await call('POST', `/api/conversations/${cid2}/events/append`, msg('x2'));
+  for (const s of [h, live]) {
+    const f = await s.next();
+    const ev = f.event || f;
+    check(ev.id === ack.events[0].id, 'the live event is the next frame', f);
+    if (f.event) check(f.index === ack.events[0].index, 'live index', f);
+  }
+  await h.close();
+  await open('?after_id=00000000-0000-4000-8000-00000000abcd', cid2, AUTH).closed(1008);
+  await openWith(`?session_api_key=wrong`, cid2).closed(4001);
+  await openWith('', cid2, {'X-Session-API-Key': 'wrong'}).closed(4001);
+  // answers before the upgrade
+  check(await refused(`?resend_mode=bogus&session_api_key=${key}`, cid2) === 422, '422 mode');
+  check(await refused(`?after_id=${ack.events[0].id}&resend_mode=all`, cid2) === 422,
+    '422 after_id with resend_mode');
+  check(await refused('?envelope=json', cid2) === 422, '422 envelope');
+  check(await refused('', 'not-a-uuid') === 404, '404 for a bad id');
+
+  for (const s of [a, b, c, live]) await s.close();
   console.log('ws_node_test: ok');
   process.exit(0);
 }
