@@ -27,6 +27,7 @@ bool cli_parse_int(const char *cmd, const char *opt, const char *val, int min, i
 int cmd_serve(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_lint(int argc, char **argv);
+int cmd_load(int argc, char **argv);
 int bench_runtime(int argc, char **argv);
 int bench_store(int argc, char **argv);
 int bench_conversation(int argc, char **argv);

@@ -15,6 +15,7 @@ static const cli_cmd commands[] = {
     {"serve", "run the server on a local data directory", cmd_serve},
     {"bench", "run a benchmark: parley bench <name> (runtime, store, conversation)", cmd_bench},
     {"lint", "check a recorded conversation offline: gate verdicts, stuck findings", cmd_lint},
+    {"load", "load a running server: producers, WebSocket subscribers, a verdict", cmd_load},
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 
