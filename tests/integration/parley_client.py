@@ -238,6 +238,52 @@ class Server:
         return "serve exited %d; stderr: %s" % (self.proc.returncode, self._stderr_text())
 
 
+class Api:
+    """REST calls for the WebSocket tests, one connection per call (http, or
+    https with an ssl context): status and decoded body, no retries."""
+
+    def __init__(self, port, key=None, ctx=None, body=None):
+        self.port, self.key, self.ctx = port, key, ctx
+        self.create = {} if body is None else body  # POST /api/conversations's body
+
+    def call(self, method, path, body=None):
+        if self.ctx is not None:
+            c = http.client.HTTPSConnection("127.0.0.1", self.port, context=self.ctx,
+                                            timeout=HTTP_TIMEOUT)
+        else:
+            c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=HTTP_TIMEOUT)
+        h = {"Content-Type": "application/json"}
+        if self.key:
+            h["X-Session-API-Key"] = self.key
+        c.request(method, path, body=json.dumps(body) if body is not None else None, headers=h)
+        r = c.getresponse()
+        raw = r.read()
+        c.close()
+        return r.status, (json.loads(raw) if raw else None)
+
+    def conversation(self):
+        st, b = self.call("POST", "/api/conversations", self.create)
+        check(st == 201, "POST /api/conversations", st, b)
+        return b["id"]
+
+    def append(self, cid, events):
+        st, b = self.call("POST", "/api/conversations/%s/events/append" % cid, events)
+        check(st == 201, "append", st, b)
+        return b["events"]
+
+    def log(self, cid):
+        """The whole log, paged by the inclusive cursor."""
+        out, page = [], None
+        while True:
+            q = "?limit=100" + ("&page_id=" + page if page else "")
+            st, b = self.call("GET", "/api/conversations/%s/events/search%s" % (cid, q))
+            check(st == 200, "search", st, b)
+            out += b["items"]
+            page = b.get("next_page_id")
+            if not page:
+                return out
+
+
 def wait_for(what, cond, timeout=30):
     """Poll cond() until it returns something true; fail after timeout s."""
     deadline = time.monotonic() + timeout

@@ -27,7 +27,7 @@ import tempfile
 import websockets
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from parley_client import Server, check  # noqa: E402
+from parley_client import Api, Server, check  # noqa: E402
 
 T = 60  # seconds any single receive may take (ASan builds are slow)
 
@@ -38,41 +38,6 @@ def msg(text, source="agent"):
             "llm_message": {"role": role, "content": [{"type": "text", "text": text}]}}
 
 
-class Api:
-    def __init__(self, srv, key=None):
-        self.port, self.key = srv.port, key
-
-    def call(self, method, path, body=None):
-        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=T)
-        h = {"Content-Type": "application/json"}
-        if self.key:
-            h["X-Session-API-Key"] = self.key
-        c.request(method, path, body=json.dumps(body) if body is not None else None, headers=h)
-        r = c.getresponse()
-        raw = r.read()
-        c.close()
-        return r.status, (json.loads(raw) if raw else None)
-
-    def conversation(self):
-        st, b = self.call("POST", "/api/conversations", {})
-        check(st == 201, "create", st, b)
-        return b["id"]
-
-    def append(self, cid, events):
-        st, b = self.call("POST", "/api/conversations/%s/events/append" % cid, events)
-        check(st == 201, "append", st, b)
-        return b["events"]
-
-    def log(self, cid):
-        out, page = [], None
-        while True:
-            q = "?limit=100" + ("&page_id=" + page if page else "")
-            st, b = self.call("GET", "/api/conversations/%s/events/search%s" % (cid, q))
-            check(st == 200, "search", st, b)
-            out += b["items"]
-            page = b.get("next_page_id")
-            if not page:
-                return out
 
 
 def url(srv, cid, query=""):
@@ -363,18 +328,18 @@ async def tls():
 
 async def main():
     with Server() as srv:
-        api = Api(srv)
+        api = Api(srv.port)
         cid = await replay_and_live(srv, api)
         await client_frames(srv, api, cid)
         before_upgrade(srv, api)
         await exactly_once(srv, api)
     with Server(api_key="s3cret", args=("--ws-auth-timeout", "1s",
                                         "--ws-max-subscribers", "2")) as srv:
-        api = Api(srv, "s3cret")
+        api = Api(srv.port, "s3cret")
         cid = api.conversation()
         await auth(srv, api, cid)
     with Server(args=("--ws-max-subscribers", "2")) as srv:
-        await cap(srv, Api(srv))
+        await cap(srv, Api(srv.port))
     await tls()
     print("ws_interop_test: ok")
 
