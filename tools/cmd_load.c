@@ -177,7 +177,7 @@ static int parse(int argc, char **argv, load_cfg *c)
     if (optind != argc - 1)
         return cli_usage_error(cmd, optind >= argc ? "the server's URL is needed"
                                                    : "one URL, and options");
-    if (load_url_parse(argv[optind], &c->url, err, sizeof(err)) != 0)
+    if (net_url_parse(argv[optind], &c->url, err, sizeof(err)) != 0)
         return cli_usage_error(cmd, "%s: %s", argv[optind], err);
     if (c->url.tls)
         return cli_usage_error(cmd, "https:// is not spoken yet: use http://");
@@ -367,7 +367,7 @@ int cmd_load(int argc, char **argv)
         free(run);
         return CLI_FAIL;
     }
-    if (!load_url_local(&c->url))
+    if (!net_url_local(&c->url))
         fprintf(stderr,
                 "parley load: WARNING: %s is not this machine: this is a load test, and it "
                 "will load whatever answers there\n",

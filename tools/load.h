@@ -21,7 +21,7 @@
 #define PARLEY_LOAD_H
 
 #include "load_stats.h"
-#include "load_url.h"
+#include "net/url.h"
 
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -30,7 +30,7 @@
 #include <uv.h>
 
 typedef struct load_cfg {
-    load_url url;
+    net_url url;
     struct sockaddr_storage addr; /* the URL's host, resolved */
     int conversations, producers, subscribers, stalled, batch, event_size, threads;
     double rate; /* events per second over all producers; 0: each as fast as acknowledged */

@@ -1,12 +1,12 @@
 /*
  * test_load.c - the pure parts of `parley load` (tools/load_stats.c,
- * tools/load_url.c), compiled in here since tools/ is not in the library:
+ * net/url.c), load_stats.c compiled in here since tools/ is not in the library:
  * percentiles against a sorted list, the order check, acked-index sets,
  * errors by kind, the send-time marker, index and ack scanning, /proc
  * parsing, and server URLs.
  */
 #include "tools/load_stats.c"
-#include "tools/load_url.c"
+#include "net/url.h"
 
 #include <check.h>
 #include <stdlib.h>
@@ -208,36 +208,36 @@ END_TEST
 
 START_TEST(test_url)
 {
-    load_url u;
+    net_url u;
     char err[200];
-    ck_assert_int_eq(load_url_parse("http://127.0.0.1:8000", &u, err, sizeof(err)), 0);
+    ck_assert_int_eq(net_url_parse("http://127.0.0.1:8000", &u, err, sizeof(err)), 0);
     ck_assert(!u.tls);
     ck_assert_str_eq(u.host, "127.0.0.1");
     ck_assert_int_eq(u.port, 8000);
     ck_assert_str_eq(u.authority, "127.0.0.1:8000");
     ck_assert_str_eq(u.prefix, "");
-    ck_assert(load_url_local(&u));
-    ck_assert_int_eq(load_url_parse("HTTPS://[::1]:9/base/", &u, err, sizeof(err)), 0);
+    ck_assert(net_url_local(&u));
+    ck_assert_int_eq(net_url_parse("HTTPS://[::1]:9/base/", &u, err, sizeof(err)), 0);
     ck_assert(u.tls);
     ck_assert_str_eq(u.host, "::1");
     ck_assert_str_eq(u.authority, "[::1]:9");
     ck_assert_str_eq(u.prefix, "/base");
-    ck_assert(load_url_local(&u));
-    ck_assert_int_eq(load_url_parse("http://localhost", &u, err, sizeof(err)), 0);
+    ck_assert(net_url_local(&u));
+    ck_assert_int_eq(net_url_parse("http://localhost", &u, err, sizeof(err)), 0);
     ck_assert_int_eq(u.port, 80);
-    ck_assert(load_url_local(&u));
-    ck_assert_int_eq(load_url_parse("https://example.com/", &u, err, sizeof(err)), 0);
+    ck_assert(net_url_local(&u));
+    ck_assert_int_eq(net_url_parse("https://example.com/", &u, err, sizeof(err)), 0);
     ck_assert_int_eq(u.port, 443);
-    ck_assert(!load_url_local(&u));
-    ck_assert_int_eq(load_url_parse("http://127.evil.example", &u, err, sizeof(err)), 0);
-    ck_assert(!load_url_local(&u));
-    ck_assert_int_eq(load_url_parse("http://10.0.0.1:1", &u, err, sizeof(err)), 0);
-    ck_assert(!load_url_local(&u));
+    ck_assert(!net_url_local(&u));
+    ck_assert_int_eq(net_url_parse("http://127.evil.example", &u, err, sizeof(err)), 0);
+    ck_assert(!net_url_local(&u));
+    ck_assert_int_eq(net_url_parse("http://10.0.0.1:1", &u, err, sizeof(err)), 0);
+    ck_assert(!net_url_local(&u));
     const char *bad[] = {"127.0.0.1:8000", "ftp://h",           "http://",      "http://:80",
                          "http://h:0",     "http://h:70000",    "http://h:80x", "http://[::1",
                          "http://h/?q=1",  "http://user@h:80/", "http://h#frag"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-        ck_assert_msg(load_url_parse(bad[i], &u, err, sizeof(err)) == -1, "%s", bad[i]);
+        ck_assert_msg(net_url_parse(bad[i], &u, err, sizeof(err)) == -1, "%s", bad[i]);
 }
 END_TEST
 

@@ -1,7 +1,7 @@
 /*
- * load_url.c - the server URL of `parley load`. See load_url.h.
+ * url.c - a server's URL. See url.h.
  */
-#include "load_url.h"
+#include "net/url.h"
 
 #include <arpa/inet.h>
 
@@ -16,9 +16,9 @@ static int bad(char *err, size_t errlen, const char *why)
     return -1;
 }
 
-int load_url_parse(const char *s, load_url *u, char *err, size_t errlen)
+int net_url_parse(const char *s, net_url *u, char *err, size_t errlen)
 {
-    *u = (load_url){0};
+    *u = (net_url){0};
     if (strncasecmp(s, "http://", 7) == 0) {
         s += 7;
     } else if (strncasecmp(s, "https://", 8) == 0) {
@@ -67,7 +67,7 @@ int load_url_parse(const char *s, load_url *u, char *err, size_t errlen)
     return 0;
 }
 
-bool load_url_local(const load_url *u)
+bool net_url_local(const net_url *u)
 {
     struct in_addr a4;
     struct in6_addr a6;
