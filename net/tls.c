@@ -26,6 +26,7 @@
 #include "runtime/err.h"
 #include "runtime/grow.h"
 
+#include <mbedtls/asn1.h>
 #include <mbedtls/ctr_drbg.h>
 #include <mbedtls/entropy.h>
 #include <mbedtls/error.h>
@@ -35,6 +36,7 @@
 #include <mbedtls/ssl.h>
 #include <mbedtls/x509_crt.h>
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,6 +73,8 @@ struct net_tls_config {
     mbedtls_pk_context key;
     mbedtls_entropy_context entropy;
     mbedtls_ctr_drbg_context drbg;
+    mbedtls_x509_crt ca; /* a client's trusted roots */
+    bool client, verify;
 };
 
 struct net_tls {
@@ -83,6 +87,8 @@ struct net_tls {
     bool peer_closed;
     int err;
     char msg[200];
+    uint8_t ip[16]; /* a client's server given by address: the SAN it must have */
+    size_t iplen;
 };
 
 /* ---------------------------------------------------------------- errors --- */
@@ -210,6 +216,54 @@ static int warm_up(net_tls_config *c, const char *key_file, char *err, size_t er
     return 0;
 }
 
+/* The defaults for a side, then what both sides allow: TLS 1.2, the
+ * suites and groups above, no renegotiation. */
+static int setup_conf(net_tls_config *c, int endpoint, char *err, size_t errlen)
+{
+    char d[120];
+    int ret = mbedtls_ssl_config_defaults(&c->conf, endpoint, MBEDTLS_SSL_TRANSPORT_STREAM,
+                                          MBEDTLS_SSL_PRESET_DEFAULT);
+    if (ret != 0) {
+        rt_say(err, errlen, "cannot set up TLS: %s", describe(ret, d, sizeof(d)));
+        return NET_TLS_EINVAL;
+    }
+    mbedtls_ssl_conf_min_version(&c->conf, MBEDTLS_SSL_MAJOR_VERSION_3,
+                                 MBEDTLS_SSL_MINOR_VERSION_3);
+    mbedtls_ssl_conf_max_version(&c->conf, MBEDTLS_SSL_MAJOR_VERSION_3,
+                                 MBEDTLS_SSL_MINOR_VERSION_3);
+    mbedtls_ssl_conf_ciphersuites(&c->conf, suites);
+    mbedtls_ssl_conf_curves(&c->conf, curves);
+    mbedtls_ssl_conf_renegotiation(&c->conf, MBEDTLS_SSL_RENEGOTIATION_DISABLED);
+    mbedtls_ssl_conf_rng(&c->conf, mbedtls_ctr_drbg_random, &c->drbg);
+    return 0;
+}
+
+static net_tls_config *config_alloc(void)
+{
+    net_tls_config *c = calloc(1, sizeof(*c));
+    if (c == NULL)
+        return NULL;
+    mbedtls_ssl_config_init(&c->conf);
+    mbedtls_x509_crt_init(&c->chain);
+    mbedtls_x509_crt_init(&c->ca);
+    mbedtls_pk_init(&c->key);
+    mbedtls_entropy_init(&c->entropy);
+    mbedtls_ctr_drbg_init(&c->drbg);
+    return c;
+}
+
+static int seed(net_tls_config *c, char *err, size_t errlen)
+{
+    static const char pers[] = "parley tls";
+    char d[120];
+    int ret = mbedtls_ctr_drbg_seed(&c->drbg, mbedtls_entropy_func, &c->entropy,
+                                    (const unsigned char *)pers, sizeof(pers) - 1);
+    if (ret == 0)
+        return 0;
+    rt_say(err, errlen, "cannot seed the TLS random generator: %s", describe(ret, d, sizeof(d)));
+    return NET_TLS_EINVAL;
+}
+
 int net_tls_config_new(const char *cert_file, const char *key_file, net_tls_config **out, char *err,
                        size_t errlen)
 {
@@ -219,16 +273,11 @@ int net_tls_config_new(const char *cert_file, const char *key_file, net_tls_conf
         rt_say(err, errlen, "a TLS certificate file and key file are both needed");
         return NET_TLS_EINVAL;
     }
-    net_tls_config *c = calloc(1, sizeof(*c));
+    net_tls_config *c = config_alloc();
     if (c == NULL) {
         rt_say(err, errlen, "out of memory loading the TLS certificate");
         return NET_TLS_ENOMEM;
     }
-    mbedtls_ssl_config_init(&c->conf);
-    mbedtls_x509_crt_init(&c->chain);
-    mbedtls_pk_init(&c->key);
-    mbedtls_entropy_init(&c->entropy);
-    mbedtls_ctr_drbg_init(&c->drbg);
 
     char d[120];
     int r = load_chain(c, cert_file, err, errlen);
@@ -245,40 +294,20 @@ int net_tls_config_new(const char *cert_file, const char *key_file, net_tls_conf
         r = NET_TLS_EINVAL;
     }
     int ret = 0;
-    if (r == 0) {
-        static const char pers[] = "parley tls";
-        ret = mbedtls_ctr_drbg_seed(&c->drbg, mbedtls_entropy_func, &c->entropy,
-                                    (const unsigned char *)pers, sizeof(pers) - 1);
-        if (ret != 0) {
-            rt_say(err, errlen, "cannot seed the TLS random generator: %s",
-                   describe(ret, d, sizeof(d)));
-            r = NET_TLS_EINVAL;
-        }
-    }
+    if (r == 0)
+        r = seed(c, err, errlen);
     if (r == 0)
         r = warm_up(c, key_file, err, errlen);
-    if (r == 0) {
-        ret = mbedtls_ssl_config_defaults(&c->conf, MBEDTLS_SSL_IS_SERVER,
-                                          MBEDTLS_SSL_TRANSPORT_STREAM, MBEDTLS_SSL_PRESET_DEFAULT);
-        if (ret == 0)
-            ret = mbedtls_ssl_conf_own_cert(&c->conf, &c->chain, &c->key);
-        if (ret != 0) {
-            rt_say(err, errlen, "cannot set up TLS: %s", describe(ret, d, sizeof(d)));
-            r = NET_TLS_EINVAL;
-        }
+    if (r == 0)
+        r = setup_conf(c, MBEDTLS_SSL_IS_SERVER, err, errlen);
+    if (r == 0 && (ret = mbedtls_ssl_conf_own_cert(&c->conf, &c->chain, &c->key)) != 0) {
+        rt_say(err, errlen, "cannot set up TLS: %s", describe(ret, d, sizeof(d)));
+        r = NET_TLS_EINVAL;
     }
     if (r != 0) {
         net_tls_config_free(c);
         return r;
     }
-    mbedtls_ssl_conf_min_version(&c->conf, MBEDTLS_SSL_MAJOR_VERSION_3,
-                                 MBEDTLS_SSL_MINOR_VERSION_3);
-    mbedtls_ssl_conf_max_version(&c->conf, MBEDTLS_SSL_MAJOR_VERSION_3,
-                                 MBEDTLS_SSL_MINOR_VERSION_3);
-    mbedtls_ssl_conf_ciphersuites(&c->conf, suites);
-    mbedtls_ssl_conf_curves(&c->conf, curves);
-    mbedtls_ssl_conf_renegotiation(&c->conf, MBEDTLS_SSL_RENEGOTIATION_DISABLED);
-    mbedtls_ssl_conf_rng(&c->conf, mbedtls_ctr_drbg_random, &c->drbg);
     *out = c;
     return 0;
 }
@@ -289,10 +318,107 @@ void net_tls_config_free(net_tls_config *c)
         return;
     mbedtls_ssl_config_free(&c->conf);
     mbedtls_x509_crt_free(&c->chain);
+    mbedtls_x509_crt_free(&c->ca);
     mbedtls_pk_free(&c->key);
     mbedtls_ctr_drbg_free(&c->drbg);
     mbedtls_entropy_free(&c->entropy);
     free(c);
+}
+
+/* ------------------------------------------------------------ client ------- */
+
+int net_tls_client_config_new(const char *ca_file, bool verify, net_tls_config **out, char *err,
+                              size_t errlen)
+{
+    if (out == NULL)
+        return NET_TLS_EINVAL;
+    *out = NULL;
+    net_tls_config *c = config_alloc();
+    if (c == NULL) {
+        rt_say(err, errlen, "out of memory setting up TLS");
+        return NET_TLS_ENOMEM;
+    }
+    c->client = true;
+    c->verify = verify;
+    char d[120];
+    int r = seed(c, err, errlen);
+    if (r == 0 && verify) {
+        const char *path = ca_file != NULL ? ca_file : NET_TLS_SYSTEM_CA;
+        /* A bundle may hold a few certificates mbedTLS cannot parse (> 0):
+         * the others still serve; none at all is an error. */
+        int ret = mbedtls_x509_crt_parse_file(&c->ca, path);
+        if (ret < 0 || c->ca.version == 0) {
+            rt_say(err, errlen, "cannot read the CA certificates in %s: %s", path,
+                   ret < 0 ? describe(ret, d, sizeof(d)) : "none parses");
+            r = NET_TLS_EINVAL;
+        }
+    }
+    if (r == 0)
+        r = setup_conf(c, MBEDTLS_SSL_IS_CLIENT, err, errlen);
+    if (r != 0) {
+        net_tls_config_free(c);
+        return r;
+    }
+    mbedtls_ssl_conf_authmode(&c->conf,
+                              verify ? MBEDTLS_SSL_VERIFY_REQUIRED : MBEDTLS_SSL_VERIFY_NONE);
+    if (verify)
+        mbedtls_ssl_conf_ca_chain(&c->conf, &c->ca, NULL);
+    *out = c;
+    return 0;
+}
+
+/* Does the certificate's subjectAltName list the address ip? mbedTLS 2.28
+ * checks only DNS names, so a server reached by address is checked here:
+ * v3_ext is the inside of [3]: SEQUENCE OF Extension { OID, BOOLEAN?,
+ * OCTET STRING }, and the SAN's octets are a SEQUENCE OF GeneralName, iPAddress being [7]. */
+static bool san_has_ip(const mbedtls_x509_crt *crt, const uint8_t *ip, size_t iplen)
+{
+    static const uint8_t san_oid[] = {0x55, 0x1d, 0x11}; /* 2.5.29.17 */
+    uint8_t *p = crt->v3_ext.p, *end = p + crt->v3_ext.len;
+    size_t len;
+    if (p == NULL ||
+        mbedtls_asn1_get_tag(&p, end, &len, MBEDTLS_ASN1_CONSTRUCTED | MBEDTLS_ASN1_SEQUENCE) != 0)
+        return false;
+    end = p + len;
+    while (p < end) {
+        uint8_t *ext_end;
+        size_t olen;
+        if (mbedtls_asn1_get_tag(&p, end, &len, MBEDTLS_ASN1_CONSTRUCTED | MBEDTLS_ASN1_SEQUENCE) !=
+            0)
+            return false;
+        ext_end = p + len;
+        if (mbedtls_asn1_get_tag(&p, ext_end, &olen, MBEDTLS_ASN1_OID) != 0)
+            return false;
+        bool san = olen == sizeof(san_oid) && memcmp(p, san_oid, olen) == 0;
+        p += olen;
+        int crit;
+        (void)mbedtls_asn1_get_bool(&p, ext_end, &crit); /* optional */
+        if (san && mbedtls_asn1_get_tag(&p, ext_end, &len, MBEDTLS_ASN1_OCTET_STRING) == 0 &&
+            mbedtls_asn1_get_tag(&p, ext_end, &len,
+                                 MBEDTLS_ASN1_CONSTRUCTED | MBEDTLS_ASN1_SEQUENCE) == 0) {
+            uint8_t *names_end = p + len;
+            while (p < names_end) {
+                int tag = *p++;
+                if (mbedtls_asn1_get_len(&p, names_end, &len) != 0)
+                    return false;
+                if (tag == (MBEDTLS_ASN1_CONTEXT_SPECIFIC | 7) && len == iplen &&
+                    memcmp(p, ip, len) == 0)
+                    return true;
+                p += len;
+            }
+            return false;
+        }
+        p = ext_end;
+    }
+    return false;
+}
+
+static int verify_ip(void *ctx, mbedtls_x509_crt *crt, int depth, uint32_t *flags)
+{
+    const net_tls *t = ctx;
+    if (depth == 0 && !san_has_ip(crt, t->ip, t->iplen))
+        *flags |= MBEDTLS_X509_BADCERT_CN_MISMATCH;
+    return 0;
 }
 
 /* ------------------------------------------------------------ connection --- */
@@ -334,6 +460,29 @@ net_tls *net_tls_new(net_tls_config *c)
         return NULL;
     }
     mbedtls_ssl_set_bio(&t->ssl, t, bio_send, bio_recv, NULL);
+    return t;
+}
+
+net_tls *net_tls_new_client(net_tls_config *c, const char *host)
+{
+    if (c == NULL || !c->client || host == NULL)
+        return NULL;
+    net_tls *t = net_tls_new(c);
+    if (t == NULL)
+        return NULL;
+    int ret = 0;
+    if (inet_pton(AF_INET, host, t->ip) == 1)
+        t->iplen = 4;
+    else if (inet_pton(AF_INET6, host, t->ip) == 1)
+        t->iplen = 16;
+    else
+        ret = mbedtls_ssl_set_hostname(&t->ssl, host); /* SNI, and the name checked */
+    if (t->iplen > 0 && c->verify)
+        mbedtls_ssl_set_verify(&t->ssl, verify_ip, t);
+    if (ret != 0) {
+        net_tls_free(t);
+        return NULL;
+    }
     return t;
 }
 
@@ -382,6 +531,14 @@ ssize_t net_tls_read(net_tls *t, uint8_t *out, size_t cap)
         int ret = mbedtls_ssl_handshake(&t->ssl);
         if (ret == MBEDTLS_ERR_SSL_WANT_READ)
             return 0;
+        if (ret == MBEDTLS_ERR_X509_CERT_VERIFY_FAILED && t->err == 0) {
+            char info[160];
+            mbedtls_x509_crt_verify_info(info, sizeof(info), "",
+                                         mbedtls_ssl_get_verify_result(&t->ssl));
+            info[strcspn(info, "\n")] = 0;
+            snprintf(t->msg, sizeof(t->msg), "TLS certificate verification failed: %s", info);
+            t->err = NET_TLS_EPROTO;
+        }
         if (ret != 0)
             return fail(t, ret == MBEDTLS_ERR_SSL_ALLOC_FAILED ? NET_TLS_ENOMEM : NET_TLS_EPROTO,
                         "handshake", ret);

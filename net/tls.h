@@ -1,5 +1,6 @@
 /*
- * tls.h - the server side of TLS 1.2 over memory buffers (mbedTLS).
+ * tls.h - TLS 1.2 over memory buffers (mbedTLS), the server's side and
+ * the client's.
  *
  * Pure: ciphertext in, plaintext out and back, no sockets. The connection
  * feeds what it reads from the socket to net_tls_input, pulls plaintext
@@ -46,9 +47,21 @@ int net_tls_config_new(const char *cert_file, const char *key_file, net_tls_conf
                        size_t errlen);
 void net_tls_config_free(net_tls_config *c); /* after every net_tls of it is freed */
 
+/* The client's: the same versions and suites, the server's certificate
+ * verified against the PEM bundle ca_file (NULL: NET_TLS_SYSTEM_CA) unless
+ * verify is false (--insecure). */
+#define NET_TLS_SYSTEM_CA "/etc/ssl/certs/ca-certificates.crt"
+int net_tls_client_config_new(const char *ca_file, bool verify, net_tls_config **out, char *err,
+                              size_t errlen);
+
 /* One per connection, used by one thread at a time. NULL on allocation failure. */
 typedef struct net_tls net_tls;
 net_tls *net_tls_new(net_tls_config *c);
+/* A client's, to host (a name: sent as SNI and checked against the
+ * certificate's DNS names; an address: checked against its IP SANs).
+ * Writing is allowed once net_tls_read says the handshake is done; a
+ * certificate refused makes net_tls_error say why. */
+net_tls *net_tls_new_client(net_tls_config *c, const char *host);
 void net_tls_free(net_tls *t);
 
 /* Bytes read from the socket (copied). NET_TLS_EFULL past NET_TLS_INPUT_MAX. */
