@@ -33,6 +33,7 @@ struct fl {
     uint64_t known;      /* events known to exist on the server */
     char next[256];      /* the next_page_id of the last page, "" when none */
     uint64_t next_index; /* the event it names */
+    bool probe;          /* fl_probe: one page from the last event held, due */
 };
 
 static uint64_t hash(const char *s)
@@ -199,6 +200,11 @@ fl_result fl_live_unindexed(fl *f, const char *id, rt_buf *bytes)
     return find(f, id) >= 0 ? FL_DUPLICATE : append(f, id, bytes);
 }
 
+void fl_probe(fl *f)
+{
+    f->probe = true;
+}
+
 void fl_server_count(fl *f, uint64_t n)
 {
     if (n > f->known)
@@ -208,7 +214,7 @@ void fl_server_count(fl *f, uint64_t n)
 bool fl_want(const fl *f, fl_fetch *out)
 {
     uint64_t end = f->nah > 0 ? f->ah[0].index : f->known; /* the hole, or the tail */
-    if (f->n >= end)
+    if (f->n >= end && !(f->probe && f->nah == 0))
         return false;
     out->limit = FL_PAGE;
     if (f->next[0] != '\0' && f->next_index == f->n) { /* go on where the last page ended */
@@ -229,6 +235,7 @@ fl_result fl_page(fl *f, const fl_fetch *asked, const char *const *ids, rt_buf *
                   size_t n, const char *next_page_id)
 {
     f->next[0] = '\0';
+    f->probe = false;
     if (asked->cursor[0] != '\0' && (n == 0 || strcmp(ids[0], asked->cursor) != 0))
         return FL_DIVERGED; /* the cursor's event is not where it was */
     for (size_t i = 0; i < n; i++) {

@@ -57,6 +57,10 @@ fl_result fl_live_unindexed(fl *f, const char *id, rt_buf *bytes);
 /* The server says it has n events (the events count, or the index of a
  * frame seen): the copy wants at least that many. */
 void fl_server_count(fl *f, uint64_t n);
+/* Ask once from the last event held (or from the start), whatever the
+ * copy knows: how a resumed copy learns what it missed, at the cost of one
+ * request when nothing was. */
+void fl_probe(fl *f);
 
 /* The next page to ask for: GET .../events/search?limit=LIMIT&page_id=
  * CURSOR (no page_id when cursor is ""); its first item is event `first`.
