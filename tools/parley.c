@@ -16,6 +16,10 @@ static const cli_cmd commands[] = {
     {"bench", "run a benchmark: parley bench <name> (runtime, store, conversation)", cmd_bench},
     {"lint", "check a recorded conversation offline: gate verdicts, stuck findings", cmd_lint},
     {"load", "load a running server: producers, WebSocket subscribers, a verdict", cmd_load},
+    {"tail", "print a conversation's events from a server, and follow them", cmd_tail},
+    {"send", "post a user message to a conversation on a server", cmd_send},
+    {"append", "post events (NDJSON) through the producer route, a verdict each", cmd_append},
+    {"conversations", "list the conversations on a server", cmd_conversations},
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 
