@@ -200,6 +200,11 @@ fl_result fl_live_unindexed(fl *f, const char *id, rt_buf *bytes)
     return find(f, id) >= 0 ? FL_DUPLICATE : append(f, id, bytes);
 }
 
+bool fl_has(const fl *f, const char *id)
+{
+    return find(f, id) >= 0;
+}
+
 void fl_probe(fl *f)
 {
     f->probe = true;
@@ -249,8 +254,8 @@ fl_result fl_page(fl *f, const fl_fetch *asked, const char *const *ids, rt_buf *
             return r;
     }
     uint64_t end = asked->first + n;
-    if (end > f->known)
-        f->known = end;
+    if (end > f->known || (next_page_id == NULL && f->nah == 0))
+        f->known = end; /* the last page: the server had exactly this many when it answered */
     if (next_page_id != NULL && strlen(next_page_id) < sizeof(f->next)) {
         memcpy(f->next, next_page_id, strlen(next_page_id) + 1);
         f->next_index = end;

@@ -7,9 +7,11 @@
  * Live frames carry their index (parley's envelope=index): the next one is
  * appended; one already held is a duplicate (its id must match); one past
  * the end is held aside (up to FL_AHEAD_MAX) and the hole before it is what
- * to fetch. Without indexes (a server without the extension), a frame with
- * an id not held yet is appended, and loss shows when the server's count
- * (GET .../events/count) is more than the copy has.
+ * to fetch. Without indexes (a server without the extension) a frame cannot
+ * be placed: the follower takes one with an id not held as a sign that the
+ * server has more (fl_server_count) and fetches it, and loss shows when the
+ * server's count (GET .../events/count) is more than the copy has. A last
+ * page (no next_page_id) says exactly how many events the server had.
  *
  * Fetching is REST paging with the API's inclusive cursor: a repair starts
  * at the last event held (its id is checked: a server whose log does not
@@ -61,6 +63,8 @@ void fl_server_count(fl *f, uint64_t n);
  * copy knows: how a resumed copy learns what it missed, at the cost of one
  * request when nothing was. */
 void fl_probe(fl *f);
+/* Is an event of this id in the copy? */
+bool fl_has(const fl *f, const char *id);
 
 /* The next page to ask for: GET .../events/search?limit=LIMIT&page_id=
  * CURSOR (no page_id when cursor is ""); its first item is event `first`.

@@ -48,6 +48,7 @@ typedef struct follower {
     rest_state rs;
     fl_fetch asked;
     bool count_due;
+    bool doorbell; /* without indexes: a frame of an event not held came */
     ws_state ws_st;
     bool ws_worked; /* a frame came on this socket */
     uint64_t backoff_ms, rest_backoff_ms;
@@ -202,6 +203,10 @@ static void rest_next(follower *F)
     if (F->finished || F->rs != R_IDLE)
         return;
     char path[PATH_MAX_LEN];
+    if (F->doorbell) { /* applied between requests: a page in flight may predate it */
+        F->doorbell = false;
+        fl_server_count(F->copy, fl_count(F->copy) + 1);
+    }
     if (fl_want(F->copy, &F->asked)) {
         snprintf(path, sizeof(path), "/api/conversations/%s/events/search?limit=%u", F->cid,
                  F->asked.limit);
@@ -435,8 +440,10 @@ static int frame(follower *F, const rt_buf *b)
             json_decref(j);
             return finish(F, -1, "out of memory");
         }
-        r = F->o.use_index ? fl_live(F->copy, (uint64_t)json_integer_value(index), id, bytes)
-                           : fl_live_unindexed(F->copy, id, bytes);
+        if (F->o.use_index)
+            r = fl_live(F->copy, (uint64_t)json_integer_value(index), id, bytes);
+        else if (!fl_has(F->copy, id))
+            F->doorbell = true; /* not placeable: fetched from the last event held */
         rt_buf_unref(bytes);
     }
     json_decref(j);

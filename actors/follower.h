@@ -9,8 +9,10 @@
  * when following, it opens /sockets/events/{id}: against parley with
  * envelope=index and after_id=<last event held>, so the server replays what
  * came since and every frame says where it goes (a hole is seen exactly
- * and fetched); without the extension (use_index false), frames are
- * de-duplicated by id and loss shows when GET .../events/count says more.
+ * and fetched); without the extension (use_index false), a frame cannot
+ * be placed in the log, so one with a new id only rings the bell: the
+ * follower fetches from its last event (REST stays the only writer of the
+ * copy), and loss shows when GET .../events/count says more.
  * An idle socket is checked that way every check_interval_ms, which also
  * repairs a lost last frame. The socket is opened again after it drops,
  * with jittered exponential backoff (1 s to 30 s, back to 1 s once a

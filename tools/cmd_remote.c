@@ -30,6 +30,7 @@ static int parse(int argc, char **argv, const char *cmd, const char *usage, remo
     };
     int o;
     optind = 1;
+    opterr = 0; /* our own one-line errors */
     while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         if (o == 'h') {
             fputs(usage, stdout);
@@ -41,7 +42,8 @@ static int parse(int argc, char **argv, const char *cmd, const char *usage, remo
         else if (o == JSON && json != NULL)
             *json = true;
         else if (!remote_option(ro, o, optarg)) {
-            *rc = cli_usage_error(cmd, "unknown option");
+            *rc = cli_usage_error(cmd, "unknown option %s, or its value is missing",
+                                  argv[optind - 1]);
             return -1;
         }
     }
@@ -57,13 +59,17 @@ static bool conversation_id_ok(const char *cmd, const char *cid, int *rc)
     return false;
 }
 
-/* A remote for the URL, or NULL after a message. */
-static remote *connect_to(const char *cmd, const char *url, remote_opts *ro, net_tls_config **tls)
+/* A remote for the URL, or NULL after a message, with the exit status in
+ * *rc (a bad URL, key or CA file is bad usage). */
+static remote *connect_to(const char *cmd, const char *url, remote_opts *ro, net_tls_config **tls,
+                          int *rc)
 {
     net_url u;
+    *rc = CLI_USAGE;
     if (remote_setup(cmd, url, ro, &u, tls) != 0)
         return NULL;
     remote *r = remote_new(&u, *tls, ro->api_key);
+    *rc = r != NULL ? CLI_OK : CLI_FAIL;
     if (r == NULL)
         fprintf(stderr, "parley %s: out of memory\n", cmd);
     return r;
@@ -115,10 +121,11 @@ int cmd_send(int argc, char **argv)
         return CLI_USAGE;
     }
     net_tls_config *tls = NULL;
-    remote *r = connect_to(cmd, argv[at], &ro, &tls);
+    remote *r = connect_to(cmd, argv[at], &ro, &tls, &rc);
     if (r == NULL) {
         free(body);
-        return CLI_FAIL;
+        net_tls_config_free(tls);
+        return rc;
     }
     char path[200];
     snprintf(path, sizeof(path), "/api/conversations/%s/events", argv[at + 1]);
@@ -183,11 +190,12 @@ int cmd_append(int argc, char **argv)
         return CLI_USAGE;
     }
     net_tls_config *tls = NULL;
-    remote *r = connect_to(cmd, argv[at], &ro, &tls);
+    remote *r = connect_to(cmd, argv[at], &ro, &tls, &rc);
     if (r == NULL) {
         if (in != stdin)
             fclose(in);
-        return CLI_FAIL;
+        net_tls_config_free(tls);
+        return rc;
     }
     char path[200];
     snprintf(path, sizeof(path), "/api/conversations/%s/events/append", argv[at + 1]);
@@ -250,9 +258,11 @@ int cmd_conversations(int argc, char **argv)
     if (argc - at != 1)
         return cli_usage_error(cmd, "the server's URL is needed");
     net_tls_config *tls = NULL;
-    remote *r = connect_to(cmd, argv[at], &ro, &tls);
-    if (r == NULL)
-        return CLI_FAIL;
+    remote *r = connect_to(cmd, argv[at], &ro, &tls, &rc);
+    if (r == NULL) {
+        net_tls_config_free(tls);
+        return rc;
+    }
     char path[400], page[200] = "";
     for (int pages = 0; rc == CLI_OK && pages < 100000; pages++) {
         snprintf(path, sizeof(path), "/api/conversations/search?limit=100%s%s",

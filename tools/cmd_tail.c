@@ -101,13 +101,13 @@ static void on_event(void *ud, uint64_t index, const char *id, const rt_buf *byt
 static void on_synced(void *ud, const fl *copy)
 {
     tail *t = ud;
-    uint64_t n = fl_count(copy), from = t->cached; /* new since the cache, at least */
-    if (t->from_start)
+    uint64_t n = fl_count(copy), from = t->cache != NULL ? t->cached : n; /* the new ones */
+    if (t->from_start) {
         from = 0;
-    else if (t->last >= 0)
-        from = n > (uint64_t)t->last ? n - (uint64_t)t->last : 0;
-    if (from > n)
-        from = n;
+    } else if (t->last >= 0) { /* and the last N, for context */
+        uint64_t l = n > (uint64_t)t->last ? n - (uint64_t)t->last : 0;
+        from = l < from ? l : from;
+    }
     for (uint64_t i = from; i < n; i++)
         print_event(t, fl_bytes(copy, i));
     fflush(stdout);
@@ -227,6 +227,7 @@ int cmd_tail(int argc, char **argv)
     uint64_t check_ms = 0;
     int o, last = 0;
     optind = 1;
+    opterr = 0; /* our own one-line errors */
     while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         bool ok = true;
         switch (o) {
@@ -270,7 +271,8 @@ int cmd_tail(int argc, char **argv)
             break;
         default:
             if (!remote_option(&ro, o, optarg))
-                return cli_usage_error(cmd, "unknown option");
+                return cli_usage_error(cmd, "unknown option %s, or its value is missing",
+                                       argv[optind - 1]);
         }
         if (!ok)
             return CLI_USAGE;
@@ -298,7 +300,7 @@ int cmd_tail(int argc, char **argv)
                         .on_done = on_done,
                         .ud = &t};
     if (remote_setup(cmd, argv[optind], &ro, &fo.url, &fo.tls) != 0)
-        return CLI_FAIL;
+        return CLI_USAGE;
     fo.api_key = ro.api_key;
     t.color = !t.json && visual_color_ok(stdout);
     char err[400];
