@@ -161,8 +161,10 @@ static void drop(net_client *c)
 }
 
 /* The connection failed: drop it and tell whoever waited. */
-static void fail(net_client *c, const char *why)
+static void fail(net_client *c, const char *reason)
 {
+    char why[300]; /* reason may be the TLS or WebSocket engine's, which drop frees */
+    snprintf(why, sizeof(why), "%s", reason);
     bool was_ws = c->ws != NULL, was_busy = c->busy;
     drop(c);
     c->busy = false;

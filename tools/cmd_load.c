@@ -361,7 +361,6 @@ int cmd_load(int argc, char **argv)
         return rc;
     }
     c->progress = isatty(2);
-    signal(SIGPIPE, SIG_IGN);
     long conns = (long)c->conversations * (c->subscribers + c->stalled + c->producers);
     if (raise_nofile(conns) != 0 || resolve(c) != 0) {
         free(run);

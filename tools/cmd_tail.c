@@ -319,7 +319,6 @@ int cmd_tail(int argc, char **argv)
     sigaddset(&set, SIGTERM);
     sigaddset(&set, SIGUSR1);
     pthread_sigmask(SIG_BLOCK, &set, NULL); /* before the runtime's threads exist */
-    signal(SIGPIPE, SIG_IGN);
     rt_runtime *rt = NULL;
     rt_actor *a = NULL;
     rt_opts rto = {.loops = 1};

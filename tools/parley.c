@@ -6,6 +6,7 @@
 #include "runtime/rt.h"
 
 #include <getopt.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,6 +82,9 @@ double cli_now_s(void)
 
 int main(int argc, char **argv)
 {
+    /* A peer that closes while we write must cost an EPIPE on that
+     * connection, not the process: every command talks to sockets. */
+    signal(SIGPIPE, SIG_IGN);
     if (argc < 2) {
         usage(stderr);
         return CLI_USAGE;

@@ -18,6 +18,7 @@ import select
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -228,6 +229,8 @@ class Server:
         try:
             if exc_type is None:
                 self.stop()
+            elif self.died():  # a test failing because the server died says so
+                sys.stderr.write("parley_client: %s\n" % self.died())
         finally:
             self.cleanup()
 

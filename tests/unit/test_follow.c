@@ -1,7 +1,8 @@
 /*
  * test_follow.c - the follower's copy against a simulated server log:
  * live frames in order, duplicates, holes repaired from REST pages, frames
- * held past a hole, divergence, servers without indexes, and the cost
+ * held past a hole, divergence, servers without indexes, resumed copies
+ * (fl_probe) and the count a last page gives, and the cost
  * property: repairing k missing events out of a 100k-event log takes at
  * most ceil(k/100) + 1 requests.
  */
@@ -199,6 +200,32 @@ START_TEST(test_unindexed)
 }
 END_TEST
 
+/* A resumed copy asks once from its last event: 1 request when nothing is
+ * new, ceil(k/100)+1 for k new; a copy that thought the server had more
+ * than its last page says learns the true count (no endless asking). */
+START_TEST(test_probe_and_last_page)
+{
+    const char **log = plain_log();
+    fl *f = fl_new();
+    for (int i = 0; i < 1000; i++)
+        fl_live_unindexed(f, ids[i], body);
+    ck_assert(fl_has(f, ids[999]));
+    ck_assert(!fl_has(f, ids[1000]));
+    fl_fetch q;
+    ck_assert(!fl_want(f, &q));
+    fl_probe(f);
+    ck_assert_int_eq(serve(f, 1000, log), 1); /* nothing new: the cursor's page */
+    fl_probe(f);
+    ck_assert_int_eq(serve(f, 1250, log), 3); /* 99 + 100 + 51 */
+    expect_copy(f, 1250);
+    fl_server_count(f, 1252); /* a hint of two more, of which the server has one */
+    ck_assert_int_eq(serve(f, 1251, log), 1);
+    expect_copy(f, 1251);
+    ck_assert(!fl_want(f, &q));
+    fl_free(f);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("follow");
@@ -213,6 +240,7 @@ int main(void)
     tcase_add_test(t, test_from_scratch);
     tcase_add_test(t, test_diverged);
     tcase_add_test(t, test_unindexed);
+    tcase_add_test(t, test_probe_and_last_page);
     suite_add_tcase(s, t);
     SRunner *r = srunner_create(s);
     srunner_run_all(r, CK_NORMAL);
