@@ -67,6 +67,7 @@ typedef struct tail {
     char why[300];
     follower_stats st;
     const char *cache;
+    long cache_bytes; /* its whole lines */
     int cache_err;
 } tail;
 
@@ -127,20 +128,41 @@ static void on_status(void *ud, const char *status)
     }
 }
 
-/* The copy to the cache file, whole, by a rename. */
-static int write_cache(const char *path, const fl *copy)
+/* Write lines [from, count) of the copy to f, then sync. */
+static int write_lines(FILE *f, const fl *copy, uint64_t from)
 {
+    for (uint64_t i = from; i < fl_count(copy); i++) {
+        const rt_buf *b = fl_bytes(copy, i);
+        fwrite(rt_buf_data(b), 1, rt_buf_len(b), f);
+        fputc('\n', f);
+    }
+    return fflush(f) != 0 || fsync(fileno(f)) != 0 ? errno : 0;
+}
+
+/* The copy to the cache file. The cache is a prefix of the copy, so only
+ * the new events are appended (a line cut by a crash has no newline and is
+ * dropped when read); a new cache is written whole and renamed in place. */
+static int write_cache(const char *path, const fl *copy, uint64_t cached, long whole)
+{
+    if (cached > 0) {
+        if (fl_count(copy) == cached)
+            return 0;
+        if (truncate(path, whole) != 0) /* a cut last line goes */
+            return errno;
+        FILE *f = fopen(path, "a");
+        if (f == NULL)
+            return errno;
+        int e = write_lines(f, copy, cached);
+        if (fclose(f) != 0 && e == 0)
+            e = errno;
+        return e;
+    }
     char tmp[4096];
     snprintf(tmp, sizeof(tmp), "%s.tmp", path);
     FILE *f = fopen(tmp, "w");
     if (f == NULL)
         return errno;
-    for (uint64_t i = 0; i < fl_count(copy); i++) {
-        const rt_buf *b = fl_bytes(copy, i);
-        fwrite(rt_buf_data(b), 1, rt_buf_len(b), f);
-        fputc('\n', f);
-    }
-    int e = fflush(f) != 0 || fsync(fileno(f)) != 0 ? errno : 0;
+    int e = write_lines(f, copy, 0);
     if (fclose(f) != 0 && e == 0)
         e = errno;
     if (e == 0 && rename(tmp, path) != 0)
@@ -158,14 +180,14 @@ static void on_done(void *ud, int status, const char *why, const fl *copy, const
     t->st = *st;
     t->st.fetched = st->fetched;
     if (t->cache != NULL && (status == 0 || fl_count(copy) > t->cached))
-        t->cache_err = write_cache(t->cache, copy);
+        t->cache_err = write_cache(t->cache, copy, t->cached, t->cache_bytes);
     t->st.requests = st->requests;
     t->cached = fl_count(copy);
     kill(getpid(), SIGUSR1);
 }
 
 /* The cache: each line an event with an id, in log order. */
-static int read_cache(const char *path, fl *copy, char *err, size_t errlen)
+static int read_cache(const char *path, fl *copy, long *whole, char *err, size_t errlen)
 {
     FILE *f = fopen(path, "r");
     if (f == NULL) {
@@ -181,6 +203,8 @@ static int read_cache(const char *path, fl *copy, char *err, size_t errlen)
     int r = 0;
     while (r == 0 && (n = getline(&line, &cap, f)) > 0) {
         lineno++;
+        if (line[n - 1] != '\n')
+            break; /* a last line cut by a crash while it was appended: not in the copy */
         while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
             line[--n] = '\0';
         if (n == 0)
@@ -196,6 +220,7 @@ static int read_cache(const char *path, fl *copy, char *err, size_t errlen)
         }
         rt_buf_unref(b);
         json_decref(ev);
+        *whole = ftell(f);
     }
     free(line);
     fclose(f);
@@ -305,7 +330,8 @@ int cmd_tail(int argc, char **argv)
     t.color = !t.json && visual_color_ok(stdout);
     char err[400];
     fo.copy = fl_new();
-    if (fo.copy == NULL || (t.cache != NULL && read_cache(t.cache, fo.copy, err, sizeof(err)))) {
+    if (fo.copy == NULL ||
+        (t.cache != NULL && read_cache(t.cache, fo.copy, &t.cache_bytes, err, sizeof(err)))) {
         fprintf(stderr, "parley tail: %s\n", fo.copy == NULL ? "out of memory" : err);
         fl_free(fo.copy);
         net_tls_config_free(fo.tls);
