@@ -33,6 +33,7 @@ enum {
     BACKOFF_MAX_MS = 30000,
     CHECK_DEFAULT_MS = 5000,
     PATH_MAX_LEN = 1024,
+    IDLE_PAGES_MAX = 3, /* repair pages in a row with nothing new before a backoff */
 };
 
 typedef enum { WS_NONE, WS_CONNECTING, WS_OPEN, WS_WAITING } ws_state;
@@ -54,6 +55,8 @@ typedef struct follower {
     uint64_t backoff_ms, rest_backoff_ms;
     uint64_t frames_since_tick;
     char status[32]; /* the last execution_status seen */
+    char rule[64];   /* the stuck rule last reported, "" when none */
+    int idle_pages;  /* repair pages in a row that brought nothing new */
     bool post_count; /* a count after a terminal status is under way */
     bool post_done;  /* and it came back with nothing missing */
     bool finished;
@@ -155,6 +158,15 @@ static void note_status(follower *F, json_t *ev)
 {
     const char *kind = json_string_value(json_object_get(ev, "kind"));
     const char *key = json_string_value(json_object_get(ev, "key"));
+    const char *code = json_string_value(json_object_get(ev, "code"));
+    const char *detail = json_string_value(json_object_get(ev, "detail"));
+    if (kind != NULL && code != NULL && detail != NULL &&
+        strcmp(kind, "ConversationErrorEvent") == 0 && strcmp(code, "StuckPatternDetected") == 0 &&
+        strncmp(detail, "stuck: ", 7) == 0) {
+        /* parley's stuck detector says its rule first: "stuck: RULE: ..." */
+        size_t n = strcspn(detail + 7, ":");
+        snprintf(F->rule, sizeof(F->rule), "%.*s", (int)(n < sizeof(F->rule) ? n : 0), detail + 7);
+    }
     if (kind == NULL || key == NULL || strcmp(kind, "ConversationStateUpdateEvent") != 0)
         return;
     json_t *v = json_object_get(ev, "value");
@@ -170,7 +182,7 @@ static void note_status(follower *F, json_t *ev)
     if (F->o.until_done && terminal(s))
         F->count_due = true;
     if (F->o.on_status != NULL)
-        F->o.on_status(F->o.ud, s);
+        F->o.on_status(F->o.ud, s, strcmp(s, "stuck") == 0 && F->rule[0] ? F->rule : NULL);
 }
 
 /* The event's bytes as the copy keeps them: compact JSON. */
@@ -290,11 +302,22 @@ static int rest_done(follower *F, rt_msg *m)
     F->rs = R_IDLE;
     char why[300];
     if (m->arg == 200 && m->buf != NULL) {
-        F->rest_backoff_ms = 0;
         if (was == R_PAGE) {
+            uint64_t before = fl_count(F->copy);
             int r = page(F, m->buf);
             if (r != 0)
                 return r;
+            F->idle_pages = fl_count(F->copy) > before ? 0 : F->idle_pages + 1;
+            if (F->idle_pages == 0)
+                F->rest_backoff_ms = 0; /* progress: the next trouble starts at 1 s again */
+            if (F->idle_pages >= IDLE_PAGES_MAX) { /* the cycle cap: not at full speed */
+                F->idle_pages = 0;
+                F->rs = R_WAITING;
+                rt_log(RT_LOG_INFO, "follower", "%d pages brought nothing; again in a moment",
+                       IDLE_PAGES_MAX);
+                retry_later(F, &F->rest_backoff_ms, 0);
+                return 0;
+            }
         } else {
             char n[32];
             buf_text(m, n, sizeof(n));
@@ -303,6 +326,7 @@ static int rest_done(follower *F, rt_msg *m)
             if (end == n)
                 return finish(F, -1, "the server's count is not a number: %.40s", n);
             fl_server_count(F->copy, c);
+            F->rest_backoff_ms = 0;
             if (F->post_count && c <= fl_count(F->copy))
                 F->post_done = true;
         }

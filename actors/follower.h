@@ -54,7 +54,8 @@ typedef struct follower_opts {
     uint64_t check_interval_ms; /* default 5 s */
     uint64_t timeout_ms;        /* one request; default 30 s */
     void (*on_event)(void *ud, uint64_t index, const char *id, const rt_buf *bytes);
-    void (*on_status)(void *ud, const char *status);
+    /* rule: the stuck detector's rule with "stuck", when the server said it */
+    void (*on_status)(void *ud, const char *status, const char *rule);
     /* The first time nothing is left to fetch (the copy lent for the call). */
     void (*on_synced)(void *ud, const fl *copy);
     /* status 0, or -1 with one line; the copy is lent until the actor ends */

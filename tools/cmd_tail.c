@@ -115,13 +115,13 @@ static void on_synced(void *ud, const fl *copy)
     t->live = true;
 }
 
-static void on_status(void *ud, const char *status)
+static void on_status(void *ud, const char *status, const char *rule)
 {
     tail *t = ud;
     if (t->live && !t->json) {
         rt_text out = {0};
         visual_opts vo = {.color = t->color};
-        visual_status(&out, status, NULL, &vo);
+        visual_status(&out, status, rule, &vo);
         fwrite(out.p, 1, out.len, stdout);
         free(out.p);
         fflush(stdout);
