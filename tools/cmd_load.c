@@ -410,6 +410,14 @@ int cmd_load(int argc, char **argv)
             phase(run, LOAD_FATE, c->threads);
     }
     phase(run, LOAD_CLOSE, c->threads);
+    if (ready && !c->idle) {
+        bool unanswered = false;
+        for (int i = 0; i < c->threads; i++)
+            for (int k = 0; k < run->shards[i].errs.n; k++)
+                unanswered |= strcmp(run->shards[i].errs.name[k], "no_answer") == 0 ||
+                              strcmp(run->shards[i].errs.name[k], "disconnected") == 0;
+        load_check_log(run, unanswered);
+    }
     if (!ready)
         fprintf(stderr, "parley load: the conversations could not be created: nothing was run\n");
     rc = ready ? load_report(run, &srv) : CLI_FAIL;

@@ -102,6 +102,9 @@ struct load_run {
     uint64_t t_run;   /* when LOAD_RUN started (uv_hrtime) */
     double connect_s; /* how long LOAD_CONNECT took */
     _Atomic int finished;
+    /* load_log.c: the log read back */
+    uint64_t log_events, log_acked;
+    char log_why[300]; /* "" when it holds what was acked */
 };
 
 enum {
@@ -133,6 +136,12 @@ int load_prods_init(load_shard *sh);
 void load_prods_phase(load_shard *sh);
 void load_prods_tick(load_shard *sh, uint64_t now);
 void load_prods_free(load_shard *sh);
+
+/* load_log.c: read every conversation's log back by REST and check it
+ * against the acks (unanswered: some requests got no answer, so the log
+ * may hold more of the load's events than were acked). 0, or -1 with
+ * run->log_why said. */
+int load_check_log(load_run *run, bool unanswered);
 
 /* load_report.c: the results of all shards, said as text or one JSON
  * object on stdout; returns the exit status (1: the verdict is fail). */

@@ -5,7 +5,9 @@
  * The verdict is about correctness, not speed: it fails when a subscriber
  * missed, repeated or reordered an acked event, an index was acked twice,
  * a connection failed or was closed by the server (the stalled ones
- * excepted), a request went unanswered, or nothing was appended at all.
+ * excepted), a request went unanswered, nothing was appended at all, or
+ * the log read back by REST does not hold the acked events where their
+ * acks said (load_log.c).
  * Appends the server refused (HTTP 4xx/5xx: backpressure, a compliance
  * rule) are errors to report, not a failed verdict.
  */
@@ -97,6 +99,8 @@ static bool verdict(const load_run *run, const totals *t, char *why, size_t cap)
     }
     if (why[0] == '\0' && !run->cfg.idle && t->events == 0)
         snprintf(why, cap, "nothing was appended");
+    if (why[0] == '\0' && run->log_why[0] != '\0')
+        snprintf(why, cap, "%s", run->log_why);
     return why[0] == '\0';
 }
 
@@ -153,7 +157,9 @@ static void json(const load_run *run, const load_server *srv, const totals *t, b
     for (int i = 0; i < t->errs.n; i++)
         rt_text_printf(&w, "%s\"%s\": %llu", i ? ", " : "", t->errs.name[i],
                        (unsigned long long)t->errs.count[i]);
-    rt_text_puts(&w, "}, \"stalled_subscribers\": [");
+    rt_text_printf(&w, "}, \"log\": {\"events\": %llu, \"acked\": %llu}",
+                   (unsigned long long)run->log_events, (unsigned long long)run->log_acked);
+    rt_text_puts(&w, ", \"stalled_subscribers\": [");
     for (int i = 0; i < ng; i++) {
         rt_text_printf(&w, "%s{\"count\": %d, \"end\": ", i ? ", " : "", g[i].count);
         rt_text_json_string(&w, g[i].how, strlen(g[i].how));
@@ -253,10 +259,14 @@ static void text(const load_run *run, const load_server *srv, const totals *t, b
                    commas((uint64_t)t->opened, a),
                    (double)(srv->rss_kib - srv->rss_before_kib) * 1024 / t->opened);
     }
+    if (!c->idle)
+        printf("  %-11s %s events read back by REST, %s of them acked\n", "log",
+               commas(run->log_events, a), commas(run->log_acked, b));
     if (pass)
         printf("  %-11s pass: %s\n", "verdict",
                c->idle ? "every connection opened and stayed open"
-                       : "every subscriber got every acked event once, in order");
+                       : "every subscriber got every acked event once, in order, "
+                         "and the log holds each where its ack said");
     else
         printf("  %-11s FAIL: %s\n", "verdict", why);
 }

@@ -29,6 +29,8 @@ def load(url, *args):
         check(k in rep, "report has " + k, rep)
     for k in ("p50", "p90", "p99", "p999", "max"):
         check(rep["ack_ms"][k] >= 0, "ack_ms." + k, rep["ack_ms"])
+    # the log, read back by `load` itself, holds every acked event
+    check(rep["log"]["acked"] == rep["events"], "log.acked == events", rep["log"], rep["events"])
     return rep
 
 
