@@ -25,7 +25,7 @@
 static const char load_usage[] =
     "usage: parley load URL [--conversations C] [--producers P] [--subscribers S]\n"
     "                   [--rate R|max] [--batch K] [--event-size BYTES] [--duration D]\n"
-    "                   [--stalled N] [--idle] [--threads N] [--server-pid PID]\n"
+    "                   [--stalled N] [--faults] [--idle] [--threads N] [--server-pid PID]\n"
     "                   [--api-key KEY] [--json]\n\n"
     "Load a running server of the OpenHands agent-server API (parley serve, or\n"
     "another) and check it: C new conversations, each with P producers posting\n"
@@ -53,6 +53,10 @@ static const char load_usage[] =
     "  --stalled N         N more subscribers per conversation that never read after\n"
     "                      their upgrade (4 KiB receive buffer); how and when the server\n"
     "                      ended them is reported, and only the others are measured\n"
+    "  --faults            each reading subscriber cuts its connection every 100 to\n"
+    "                      1,000 frames during the run and connects again with\n"
+    "                      after_id=<the last event it got>: it must go on exactly\n"
+    "                      where it was (cuts are counted in the report)\n"
     "  --idle              no producers: open the subscribers, hold them for the\n"
     "                      duration, report the server's RSS per connection (needs\n"
     "                      --server-pid)\n"
@@ -86,6 +90,7 @@ static int parse(int argc, char **argv, load_cfg *c)
         SIZE,
         DUR,
         STALLED,
+        FAULTS,
         IDLE,
         THREADS,
         PID,
@@ -102,6 +107,7 @@ static int parse(int argc, char **argv, load_cfg *c)
         {"duration", required_argument, NULL, DUR},
         {"stalled", required_argument, NULL, STALLED},
         {"idle", no_argument, NULL, IDLE},
+        {"faults", no_argument, NULL, FAULTS},
         {"threads", required_argument, NULL, THREADS},
         {"server-pid", required_argument, NULL, PID},
         {"api-key", required_argument, NULL, KEY},
@@ -125,6 +131,9 @@ static int parse(int argc, char **argv, load_cfg *c)
             break;
         case SUBS:
             ok = cli_parse_int(cmd, "--subscribers", optarg, 0, 100000, &c->subscribers);
+            break;
+        case FAULTS:
+            c->faults = true;
             break;
         case STALLED:
             ok = cli_parse_int(cmd, "--stalled", optarg, 0, 1000, &c->stalled);

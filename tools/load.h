@@ -35,7 +35,7 @@ typedef struct load_cfg {
     int conversations, producers, subscribers, stalled, batch, event_size, threads;
     double rate; /* events per second over all producers; 0: each as fast as acknowledged */
     uint64_t duration_ms;
-    bool idle, json, progress;
+    bool idle, json, progress, faults;
     int server_pid; /* 0: none */
     const char *api_key;
 } load_cfg;
@@ -86,7 +86,7 @@ typedef struct load_shard {
     uint64_t last_check;
     /* results: this shard's */
     load_hist ack, delivery;
-    uint64_t frames, others, events, requests;
+    uint64_t frames, others, events, requests, cuts;
     uint64_t t_last_frame, t_last_ack;
     load_errs errs;
     load_bits *acked; /* per conversation: the indexes acked to this shard's producers */

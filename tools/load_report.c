@@ -21,7 +21,7 @@
 
 typedef struct totals {
     load_hist ack, delivery;
-    uint64_t frames, others, events, requests, t_last_frame, t_last_ack;
+    uint64_t frames, others, events, requests, cuts, t_last_frame, t_last_ack;
     int opened;
     load_errs errs;
 } totals;
@@ -46,6 +46,7 @@ static void sum(const load_run *run, totals *t)
         t->others += sh->others;
         t->events += sh->events;
         t->requests += sh->requests;
+        t->cuts += sh->cuts;
         t->opened += sh->opened;
         if (sh->t_last_frame > t->t_last_frame)
             t->t_last_frame = sh->t_last_frame;
@@ -157,7 +158,9 @@ static void json(const load_run *run, const load_server *srv, const totals *t, b
     for (int i = 0; i < t->errs.n; i++)
         rt_text_printf(&w, "%s\"%s\": %llu", i ? ", " : "", t->errs.name[i],
                        (unsigned long long)t->errs.count[i]);
-    rt_text_printf(&w, "}, \"log\": {\"events\": %llu, \"acked\": %llu}",
+    rt_text_printf(&w, "}, \"faults\": {\"on\": %s, \"cuts\": %llu}", c->faults ? "true" : "false",
+                   (unsigned long long)t->cuts);
+    rt_text_printf(&w, ", \"log\": {\"events\": %llu, \"acked\": %llu}",
                    (unsigned long long)run->log_events, (unsigned long long)run->log_acked);
     rt_text_puts(&w, ", \"stalled_subscribers\": [");
     for (int i = 0; i < ng; i++) {
@@ -259,6 +262,9 @@ static void text(const load_run *run, const load_server *srv, const totals *t, b
                    commas((uint64_t)t->opened, a),
                    (double)(srv->rss_kib - srv->rss_before_kib) * 1024 / t->opened);
     }
+    if (c->faults)
+        printf("  %-11s %s connections cut by subscribers, each resumed with after_id\n", "faults",
+               commas(t->cuts, a));
     if (!c->idle)
         printf("  %-11s %s events read back by REST, %s of them acked\n", "log",
                commas(run->log_events, a), commas(run->log_acked, b));

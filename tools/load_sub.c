@@ -5,7 +5,10 @@
  * the send time in its text (load_mark_find) to its arrival; and the
  * stalled ones, which upgrade with a small receive buffer and never read
  * until the run is over, when they read what they hold to learn how the
- * server ended them.
+ * server ended them. With --faults each reading subscriber cuts its own
+ * connection now and then during the run (every 100 to 1,000 frames) and
+ * connects again with after_id=<the last event it got>: the server must
+ * resume it exactly where it was (the index check goes on across the cut).
  *
  * A read lands in the shard's buffer, after the bytes a previous read cut
  * short (the socket's carry-over, copied in front); frames are parsed in
@@ -24,7 +27,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { S_NEW, S_CONNECTING, S_UPGRADING, S_WAITING, S_OPEN, S_CLOSED };
+enum { S_NEW, S_CONNECTING, S_UPGRADING, S_WAITING, S_OPEN, S_CUT, S_CLOSED };
+
+enum { CUT_MIN = 100, CUT_SPAN = 900 }; /* --faults: frames between cuts, [100, 1000) */
 
 struct load_sub {
     uv_tcp_t tcp;
@@ -40,7 +45,9 @@ struct load_sub {
     uint8_t *msg; /* a fragmented message, being joined */
     size_t msg_len;
     int msg_op;
-    load_fate *fate; /* the stalled ones' */
+    load_fate *fate;  /* the stalled ones' */
+    char last_id[64]; /* the last event's id, to resume after a cut (--faults) */
+    int cut_in;       /* frames until this subscriber cuts its connection */
 };
 
 static void connect_next(load_shard *sh);
@@ -78,6 +85,11 @@ static void sub_end(load_sub *s, int uverr, const char *kind, const char *fmt, .
     load_shard *sh = s->sh;
     if (s->state == S_CLOSED || s->state == S_NEW)
         return;
+    if (s->state == S_CUT) { /* its handle is closing: on_cut_closed connects no more */
+        s->state = S_CLOSED;
+        settle(s);
+        return;
+    }
     bool upgrading = s->state == S_CONNECTING || s->state == S_UPGRADING;
     s->state = S_CLOSED;
     load_close((uv_handle_t *)&s->tcp);
@@ -109,6 +121,9 @@ static void sub_end(load_sub *s, int uverr, const char *kind, const char *fmt, .
     }
 }
 
+static void remember_id(load_sub *s, const uint8_t *p, size_t n);
+static void cut(load_sub *s);
+
 /* ---- frames ------------------------------------------------------------------------ */
 
 static void message(load_sub *s, const uint8_t *p, size_t n, uint64_t now)
@@ -116,9 +131,11 @@ static void message(load_sub *s, const uint8_t *p, size_t n, uint64_t now)
     load_shard *sh = s->sh;
     if (s->state == S_WAITING) { /* the first frame: the full_state */
         s->state = S_OPEN;
-        s->opened = true;
-        sh->opened++;
-        settle(s);
+        if (!s->opened) {
+            s->opened = true;
+            sh->opened++;
+            settle(s);
+        }
     }
     int64_t index = load_frame_index(p, n);
     if (index < 0) {
@@ -143,6 +160,11 @@ static void message(load_sub *s, const uint8_t *p, size_t n, uint64_t now)
         load_hist_add(&sh->delivery, now - sent);
     if (s->awaited && index >= sh->run->convs[s->conv].acked_max)
         settle(s); /* drained */
+    if (sh->run->cfg.faults && !s->stalled) {
+        remember_id(s, p, n);
+        if (--s->cut_in <= 0 && sh->run->phase == LOAD_RUN)
+            cut(s);
+    }
 }
 
 /* Add a fragment to the message being joined; false if it is too big. */
@@ -212,6 +234,57 @@ static bool frame(load_sub *s, const net_ws_frame *f, uint64_t now)
         sub_end(s, 0, "ws_protocol", "%s", "fragments out of order");
     }
     return false;
+}
+
+/* ---- faults ------------------------------------------------------------------------ */
+
+static void on_connect(uv_connect_t *c, int status);
+
+/* The event's id: the first "id" after the envelope's "event" (parley
+ * writes it first). */
+static void remember_id(load_sub *s, const uint8_t *p, size_t n)
+{
+    static const char key[] = "\"id\":\"";
+    const uint8_t *e = memmem(p, n, "\"event\":", 8);
+    const uint8_t *k = e != NULL ? memmem(e, n - (size_t)(e - p), key, sizeof(key) - 1) : NULL;
+    if (k == NULL)
+        return;
+    k += sizeof(key) - 1;
+    const uint8_t *q = memchr(k, '"', n - (size_t)(k - p));
+    if (q != NULL && (size_t)(q - k) < sizeof(s->last_id)) {
+        memcpy(s->last_id, k, (size_t)(q - k));
+        s->last_id[q - k] = '\0';
+    }
+}
+
+static void on_cut_closed(uv_handle_t *h)
+{
+    load_sub *s = h->data;
+    load_shard *sh = s->sh;
+    if (s->state != S_CUT)
+        return; /* ended meanwhile */
+    s->state = S_CONNECTING;
+    sh->upgrading++; /* as connect_next counts, undone by upgraded() */
+    sh->cuts++;
+    int r = load_connect(sh, &s->tcp, 0, on_connect);
+    s->tcp.data = s;
+    if (r != 0)
+        sub_end(s, r, "connect", "cannot connect again after a cut: %s", uv_strerror(r));
+}
+
+/* Drop the connection as a network would, and connect again. */
+static void cut(load_sub *s)
+{
+    s->cut_in = CUT_MIN + (int)(uv_hrtime() % CUT_SPAN);
+    s->state = S_CUT;
+    hr_free(s->hr);
+    s->hr = NULL;
+    free(s->carry);
+    free(s->msg);
+    s->carry = s->msg = NULL;
+    s->carry_len = s->carry_cap = s->msg_len = 0;
+    s->msg_op = 0;
+    uv_close((uv_handle_t *)&s->tcp, on_cut_closed);
 }
 
 /* ---- reading --------------------------------------------------------------------- */
@@ -359,8 +432,8 @@ static void on_connect(uv_connect_t *c, int status)
         return;
     }
     char path[512], req[1024];
-    snprintf(path, sizeof(path), "%s/sockets/events/%s?envelope=index", sh->run->cfg.url.prefix,
-             sh->run->convs[s->conv].id);
+    snprintf(path, sizeof(path), "%s/sockets/events/%s?envelope=index%s%s", sh->run->cfg.url.prefix,
+             sh->run->convs[s->conv].id, s->last_id[0] ? "&after_id=" : "", s->last_id);
     int n =
         net_ws_client_request(req, sizeof(req), sh->run->cfg.url.authority, path, NULL, s->accept);
     s->hr = hr_new(NULL);
@@ -402,6 +475,7 @@ int load_subs_init(load_shard *sh)
     for (int g = sh->id; g < total; g += t) {
         load_sub *s = &sh->subs[sh->nsubs++];
         *s = (load_sub){.sh = sh, .conv = g / per, .seq = LOAD_SEQ_INIT};
+        s->cut_in = CUT_MIN + (int)((uint64_t)(g * 7919 + 13) % CUT_SPAN);
         s->stalled = g % per >= c->subscribers;
         if (s->stalled) {
             s->fate = &sh->fates[stalled++];
@@ -443,7 +517,7 @@ void load_subs_phase(load_shard *sh)
         if (ph == LOAD_RUN && s->state != S_OPEN && s->state != S_CLOSED)
             load_err(sh, "open_timeout", "a subscriber of conversation %s did not open in time",
                      sh->run->convs[s->conv].id);
-        if (ph == LOAD_DRAIN && s->state == S_OPEN && !s->stalled &&
+        if (ph == LOAD_DRAIN && s->state != S_CLOSED && s->opened && !s->stalled &&
             s->seq.next - 1 < sh->run->convs[s->conv].acked_max)
             s->awaited = true;
         if (ph == LOAD_FATE && s->state == S_OPEN && s->stalled) {
