@@ -75,6 +75,18 @@ static void send_frame(load_sub *s, int opcode, const uint8_t *p, size_t n)
         load_write((uv_stream_t *)&s->tcp, f, len);
 }
 
+/* What was read and not yet used: gone with the connection. */
+static void forget_input(load_sub *s)
+{
+    hr_free(s->hr);
+    s->hr = NULL;
+    free(s->carry);
+    free(s->msg);
+    s->carry = s->msg = NULL;
+    s->carry_len = s->carry_cap = s->msg_len = 0;
+    s->msg_op = 0;
+}
+
 /* The subscriber is over: uverr is the socket's error (0: a close frame or
  * our own decision); kind, when not NULL, the error to count. */
 static void sub_end(load_sub *s, int uverr, const char *kind, const char *fmt, ...)
@@ -93,12 +105,7 @@ static void sub_end(load_sub *s, int uverr, const char *kind, const char *fmt, .
     bool upgrading = s->state == S_CONNECTING || s->state == S_UPGRADING;
     s->state = S_CLOSED;
     load_close((uv_handle_t *)&s->tcp);
-    hr_free(s->hr);
-    s->hr = NULL;
-    free(s->carry);
-    free(s->msg);
-    s->carry = s->msg = NULL;
-    s->carry_len = s->carry_cap = s->msg_len = 0;
+    forget_input(s);
     if (s->fate != NULL && s->opened) {
         load_fate *f = s->fate;
         if (sh->run->phase != LOAD_CLOSE) { /* else still open: we end it */
@@ -277,13 +284,7 @@ static void cut(load_sub *s)
 {
     s->cut_in = CUT_MIN + (int)(uv_hrtime() % CUT_SPAN);
     s->state = S_CUT;
-    hr_free(s->hr);
-    s->hr = NULL;
-    free(s->carry);
-    free(s->msg);
-    s->carry = s->msg = NULL;
-    s->carry_len = s->carry_cap = s->msg_len = 0;
-    s->msg_op = 0;
+    forget_input(s);
     uv_close((uv_handle_t *)&s->tcp, on_cut_closed);
 }
 
