@@ -25,7 +25,8 @@
 static const char load_usage[] =
     "usage: parley load URL [--conversations C] [--producers P] [--subscribers S]\n"
     "                   [--rate R|max] [--batch K] [--event-size BYTES] [--duration D]\n"
-    "                   [--stalled N] [--faults] [--idle] [--threads N] [--server-pid PID]\n"
+    "                   [--stalled N] [--readers R] [--faults] [--idle] [--threads N] "
+    "[--server-pid PID]\n"
     "                   [--api-key KEY] [--json]\n\n"
     "Load a running server of the OpenHands agent-server API (parley serve, or\n"
     "another) and check it: C new conversations, each with P producers posting\n"
@@ -53,6 +54,11 @@ static const char load_usage[] =
     "  --stalled N         N more subscribers per conversation that never read after\n"
     "                      their upgrade (4 KiB receive buffer); how and when the server\n"
     "                      ended them is reported, and only the others are measured\n"
+    "  --readers R         R REST readers per conversation, a connection each, paging\n"
+    "                      events/search?limit=100 as fast as answered from random\n"
+    "                      cursors (ids their pages showed); reads/s and read latency\n"
+    "                      are reported, and each page's first item is checked to be\n"
+    "                      its cursor (default 0)\n"
     "  --faults            each reading subscriber cuts its connection every 100 to\n"
     "                      1,000 frames during the run and connects again with\n"
     "                      after_id=<the last event it got>: it must go on exactly\n"
@@ -91,6 +97,7 @@ static int parse(int argc, char **argv, load_cfg *c)
         DUR,
         STALLED,
         FAULTS,
+        READERS,
         IDLE,
         THREADS,
         PID,
@@ -108,6 +115,7 @@ static int parse(int argc, char **argv, load_cfg *c)
         {"stalled", required_argument, NULL, STALLED},
         {"idle", no_argument, NULL, IDLE},
         {"faults", no_argument, NULL, FAULTS},
+        {"readers", required_argument, NULL, READERS},
         {"threads", required_argument, NULL, THREADS},
         {"server-pid", required_argument, NULL, PID},
         {"api-key", required_argument, NULL, KEY},
@@ -131,6 +139,9 @@ static int parse(int argc, char **argv, load_cfg *c)
             break;
         case SUBS:
             ok = cli_parse_int(cmd, "--subscribers", optarg, 0, 100000, &c->subscribers);
+            break;
+        case READERS:
+            ok = cli_parse_int(cmd, "--readers", optarg, 0, 1000, &c->readers);
             break;
         case FAULTS:
             c->faults = true;
@@ -192,7 +203,7 @@ static int parse(int argc, char **argv, load_cfg *c)
         return cli_usage_error(cmd, "https:// is not spoken yet: use http://");
     if (c->idle && c->server_pid == 0)
         return cli_usage_error(cmd, "--idle needs --server-pid, to read the server's memory");
-    long conns = (long)c->conversations * (c->subscribers + c->stalled + c->producers);
+    long conns = (long)c->conversations * (c->subscribers + c->stalled + c->producers + c->readers);
     if (conns > MAX_CONNECTIONS)
         return cli_usage_error(cmd, "%ld connections: at most %d", conns, MAX_CONNECTIONS);
     return -1;
@@ -370,7 +381,7 @@ int cmd_load(int argc, char **argv)
         return rc;
     }
     c->progress = isatty(2);
-    long conns = (long)c->conversations * (c->subscribers + c->stalled + c->producers);
+    long conns = (long)c->conversations * (c->subscribers + c->stalled + c->producers + c->readers);
     if (raise_nofile(conns) != 0 || resolve(c) != 0) {
         free(run);
         return CLI_FAIL;

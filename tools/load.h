@@ -32,7 +32,7 @@
 typedef struct load_cfg {
     net_url url;
     struct sockaddr_storage addr; /* the URL's host, resolved */
-    int conversations, producers, subscribers, stalled, batch, event_size, threads;
+    int conversations, producers, subscribers, stalled, readers, batch, event_size, threads;
     double rate; /* events per second over all producers; 0: each as fast as acknowledged */
     uint64_t duration_ms;
     bool idle, json, progress, faults;
@@ -67,6 +67,7 @@ typedef struct load_fate {
 
 typedef struct load_sub load_sub;
 typedef struct load_prod load_prod;
+typedef struct load_reader load_reader;
 typedef struct load_run load_run;
 
 typedef struct load_shard {
@@ -82,11 +83,13 @@ typedef struct load_shard {
     int nfates;
     load_prod *prods, *setup;
     int nprods;
+    load_reader *readers;
+    int nreaders;
     int waiting; /* what the phase still waits for; 0: uv_stop */
     uint64_t last_check;
     /* results: this shard's */
-    load_hist ack, delivery;
-    uint64_t frames, others, events, requests, cuts;
+    load_hist ack, delivery, read;
+    uint64_t frames, others, events, requests, cuts, reads;
     uint64_t t_last_frame, t_last_ack;
     load_errs errs;
     load_bits *acked; /* per conversation: the indexes acked to this shard's producers */
@@ -136,6 +139,16 @@ int load_prods_init(load_shard *sh);
 void load_prods_phase(load_shard *sh);
 void load_prods_tick(load_shard *sh, uint64_t now);
 void load_prods_free(load_shard *sh);
+
+/* load_read.c: the REST readers. */
+int load_readers_init(load_shard *sh);
+void load_readers_phase(load_shard *sh);
+void load_readers_free(load_shard *sh);
+
+/* load_read.c: the REST readers. */
+int load_readers_init(load_shard *sh);
+void load_readers_phase(load_shard *sh);
+void load_readers_free(load_shard *sh);
 
 /* load_log.c: read every conversation's log back by REST and check it
  * against the acks (unanswered: some requests got no answer, so the log

@@ -20,8 +20,8 @@
 #include <string.h>
 
 typedef struct totals {
-    load_hist ack, delivery;
-    uint64_t frames, others, events, requests, cuts, t_last_frame, t_last_ack;
+    load_hist ack, delivery, read;
+    uint64_t frames, others, events, requests, cuts, reads, t_last_frame, t_last_ack;
     int opened;
     load_errs errs;
 } totals;
@@ -42,6 +42,8 @@ static void sum(const load_run *run, totals *t)
         const load_shard *sh = &run->shards[i];
         load_hist_merge(&t->ack, &sh->ack);
         load_hist_merge(&t->delivery, &sh->delivery);
+        load_hist_merge(&t->read, &sh->read);
+        t->reads += sh->reads;
         t->frames += sh->frames;
         t->others += sh->others;
         t->events += sh->events;
@@ -154,6 +156,10 @@ static void json(const load_run *run, const load_server *srv, const totals *t, b
     pcts(&w, &t->ack);
     rt_text_puts(&w, ", \"delivery_ms\": ");
     pcts(&w, &t->delivery);
+    rt_text_printf(
+        &w, ", \"reads\": %llu, \"reads_per_s\": %.0f, \"read_ms\": ", (unsigned long long)t->reads,
+        c->duration_ms > 0 ? (double)t->reads * 1000 / (double)c->duration_ms : 0);
+    pcts(&w, &t->read);
     rt_text_puts(&w, ", \"errors\": {");
     for (int i = 0; i < t->errs.n; i++)
         rt_text_printf(&w, "%s\"%s\": %llu", i ? ", " : "", t->errs.name[i],
@@ -238,6 +244,12 @@ static void text(const load_run *run, const load_server *srv, const totals *t, b
                commas(t->frames, a), c->conversations * c->subscribers,
                rate_per_s(t->frames, run->t_run, t->t_last_frame));
         line_pcts("delivery", &t->delivery);
+        if (c->readers > 0) {
+            printf("  %-11s %s pages of 100 by %d readers: %.0f pages/s\n", "read",
+                   commas(t->reads, a), c->conversations * c->readers,
+                   (double)t->reads * 1000 / (double)c->duration_ms);
+            line_pcts("page", &t->read);
+        }
     }
     printf("  %-11s %s subscribers open in %.2f s\n", "connected", commas((uint64_t)t->opened, a),
            run->connect_s);

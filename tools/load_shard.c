@@ -29,13 +29,15 @@ int load_shard_init(load_shard *sh, load_run *run, int id)
     uv_timer_init(&sh->loop, &sh->deadline);
     uv_timer_init(&sh->loop, &sh->tick);
     sh->deadline.data = sh->tick.data = sh;
-    return load_subs_init(sh) != 0 || load_prods_init(sh) != 0 ? -1 : 0;
+    return load_subs_init(sh) != 0 || load_prods_init(sh) != 0 || load_readers_init(sh) != 0 ? -1
+                                                                                             : 0;
 }
 
 void load_shard_free(load_shard *sh)
 {
     load_subs_free(sh);
     load_prods_free(sh);
+    load_readers_free(sh);
     for (int i = 0; sh->acked != NULL && i < sh->run->cfg.conversations; i++)
         load_bits_free(&sh->acked[i]);
     free(sh->acked);
@@ -97,6 +99,7 @@ void load_shard_phase(load_shard *sh)
     sh->waiting = 1; /* until the phase's work is all started */
     load_prods_phase(sh);
     load_subs_phase(sh);
+    load_readers_phase(sh);
     if (run->phase == LOAD_CLOSE) {
         load_close((uv_handle_t *)&sh->deadline);
         load_close((uv_handle_t *)&sh->tick);

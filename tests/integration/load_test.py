@@ -65,13 +65,15 @@ def main():
             ("--conversations", "1", "--producers", "1", "--subscribers", "2",
              "--batch", "20", "--event-size", "2000", "--duration", "1s"),
             ("--conversations", "2", "--producers", "2", "--subscribers", "4",
-             "--faults", "--duration", "2s"),
+             "--readers", "2", "--faults", "--duration", "2s"),
         ]
         for args in runs:
             rep = load(url, *args)
             check(rep["events"] > 0, "events appended", rep)
             if "--faults" in args:  # the subscribers were cut, and resumed exactly
                 check(rep["faults"]["cuts"] > 0, "connections cut", rep["faults"])
+            if "--readers" in args:  # pages read at random cursors, each checked by load
+                check(rep["reads"] > 0, "pages read", rep["reads"])
             after = logged_total(api)
             # the log may hold more than was acked (a request cut short),
             # never less; `load` itself checks exactly-once per subscriber
