@@ -14,6 +14,7 @@
 #include "runtime/units.h"
 
 #include <getopt.h>
+#include <jansson.h>
 #include <netdb.h>
 #include <signal.h>
 #include <stdio.h>
@@ -25,9 +26,9 @@
 static const char load_usage[] =
     "usage: parley load URL [--conversations C] [--producers P] [--subscribers S]\n"
     "                   [--rate R|max] [--batch K] [--event-size BYTES] [--duration D]\n"
-    "                   [--stalled N] [--readers R] [--faults] [--idle] [--threads N] "
+    "                   [--stalled N] [--mix KIND] [--readers R] [--faults] [--idle] [--threads N] "
     "[--server-pid PID]\n"
-    "                   [--api-key KEY] [--json]\n\n"
+    "                   [--config FILE] [--api-key KEY] [--json]\n\n"
     "Load a running server of the OpenHands agent-server API (parley serve, or\n"
     "another) and check it: C new conversations, each with P producers posting\n"
     "agent messages over HTTP/1.1 keep-alive (POST /api/conversations/{id}/events/\n"
@@ -54,6 +55,11 @@ static const char load_usage[] =
     "  --stalled N         N more subscribers per conversation that never read after\n"
     "                      their upgrade (4 KiB receive buffer); how and when the server\n"
     "                      ended them is reported, and only the others are measured\n"
+    "  --mix KIND          messages (the default): agent messages of --event-size,\n"
+    "                      --batch a request; realistic: each request one agent turn,\n"
+    "                      all or nothing: a user message (64 B-1 KiB), 1 to 3\n"
+    "                      parallel tool calls, their observations (0.5-16 KiB of\n"
+    "                      output each), the agent's answer (64 B-2 KiB)\n"
     "  --readers R         R REST readers per conversation, a connection each, paging\n"
     "                      events/search?limit=100 as fast as answered from random\n"
     "                      cursors (ids their pages showed); reads/s and read latency\n"
@@ -70,6 +76,9 @@ static const char load_usage[] =
     "                      connections (default 1)\n"
     "  --server-pid PID    the server's process, on this machine: its CPU time during\n"
     "                      the run and its RSS, from /proc\n"
+    "  --config FILE       options from a JSON object, e.g. {\"conversations\": 4,\n"
+    "                      \"mix\": \"realistic\", \"faults\": true, \"duration\": \"30s\"}\n"
+    "                      (keys: the long options; flags on the command line win)\n"
     "  --api-key KEY       the server's session API key: X-Session-API-Key on requests,\n"
     "                      an auth frame first on each WebSocket\n"
     "  --json              the report as one JSON object (keys: verdict, events_per_s,\n"
@@ -85,6 +94,80 @@ static const char load_usage[] =
 
 enum { MAX_CONNECTIONS = 200000 };
 
+/* --config FILE: a JSON object of options ({"conversations": 2, "mix":
+ * "realistic", "faults": true, "rate": "max", "duration": "10s", ...};
+ * keys are the long options, '_' or '-'), turned into arguments put before
+ * the command line's, so that flags given there win. 0 with *out (to
+ * free, with the strings in it), or an exit status. */
+typedef struct args {
+    int argc;
+    char **argv;
+    json_t *owner;
+} args;
+
+static int with_config(int argc, char **argv, args *out)
+{
+    const char *file = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--config") == 0 && i + 1 < argc)
+            file = argv[i + 1];
+        else if (strncmp(argv[i], "--config=", 9) == 0)
+            file = argv[i] + 9;
+    }
+    *out = (args){argc, argv, NULL};
+    if (file == NULL)
+        return 0;
+    json_error_t je;
+    json_t *j = json_load_file(file, 0, &je);
+    if (!json_is_object(j)) {
+        fprintf(stderr, "parley load: --config %s: %s\n", file,
+                j == NULL ? je.text : "not a JSON object");
+        json_decref(j);
+        return CLI_USAGE;
+    }
+    json_t *strs = json_array();
+    char **v = calloc((size_t)argc + 2 * json_object_size(j) + 1, sizeof(*v));
+    int n = 0;
+    v[n++] = argv[0];
+    const char *key;
+    json_t *val;
+    json_object_foreach(j, key, val)
+    {
+        char opt[64], num[40];
+        snprintf(opt, sizeof(opt), "--%s", key);
+        for (char *q = opt; *q; q++)
+            *q = *q == '_' ? '-' : *q;
+        const char *arg = NULL;
+        if (json_is_string(val))
+            arg = json_string_value(val);
+        else if (json_is_integer(val))
+            snprintf(num, sizeof(num), "%lld", (long long)json_integer_value(val)), arg = num;
+        else if (json_is_real(val))
+            snprintf(num, sizeof(num), "%g", json_real_value(val)), arg = num;
+        else if (json_is_false(val))
+            continue;
+        else if (!json_is_true(val)) {
+            fprintf(stderr, "parley load: --config %s: %s: a string, number or boolean\n", file,
+                    key);
+            json_decref(strs);
+            json_decref(j);
+            free(v);
+            return CLI_USAGE;
+        }
+        json_array_append_new(strs, json_string(opt));
+        v[n++] = (char *)json_string_value(json_array_get(strs, json_array_size(strs) - 1));
+        if (arg != NULL) {
+            json_array_append_new(strs, json_string(arg));
+            v[n++] = (char *)json_string_value(json_array_get(strs, json_array_size(strs) - 1));
+        }
+    }
+    for (int i = 1; i < argc; i++)
+        v[n++] = argv[i];
+    json_decref(j);
+    *out = (args){n, v, strs};
+    return 0;
+}
+
 static int parse(int argc, char **argv, load_cfg *c)
 {
     enum {
@@ -98,6 +181,8 @@ static int parse(int argc, char **argv, load_cfg *c)
         STALLED,
         FAULTS,
         READERS,
+        MIX,
+        CONFIG,
         IDLE,
         THREADS,
         PID,
@@ -116,6 +201,8 @@ static int parse(int argc, char **argv, load_cfg *c)
         {"idle", no_argument, NULL, IDLE},
         {"faults", no_argument, NULL, FAULTS},
         {"readers", required_argument, NULL, READERS},
+        {"mix", required_argument, NULL, MIX},
+        {"config", required_argument, NULL, CONFIG},
         {"threads", required_argument, NULL, THREADS},
         {"server-pid", required_argument, NULL, PID},
         {"api-key", required_argument, NULL, KEY},
@@ -139,6 +226,13 @@ static int parse(int argc, char **argv, load_cfg *c)
             break;
         case SUBS:
             ok = cli_parse_int(cmd, "--subscribers", optarg, 0, 100000, &c->subscribers);
+            break;
+        case CONFIG: /* read by with_config, before */
+            break;
+        case MIX:
+            if (strcmp(optarg, "realistic") != 0 && strcmp(optarg, "messages") != 0)
+                return cli_usage_error(cmd, "--mix is messages or realistic, not %s", optarg);
+            c->mix = strcmp(optarg, "realistic") == 0;
             break;
         case READERS:
             ok = cli_parse_int(cmd, "--readers", optarg, 0, 1000, &c->readers);
@@ -362,7 +456,7 @@ static void free_run(load_run *run)
     free(run);
 }
 
-int cmd_load(int argc, char **argv)
+static int run_load(int argc, char **argv)
 {
     load_run *run = calloc(1, sizeof(*run));
     if (run == NULL)
@@ -442,5 +536,19 @@ int cmd_load(int argc, char **argv)
         fprintf(stderr, "parley load: the conversations could not be created: nothing was run\n");
     rc = ready ? load_report(run, &srv) : CLI_FAIL;
     free_run(run);
+    return rc;
+}
+
+int cmd_load(int argc, char **argv)
+{
+    args a;
+    int rc = with_config(argc, argv, &a);
+    if (rc != 0)
+        return rc;
+    rc = run_load(a.argc, a.argv); /* options point into a's strings */
+    if (a.owner != NULL) {
+        json_decref(a.owner);
+        free(a.argv);
+    }
     return rc;
 }

@@ -35,8 +35,8 @@ typedef struct load_cfg {
     int conversations, producers, subscribers, stalled, readers, batch, event_size, threads;
     double rate; /* events per second over all producers; 0: each as fast as acknowledged */
     uint64_t duration_ms;
-    bool idle, json, progress, faults;
-    int server_pid; /* 0: none */
+    bool idle, json, progress, faults, mix; /* mix: --mix realistic */
+    int server_pid;                         /* 0: none */
     const char *api_key;
 } load_cfg;
 

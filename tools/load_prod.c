@@ -11,8 +11,10 @@
  * both latencies count from the intended time, so a server that stalls
  * cannot hide it by slowing the client down (no coordinated omission).
  *
- * The request is built once; only the timestamps are written over for
- * each send. Answers are read with http_resp (llhttp); their "index"
+ * The requests are built once (templates); only the timestamps, and with
+ * --mix realistic the request's number in its ids, are written over for
+ * each send. --mix realistic posts agent turns (put_turn) instead of
+ * agent messages. Answers are read with http_resp (llhttp); their "index"
  * values are the acked indexes, kept per conversation for the verdict.
  *
  * The setup connection (conv -1, on shard 0) is a producer too: it posts
@@ -28,7 +30,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { RING = 1024 }; /* requests in flight per producer, at most */
+enum {
+    RING = 1024,   /* requests in flight per producer, at most */
+    TEMPLATES = 8, /* different requests per producer, with --mix realistic */
+    SEQ_LEN = 10,  /* digits of the request number in a mix's ids */
+};
+
+/* A request built once: head and body, and where each send writes its
+ * send time (marks) and its number (ctrs). */
+typedef struct tmpl {
+    rt_text b;
+    size_t *marks, *ctrs;
+    int nmarks, nctrs, events;
+} tmpl;
 
 struct load_prod {
     uv_tcp_t tcp;
@@ -37,9 +51,10 @@ struct load_prod {
     int g;    /* the producer's number in the run */
     bool up, awaited, closed;
     hr_parser *hr;
-    char *req; /* the whole request; timestamps at mark0 + i * stride */
-    size_t req_len, mark0, stride;
-    int k, created;
+    tmpl t[TEMPLATES]; /* the requests it sends, in turn */
+    int nt, cur;
+    uint64_t seq; /* requests sent: written into the ids of a mix */
+    int created;
     uint64_t ring[RING]; /* the intended send times of the requests in flight */
     uint32_t head, inflight;
     uint64_t next, every; /* at a fixed rate: the next intended time, and the step */
@@ -70,67 +85,182 @@ static void prod_end(load_prod *p, const char *kind, const char *why)
 }
 
 /* The request: head and body, built once. */
-static int build(load_prod *p, const char *path, const char *body, size_t blen)
+static int note(size_t **at, int *n, size_t off)
 {
-    const load_cfg *c = &p->sh->run->cfg;
-    rt_text t = {0};
-    rt_text_printf(&t,
+    size_t *a = realloc(*at, (size_t)(*n + 1) * sizeof(**at));
+    if (a == NULL)
+        return -1;
+    a[(*n)++] = off;
+    *at = a;
+    return 0;
+}
+
+/* A send time's place in the body being built (placeholder written). */
+static void put_mark(tmpl *t)
+{
+    if (note(&t->marks, &t->nmarks, t->b.len) != 0)
+        t->b.failed = true;
+    rt_text_put(&t->b, LOAD_MARK "0000000000000000000", LOAD_MARK_LEN);
+}
+
+static void put_seq(tmpl *t)
+{
+    if (note(&t->ctrs, &t->nctrs, t->b.len) != 0)
+        t->b.failed = true;
+    rt_text_put(&t->b, "0000000000", SEQ_LEN);
+}
+
+static void put_pad(tmpl *t, size_t n)
+{
+    for (size_t j = 0; j < n; j++)
+        rt_text_putc(&t->b, 'x');
+}
+
+/* Put the request's head in front of body (t->b), moving the places. */
+static int build(tmpl *t, const load_cfg *c, const char *path)
+{
+    rt_text h = {0};
+    rt_text_printf(&h,
                    "POST %s%s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"
                    "Content-Length: %zu\r\n",
-                   c->url.prefix, path, c->url.authority, blen);
+                   c->url.prefix, path, c->url.authority, t->b.len);
     if (c->api_key != NULL)
-        rt_text_printf(&t, "X-Session-API-Key: %s\r\n", c->api_key);
-    rt_text_puts(&t, "\r\n");
-    size_t head = t.len;
-    rt_text_put(&t, body, blen);
-    if (t.failed) {
-        free(t.p);
-        return -1;
+        rt_text_printf(&h, "X-Session-API-Key: %s\r\n", c->api_key);
+    rt_text_puts(&h, "\r\n");
+    size_t head = h.len;
+    rt_text_put(&h, t->b.p, t->b.len);
+    bool failed = h.failed || t->b.failed;
+    free(t->b.p);
+    t->b = h;
+    for (int i = 0; i < t->nmarks; i++)
+        t->marks[i] += head;
+    for (int i = 0; i < t->nctrs; i++)
+        t->ctrs[i] += head;
+    return failed ? -1 : 0;
+}
+
+static void tmpl_free(tmpl *t)
+{
+    free(t->b.p);
+    free(t->marks);
+    free(t->ctrs);
+    *t = (tmpl){0};
+}
+
+/* An agent message: --batch of them, event_size bytes of text each. */
+static void put_messages(tmpl *t, const load_cfg *c)
+{
+    static const char ev[] = "{\"source\":\"agent\",\"kind\":\"MessageEvent\",\"llm_message\":"
+                             "{\"role\":\"assistant\",\"content\":[{\"type\":\"text\",\"text\":\"";
+    if (c->batch > 1)
+        rt_text_putc(&t->b, '[');
+    for (int i = 0; i < c->batch; i++) {
+        rt_text_puts(&t->b, i > 0 ? "," : "");
+        rt_text_puts(&t->b, ev);
+        put_pad(t, (size_t)c->event_size - LOAD_MARK_LEN);
+        put_mark(t);
+        rt_text_puts(&t->b, "\"}]}}");
     }
-    free(p->req);
-    p->req = t.p;
-    p->req_len = t.len;
-    p->mark0 += head;
-    return 0;
+    if (c->batch > 1)
+        rt_text_putc(&t->b, ']');
+    t->events = c->batch;
+}
+
+static size_t size_between(uint64_t *x, size_t lo, size_t hi)
+{
+    *x ^= *x << 13, *x ^= *x >> 7, *x ^= *x << 17;
+    return lo + (size_t)(*x % (hi - lo + 1));
+}
+
+/* One turn of an agent, as one all-or-nothing array: the user's message,
+ * k parallel tool calls (one LLM response), their k observations (0.5 to
+ * 16 KiB of output each), and the agent's answer. The ids, tool call ids
+ * and commands carry the producer's number and the request's (the ctrs),
+ * so no two turns are alike to the gate or the stuck detector. */
+static void put_turn(tmpl *t, int g, int k, uint64_t *x)
+{
+    char who[32];
+    snprintf(who, sizeof(who), "%d-", g);
+    rt_text_puts(&t->b, "[{\"source\":\"user\",\"kind\":\"MessageEvent\",\"llm_message\":"
+                        "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"");
+    put_pad(t, size_between(x, 64, 1024));
+    put_mark(t);
+    rt_text_puts(&t->b, "\"}]}}");
+    for (int j = 0; j < k; j++) { /* the actions */
+        rt_text_printf(&t->b, ",{\"id\":\"act-%s", who);
+        put_seq(t);
+        rt_text_printf(&t->b,
+                       "-%d\",\"source\":\"agent\",\"kind\":\"ActionEvent\","
+                       "\"thought\":[],\"tool_name\":\"terminal\",\"tool_call_id\":\"call-%s",
+                       j, who);
+        put_seq(t);
+        rt_text_printf(&t->b, "-%d\",\"tool_call\":{\"id\":\"call-%s", j, who);
+        put_seq(t);
+        rt_text_printf(&t->b,
+                       "-%d\",\"name\":\"terminal\",\"arguments\":\"{}\","
+                       "\"origin\":\"completion\"},\"llm_response_id\":\"resp-%s",
+                       j, who);
+        put_seq(t);
+        rt_text_puts(&t->b, "\",\"action\":{\"kind\":\"TerminalAction\",\"command\":\"run ");
+        put_seq(t);
+        put_mark(t);
+        rt_text_puts(&t->b, "\"}}");
+    }
+    for (int j = 0; j < k; j++) { /* their observations */
+        rt_text_printf(&t->b,
+                       ",{\"source\":\"environment\",\"kind\":\"ObservationEvent\","
+                       "\"tool_name\":\"terminal\",\"tool_call_id\":\"call-%s",
+                       who);
+        put_seq(t);
+        rt_text_printf(&t->b, "-%d\",\"action_id\":\"act-%s", j, who);
+        put_seq(t);
+        rt_text_printf(&t->b,
+                       "-%d\",\"observation\":{\"kind\":\"TerminalObservation\","
+                       "\"exit_code\":0,\"content\":[{\"type\":\"text\",\"text\":\"",
+                       j);
+        put_pad(t, size_between(x, 512, 16384));
+        put_mark(t);
+        rt_text_puts(&t->b, "\"}]}}");
+    }
+    rt_text_puts(&t->b, ",{\"source\":\"agent\",\"kind\":\"MessageEvent\",\"llm_message\":"
+                        "{\"role\":\"assistant\",\"content\":[{\"type\":\"text\",\"text\":\"");
+    put_pad(t, size_between(x, 64, 2048));
+    put_mark(t);
+    rt_text_puts(&t->b, "\"}]}}]");
+    t->events = 2 + 2 * k;
 }
 
 static int build_append(load_prod *p)
 {
-    static const char ev[] = "{\"source\":\"agent\",\"kind\":\"MessageEvent\",\"llm_message\":"
-                             "{\"role\":\"assistant\",\"content\":[{\"type\":\"text\",\"text\":\"";
-    static const char end[] = "\"}]}}";
     const load_cfg *c = &p->sh->run->cfg;
-    size_t pad = (size_t)c->event_size - LOAD_MARK_LEN;
-    rt_text b = {0};
     char path[128];
-    p->k = c->batch;
-    p->stride = sizeof(ev) - 1 + pad + LOAD_MARK_LEN + sizeof(end) - 1 + 1; /* and a comma */
-    p->mark0 = (c->batch > 1) + sizeof(ev) - 1 + pad;
-    if (c->batch > 1)
-        rt_text_putc(&b, '[');
-    for (int i = 0; i < c->batch; i++) {
-        if (i > 0)
-            rt_text_putc(&b, ',');
-        rt_text_put(&b, ev, sizeof(ev) - 1);
-        for (size_t j = 0; j < pad; j++)
-            rt_text_putc(&b, 'x');
-        rt_text_put(&b, LOAD_MARK "0000000000000000000", LOAD_MARK_LEN);
-        rt_text_put(&b, end, sizeof(end) - 1);
-    }
-    if (c->batch > 1)
-        rt_text_putc(&b, ']');
     snprintf(path, sizeof(path), "/api/conversations/%s/events/append",
              p->sh->run->convs[p->conv].id);
-    int r = b.failed ? -1 : build(p, path, b.p, b.len);
-    free(b.p);
-    return r;
+    uint64_t x = 0x9e3779b97f4a7c15ull * (uint64_t)(p->g + 1);
+    p->nt = c->mix ? TEMPLATES : 1;
+    for (int i = 0; i < p->nt; i++) {
+        tmpl *t = &p->t[i];
+        if (c->mix)
+            put_turn(t, p->g, 1 + (int)size_between(&x, 0, 2), &x); /* 1 to 3 tool calls */
+        else
+            put_messages(t, c);
+        if (build(t, c, path) != 0)
+            return -1;
+    }
+    return 0;
 }
 
 static void send_req(load_prod *p, uint64_t t)
 {
-    for (int i = 0; i < p->k; i++)
-        load_mark_put(p->req + p->mark0 + (size_t)i * p->stride, t);
-    int r = load_write((uv_stream_t *)&p->tcp, p->req, p->req_len);
+    tmpl *tm = &p->t[p->cur];
+    p->cur = (p->cur + 1) % p->nt;
+    char seq[SEQ_LEN + 1];
+    snprintf(seq, sizeof(seq), "%0*llu", SEQ_LEN, (unsigned long long)(p->seq++ % 10000000000ull));
+    for (int i = 0; i < tm->nmarks; i++)
+        load_mark_put(tm->b.p + tm->marks[i], t);
+    for (int i = 0; i < tm->nctrs; i++)
+        memcpy(tm->b.p + tm->ctrs[i], seq, SEQ_LEN);
+    int r = load_write((uv_stream_t *)&p->tcp, tm->b.p, tm->b.len);
     if (r != 0) {
         prod_end(p, "disconnected", uv_strerror(r));
         return;
@@ -288,8 +418,9 @@ int load_prods_init(load_shard *sh)
     sh->setup = calloc(1, sizeof(*sh->setup));
     if (sh->setup == NULL)
         return -1;
-    *sh->setup = (load_prod){.sh = sh, .conv = -1};
-    return build(sh->setup, "/api/conversations", "{}", 2);
+    *sh->setup = (load_prod){.sh = sh, .conv = -1, .nt = 1};
+    rt_text_puts(&sh->setup->t[0].b, "{}");
+    return build(&sh->setup->t[0], c, "/api/conversations");
 }
 
 void load_prods_phase(load_shard *sh)
@@ -324,7 +455,7 @@ void load_prods_phase(load_shard *sh)
                 send_req(p, uv_hrtime());
                 continue;
             }
-            p->every = (uint64_t)(1e9 * p->k * total / c->rate);
+            p->every = (uint64_t)(1e9 * p->t[0].events * total / c->rate);
             p->next = run->t_run + p->every * (uint64_t)p->g / (uint64_t)total; /* staggered */
         }
         return;
@@ -371,11 +502,12 @@ void load_prods_free(load_shard *sh)
 {
     for (int i = 0; sh->prods != NULL && i < sh->nprods; i++) {
         hr_free(sh->prods[i].hr);
-        free(sh->prods[i].req);
+        for (int k = 0; k < TEMPLATES; k++)
+            tmpl_free(&sh->prods[i].t[k]);
     }
     if (sh->setup != NULL) {
         hr_free(sh->setup->hr);
-        free(sh->setup->req);
+        tmpl_free(&sh->setup->t[0]);
     }
     free(sh->prods);
     free(sh->setup);

@@ -144,15 +144,16 @@ static void json(const load_run *run, const load_server *srv, const totals *t, b
         rt_text_printf(&w, "%.0f", c->rate);
     else
         rt_text_puts(&w, "\"max\"");
-    rt_text_printf(&w,
-                   ", \"batch\": %d, \"event_size\": %d, \"duration_s\": %.3f, \"threads\": %d, "
-                   "\"events\": %llu, \"requests\": %llu, \"events_per_s\": %.0f, \"frames\": "
-                   "%llu, \"frames_per_s\": %.0f, \"other_frames\": %llu, \"ack_ms\": ",
-                   c->batch, c->event_size, (double)c->duration_ms / 1e3, c->threads,
-                   (unsigned long long)t->events, (unsigned long long)t->requests,
-                   rate_per_s(t->events, run->t_run, t->t_last_ack), (unsigned long long)t->frames,
-                   rate_per_s(t->frames, run->t_run, t->t_last_frame),
-                   (unsigned long long)t->others);
+    rt_text_printf(
+        &w,
+        ", \"mix\": \"%s\", \"batch\": %d, \"event_size\": %d, \"duration_s\": %.3f, \"threads\": "
+        "%d, "
+        "\"events\": %llu, \"requests\": %llu, \"events_per_s\": %.0f, \"frames\": "
+        "%llu, \"frames_per_s\": %.0f, \"other_frames\": %llu, \"ack_ms\": ",
+        c->mix ? "realistic" : "messages", c->batch, c->event_size, (double)c->duration_ms / 1e3,
+        c->threads, (unsigned long long)t->events, (unsigned long long)t->requests,
+        rate_per_s(t->events, run->t_run, t->t_last_ack), (unsigned long long)t->frames,
+        rate_per_s(t->frames, run->t_run, t->t_last_frame), (unsigned long long)t->others);
     pcts(&w, &t->ack);
     rt_text_puts(&w, ", \"delivery_ms\": ");
     pcts(&w, &t->delivery);
@@ -229,12 +230,15 @@ static void text(const load_run *run, const load_server *srv, const totals *t, b
     char a[32], b[32], r[32];
     if (c->rate > 0)
         snprintf(r, sizeof(r), "%.0f events/s", c->rate);
+    char what[64] = "agent turns (realistic mix)";
+    if (!c->mix)
+        snprintf(what, sizeof(what), "batch %d, %d-byte texts", c->batch, c->event_size);
     printf("parley load http://%s%s: %d conversation%s, %d producer%s and %d subscriber%s (+%d "
-           "stalled) each, rate %s, batch %d, %d-byte texts, %.1f s\n",
+           "stalled) each, rate %s, %s, %.1f s\n",
            c->url.authority, c->url.prefix, c->conversations, c->conversations == 1 ? "" : "s",
            c->idle ? 0 : c->producers, c->producers == 1 && !c->idle ? "" : "s", c->subscribers,
-           c->subscribers == 1 ? "" : "s", c->stalled, c->rate > 0 ? r : "max", c->batch,
-           c->event_size, (double)c->duration_ms / 1e3);
+           c->subscribers == 1 ? "" : "s", c->stalled, c->rate > 0 ? r : "max", what,
+           (double)c->duration_ms / 1e3);
     if (!c->idle) {
         printf("  %-11s %s events in %s requests: %.0f events/s\n", "appended",
                commas(t->events, a), commas(t->requests, b),

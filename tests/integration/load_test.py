@@ -1,6 +1,7 @@
 """load_test.py - `parley load` runs in seconds, small numbers, against a
-real server: each run's JSON report says verdict "pass" and counts no
-errors, and the events it says were appended are in the conversations'
+real server (agent messages, batches, open loop with a stalled subscriber,
+--faults with REST readers, and a --config file of realistic agent turns):
+each run's JSON report says verdict "pass" and counts no errors, and the events it says were appended are in the conversations'
 logs (REST /events/count). A run against nothing listening fails with a
 clear error, and `--help` documents the options.
 """
@@ -32,6 +33,14 @@ def load(url, *args):
     # the log, read back by `load` itself, holds every acked event
     check(rep["log"]["acked"] == rep["events"], "log.acked == events", rep["log"], rep["events"])
     return rep
+
+
+def config(d):
+    path = os.path.join(d, "load.json")
+    with open(path, "w") as f:
+        json.dump({"conversations": 2, "producers": 2, "subscribers": 3, "readers": 1,
+                   "mix": "realistic", "faults": True, "duration": "30s"}, f)
+    return path
 
 
 def logged_total(api):
@@ -66,12 +75,17 @@ def main():
              "--batch", "20", "--event-size", "2000", "--duration", "1s"),
             ("--conversations", "2", "--producers", "2", "--subscribers", "4",
              "--readers", "2", "--faults", "--duration", "2s"),
+            # agent turns (parallel tool calls, 0.5-16 KiB outputs) from a config
+            # file, with faults and readers; the flag after it wins
+            ("--config", config(srv.data), "--duration", "2s"),
         ]
         for args in runs:
             rep = load(url, *args)
             check(rep["events"] > 0, "events appended", rep)
             if "--faults" in args:  # the subscribers were cut, and resumed exactly
                 check(rep["faults"]["cuts"] > 0, "connections cut", rep["faults"])
+            if "--config" in args:
+                check(rep["mix"] == "realistic" and rep["duration_s"] == 2, "config", rep)
             if "--readers" in args:  # pages read at random cursors, each checked by load
                 check(rep["reads"] > 0, "pages read", rep["reads"])
             after = logged_total(api)
