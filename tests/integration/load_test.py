@@ -1,8 +1,9 @@
 """load_test.py - `parley load` runs in seconds, small numbers, against a
 real server (agent messages, batches, open loop with a stalled subscriber,
 --faults with REST readers, and a --config file of realistic agent turns):
-each run's JSON report says verdict "pass" and counts no errors, and the events it says were appended are in the conversations'
-logs (REST /events/count). A run against nothing listening fails with a
+each run's JSON report says verdict "pass" and counts no errors, and the
+events it says were appended are in the conversations' logs (REST
+/events/count). A run against nothing listening fails with a
 clear error, and `--help` documents the options.
 """
 
