@@ -4,15 +4,16 @@
  * the run, pages GET /api/conversations/{id}/events/search?limit=100 as
  * fast as answered, from cursors picked at random among the event ids its
  * pages have shown it (a reservoir of them), or from the first event. Each
- * answer is timed and checked: 200, at most 100 items, and the inclusive
- * cursor's event first.
+ * answer is timed and checked: 200, a page of items, and the inclusive
+ * cursor's event first. Pages are not parsed as JSON (they can be MiBs):
+ * the first item's id and the next_page_id are found where parley writes
+ * them, and both go into the reservoir.
  */
 #include "load.h"
 
 #include "net/http_resp.h"
 #include "runtime/text.h"
 
-#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,6 +96,21 @@ static void keep(load_reader *r, const char *id)
         memcpy(r->ids[slot], id, strlen(id) + 1);
 }
 
+/* The string value after key at p (key included), into out. */
+static bool string_at(const char *p, const char *end, const char *key, char out[ID_LEN])
+{
+    size_t kl = strlen(key);
+    if ((size_t)(end - p) < kl || memcmp(p, key, kl) != 0)
+        return false;
+    p += kl;
+    const char *q = memchr(p, '"', (size_t)(end - p));
+    if (q == NULL || q - p >= ID_LEN || q == p)
+        return false;
+    memcpy(out, p, (size_t)(q - p));
+    out[q - p] = '\0';
+    return true;
+}
+
 static void answered(load_reader *r, const hr_resp *a, uint64_t now)
 {
     load_shard *sh = r->sh;
@@ -106,23 +122,25 @@ static void answered(load_reader *r, const hr_resp *a, uint64_t now)
         snprintf(kind, sizeof(kind), "read_http_%d", a->status);
         load_err(sh, kind, "a page was answered %d", a->status);
     } else {
-        json_t *j = json_loadb((const char *)a->body, a->body_len, 0, NULL);
-        json_t *items = json_object_get(j, "items");
-        size_t n = json_array_size(items), i;
-        json_t *ev;
-        const char *first = json_string_value(json_object_get(json_array_get(items, 0), "id"));
-        if (!json_is_array(items) || n > 100)
-            load_err(sh, "read_bad_page", "a page of %zu items, or none", n);
-        else if (r->cursor[0] != '\0' && (first == NULL || strcmp(first, r->cursor) != 0))
-            load_err(sh, "read_cursor", "a page from %s began with %s", r->cursor,
-                     first != NULL ? first : "nothing");
-        json_array_foreach(items, i, ev)
-        {
-            const char *id = json_string_value(json_object_get(ev, "id"));
-            if (id != NULL)
-                keep(r, id);
+        /* no JSON parse of 100 events (up to MiBs): parley writes the first
+         * item's id first, and next_page_id last */
+        static const char head[] = "{\"items\":[", first[] = "{\"id\":\"",
+                          next[] = "\"next_page_id\":\"";
+        const char *b = (const char *)a->body, *e = b + a->body_len;
+        char id[ID_LEN];
+        if (a->body_len < sizeof(head) - 1 || memcmp(b, head, sizeof(head) - 1) != 0) {
+            load_err(sh, "read_bad_page", "a page that is not {\"items\": [...]}");
+        } else if (string_at(b + sizeof(head) - 1, e, first, id)) {
+            if (r->cursor[0] != '\0' && strcmp(id, r->cursor) != 0)
+                load_err(sh, "read_cursor", "a page from %s began with %s", r->cursor, id);
+            keep(r, id);
+        } else if (r->cursor[0] != '\0') {
+            load_err(sh, "read_cursor", "a page from %s was empty", r->cursor);
         }
-        json_decref(j);
+        const char *tail = a->body_len > 200 ? e - 200 : b;
+        const char *n = memmem(tail, (size_t)(e - tail), next, sizeof(next) - 1);
+        if (n != NULL && string_at(n, e, next, id))
+            keep(r, id);
     }
     if (sh->run->phase == LOAD_RUN)
         send_read(r);
