@@ -75,6 +75,12 @@ static void send_frame(load_sub *s, int opcode, const uint8_t *p, size_t n)
         load_write((uv_stream_t *)&s->tcp, f, len);
 }
 
+/* Do this connection's bytes still count? Not once it is over or cut. */
+static bool reading(const load_sub *s)
+{
+    return s->state != S_CLOSED && s->state != S_CUT;
+}
+
 /* What was read and not yet used: gone with the connection. */
 static void forget_input(load_sub *s)
 {
@@ -203,7 +209,7 @@ static bool frame(load_sub *s, const net_ws_frame *f, uint64_t now)
             break;
         if (f->fin) {
             message(s, f->data, f->len, now);
-            return s->state != S_CLOSED;
+            return reading(s);
         }
         s->msg_op = f->opcode;
         return join(s, f);
@@ -215,7 +221,7 @@ static bool frame(load_sub *s, const net_ws_frame *f, uint64_t now)
             message(s, s->msg, s->msg_len, now);
             s->msg_len = 0;
         }
-        return s->state != S_CLOSED;
+        return reading(s);
     case NET_WS_PING:
         send_frame(s, NET_WS_PONG, f->data, f->len);
         return true;
@@ -384,7 +390,7 @@ static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *b)
 static void consume(load_sub *s, uint8_t *p, size_t n)
 {
     size_t used = take(s, p, n, uv_hrtime()), left = n - used;
-    if (s->state == S_CLOSED)
+    if (!reading(s)) /* over, or cut: its bytes go with its connection */
         return;
     if (left > s->carry_cap) {
         size_t cap = left < 4096 ? 4096 : left;
