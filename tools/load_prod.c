@@ -54,6 +54,7 @@ struct load_prod {
     tmpl t[TEMPLATES]; /* the requests it sends, in turn */
     int nt, cur;
     uint64_t seq; /* requests sent: written into the ids of a mix */
+    int cut_in;   /* --faults: answers until this producer drops its connection */
     int created;
     uint64_t ring[RING]; /* the intended send times of the requests in flight */
     uint32_t head, inflight;
@@ -295,6 +296,8 @@ static void created(load_prod *p, const hr_resp *r)
         prod_end(p, NULL, NULL); /* settles the setup phase */
 }
 
+static void redial(load_prod *p);
+
 static void acked(load_prod *p, const hr_resp *r, uint64_t now)
 {
     load_shard *sh = p->sh;
@@ -323,7 +326,10 @@ static void acked(load_prod *p, const hr_resp *r, uint64_t now)
                  (int)(r->body_len > 300 ? 300 : r->body_len),
                  r->body != NULL ? (const char *)r->body : "");
     }
-    if (sh->run->phase == LOAD_RUN && sh->run->cfg.rate == 0)
+    if (sh->run->phase == LOAD_RUN && sh->run->cfg.rate == 0 && sh->run->cfg.faults &&
+        --p->cut_in <= 0)
+        redial(p); /* between requests, as a client whose connection dropped */
+    else if (sh->run->phase == LOAD_RUN && sh->run->cfg.rate == 0)
         send_req(p, now);
     else if (p->inflight == 0)
         settle(p);
@@ -368,6 +374,30 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *b)
     }
 }
 
+static void start(load_prod *p);
+
+static void on_redial_closed(uv_handle_t *h)
+{
+    load_prod *p = h->data;
+    if (p->sh->run->phase != LOAD_RUN) {
+        p->closed = true; /* the run ended meanwhile */
+        return;
+    }
+    p->sh->cuts++;
+    start(p);
+}
+
+/* --faults: close the connection (nothing in flight) and connect again;
+ * on_connect sends the next request. */
+static void redial(load_prod *p)
+{
+    p->up = false;
+    p->cut_in = 20 + (int)(uv_hrtime() % 180);
+    hr_free(p->hr);
+    p->hr = NULL;
+    uv_close((uv_handle_t *)&p->tcp, on_redial_closed);
+}
+
 static void on_connect(uv_connect_t *c, int status)
 {
     load_prod *p = c->handle->data;
@@ -383,6 +413,8 @@ static void on_connect(uv_connect_t *c, int status)
     p->up = true;
     if (p->conv < 0)
         send_req(p, uv_hrtime()); /* the first conversation */
+    else if (p->sh->run->phase == LOAD_RUN && p->sh->run->cfg.rate == 0)
+        send_req(p, uv_hrtime()); /* connected again after a cut (--faults) */
     else
         settle(p);
 }
@@ -412,7 +444,8 @@ int load_prods_init(load_shard *sh)
     if (sh->prods == NULL)
         return -1;
     for (int g = sh->id; g < total; g += t)
-        sh->prods[sh->nprods++] = (load_prod){.sh = sh, .conv = g / c->producers, .g = g};
+        sh->prods[sh->nprods++] =
+            (load_prod){.sh = sh, .conv = g / c->producers, .g = g, .cut_in = 20 + g % 180};
     if (sh->id != 0)
         return 0;
     sh->setup = calloc(1, sizeof(*sh->setup));

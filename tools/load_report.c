@@ -279,8 +279,9 @@ static void text(const load_run *run, const load_server *srv, const totals *t, b
                    (double)(srv->rss_kib - srv->rss_before_kib) * 1024 / t->opened);
     }
     if (c->faults)
-        printf("  %-11s %s connections cut by subscribers, each resumed with after_id\n", "faults",
-               commas(t->cuts, a));
+        printf("  %-11s %s connections cut: subscribers resumed with after_id, producers dialed "
+               "again\n",
+               "faults", commas(t->cuts, a));
     if (!c->idle)
         printf("  %-11s %s events read back by REST, %s of them acked\n", "log",
                commas(run->log_events, a), commas(run->log_acked, b));
