@@ -34,6 +34,7 @@ struct fl {
     char next[256];      /* the next_page_id of the last page, "" when none */
     uint64_t next_index; /* the event it names */
     bool probe;          /* fl_probe: one page from the last event held, due */
+    uint64_t base;       /* the index of v[0]: 0, or where a copy of the tail began */
 };
 
 static uint64_t hash(const char *s)
@@ -47,6 +48,19 @@ static uint64_t hash(const char *s)
 fl *fl_new(void)
 {
     return calloc(1, sizeof(fl));
+}
+
+fl *fl_new_at(uint64_t base)
+{
+    fl *f = fl_new();
+    if (f != NULL)
+        f->base = f->known = base;
+    return f;
+}
+
+uint64_t fl_first(const fl *f)
+{
+    return f->base;
 }
 
 void fl_free(fl *f)
@@ -69,17 +83,17 @@ void fl_free(fl *f)
 
 uint64_t fl_count(const fl *f)
 {
-    return f->n;
+    return f->base + f->n;
 }
 
 const char *fl_id(const fl *f, uint64_t i)
 {
-    return i < f->n ? f->v[i].id : NULL;
+    return i >= f->base && i - f->base < f->n ? f->v[i - f->base].id : NULL;
 }
 
 const rt_buf *fl_bytes(const fl *f, uint64_t i)
 {
-    return i < f->n ? f->v[i].bytes : NULL;
+    return i >= f->base && i - f->base < f->n ? f->v[i - f->base].bytes : NULL;
 }
 
 /* The index of the event with this id, or -1. */
@@ -126,8 +140,8 @@ static fl_result append(fl *f, const char *id, rt_buf *bytes)
     f->v[f->n] = (held){c, rt_buf_ref(bytes)};
     slot_put(f->slots, f->nslots, c, f->n);
     f->n++;
-    if (f->known < f->n)
-        f->known = f->n;
+    if (f->known < f->base + f->n)
+        f->known = f->base + f->n;
     return FL_ADDED;
 }
 
@@ -135,8 +149,10 @@ static fl_result append(fl *f, const char *id, rt_buf *bytes)
  * at odds with the copy. */
 static fl_result place(fl *f, uint64_t index, const char *id, rt_buf *bytes)
 {
-    if (index < f->n)
-        return strcmp(f->v[index].id, id) == 0 ? FL_DUPLICATE : FL_DIVERGED;
+    if (index < f->base)
+        return FL_DUPLICATE; /* before a tail copy: not kept, not checked */
+    if (index - f->base < f->n)
+        return strcmp(f->v[index - f->base].id, id) == 0 ? FL_DUPLICATE : FL_DIVERGED;
     if (find(f, id) >= 0)
         return FL_DIVERGED; /* the same id at another place */
     return append(f, id, bytes);
@@ -147,7 +163,7 @@ static fl_result drain(fl *f)
 {
     fl_result r = FL_ADDED;
     size_t k = 0;
-    for (; k < f->nah && f->ah[k].index <= f->n && r != FL_DIVERGED && r != FL_NOMEM; k++)
+    for (; k < f->nah && f->ah[k].index <= f->base + f->n && r != FL_DIVERGED && r != FL_NOMEM; k++)
         r = place(f, f->ah[k].index, f->ah[k].id, f->ah[k].bytes);
     for (size_t i = 0; i < k; i++) {
         free(f->ah[i].id);
@@ -187,7 +203,7 @@ static fl_result hold(fl *f, uint64_t index, const char *id, rt_buf *bytes)
 
 fl_result fl_live(fl *f, uint64_t index, const char *id, rt_buf *bytes)
 {
-    fl_result r = index > f->n ? hold(f, index, id, bytes) : place(f, index, id, bytes);
+    fl_result r = index > f->base + f->n ? hold(f, index, id, bytes) : place(f, index, id, bytes);
     if (r == FL_ADDED)
         r = drain(f);
     if ((r == FL_ADDED || r == FL_AHEAD) && index + 1 > f->known)
@@ -219,16 +235,17 @@ void fl_server_count(fl *f, uint64_t n)
 bool fl_want(const fl *f, fl_fetch *out)
 {
     uint64_t end = f->nah > 0 ? f->ah[0].index : f->known; /* the hole, or the tail */
-    if (f->n >= end && !(f->probe && f->nah == 0))
+    uint64_t count = f->base + f->n;
+    if (count >= end && !(f->probe && f->nah == 0))
         return false;
     out->limit = FL_PAGE;
-    if (f->next[0] != '\0' && f->next_index == f->n) { /* go on where the last page ended */
+    if (f->next[0] != '\0' && f->next_index == count) { /* go on where the last page ended */
         memcpy(out->cursor, f->next, sizeof(out->cursor));
-        out->first = f->n;
+        out->first = count;
     } else if (f->n > 0) { /* from the last event held, which comes again first */
         strncpy(out->cursor, f->v[f->n - 1].id, sizeof(out->cursor) - 1);
         out->cursor[sizeof(out->cursor) - 1] = '\0';
-        out->first = f->n - 1;
+        out->first = count - 1;
     } else {
         out->cursor[0] = '\0';
         out->first = 0;
@@ -245,7 +262,7 @@ fl_result fl_page(fl *f, const fl_fetch *asked, const char *const *ids, rt_buf *
         return FL_DIVERGED; /* the cursor's event is not where it was */
     for (size_t i = 0; i < n; i++) {
         uint64_t index = asked->first + i;
-        if (index > f->n)
+        if (index > f->base + f->n)
             return FL_DIVERGED; /* cannot be: a page starts at or before the end */
         fl_result r = place(f, index, ids[i], bytes[i]);
         if (r == FL_ADDED)

@@ -45,10 +45,18 @@ typedef enum fl_result {
 typedef struct fl fl;
 
 fl *fl_new(void);
+/* A copy of the log's tail: its first event will be index base (the
+ * follower puts the last events there with fl_live, in order). Events
+ * before base are neither kept nor checked. */
+fl *fl_new_at(uint64_t base);
 void fl_free(fl *f);
 
+/* The index of the first event held: 0, or a tail copy's base. */
+uint64_t fl_first(const fl *f);
+
+/* The index after the last event held (the events held: fl_first to it). */
 uint64_t fl_count(const fl *f);
-/* Event i (< fl_count): its id and bytes (borrowed). */
+/* Event i (fl_first <= i < fl_count): its id and bytes (borrowed). */
 const char *fl_id(const fl *f, uint64_t i);
 const rt_buf *fl_bytes(const fl *f, uint64_t i);
 

@@ -37,7 +37,11 @@ enum {
 };
 
 typedef enum { WS_NONE, WS_CONNECTING, WS_OPEN, WS_WAITING } ws_state;
-typedef enum { R_IDLE, R_PAGE, R_COUNT, R_WAITING } rest_state;
+typedef enum { R_IDLE, R_PAGE, R_COUNT, R_WAITING, R_TAIL } rest_state;
+
+/* Starting from the last events: count, page newest first, count again. */
+typedef enum { T_OFF, T_COUNT1, T_PAGE, T_COUNT2 } tail_step;
+enum { TAIL_TRIES = 3 };
 
 typedef struct follower {
     rt_actor *self;
@@ -57,8 +61,12 @@ typedef struct follower {
     char status[32]; /* the last execution_status seen */
     char rule[64];   /* the stuck rule last reported, "" when none */
     int idle_pages;  /* repair pages in a row that brought nothing new */
-    bool post_count; /* a count after a terminal status is under way */
-    bool post_done;  /* and it came back with nothing missing */
+    tail_step tail;  /* the start from the last events, under way */
+    int tail_tries;
+    uint64_t tail_count;
+    json_t *tail_items; /* the page, newest first */
+    bool post_count;    /* a count after a terminal status is under way */
+    bool post_done;     /* and it came back with nothing missing */
     bool finished;
     bool was_synced; /* on_synced said */
     unsigned seed;
@@ -215,6 +223,20 @@ static void rest_next(follower *F)
     if (F->finished || F->rs != R_IDLE)
         return;
     char path[PATH_MAX_LEN];
+    if (F->tail != T_OFF) {
+        if (F->tail == T_PAGE)
+            snprintf(path, sizeof(path),
+                     "/api/conversations/%s/events/search?limit=%u&sort_order=TIMESTAMP_DESC",
+                     F->cid, F->o.start_last);
+        else
+            snprintf(path, sizeof(path), "/api/conversations/%s/events/count", F->cid);
+        F->rs = R_TAIL;
+        if (net_client_request(F->rest, "GET", path, NULL, 0) != 0) {
+            F->rs = R_IDLE;
+            finish(F, -1, "cannot send a request");
+        }
+        return;
+    }
     if (F->doorbell) { /* applied between requests: a page in flight may predate it */
         F->doorbell = false;
         fl_server_count(F->copy, fl_count(F->copy) + 1);
@@ -296,11 +318,73 @@ static void retry_later(follower *F, uint64_t *backoff, uint64_t which)
     rt_timer_start(F->self, wait, 0, FW_RETRY, which);
 }
 
+/* One answer of the start from the last events. The page is believed
+ * only if the count did not move around it (appends going on: again, and
+ * after TAIL_TRIES the start is from the first event, as without it). */
+static int tail_step_done(follower *F, const rt_buf *body)
+{
+    json_error_t je;
+    json_t *j = json_loadb((const char *)rt_buf_data(body), rt_buf_len(body), JSON_DECODE_ANY, &je);
+    if (F->tail == T_PAGE) {
+        json_decref(F->tail_items);
+        F->tail_items = json_incref(json_object_get(j, "items"));
+        json_decref(j);
+        F->tail = json_is_array(F->tail_items) ? T_COUNT2 : T_OFF;
+        return 0;
+    }
+    uint64_t c = json_is_integer(j) ? (uint64_t)json_integer_value(j) : UINT64_MAX;
+    json_decref(j);
+    if (c == UINT64_MAX) {
+        F->tail = T_OFF; /* no count: from the first event */
+        return 0;
+    }
+    if (F->tail == T_COUNT1) {
+        F->tail_count = c;
+        F->tail = c > 0 ? T_PAGE : T_OFF;
+        return 0;
+    }
+    size_t n = json_array_size(F->tail_items);
+    if (c != F->tail_count || n == 0 || n > c) {
+        F->tail = ++F->tail_tries < TAIL_TRIES ? T_COUNT1 : T_OFF;
+        return 0;
+    }
+    fl *t = fl_new_at(c - n);
+    for (size_t i = 0; t != NULL && i < n; i++) { /* oldest first */
+        json_t *ev = json_array_get(F->tail_items, n - 1 - i);
+        const char *id = json_string_value(json_object_get(ev, "id"));
+        rt_buf *b = id != NULL ? event_bytes(ev) : NULL;
+        fl_result r = b != NULL ? fl_live(t, c - n + i, id, b) : FL_NOMEM;
+        rt_buf_unref(b);
+        if (r != FL_ADDED) {
+            fl_free(t);
+            t = NULL;
+        } else
+            note_status(F, ev);
+    }
+    F->tail = T_OFF;
+    if (t == NULL)
+        return 0; /* an odd page: from the first event instead */
+    fl_free(F->copy);
+    F->copy = t;
+    F->emitted = fl_first(t); /* on_synced shows them as asked */
+    F->st.fetched += n;
+    fl_probe(F->copy);
+    return 0;
+}
+
 static int rest_done(follower *F, rt_msg *m)
 {
     rest_state was = F->rs;
     F->rs = R_IDLE;
     char why[300];
+    if (m->arg == 200 && m->buf != NULL && was == R_TAIL) {
+        F->rest_backoff_ms = 0;
+        int r = tail_step_done(F, m->buf);
+        if (r != 0)
+            return r;
+        rest_next(F);
+        return F->finished ? RT_DONE : 0;
+    }
     if (m->arg == 200 && m->buf != NULL) {
         if (was == R_PAGE) {
             uint64_t before = fl_count(F->copy);
@@ -541,6 +625,8 @@ static int fw_init(rt_actor *self, void *arg, void **state)
         return 0;
     }
     fl_probe(F->copy); /* what came since the copy's last event */
+    if (F->o.start_last > 0 && F->o.start_last <= FL_PAGE && fl_count(F->copy) == 0)
+        F->tail = T_COUNT1;
     if (F->o.follow)
         rt_timer_start(self, F->o.check_interval_ms, F->o.check_interval_ms, FW_TICK, 0);
     rest_next(F);
@@ -591,6 +677,7 @@ static void fw_stop(rt_actor *self, void *state)
     follower *F = state;
     if (!F->finished) /* failed or stopped from outside */
         finish(F, -1, "the follower stopped");
+    json_decref(F->tail_items);
     fl_free(F->copy);
     free(F->cid);
     free(F->key);

@@ -50,6 +50,10 @@ typedef struct follower_opts {
     const char *api_key; /* NULL: none */
     const char *conversation_id;
     fl *copy; /* taken: the cache to start from (NULL: empty) */
+    /* 1-100: with no cache, start from the last start_last events (a
+     * count, a page newest first, a count again: 3 requests, whatever the
+     * history's length) instead of the whole log. 0: from the first. */
+    uint32_t start_last;
     bool follow, use_index, until_done;
     uint64_t check_interval_ms; /* default 5 s */
     uint64_t timeout_ms;        /* one request; default 30 s */

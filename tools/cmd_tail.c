@@ -42,7 +42,8 @@ static const char usage[] =
     "  --json              each event as one line of JSON (NDJSON), not as the\n"
     "                      visualizer shows it\n"
     "  --from-start        print every event, from the first\n"
-    "  --last N            print the last N events already there (default 10)\n"
+    "  --last N            print the last N events already there (default 10); up to\n"
+    "                      100 without a cache, only those are fetched\n"
     "  --cache FILE        start from the copy in FILE (NDJSON, as written before),\n"
     "                      fetch only what is newer, write the copy back at the end;\n"
     "                      what the cache held is not printed again unless asked by\n"
@@ -327,6 +328,8 @@ int cmd_tail(int argc, char **argv)
     if (remote_setup(cmd, argv[optind], &ro, &fo.url, &fo.tls) != 0)
         return CLI_USAGE;
     fo.api_key = ro.api_key;
+    if (!t.from_start && t.cache == NULL && t.last >= 0 && t.last <= FL_PAGE)
+        fo.start_last = t.last > 0 ? (uint32_t)t.last : 1; /* not the whole history */
     t.color = !t.json && visual_color_ok(stdout);
     char err[400];
     fo.copy = fl_new();

@@ -2,7 +2,8 @@
 `conversations`; contract: issue 7) against a real `parley serve`:
 
   (a) cost and resume: a 100,000-event conversation (built with arrays of
-      100 events per append, 4 threads); `tail --cache F --json` without
+      100 events per append, 4 threads); `tail --last 10|100` without a
+      cache costs at most 4 requests; `tail --cache F --json` without
       --follow prints the whole log and writes F (NDJSON == the log); then
       k = 250, 1, 0 new events: a rerun with --cache F --stats prints
       exactly the k new events with requests <= ceil(k/100)+2, and F holds
@@ -315,6 +316,15 @@ def t_cost_and_resume(srv, tmp):
     check(len(log) == N, "the fixture has %d events" % len(log))
     print("   built %d events in %.1f s" % (N, time.monotonic() - t0), flush=True)
     cache = os.path.join(tmp, "copy.ndjson")
+
+    # without a cache, the last N (<= 100) cost a count, a page newest first,
+    # a count, and the page from the last one: never the history
+    for n in (10, 100):
+        r = parley("tail", url, cid, "--json", "--stats", "--last", str(n), timeout=T)
+        check(r.returncode == 0, "tail --last %d" % n, desc(r))
+        same(ndjson(r.stdout), log[-n:], "tail --last %d of %d: stdout" % (n, N))
+        s = stats_of(r.stderr)
+        check(s["requests"] <= 4, "tail --last %d: %d requests" % (n, s["requests"]), s)
 
     # the first sync: everything is new, so everything is printed
     r = parley("tail", url, cid, "--cache", cache, "--json", "--stats", timeout=2 * T)

@@ -226,6 +226,31 @@ START_TEST(test_probe_and_last_page)
 }
 END_TEST
 
+/* A copy of the tail (tail --last N): it begins at base, older frames are
+ * ignored, and what comes after is fetched from its last event as usual. */
+START_TEST(test_tail_copy)
+{
+    const char **log = plain_log();
+    fl *f = fl_new_at(1000);
+    ck_assert_uint_eq(fl_count(f), 1000);
+    ck_assert_uint_eq(fl_first(f), 1000);
+    for (int i = 1000; i < 1010; i++)
+        ck_assert_int_eq(fl_live(f, (uint64_t)i, ids[i], body), FL_ADDED);
+    ck_assert_int_eq(fl_live(f, 5, ids[5], body), FL_DUPLICATE); /* before the copy */
+    ck_assert_ptr_null(fl_id(f, 999));
+    ck_assert_str_eq(fl_id(f, 1000), "e1000");
+    fl_probe(f);
+    ck_assert_int_eq(serve(f, 1250, log), 3); /* 1010..1249: 99 + 100 + 41 */
+    ck_assert_uint_eq(fl_count(f), 1250);
+    for (uint64_t i = 1000; i < 1250; i++)
+        ck_assert_str_eq(fl_id(f, i), ids[i]);
+    ck_assert_int_eq(fl_live(f, 1251, ids[1251], body), FL_AHEAD); /* a hole, as anywhere */
+    ck_assert_int_eq(serve(f, 1252, log), 1);
+    ck_assert_uint_eq(fl_count(f), 1252);
+    fl_free(f);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("follow");
@@ -241,6 +266,7 @@ int main(void)
     tcase_add_test(t, test_diverged);
     tcase_add_test(t, test_unindexed);
     tcase_add_test(t, test_probe_and_last_page);
+    tcase_add_test(t, test_tail_copy);
     suite_add_tcase(s, t);
     SRunner *r = srunner_create(s);
     srunner_run_all(r, CK_NORMAL);
