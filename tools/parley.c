@@ -16,7 +16,7 @@ static const cli_cmd commands[] = {
     {"serve", "run the server on a local data directory", cmd_serve},
     {"bench", "run a benchmark: parley bench <name> (runtime, store, conversation)", cmd_bench},
     {"lint", "check a recorded conversation offline: gate verdicts, stuck findings", cmd_lint},
-    {"load", "load a running server: producers, WebSocket subscribers, a verdict", cmd_load},
+    {"load", "load a running server: producers, subscribers, readers, a verdict", cmd_load},
     {"tail", "print a conversation's events from a server, and follow them", cmd_tail},
     {"send", "post a user message to a conversation on a server", cmd_send},
     {"append", "post events (NDJSON) through the producer route, a verdict each", cmd_append},
@@ -34,7 +34,7 @@ static void usage(FILE *f)
                "append-only log, and streams it to whoever is watching.\n\n"
                "commands:\n");
     for (size_t i = 0; i < NCOMMANDS; i++)
-        fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].summary);
+        fprintf(f, "  %-13s %s\n", commands[i].name, commands[i].summary);
     fprintf(f, "\nenvironment: PARLEY_LOG=debug|info|warn|error|off sets the log level.\n");
 }
 
