@@ -181,7 +181,7 @@ void rt_utf8_clean(char *s)
         do
             ok = rt_utf8_step(&u, p + k++, 1);
         while (ok && u.need > 0);
-        if (ok)
+        if (ok && (k > 1 || (*p >= 0x20 && *p != 0x7f)))
             p += k;
         else
             *p++ = '?';

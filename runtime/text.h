@@ -47,8 +47,10 @@ typedef struct rt_utf8 {
 bool rt_utf8_step(rt_utf8 *u, const uint8_t *p, size_t n);
 bool rt_utf8_valid(const uint8_t *p, size_t n);
 
-/* Make a NUL-terminated string valid UTF-8 in place: every byte of an
- * invalid or cut sequence becomes '?'. For echoing what a peer sent. */
+/* Make a NUL-terminated string one line of valid UTF-8 in place: every
+ * byte of an invalid or cut sequence, and every ASCII control character
+ * (a line break a decoded query value carried, say), becomes '?'. For
+ * echoing what a peer sent. */
 void rt_utf8_clean(char *s);
 /* Is given (NUL-terminated, or NULL: no) the secret key? Constant time in
  * the key's length: a peer learns nothing from how long a guess took. */

@@ -28,6 +28,7 @@
 #include "net/http_parse.h"
 #include "net/query.h"
 #include "net/route.h"
+#include "runtime/text.h"
 #include "runtime/uuid.h"
 
 #include <ctype.h>
@@ -43,11 +44,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
             abort();                                                                               \
     } while (0)
 
+/* An error message: terminated, and one line once cleaned as every answer's
+ * detail is (it may quote a decoded query value, line breaks and all). */
 static void one_line(const char *s, size_t cap)
 {
     size_t n = strnlen(s, cap);
     CHECK(n < cap);
-    CHECK(memchr(s, '\n', n) == NULL && memchr(s, '\r', n) == NULL);
+    char line[512];
+    CHECK(n < sizeof(line));
+    memcpy(line, s, n + 1);
+    rt_utf8_clean(line);
+    CHECK(strlen(line) == n && rt_utf8_valid((const uint8_t *)line, n));
+    CHECK(memchr(line, '\n', n) == NULL && memchr(line, '\r', n) == NULL);
 }
 
 static bool is_conv_route(net_route_id id)

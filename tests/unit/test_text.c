@@ -53,6 +53,9 @@ START_TEST(test_utf8_clean)
     char d[] = "";
     rt_utf8_clean(d);
     ck_assert_str_eq(d, "");
+    char e[] = "two\r\nlines\tand \x1b[0m\x7f"; /* one line, no terminal escapes */
+    rt_utf8_clean(e);
+    ck_assert_str_eq(e, "two??lines?and ?[0m?");
 }
 END_TEST
 
