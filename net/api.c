@@ -175,7 +175,7 @@ void net_reply_actor(net_req *r, rt_msg *m)
             net_reply(r, 503,
                       rt_buf_wrap((void *)"{\"detail\":\"the conversation is busy; retry\"}", 44,
                                   NULL, NULL),
-                      NULL, "Retry-After: 1\r\n");
+                      NULL, NULL);
         else
             net_reply_error(r, m->status == RT_ETIMEDOUT ? 504 : 503,
                             "the conversation did not answer: %s", rt_strerror(m->status));

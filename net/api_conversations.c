@@ -57,6 +57,8 @@ struct gather {
     size_t n, pending;
     rt_uuid *ids;
     json_t **info; /* per id: the info, or NULL (gone) */
+    int failed;    /* a conversation there that could not answer: 503 */
+    char why[256];
     gather_fn done;
     bool started;
     void *arg;
@@ -101,9 +103,33 @@ static void on_status(void *ctx, rt_msg *m)
             json_decref(info);
         }
         json_decref(st);
+    } else if (!(m->kind == CONV_RESULT && m->arg == 404) && !g->failed) {
+        /* not gone, but it could not say how it is (its log would not open,
+         * it timed out): the answer would be wrong without it */
+        json_t *j = m->kind == CONV_RESULT && m->buf != NULL
+                        ? rt_json_read((const char *)rt_buf_data(m->buf), rt_buf_len(m->buf), 0,
+                                       NULL)
+                        : NULL;
+        const char *d = json_string_value(json_object_get(j, "detail"));
+        char id[37];
+        rt_uuid_dashed(&g->ids[i], id);
+        snprintf(g->why, sizeof(g->why), "conversation %s cannot answer: %s", id,
+                 d != NULL ? d : rt_strerror(m->kind == RT_KIND_ERROR ? m->status : RT_EFAIL));
+        g->failed = 1;
+        json_decref(j);
     }
     g->pending--;
     gather_check(g);
+}
+
+/* Answers 503 and frees g if one of its conversations failed. */
+static bool gather_failed(gather *g)
+{
+    if (!g->failed)
+        return false;
+    net_reply_error(g->r, 503, "%s", g->why);
+    gather_free(g);
+    return true;
 }
 
 /* Ask each conversation of ids (taken) for its info; done runs once all
@@ -156,6 +182,8 @@ static rt_uuid *one_id(const rt_uuid *id)
 
 static void got_one(gather *g)
 {
+    if (gather_failed(g))
+        return;
     net_req *r = g->r;
     json_t *info = g->info[0];
     g->info[0] = NULL;
@@ -182,6 +210,8 @@ static void get_one(net_req *r, const rt_uuid *id, int status)
 
 static void got_many(gather *g)
 {
+    if (gather_failed(g))
+        return;
     json_t *list = json_array();
     for (size_t i = 0; i < g->n; i++) {
         json_array_append_new(list, g->info[i] != NULL ? g->info[i] : json_null());
@@ -296,6 +326,10 @@ static void listed(gather *g)
 {
     net_req *r = g->r;
     listing *l = g->arg;
+    if (gather_failed(g)) {
+        free(l);
+        return;
+    }
     entry *es = calloc(g->n + 1, sizeof(*es));
     size_t n = 0;
     for (size_t i = 0; es != NULL && i < g->n; i++) {

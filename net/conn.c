@@ -332,6 +332,9 @@ static void send_answer(net_conn *c, int status, rt_buf *body, const char *ctype
     p = put_uint(p, body != NULL ? rt_buf_len(body) : 0);
     p = put_str(p, close_after ? "\r\nConnection: close\r\n" : "\r\n");
     p = put_str(p, extra != NULL ? extra : "");
+    /* every 503 says when to come back (a body may have said longer) */
+    if (status == 503 && (extra == NULL || strstr(extra, "Retry-After:") == NULL))
+        p = put_str(p, "Retry-After: 1\r\n");
     p = put_str(p, "\r\n");
     size_t n = (size_t)(p - head);
     if (close_after)

@@ -204,7 +204,7 @@ static void defaults(net_server_opts *o)
     if (o->body_bytes == 0)
         o->body_bytes = 16 * 1024 * 1024;
     if (o->max_conns == 0)
-        o->max_conns = 10000;
+        o->max_conns = NET_MAX_CONNS;
     if (o->header_timeout_ms == 0)
         o->header_timeout_ms = 10000;
     if (o->idle_timeout_ms == 0)

@@ -25,6 +25,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+enum { NET_MAX_CONNS = 10000 }; /* open connections, by default */
+
 typedef struct net_server_opts {
     const char *host;     /* default "127.0.0.1" */
     int port;             /* 0: any free port */
@@ -33,7 +35,7 @@ typedef struct net_server_opts {
     const char *tls_key;
     size_t header_bytes;        /* default 16 KiB */
     size_t body_bytes;          /* default 16 MiB */
-    unsigned max_conns;         /* default 10000 */
+    unsigned max_conns;         /* default NET_MAX_CONNS */
     uint64_t header_timeout_ms; /* first byte to end of headers; default 10 s */
     uint64_t idle_timeout_ms;   /* keep-alive and body silence; default 60 s */
     uint64_t call_timeout_ms;   /* a request's wait for an actor; default 60 s */

@@ -25,7 +25,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <uv.h>
 
 static const char ws_usage[] =
@@ -497,11 +496,6 @@ int bench_ws(int argc, char **argv)
         return cli_usage_error("bench ws", "--port is needed");
     if (idle && pid == 0)
         return cli_usage_error("bench ws", "--idle needs --pid");
-    struct rlimit rl;
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-        rl.rlim_cur = rl.rlim_max;
-        setrlimit(RLIMIT_NOFILE, &rl);
-    }
     bench *b = calloc(1, sizeof(*b));
     uv_loop_t loop;
     uv_loop_init(&loop);

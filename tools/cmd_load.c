@@ -305,16 +305,13 @@ static int parse(int argc, char **argv, load_cfg *c)
     return -1;
 }
 
-/* Room for every connection: the soft open-files limit up to the hard one. */
-static int raise_nofile(long need)
+/* Room for every connection (main raised the soft open-files limit to the
+ * hard one). */
+static int check_nofile(long need)
 {
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
         return 0;
-    if (rl.rlim_cur < rl.rlim_max) {
-        rl.rlim_cur = rl.rlim_max;
-        setrlimit(RLIMIT_NOFILE, &rl);
-    }
     if (rl.rlim_cur != RLIM_INFINITY && (long)rl.rlim_cur < need + 32) {
         fprintf(stderr,
                 "parley load: %ld connections need more open files than the limit of %ld "
@@ -478,7 +475,7 @@ static int run_load(int argc, char **argv)
     }
     c->progress = isatty(2);
     long conns = (long)c->conversations * (c->subscribers + c->stalled + c->producers + c->readers);
-    if (raise_nofile(conns) != 0 || resolve(c) != 0) {
+    if (check_nofile(conns) != 0 || resolve(c) != 0) {
         free(run);
         return CLI_FAIL;
     }

@@ -15,6 +15,7 @@
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <uv.h>
 
 static const char serve_usage[] =
@@ -294,10 +295,21 @@ int cmd_serve(int argc, char **argv)
      * line and then sends SIGTERM must get a clean stop */
     printf("listening on %s\n", net_server_url(srv));
     fflush(stdout);
+    struct rlimit rl = {0};
+    getrlimit(RLIMIT_NOFILE, &rl);
+    long files = rl.rlim_cur == RLIM_INFINITY ? -1 : (long)rl.rlim_cur;
     rt_log(RT_LOG_INFO, "serve",
-           "version=%s url=%s workers=%d data=%s conversations=%zu durability=%s auth=%s",
+           "version=%s url=%s workers=%d data=%s conversations=%zu durability=%s auth=%s "
+           "open_files=%ld",
            pl_version(), net_server_url(srv), pl_workers(p), data, pl_conversations(p), durability,
-           so.api_key != NULL && so.api_key[0] != '\0' ? "api-key" : "none");
+           so.api_key != NULL && so.api_key[0] != '\0' ? "api-key" : "none", files);
+    /* each connection is a file, and each conversation in use two more */
+    unsigned conns = so.max_conns != 0 ? so.max_conns : NET_MAX_CONNS;
+    if (files >= 0 && files < (long)conns + 64)
+        rt_log(RT_LOG_WARN, "serve",
+               "the open-files limit (%ld) is below --max-connections (%u): raise it (ulimit -Hn) "
+               "or lower --max-connections",
+               files, conns);
     uv_run(&main_loop, UV_RUN_DEFAULT);
 
     net_server_stop(srv, 10000);

@@ -10,6 +10,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 static const cli_cmd commands[] = {
@@ -85,6 +86,14 @@ int main(int argc, char **argv)
     /* A peer that closes while we write must cost an EPIPE on that
      * connection, not the process: every command talks to sockets. */
     signal(SIGPIPE, SIG_IGN);
+    /* serve holds a socket per connection and files per open log, load a
+     * socket per simulated client: the soft open-files limit (often 1,024)
+     * is raised to the hard one */
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
     if (argc < 2) {
         usage(stderr);
         return CLI_USAGE;
