@@ -9,7 +9,9 @@
 #include <string.h>
 #include <sys/mman.h>
 
-enum { CHUNK_BITS = 16, CHUNK = 1 << CHUNK_BITS };
+/* 4 KiB chunks: a log of ten events costs one page, and the directory of a
+ * million-event log 8 KiB. */
+enum { CHUNK_BITS = 10, CHUNK = 1 << CHUNK_BITS };
 
 struct st_retired {
     st_retired *next;
@@ -225,7 +227,7 @@ static void islots_put(struct st_islots *t, uint64_t hash, uint64_t entry)
 
 int st_idtab_init(st_idtab *t, uint64_t expect)
 {
-    uint64_t cap = 1024;
+    uint64_t cap = 64; /* a new log's table is 512 bytes; it doubles as it fills */
     while (cap / 4 * 3 < expect)
         cap *= 2;
     struct st_islots *s = islots_new(cap);

@@ -31,7 +31,7 @@ int st_log_note_hash(st_log *l, uint64_t index, uint32_t hash_hi, uint32_t khash
 {
     uint64_t k = index - st_log_active(l)->first;
     if (k >= l->act_cap) {
-        uint64_t cap = l->act_cap ? l->act_cap * 2 : 4096;
+        uint64_t cap = l->act_cap ? l->act_cap * 2 : 64;
         while (cap <= k)
             cap *= 2;
         uint32_t *h = realloc(l->act_hash, cap * sizeof(*h));
