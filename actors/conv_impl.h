@@ -25,6 +25,7 @@ enum {
     CONV_NUDGE,                  /* from the detector: buf = the text */
     CONV_STUCK_FOUND,            /* from the detector: arg = stuck_rule */
     CONV_TICK,                   /* timer: expire holds and deferrals */
+    CONV_IDLE_CHECK,             /* timer: let the log go if nothing asked for it */
 };
 
 /* Shared by one conversation's actors; lives as long as the service. */
@@ -57,8 +58,10 @@ typedef struct conv_opened {
 } conv_opened;
 
 /* Open the conversation's log and rebuild its state in the thread pool of
- * `loop`; `self` gets CONV_OPENED with the result (which it then owns). */
-int conv_open_start(const conv_ctx *ctx, rt_actor *self, uv_loop_t *loop);
+ * `loop`; `self` gets CONV_OPENED with the result (which it then owns).
+ * log_only: only the log and its count (a conversation that let its log
+ * go while idle, and has its state still). */
+int conv_open_start(const conv_ctx *ctx, rt_actor *self, uv_loop_t *loop, bool log_only);
 void conv_opened_free(conv_opened *o);
 
 /* The state checkpoint's file, and building one: {"index", "status", "gate"}. */

@@ -197,6 +197,7 @@ typedef struct open_job {
     rt_actor *self; /* held until the result is posted */
     st_store *store;
     rt_uuid id;
+    bool log_only;
     conv_opened *out;
 } open_job;
 
@@ -236,6 +237,8 @@ static void open_work(uv_work_t *req)
         return;
     }
     o->count = st_log_count(o->log);
+    if (j->log_only)
+        return;
     last_timestamp(o);
     uint64_t from = load_checkpoint(o);
     r = replay(o, from);
@@ -261,7 +264,7 @@ static void open_done(uv_work_t *req, int status)
     free(j);
 }
 
-int conv_open_start(const conv_ctx *ctx, rt_actor *self, uv_loop_t *loop)
+int conv_open_start(const conv_ctx *ctx, rt_actor *self, uv_loop_t *loop, bool log_only)
 {
     open_job *j = calloc(1, sizeof(*j));
     conv_opened *o = calloc(1, sizeof(*o));
@@ -275,6 +278,7 @@ int conv_open_start(const conv_ctx *ctx, rt_actor *self, uv_loop_t *loop)
     j->self = rt_actor_ref(self);
     j->store = ctx->svc->store;
     j->id = ctx->id;
+    j->log_only = log_only;
     j->out = o;
     int r = uv_queue_work(loop, &j->req, open_work, open_done);
     if (r < 0) {

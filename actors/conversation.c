@@ -17,6 +17,13 @@
  * expire (CONV_TICK) after their bound. An I/O failure of the store fails
  * the actor: its supervisor restarts it, and the new incarnation rebuilds
  * itself from the log, so no optimistic state survives a failed commit.
+ *
+ * A conversation nobody has asked anything of for o->idle_close_ms, with
+ * nothing in flight, lets its log go (asleep): the store closes the files
+ * once no reader holds them either, so an idle conversation costs neither
+ * file descriptors nor the log's index. Everything else stays (status,
+ * gates, subscribers); the first request that needs the log opens it again
+ * (log_only) before it is handled, and STATUS is answered without it.
  */
 #include "conv_impl.h"
 #include "runtime/metrics.h"
@@ -102,7 +109,10 @@ typedef struct conv {
     conv_ctx *ctx;
     const conv_opts *o;
     rt_actor *self;
-    bool open;
+    bool open;        /* the log is open: sc and log are set */
+    bool asleep;      /* it let its log go while idle, and kept its state */
+    bool waking;      /* asleep, and opening the log again */
+    uint64_t last_ms; /* when a request last came (monotonic) */
     st_conv *sc;
     st_log *log;
     gate *g;  /* live: everything accepted */
@@ -611,6 +621,8 @@ static void accept_alone(conv *c, ev *e, rt_promise *reply, int reply_kind)
 static void save_deferred(conv *c);
 static void ensure_tick(conv *c);
 static void check_syncs(conv *c);
+static void set_open(conv *c, bool open);
+static void arm_idle(conv *c, uint64_t ms);
 
 static json_t *deferred_body(const char *id)
 {
@@ -1432,7 +1444,7 @@ static void on_opened(conv *c, conv_opened *o)
     c->status = c->status_c = o->status;
     c->count_c = o->count;
     memcpy(c->updated, o->updated, sizeof(c->updated));
-    c->open = true;
+    set_open(c, true);
     size_t i;
     json_t *d;
     json_array_foreach(o->deferred, i, d)
@@ -1484,6 +1496,57 @@ static void on_opened(conv *c, conv_opened *o)
     }
     settle(c);
     ensure_tick(c);
+    arm_idle(c, c->o->idle_close_ms);
+}
+
+/* ---------------------------------------------------------- idle close --- */
+
+static void set_open(conv *c, bool open)
+{
+    if (c->open != open)
+        atomic_fetch_add_explicit(&rt_metrics_g.conversations_open, open ? 1 : -1,
+                                  memory_order_relaxed);
+    c->open = open;
+}
+
+static void arm_idle(conv *c, uint64_t ms)
+{
+    if (c->o->idle_close_ms != UINT64_MAX)
+        rt_timer_start(c->self, ms, 0, CONV_IDLE_CHECK, 0);
+}
+
+/* Nothing waits on the log or the store: no unit, hold, deferral, save,
+ * sync or early request. */
+static bool quiet(const conv *c)
+{
+    return c->open && !c->deleted && c->uhead == NULL && c->tentative == NULL &&
+           c->holds == NULL && c->defs == NULL && c->waiters == NULL && c->syncs == NULL &&
+           c->early_head == NULL && c->saves_done == c->saves_sent;
+}
+
+static void idle_check(conv *c)
+{
+    if (!c->open)
+        return;
+    uint64_t idle = mono_ms() - c->last_ms, after = c->o->idle_close_ms;
+    if (idle < after || !quiet(c)) {
+        arm_idle(c, idle < after ? after - idle : after);
+        return;
+    }
+    if (c->since_ckpt > 0)
+        checkpoint(c); /* a quick open after a restart; the save holds the conversation */
+    st_conv_release(c->sc);
+    c->sc = NULL;
+    c->log = NULL;
+    set_open(c, false);
+    c->asleep = true;
+}
+
+/* What an asleep conversation answers without its log. */
+static bool needs_no_log(uint32_t kind)
+{
+    return kind == CONV_STATUS || kind == CONV_UNSUBSCRIBE || kind == CONV_FILE_SAVED ||
+           kind == CONV_TICK || kind == CONV_IDLE_CHECK;
 }
 
 /* ----------------------------------------------------------- the actor --- */
@@ -1498,13 +1561,13 @@ static int conv_init(rt_actor *self, void *arg, void **state)
     c->o = &ctx->svc->o;
     c->self = self;
     rt_runtime *rt = rt_actor_runtime(self);
-    int r = conv_open_start(ctx, self, rt_runtime_uv(rt, rt_actor_loop(self)));
+    int r = conv_open_start(ctx, self, rt_runtime_uv(rt, rt_actor_loop(self)), false);
     if (r < 0) {
         free(c);
         return r;
     }
+    c->last_ms = mono_ms();
     *state = c;
-    atomic_fetch_add_explicit(&rt_metrics_g.conversations_open, 1, memory_order_relaxed);
     return 0;
 }
 
@@ -1529,30 +1592,73 @@ static void keep_early(conv *c, rt_msg *m)
     c->early_tail = e;
 }
 
+/* The requests that came while the log was opening: handled, or (it could
+ * not be opened) answered 503 with the reason. */
+static void run_early(conv *c, const char *failed)
+{
+    for (early *e = c->early_head, *next; e != NULL; e = next) {
+        next = e->next;
+        if (failed != NULL)
+            reply_detail(&e->reply, 503, "%s", failed);
+        else
+            dispatch(c, e->kind, e->arg, e->buf, &e->reply);
+        rt_buf_unref(e->buf);
+        free(e);
+    }
+    c->early_head = c->early_tail = NULL;
+}
+
+static int on_open_result(conv *c, conv_opened *o)
+{
+    int err = o->err;
+    bool moved = err == 0 && c->asleep && o->count != c->count_c;
+    if (moved) {
+        snprintf(o->detail, sizeof(o->detail),
+                 "the log of an idle conversation went from %" PRIu64 " to %" PRIu64
+                 " events while it was closed: starting again from the log",
+                 c->count_c, o->count);
+        err = -EIO;
+    }
+    if (err != 0) {
+        rt_log(RT_LOG_ERROR, "conversation", "%s", o->detail);
+        run_early(c, o->detail);
+        conv_opened_free(o);
+        c->waking = false;
+        /* asleep, it keeps its state and tries again at the next request;
+         * a first open fails the actor, and its supervisor decides */
+        return c->asleep && !moved ? 0 : err;
+    }
+    if (c->asleep) {
+        c->sc = o->sc;
+        o->sc = NULL;
+        c->log = o->log;
+        c->asleep = c->waking = false;
+        set_open(c, true);
+        conv_opened_free(o);
+        arm_idle(c, c->o->idle_close_ms);
+    } else {
+        on_opened(c, o);
+    }
+    run_early(c, NULL);
+    return 0;
+}
+
 static int conv_handle(rt_actor *self, void *state, rt_msg *m)
 {
-    (void)self;
     conv *c = state;
-    if (m->kind == CONV_OPENED) {
-        conv_opened *o = (conv_opened *)(uintptr_t)m->arg;
-        if (o->err != 0) {
-            rt_log(RT_LOG_ERROR, "conversation", "%s", o->detail);
-            int err = o->err;
-            conv_opened_free(o);
-            return err; /* the supervisor decides */
-        }
-        on_opened(c, o);
-        for (early *e = c->early_head, *next; e != NULL; e = next) {
-            next = e->next;
-            dispatch(c, e->kind, e->arg, e->buf, &e->reply);
-            rt_buf_unref(e->buf);
-            free(e);
-        }
-        c->early_head = c->early_tail = NULL;
-        return 0;
-    }
-    if (!c->open) {
+    if (m->kind == CONV_OPENED)
+        return on_open_result(c, (conv_opened *)(uintptr_t)m->arg);
+    if (m->kind != CONV_IDLE_CHECK && m->kind != CONV_STATUS && m->kind != CONV_TICK)
+        c->last_ms = mono_ms();
+    if (!c->open && !(c->asleep && needs_no_log(m->kind))) {
         keep_early(c, m);
+        if (c->asleep && !c->waking) {
+            rt_runtime *rt = rt_actor_runtime(self);
+            int r = conv_open_start(c->ctx, self, rt_runtime_uv(rt, rt_actor_loop(self)), true);
+            if (r < 0)
+                run_early(c, "cannot open the conversation's log: out of memory");
+            c->waking = r == 0;
+        }
         return 0;
     }
     if (m->kind == CONV_STORE_FAILED) {
@@ -1662,6 +1768,9 @@ static void dispatch(conv *c, uint32_t kind, uint64_t arg, const rt_buf *buf, rt
     case CONV_TICK:
         expire(c, false);
         break;
+    case CONV_IDLE_CHECK:
+        idle_check(c);
+        break;
     case CONV_NUDGE: {
         ev e;
         char text[1024];
@@ -1729,8 +1838,8 @@ static void conv_stop(rt_actor *self, void *state)
     gate_free(c->g);
     gate_free(c->gc);
     st_conv_release(c->sc);
+    set_open(c, false);
     free(c);
-    atomic_fetch_sub_explicit(&rt_metrics_g.conversations_open, 1, memory_order_relaxed);
 }
 
 const rt_behaviour conv_behaviour = {

@@ -110,6 +110,9 @@ bool conv_transition_ok(conv_status from, conv_status to);
  * kinds never stored): -EINVAL and one line in err, else 0. */
 int conv_storable(const struct ev *e, char *err, size_t errlen);
 
+/* How long a conversation keeps its log open without a request, by default. */
+#define CONV_IDLE_CLOSE_MS (5 * 60 * 1000ull)
+
 typedef struct conv_opts {
     conv_policy policy;
     uint64_t defer_timeout_ms; /* default 10 min */
@@ -119,6 +122,8 @@ typedef struct conv_opts {
     uint32_t checkpoint_every; /* state checkpoint every N events; default 1024 */
     uint32_t mailbox_cap;      /* bound of the conversation's mailbox; default 4096 */
     uint32_t max_subscribers;  /* CONV_SUB_TOLD subscribers (WebSockets); default 1000 */
+    uint64_t idle_close_ms;    /* let the log go after this long without a request;
+                                  default 5 min; UINT64_MAX: never */
     bool measure;              /* time the gate: CONV_STATUS reports "gate_ns"
                                   (for benchmarks) */
 } conv_opts;

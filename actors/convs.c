@@ -61,6 +61,8 @@ int convs_new(rt_runtime *rt, st_store *store, const conv_opts *o, convs **out)
         s->o.mailbox_cap = 4096;
     if (s->o.max_subscribers == 0)
         s->o.max_subscribers = 1000;
+    if (s->o.idle_close_ms == 0)
+        s->o.idle_close_ms = CONV_IDLE_CLOSE_MS;
     s->nbuckets = 1024;
     s->buckets = calloc(s->nbuckets, sizeof(*s->buckets));
     if (s->buckets == NULL) {

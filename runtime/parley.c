@@ -45,6 +45,9 @@ int pl_open(const pl_options *o, pl_instance **out, char *err, size_t errlen)
                  o->durability);
         return RT_EINVAL;
     }
+    unsigned long long idle = o != NULL && o->idle_close_ms != 0 ? o->idle_close_ms
+                                                                  : CONV_IDLE_CLOSE_MS;
+    so.idle_ttl_ms = idle; /* a log nobody holds closes as soon as a conversation's would */
     pl_instance *p = calloc(1, sizeof(*p));
     if (p == NULL)
         return RT_ENOMEM;
@@ -54,7 +57,7 @@ int pl_open(const pl_options *o, pl_instance **out, char *err, size_t errlen)
         snprintf(err, errlen, "cannot start the runtime: %s", rt_strerror(r));
         st_store_close(p->store);
     }
-    conv_opts co = {0};
+    conv_opts co = {.idle_close_ms = idle};
     if (o != NULL) {
         co.defer_timeout_ms = o->defer_timeout_ms;
         co.defer_max = o->defer_max;

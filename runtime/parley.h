@@ -39,6 +39,10 @@ typedef struct pl_options {
     unsigned hold_max;                   /* default 64 */
     /* WebSocket subscribers per conversation (0 = the default, 1000) */
     unsigned max_subscribers;
+    /* A conversation without requests for this long closes its log (its
+     * files and index), and opens it again on the next request that needs
+     * it. 0 = the default, 5 minutes; ULLONG_MAX = never. */
+    unsigned long long idle_close_ms;
 } pl_options;
 
 /* The library's version, e.g. "0.1.0". */

@@ -13,6 +13,7 @@
 #include "runtime/units.h"
 
 #include <getopt.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -22,7 +23,8 @@ static const char serve_usage[] =
     "usage: parley serve [--data DIR] [--listen HOST:PORT] [--api-key KEY]\n"
     "                    [--tls-cert FILE --tls-key FILE] [--durability POLICY] [--workers N]\n"
     "                    [--log-level LEVEL] [limits...] [--defer-timeout DURATION]\n"
-    "                    [--defer-max N] [--hold-timeout DURATION] [--hold-max N]\n\n"
+    "                    [--defer-max N] [--hold-timeout DURATION] [--hold-max N]\n"
+    "                    [--idle-close DURATION]\n\n"
     "Serve the conversations of a local data directory over HTTP (the OpenHands\n"
     "agent-server API) until SIGINT or SIGTERM. The first line on stdout is\n"
     "`listening on http://HOST:PORT`.\n\n"
@@ -49,6 +51,10 @@ static const char serve_usage[] =
     "                       how long an event whose parent_id is not in the log yet waits\n"
     "                       for it (default 5s; at most 1h)\n"
     "  --hold-max N         events waiting so per conversation, 1..10000 (default 64)\n"
+    "  --idle-close DURATION\n"
+    "                       a conversation without requests this long closes its log\n"
+    "                       files and index, and opens them again when next asked\n"
+    "                       (default 5m; 0: never)\n"
     "limits (what a client controls):\n"
     "  --max-body SIZE      request body bytes (default 16MiB; 413 beyond)\n"
     "  --max-header SIZE    request line and header bytes (default 16KiB; 431 beyond)\n"
@@ -144,6 +150,7 @@ int cmd_serve(int argc, char **argv)
                                          {"ws-ping-interval", required_argument, NULL, 4},
                                          {"ws-auth-timeout", required_argument, NULL, 5},
                                          {"ws-max-message", required_argument, NULL, 6},
+                                         {"idle-close", required_argument, NULL, 7},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
     const char *data = "parley-data", *durability = "full";
@@ -251,6 +258,13 @@ int cmd_serve(int argc, char **argv)
                     return CLI_USAGE;
                 so.ws_ping_ms = ms;
             }
+            break;
+        case 7:
+            if (strcmp(optarg, "0") == 0)
+                po.idle_close_ms = ULLONG_MAX;
+            else if (!parse_duration("--idle-close", optarg, 7 * 86400 * 1000ull,
+                                     &po.idle_close_ms))
+                return CLI_USAGE;
             break;
         case 'h':
             fputs(serve_usage, stdout);

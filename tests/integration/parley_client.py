@@ -130,8 +130,10 @@ LIVE = []  # the servers running now (to say which died when a test fails)
 class Server:
     """`$PARLEY serve` on 127.0.0.1:0 with its own data dir (or a given one)."""
 
-    def __init__(self, data=None, api_key=None, env=None, args=(), workers=2):
+    def __init__(self, data=None, api_key=None, env=None, args=(), workers=2, wrap=()):
+        """wrap: a command the server runs under (e.g. prlimit and its options)."""
         self.own_data = data is None
+        self.wrap = list(wrap)
         self.data = data or tempfile.mkdtemp(prefix="parley-api.")
         self.api_key = api_key
         self.env = env
@@ -144,7 +146,7 @@ class Server:
     def start(self):
         binary = os.environ.get("PARLEY")
         check(binary, "PARLEY must point at the parley binary (ctest sets it)")
-        cmd = [binary, "serve", "--data", self.data, "--listen", "127.0.0.1:0",
+        cmd = self.wrap + [binary, "serve", "--data", self.data, "--listen", "127.0.0.1:0",
                "--workers", str(self.workers), "--log-level", "warn"] + self.args
         if self.api_key is not None:
             cmd += ["--api-key", self.api_key]
