@@ -16,6 +16,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <ftw.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -196,12 +197,14 @@ int st_catalog_free(st_store *s)
 
 void st_catalog_close_idle(st_store *s, uint64_t now, uint64_t ttl)
 {
+    size_t closed = 0;
     pthread_mutex_lock(&s->cat_mu);
     for (size_t i = 0; i < s->nbuckets; i++) {
         for (st_conv *c = s->buckets[i]; c != NULL; c = c->next) {
             /* refs cannot rise meanwhile: st_conv_get needs the catalog lock */
-            if (atomic_load(&c->refs) != 0 || now - atomic_load(&c->used) < ttl)
+            if (atomic_load(&c->refs) != 0 || c->log == NULL || now - atomic_load(&c->used) < ttl)
                 continue;
+            closed++;
             pthread_mutex_lock(&c->mu);
             int r = st_log_close(c->log);
             c->log = NULL;
@@ -211,6 +214,10 @@ void st_catalog_close_idle(st_store *s, uint64_t now, uint64_t ttl)
         }
     }
     pthread_mutex_unlock(&s->cat_mu);
+    /* the indexes freed are scattered through the heap: give their pages
+     * back, or the process keeps the memory of its busiest hour */
+    if (closed > 0)
+        malloc_trim(0);
 }
 
 static void hold(st_conv *c)
