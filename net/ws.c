@@ -55,7 +55,7 @@ enum {
 static const char GUID[] = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
 
 struct net_ws {
-    wslay_frame_context_ptr frames;
+    wslay_frame_context_ptr frames; /* NULL between frames: see net_ws_read */
     size_t limit;
     uint8_t *in; /* [in_off, in_len) not taken by wslay yet */
     size_t in_off, in_len, in_cap;
@@ -369,11 +369,6 @@ net_ws *net_ws_new(const net_ws_limits *l)
     net_ws *s = calloc(1, sizeof(*s));
     if (s == NULL)
         return NULL;
-    struct wslay_frame_callbacks cb = {.recv_callback = take_input};
-    if (wslay_frame_context_init(&s->frames, &cb, s) != 0) {
-        free(s);
-        return NULL;
-    }
     s->limit = l != NULL && l->message_bytes > 0 ? l->message_bytes : NET_WS_MESSAGE_MAX;
     return s;
 }
@@ -390,7 +385,8 @@ void net_ws_free(net_ws *s)
 {
     if (s == NULL)
         return;
-    wslay_frame_context_free(s->frames);
+    if (s->frames != NULL)
+        wslay_frame_context_free(s->frames);
     free(s->in);
     rt_outbox_free(&s->out);
     free(s->msg);
@@ -625,9 +621,18 @@ int net_ws_read(net_ws *s, net_ws_msg *m)
     }
     s->handed = 0;
     while (!s->peer_closed) {
+        /* wslay's frame context carries a 4 KiB input buffer: it is made
+         * when input comes, and freed again whenever what it was handed is
+         * read as whole frames (the shadow's header and payload counts say
+         * so), so that an idle session (a subscriber that only listens)
+         * holds none */
+        struct wslay_frame_callbacks cb = {.recv_callback = take_input};
+        if (s->frames == NULL && s->in_off < s->in_len &&
+            wslay_frame_context_init(&s->frames, &cb, s) != 0)
+            return NET_WS_ENOMEM;
         struct wslay_frame_iocb io;
         memset(&io, 0, sizeof(io));
-        ssize_t r = wslay_frame_recv(s->frames, &io);
+        ssize_t r = s->frames != NULL ? wslay_frame_recv(s->frames, &io) : WSLAY_ERR_WANT_READ;
         if (r == WSLAY_ERR_WANT_READ) {
             if (s->sh_code != 0) /* every frame before the bad header is read */
                 return fail(s, s->sh_code, "%s", s->sh_why);
@@ -635,6 +640,10 @@ int net_ws_read(net_ws *s, net_ws_msg *m)
                 free(s->in);
                 s->in = NULL;
                 s->in_off = s->in_len = s->in_cap = 0;
+                if (s->frames != NULL && !s->in_frame && s->sh_len == 0 && s->sh_skip == 0) {
+                    wslay_frame_context_free(s->frames);
+                    s->frames = NULL;
+                }
             }
             return 0;
         }
