@@ -101,6 +101,44 @@ def lua(path, text):
     return path
 
 
+def append_script(path, conv_ids, body):
+    """A wrk script posting body to each conversation's append route in turn."""
+    paths = ",".join('"/api/conversations/%s/events/append"' % i for i in conv_ids)
+    return lua(path, """
+local paths = {%s}
+local n = 0
+wrk.method = "POST"
+wrk.body = '%s'
+wrk.headers["Content-Type"] = "application/json"
+request = function()
+  n = n + 1
+  return wrk.format(nil, paths[(n %% #paths) + 1])
+end
+""" % (paths, body.replace("'", "\\'")))
+
+
+def search_script(path, cid, event_ids):
+    """A wrk script paging cid's events/search from cursors picked at random."""
+    return lua(path, """
+local ids = {%s}
+local base = "/api/conversations/%s/events/search?limit=100&page_id="
+math.randomseed(7)
+request = function()
+  return wrk.format("GET", base .. ids[math.random(#ids)])
+end
+""" % (",".join('"%s"' % i for i in event_ids), cid))
+
+
+def fill(conn, cid, n, size):
+    """Append n agent messages of size bytes of text; -> their ids."""
+    ids = []
+    for first in range(0, n, 500):
+        batch = [message(i, size) for i in range(first, min(first + 500, n))]
+        got = call(conn, "POST", f"/api/conversations/{cid}/events/append", batch)
+        ids += [e["id"] for e in got["events"]]
+    return ids
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -126,37 +164,15 @@ def main():
         if "append" in scen:
             ids = [call(conn, "POST", "/api/conversations", {})["id"] for _ in range(64)]
             body = json.dumps(event_body(1024), separators=(",", ":"))
-            paths = ",".join('"/api/conversations/%s/events/append"' % i for i in ids)
-            script = lua(os.path.join(tmp, "append.lua"), """
-local paths = {%s}
-local n = 0
-wrk.method = "POST"
-wrk.body = '%s'
-wrk.headers["Content-Type"] = "application/json"
-request = function()
-  n = n + 1
-  return wrk.format(nil, paths[(n %% #paths) + 1])
-end
-""" % (paths, body.replace("'", "\\'")))
+            script = append_script(os.path.join(tmp, "append.lua"), ids, body)
             results["append"] = median_runs("append", a.runs, lambda: run_wrk(
                 port, 64, 2, a.duration, script, "/"))
         if "search" in scen:
             cid = call(conn, "POST", "/api/conversations", {})["id"]
             print(f"  search: appending {a.events:,} events", file=sys.stderr)
-            ev_ids = []
-            for first in range(0, a.events, 500):
-                batch = [message(i, 300) for i in range(first, min(first + 500, a.events))]
-                got = call(conn, "POST", f"/api/conversations/{cid}/events/append", batch)
-                ev_ids += [e["id"] for e in got["events"]]
-            picks = random.Random(1).sample(ev_ids, 5000)
-            script = lua(os.path.join(tmp, "search.lua"), """
-local ids = {%s}
-local base = "/api/conversations/%s/events/search?limit=100&page_id="
-math.randomseed(7)
-request = function()
-  return wrk.format("GET", base .. ids[math.random(#ids)])
-end
-""" % (",".join('"%s"' % i for i in picks), cid))
+            ev_ids = fill(conn, cid, a.events, 300)
+            picks = random.Random(1).sample(ev_ids, min(5000, len(ev_ids)))
+            script = search_script(os.path.join(tmp, "search.lua"), cid, picks)
             results["search"] = median_runs("search", a.runs, lambda: run_wrk(
                 port, 64, 2, a.duration, script, "/"))
         if "alive" in scen:

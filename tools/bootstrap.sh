@@ -4,6 +4,9 @@
 #
 #   tools/bootstrap.sh            build + test dependencies
 #   tools/bootstrap.sh --fuzz     also clang and its runtimes, for PARLEY_FUZZ=ON
+#   tools/bootstrap.sh --bench    also redis-server and redis-tools, for the
+#                                 side-by-side benchmark (bench/side_by_side.py)
+# The options combine: tools/bootstrap.sh --fuzz --bench.
 set -euo pipefail
 
 packages=(
@@ -26,12 +29,15 @@ packages=(
 if ! command -v npm >/dev/null; then
     packages+=(nodejs npm)
 fi
-if [ "${1:-}" = "--fuzz" ]; then
-    packages+=(clang libclang-rt-14-dev)
-elif [ $# -gt 0 ]; then
-    echo "usage: tools/bootstrap.sh [--fuzz]" >&2
-    exit 2
-fi
+for opt in "$@"; do
+    case "$opt" in
+        --fuzz) packages+=(clang libclang-rt-14-dev) ;;
+        # the benchmark starts redis-server itself, on a scratch directory and
+        # a port of its own; it never uses the system's redis service
+        --bench) packages+=(redis-server redis-tools) ;;
+        *) echo "usage: tools/bootstrap.sh [--fuzz] [--bench]" >&2; exit 2 ;;
+    esac
+done
 
 missing=()
 for p in "${packages[@]}"; do
@@ -47,8 +53,36 @@ if [ ${#missing[@]} -gt 0 ]; then
         sudo=(sudo)
     fi
     "${sudo[@]}" apt-get update -qq
+    # With a policy-rc.d that exits 101, the packages' maintainer scripts do
+    # not start their services (redis-server's would fail, or linger, in a
+    # container without systemd). One that is there already is kept.
+    policy=/usr/sbin/policy-rc.d
+    own_policy=0
+    if [ ! -e "$policy" ]; then
+        printf '#!/bin/sh\nexit 101\n' | "${sudo[@]}" tee "$policy" >/dev/null
+        "${sudo[@]}" chmod 755 "$policy"
+        own_policy=1
+        trap '"${sudo[@]}" rm -f "$policy"' EXIT
+    fi
+    rc=0
     "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
-        apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+        apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2 || rc=$?
+    if [ "$rc" -ne 0 ]; then
+        # a service that failed to start leaves its package half-configured:
+        # configure again, then judge by what is installed
+        echo "bootstrap: apt-get install exited $rc; configuring again" >&2
+        "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive dpkg --configure -a >&2 || true
+    fi
+    if [ "$own_policy" = 1 ]; then
+        "${sudo[@]}" rm -f "$policy"
+        trap - EXIT
+    fi
+    for p in "${missing[@]}"; do
+        if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+            echo "bootstrap: $p did not install (apt-get install exited $rc)" >&2
+            exit 1
+        fi
+    done
 fi
 
 # the npm test clients, at the versions package-lock.json pins

@@ -1,0 +1,525 @@
+#!/usr/bin/env python3
+"""side_by_side.py - parley next to Redis Streams and a node `ws` server, in one go.
+
+Same machine, same payload bytes, same connection counts, one run. Installs
+what it needs (tools/bootstrap.sh --bench), builds parley and bench_redis
+(Release, into build-bench/) unless given, then starts every server fresh on
+127.0.0.1 for each line and runs each line RUNS times, printing medians and
+the ratio parley/other as a Markdown table (stdout; progress on stderr):
+
+  append     durable appends, 64 connections, one request outstanding each,
+             1 KiB events over 64 conversations / streams, 2 client threads:
+             parley (--durability full; wrk as tools/bench_http.py) vs Redis
+             (XADD, appendonly yes, appendfsync always; bench_redis xadd)
+  fanout     1 producer (arrays / pipelines of 50 events with 100 bytes of
+             text, as fast as acknowledged) -> 1,000 subscribers: parley's
+             WebSocket and node ws (bench/ws_broadcast.js), both driven by
+             parley load, vs Redis XREAD BLOCK consumers (bench_redis fanout)
+  paging     pages of 100 at random cursors of a 100,000-event log (300-byte
+             texts), 64 connections: parley events/search (wrk) vs Redis
+             XRANGE with exclusive cursors (bench_redis xrange)
+  idle-conn  server RSS per idle subscriber connection (2,000 of them):
+             parley, node ws, Redis (clients blocked in XREAD)
+  idle-conv  server RSS per conversation / stream (1,000 of them, 10 events
+             of 100 bytes of text each): just written, and for parley also at
+             rest, once --idle-close (1s here) has closed their logs
+
+Redis is started as `redis-server --appendonly yes --appendfsync always
+--save '' --auto-aof-rewrite-percentage 0` on a scratch directory: every
+write is fsynced before its reply, and AOF rewrites (a fork that rewrites the
+whole data set, competing for the cores) are off during the run. It never
+uses a system redis service. Standard library only.
+"""
+import argparse
+import http.client
+import json
+import os
+import random
+import re
+import resource
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.dont_write_bytecode = True
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+import bench_http  # noqa: E402  (start_server, call, message, event_body, run_wrk, lua)
+
+LINES = ["append", "fanout", "paging", "idle-conn", "idle-conv"]
+
+
+def log(msg):
+    print(f"side_by_side: {msg}", file=sys.stderr, flush=True)
+
+
+def fail(msg):
+    sys.exit(f"side_by_side: {msg}")
+
+
+def med(xs):
+    return statistics.median(xs)
+
+
+# ---- servers -----------------------------------------------------------------------
+
+class Server:
+    """A server process of this run: stopped with SIGTERM, killed if it lingers."""
+
+    def __init__(self, name, proc, port, tmp):
+        self.name, self.proc, self.port, self.tmp = name, proc, port, tmp
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    def url(self):
+        return f"http://127.0.0.1:{self.port}"
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+        if self.proc.returncode not in (0, -signal.SIGTERM):
+            fail(f"{self.name} exited {self.proc.returncode}")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+def start_parley(a, extra=()):
+    tmp = tempfile.mkdtemp(prefix="parley-sbs.")
+    p = subprocess.Popen([a.parley, "serve", "--data", os.path.join(tmp, "data"),
+                          "--listen", "127.0.0.1:0", "--durability", "full",
+                          "--log-level", "warn"] + [str(x) for x in extra],
+                         stdout=subprocess.PIPE, text=True)
+    line = p.stdout.readline().strip()
+    m = re.match(r"listening on http://127\.0\.0\.1:(\d+)$", line)
+    if not m:
+        p.kill()
+        fail(f"parley serve did not start (first line {line!r})")
+    return Server("parley serve", p, int(m.group(1)), tmp)
+
+
+def start_node():
+    tmp = tempfile.mkdtemp(prefix="parley-sbs-node.")
+    p = subprocess.Popen(["node", os.path.join(ROOT, "bench", "ws_broadcast.js"), "0"],
+                         stdout=subprocess.PIPE, text=True)
+    line = p.stdout.readline().strip()
+    m = re.match(r"listening on http://127\.0\.0\.1:(\d+)$", line)
+    if not m:
+        p.kill()
+        fail(f"node bench/ws_broadcast.js did not start (first line {line!r}); "
+             "tools/bootstrap.sh installs ws in tests/node")
+    return Server("node ws_broadcast.js", p, int(m.group(1)), tmp)
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def redis_ping(port):
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
+            s.sendall(b"*1\r\n$4\r\nPING\r\n")
+            return s.recv(16).startswith(b"+PONG")
+    except OSError:
+        return False
+
+
+def start_redis(a):
+    """redis-server cannot listen on port 0: take a port the kernel just
+    handed out, and try another if someone took it in between."""
+    for attempt in range(5):
+        tmp = tempfile.mkdtemp(prefix="parley-sbs-redis.")
+        port = free_port()
+        p = subprocess.Popen([a.redis_server, "--port", str(port), "--bind", "127.0.0.1",
+                              "--dir", tmp, "--logfile", os.path.join(tmp, "redis.log"),
+                              "--daemonize", "no", "--save", "", "--appendonly", "yes",
+                              "--appendfsync", "always", "--auto-aof-rewrite-percentage", "0",
+                              "--maxclients", str(a.idle + 1000)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and p.poll() is None and not redis_ping(port):
+            time.sleep(0.05)
+        if p.poll() is None and redis_ping(port):
+            return Server("redis-server", p, port, tmp)
+        why = ""
+        try:
+            with open(os.path.join(tmp, "redis.log")) as f:
+                why = f.read()[-300:]
+        except OSError:
+            pass
+        if p.poll() is None:
+            p.kill()
+        p.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
+        log(f"redis-server on port {port} did not start (attempt {attempt + 1}): {why.strip()}")
+    fail("redis-server did not start in 5 attempts")
+
+
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    fail(f"no VmRSS for pid {pid}")
+
+
+# ---- clients -----------------------------------------------------------------------
+
+def run_json(args, what):
+    r = subprocess.run(args, capture_output=True, text=True)
+    if r.returncode != 0:
+        fail(f"{what} failed ({r.returncode}): {r.stdout[-1500:]}{r.stderr[-1500:]}")
+    try:
+        return json.loads(r.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        fail(f"{what} printed no JSON: {r.stdout[-500:]}{r.stderr[-500:]}")
+
+
+def bench_redis(a, srv, mode, *args):
+    return run_json([a.bench_redis, mode, "--port", str(srv.port)] + [str(x) for x in args],
+                    f"bench_redis {mode}")
+
+
+def parley_load(a, srv, *args):
+    """parley load's report, which must pass (ws_broadcast.js keeps its events
+    and pages them, so its log is read back and checked as parley's is)."""
+    r = subprocess.run([a.parley, "load", srv.url(), "--json", "--server-pid", str(srv.pid)]
+                       + [str(x) for x in args], capture_output=True, text=True)
+    try:
+        out = json.loads(r.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        fail(f"parley load against {srv.name} printed no JSON ({r.returncode}): "
+             f"{r.stdout[-500:]}{r.stderr[-500:]}")
+    if out.get("verdict") != "pass":
+        fail(f"parley load against {srv.name}: verdict {out.get('verdict')}: "
+             f"{out.get('verdict_detail')} (errors {out.get('errors')})")
+    return out
+
+
+def wrk_medians(a, srv, script, what):
+    """wrk over 64 connections, a.runs times: the medians of rate, p50, p99."""
+    runs = []
+    for i in range(a.runs):
+        runs.append(bench_http.run_wrk(srv.port, 64, 2, a.duration, script, "/"))
+        log(f"  parley {what} run {i + 1}/{a.runs}: {runs[-1][0]:,.0f}/s")
+    return {"per_s": med(r[0] for r in runs), "p50_ms": med(r[1] for r in runs),
+            "p99_ms": med(r[2] for r in runs)}
+
+
+# ---- the lines ---------------------------------------------------------------------
+
+def line_append(a, res):
+    body = json.dumps(bench_http.event_body(1024), separators=(",", ":"))
+    log(f"append: {len(body)}-byte events, 64 connections, {a.runs} x {a.duration} s each")
+    with start_parley(a) as srv:
+        conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=120)
+        ids = [bench_http.call(conn, "POST", "/api/conversations", {})["id"] for _ in range(64)]
+        conn.close()
+        script = bench_http.append_script(os.path.join(srv.tmp, "append.lua"), ids, body)
+        res["parley"]["append"] = wrk_medians(a, srv, script, "append")
+    runs = []
+    with start_redis(a) as srv:
+        payload = os.path.join(srv.tmp, "event.json")
+        with open(payload, "w") as f:
+            f.write(body)
+        for i in range(a.runs):
+            runs.append(bench_redis(a, srv, "xadd", "--connections", 64, "--threads", 2,
+                                    "--streams", 64, "--duration", a.duration,
+                                    "--payload", payload, "--key", f"append{i}"))
+            log(f"  redis XADD run {i + 1}/{a.runs}: {runs[-1]['ops_per_s']:,.0f} events/s")
+    res["redis"]["append"] = {"per_s": med(r["ops_per_s"] for r in runs),
+                              "p50_ms": med(r["latency_ms"]["p50"] for r in runs),
+                              "p99_ms": med(r["latency_ms"]["p99"] for r in runs)}
+
+
+def line_fanout(a, res):
+    n = a.subscribers
+    log(f"fanout: 1 producer -> {n} subscribers, batches of 50, {a.runs} x {a.duration} s")
+    load = ["--producers", 1, "--subscribers", n, "--batch", 50, "--event-size", 100,
+            "--duration", f"{a.duration}s", "--threads", 1]
+    for who, start in (("parley", lambda: start_parley(a, ["--ws-max-subscribers", n + 10])),
+                       ("node", start_node)):
+        runs = []
+        for i in range(a.runs):
+            with start() as srv:
+                runs.append(parley_load(a, srv, *load))
+            log(f"  {who} fan-out run {i + 1}/{a.runs}: {runs[-1]['frames_per_s']:,.0f} "
+                f"deliveries/s, p99 {runs[-1]['delivery_ms']['p99']:.1f} ms")
+        res[who]["fanout"] = {"per_s": med(r["frames_per_s"] for r in runs),
+                              "p50_ms": med(r["delivery_ms"]["p50"] for r in runs),
+                              "p99_ms": med(r["delivery_ms"]["p99"] for r in runs),
+                              "events_per_s": med(r["events_per_s"] for r in runs)}
+    runs = []
+    for i in range(a.runs):
+        with start_redis(a) as srv:
+            runs.append(bench_redis(a, srv, "fanout", "--subscribers", n, "--batch", 50,
+                                    "--event-size", 100, "--duration", a.duration))
+        log(f"  redis fan-out run {i + 1}/{a.runs}: {runs[-1]['entries_per_s']:,.0f} "
+            f"deliveries/s, p99 {runs[-1]['delivery_ms']['p99']:.1f} ms")
+    res["redis"]["fanout"] = {"per_s": med(r["entries_per_s"] for r in runs),
+                              "p50_ms": med(r["delivery_ms"]["p50"] for r in runs),
+                              "p99_ms": med(r["delivery_ms"]["p99"] for r in runs),
+                              "events_per_s": med(r["events_per_s"] for r in runs)}
+
+
+def line_paging(a, res):
+    log(f"paging: {a.events:,} events of 300 bytes of text, pages of 100, "
+        f"{a.runs} x {a.duration} s")
+    with start_parley(a) as srv:
+        conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=120)
+        cid = bench_http.call(conn, "POST", "/api/conversations", {})["id"]
+        t = time.monotonic()
+        ev_ids = bench_http.fill(conn, cid, a.events, 300)
+        conn.close()
+        log(f"  parley: appended {len(ev_ids):,} events in {time.monotonic() - t:.1f} s")
+        picks = random.Random(1).sample(ev_ids, min(5000, len(ev_ids)))
+        script = bench_http.search_script(os.path.join(srv.tmp, "search.lua"), cid, picks)
+        res["parley"]["paging"] = wrk_medians(a, srv, script, "search")
+    with start_redis(a) as srv:
+        r = bench_redis(a, srv, "xrange", "--connections", 64, "--threads", 2,
+                        "--fill", a.events, "--event-size", 300, "--count", 100,
+                        "--runs", a.runs, "--duration", a.duration, "--key", "paging")
+    for i, x in enumerate(r["runs"]):
+        log(f"  redis XRANGE run {i + 1}/{a.runs}: {x['pages_per_s']:,.0f} pages/s")
+    res["redis"]["paging"] = {"per_s": med(x["pages_per_s"] for x in r["runs"]),
+                              "p50_ms": med(x["latency_ms"]["p50"] for x in r["runs"]),
+                              "p99_ms": med(x["latency_ms"]["p99"] for x in r["runs"])}
+
+
+def line_idle_conn(a, res):
+    n = a.idle
+    log(f"idle-conn: {n:,} idle subscriber connections, RSS on a fresh server, {a.runs} runs")
+    for who, start in (("parley", lambda: start_parley(a, ["--ws-max-subscribers", n + 10,
+                                                           "--max-connections", n + 100])),
+                       ("node", start_node)):
+        runs = []
+        for i in range(a.runs):
+            with start() as srv:
+                out = parley_load(a, srv, "--idle", "--subscribers", n, "--duration", "3s")
+            runs.append(out["idle"]["bytes_per_connection"])
+            log(f"  {who} run {i + 1}/{a.runs}: {runs[-1]:,.0f} bytes per connection")
+        res[who]["idle_conn"] = {"bytes": med(runs)}
+    runs = []
+    for i in range(a.runs):
+        with start_redis(a) as srv:
+            out = bench_redis(a, srv, "idle", "--connections", n, "--hold", 3,
+                              "--server-pid", srv.pid)
+        runs.append(out["bytes_per_connection"])
+        log(f"  redis run {i + 1}/{a.runs}: {runs[-1]:,.0f} bytes per connection "
+            f"(used_memory says {out['used_memory_per_connection']:,.0f})")
+    res["redis"]["idle_conn"] = {"bytes": med(runs)}
+
+
+def turn(j, size):
+    """Event j of an idle conversation: user and agent messages in turn (an
+    agent talking to itself would be flagged by the stuck detector)."""
+    e = bench_http.message(j, size)
+    if j % 2 == 0:
+        e["source"], e["llm_message"]["role"] = "user", "user"
+    return e
+
+
+def conversation_files(srv):
+    """How many conversation files the server has open."""
+    n, fds = 0, f"/proc/{srv.pid}/fd"
+    for fd in os.listdir(fds):
+        try:
+            n += "/conversations/" in os.readlink(os.path.join(fds, fd))
+        except OSError:
+            pass
+    return n
+
+
+def line_idle_conv(a, res):
+    n, k = a.conversations, 10
+    log(f"idle-conv: {n:,} conversations / streams of {k} events, RSS on a fresh server, "
+        f"{a.runs} runs")
+    hot, rest = [], []
+    for i in range(a.runs):
+        with start_parley(a, ["--idle-close", "1s"]) as srv:
+            conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=120)
+            time.sleep(1)
+            before = rss_kib(srv.pid)
+            for c in range(n):
+                cid = bench_http.call(conn, "POST", "/api/conversations", {})["id"]
+                bench_http.call(conn, "POST", f"/api/conversations/{cid}/events/append",
+                                [turn(j, 100) for j in range(k)])
+            conn.close()
+            hot.append((rss_kib(srv.pid) - before) * 1024 / n)
+            # at rest: every log closed (--idle-close 1s), nothing of theirs open
+            deadline = time.monotonic() + 60
+            while conversation_files(srv) > 0 and time.monotonic() < deadline:
+                time.sleep(0.2)
+            if conversation_files(srv) > 0:
+                fail("parley: the idle conversations' logs did not close within 60 s")
+            rest.append((rss_kib(srv.pid) - before) * 1024 / n)
+        log(f"  parley run {i + 1}/{a.runs}: {hot[-1]:,.0f} bytes per conversation just "
+            f"written, {rest[-1]:,.0f} with its log closed")
+    res["parley"]["idle_conv"] = {"bytes": med(hot)}
+    res["parley"]["rest_conv"] = {"bytes": med(rest)}
+    runs = []
+    for i in range(a.runs):
+        with start_redis(a) as srv:
+            time.sleep(1)
+            out = bench_redis(a, srv, "idle", "--streams", n, "--events", k, "--event-size", 100,
+                              "--hold", 3, "--server-pid", srv.pid)
+        runs.append(out["bytes_per_stream"])
+        log(f"  redis run {i + 1}/{a.runs}: {runs[-1]:,.0f} bytes per stream "
+            f"(used_memory says {out['used_memory_per_stream']:,.0f})")
+    res["redis"]["idle_conv"] = {"bytes": med(runs)}
+    res["redis"]["rest_conv"] = {"bytes": med(runs)}  # a stream is always in memory
+
+
+# ---- the table ---------------------------------------------------------------------
+
+def fmt(v, kind):
+    if v is None:
+        return "—"
+    if kind == "ms":
+        return f"{v:.2f}"
+    return f"{v:,.0f}"
+
+
+def ratio(p, o, higher_better):
+    if p is None or o is None or o <= 0 or p <= 0:
+        return "—"  # an RSS that shrank while connections opened: noise, no ratio
+    r = p / o
+    ahead = r > 1 if higher_better else r < 1
+    return f"{r:.2f} ({'parley ahead' if ahead else 'parley behind'})"
+
+
+def table(res, a):
+    rows = []
+
+    def get(who, line, key):
+        return res.get(who, {}).get(line, {}).get(key)
+
+    def row(name, line, key, kind, higher_better, node=False):
+        p, r = get("parley", line, key), get("redis", line, key)
+        n = get("node", line, key) if node else None
+        rows.append((name, fmt(p, kind), fmt(r, kind), fmt(n, kind),
+                     ratio(p, r, higher_better), ratio(p, n, higher_better) if node else "—"))
+
+    if "append" in res["parley"]:
+        row("durable append, events/s (64 conns, 1 KiB)", "append", "per_s", "n", True)
+        row("  append latency p50, ms", "append", "p50_ms", "ms", False)
+        row("  append latency p99, ms", "append", "p99_ms", "ms", False)
+    if "fanout" in res["parley"]:
+        row(f"fan-out 1 -> {a.subscribers:,}, deliveries/s", "fanout", "per_s", "n", True, True)
+        row("  producer events/s (batches of 50)", "fanout", "events_per_s", "n", True, True)
+        row("  delivery latency p50, ms", "fanout", "p50_ms", "ms", False, True)
+        row("  delivery latency p99, ms", "fanout", "p99_ms", "ms", False, True)
+    if "paging" in res["parley"]:
+        row("paging, pages of 100/s (random cursors)", "paging", "per_s", "n", True)
+        row("  page latency p50, ms", "paging", "p50_ms", "ms", False)
+        row("  page latency p99, ms", "paging", "p99_ms", "ms", False)
+    if "idle_conn" in res["parley"]:
+        row(f"memory per idle subscriber, bytes ({a.idle:,})", "idle_conn", "bytes", "n",
+            False, True)
+    if "idle_conv" in res["parley"]:
+        row(f"memory per conversation just written, bytes ({a.conversations:,} x 10 "
+            "events)", "idle_conv", "bytes", "n", False)
+        row("  the same at rest (its log closed: --idle-close)", "rest_conv", "bytes", "n",
+            False)
+    head = ("line", "parley", "Redis Streams", "node ws", "parley/Redis", "parley/node")
+    w = [max(len(str(r[i])) for r in rows + [head]) for i in range(len(head))]
+    out = ["| " + " | ".join(h.ljust(w[i]) for i, h in enumerate(head)) + " |",
+           "|" + "|".join("-" * (w[i] + 2) for i in range(len(head))) + "|"]
+    for r in rows:
+        out.append("| " + " | ".join(str(c).ljust(w[i]) if i == 0 else str(c).rjust(w[i])
+                                     for i, c in enumerate(r)) + " |")
+    return "\n".join(out)
+
+
+# ---- main --------------------------------------------------------------------------
+
+def build(a):
+    bdir = os.path.join(ROOT, "build-bench")
+    log(f"building parley and bench_redis (Release) in {bdir}")
+    subprocess.run(["cmake", "-S", ROOT, "-B", bdir, "-DCMAKE_BUILD_TYPE=Release"],
+                   check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(["cmake", "--build", bdir, "-j", str(os.cpu_count() or 1), "--target",
+                    "parley", "bench_redis"], check=True, stdout=subprocess.DEVNULL)
+    a.parley = a.parley or os.path.join(bdir, "parley")
+    a.bench_redis = a.bench_redis or os.path.join(bdir, "bench_redis")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog=__doc__.split("\n\n", 1)[1])
+    ap.add_argument("--parley", help="the parley binary, a Release build (default: build it)")
+    ap.add_argument("--bench-redis", help="the bench_redis binary (default: build it)")
+    ap.add_argument("--redis-server", default="redis-server", help="(default: from PATH)")
+    ap.add_argument("--runs", type=int, default=3, help="runs per line, medians (default 3)")
+    ap.add_argument("--duration", type=int, default=5, help="seconds per run (default 5)")
+    ap.add_argument("--subscribers", type=int, default=1000, help="fan-out subscribers")
+    ap.add_argument("--events", type=int, default=100000, help="events of the paged log")
+    ap.add_argument("--idle", type=int, default=2000, help="idle subscriber connections")
+    ap.add_argument("--conversations", type=int, default=1000, help="idle conversations")
+    ap.add_argument("--only", choices=LINES, action="append", help="run only these lines")
+    ap.add_argument("--no-bootstrap", action="store_true",
+                    help="skip tools/bootstrap.sh --bench (everything is installed)")
+    ap.add_argument("--json", action="store_true", help="also print the results as JSON")
+    a = ap.parse_args()
+    if a.runs < 1 or a.duration < 1:
+        fail("--runs and --duration must be at least 1")
+    if not a.no_bootstrap:
+        log("tools/bootstrap.sh --bench")
+        subprocess.run([os.path.join(ROOT, "tools", "bootstrap.sh"), "--bench"], check=True,
+                       stdout=sys.stderr)
+    for tool in ("wrk", "node", a.redis_server):
+        if shutil.which(tool) is None:
+            fail(f"{tool} is missing (tools/bootstrap.sh --bench installs it)")
+    if a.parley is None or a.bench_redis is None:
+        build(a)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # servers and clients inherit it
+    if hard < a.idle + a.subscribers + 200:
+        fail(f"{a.idle:,} idle connections need more than the {hard} open files allowed")
+    versions = {
+        "redis": subprocess.run([a.redis_server, "--version"], capture_output=True,
+                                text=True).stdout.strip(),
+        "node": subprocess.run(["node", "--version"], capture_output=True,
+                               text=True).stdout.strip(),
+        "cpus": os.cpu_count(),
+    }
+    log(f"{versions['redis']}; node {versions['node']}; {versions['cpus']} cpus")
+    res = {"parley": {}, "redis": {}, "node": {}}
+    t = time.monotonic()
+    fns = {"append": line_append, "fanout": line_fanout, "paging": line_paging,
+           "idle-conn": line_idle_conn, "idle-conv": line_idle_conv}
+    for name in LINES:
+        if a.only is None or name in a.only:
+            fns[name](a, res)
+    log(f"done in {time.monotonic() - t:.0f} s")
+    print(f"side by side: {a.runs} runs per line (medians), {a.duration} s each, "
+          f"{versions['cpus']} cpus; {versions['redis'].split(' sha=')[0]}, node "
+          f"{versions['node']}\n")
+    print(table(res, a))
+    if a.json:
+        print(json.dumps({"config": vars(a), "versions": versions, "results": res}))
+
+
+if __name__ == "__main__":
+    main()
