@@ -9,9 +9,9 @@
 #include <string.h>
 #include <sys/mman.h>
 
-/* 4 KiB chunks: a log of ten events costs one page, and the directory of a
- * million-event log 8 KiB. */
-enum { CHUNK_BITS = 10, CHUNK = 1 << CHUNK_BITS };
+/* 1 KiB chunks: a log of ten events costs 1 KiB, and the directory of a
+ * million-event log 32 KiB. */
+enum { CHUNK_BITS = 8, CHUNK = 1 << CHUNK_BITS };
 
 struct st_retired {
     st_retired *next;
