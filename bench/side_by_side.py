@@ -9,8 +9,10 @@ the ratio parley/other as a Markdown table (stdout; progress on stderr):
 
   append     durable appends, 64 connections, one request outstanding each,
              1 KiB events over 64 conversations / streams, 2 client threads:
-             parley (--durability full; wrk as tools/bench_http.py) vs Redis
-             (XADD, appendonly yes, appendfsync always; bench_redis xadd)
+             parley (--durability full; parley load) vs Redis (XADD,
+             appendonly yes, appendfsync always; bench_redis xadd), both
+             clients C on libuv, so that neither side's figure is its
+             client's (wrk's p99 on parley is ~25 ms, parley load's ~3.5)
   fanout     1 producer (arrays / pipelines of 50 events with 100 bytes of
              text, as fast as acknowledged) -> 1,000 subscribers: parley's
              WebSocket and node ws (bench/ws_broadcast.js), both driven by
@@ -231,12 +233,19 @@ def wrk_medians(a, srv, script, what):
 def line_append(a, res):
     body = json.dumps(bench_http.event_body(1024), separators=(",", ":"))
     log(f"append: {len(body)}-byte events, 64 connections, {a.runs} x {a.duration} s each")
-    with start_parley(a) as srv:
-        conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=120)
-        ids = [bench_http.call(conn, "POST", "/api/conversations", {})["id"] for _ in range(64)]
-        conn.close()
-        script = bench_http.append_script(os.path.join(srv.tmp, "append.lua"), ids, body)
-        res["parley"]["append"] = wrk_medians(a, srv, script, "append")
+    # parley load's agent message is this body with other text of the same
+    # length: both clients are C on libuv, closed loop, 2 threads
+    text = len(body) - len(body.split('"text":"', 1)[0]) - len('"text":"') - len('"}]}}')
+    runs = []
+    for i in range(a.runs):
+        with start_parley(a) as srv:
+            runs.append(parley_load(a, srv, "--conversations", 64, "--producers", 1,
+                                    "--subscribers", 0, "--event-size", text,
+                                    "--duration", f"{a.duration}s", "--threads", 2))
+        log(f"  parley append run {i + 1}/{a.runs}: {runs[-1]['events_per_s']:,.0f} events/s")
+    res["parley"]["append"] = {"per_s": med(r["events_per_s"] for r in runs),
+                               "p50_ms": med(r["ack_ms"]["p50"] for r in runs),
+                               "p99_ms": med(r["ack_ms"]["p99"] for r in runs)}
     runs = []
     with start_redis(a) as srv:
         payload = os.path.join(srv.tmp, "event.json")
