@@ -27,7 +27,7 @@ typedef struct rt_metrics {
     _Atomic uint64_t events_deferred;
     _Atomic uint64_t events_held;
     _Atomic uint64_t events_rejected[RT_METRIC_RULES]; /* by the gate's rule */
-    _Atomic int64_t conversations_open;                /* conversation actors running */
+    _Atomic int64_t conversations_open;                /* conversations with their log open */
     rt_hist fsync;                                     /* every fdatasync of the store */
     _Atomic int64_t ws_open;                           /* WebSocket streams */
     _Atomic uint64_t ws_frames;                        /* frames queued to subscribers */

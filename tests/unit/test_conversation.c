@@ -18,8 +18,11 @@
  * barrier for what the conversation does on its own (the stuck detector,
  * deferred messages committing), a test subscriber's counter for what
  * happens on a timer, and the store's I/O table (store/io.h) holds the
- * committer where a case needs an append to stay in flight.
+ * committer where a case needs an append to stay in flight. An idle
+ * conversation's log closing is seen by polling the open-logs gauge, with a
+ * deadline.
  */
+#include "runtime/metrics.h"
 #include "store/index.h"
 #include "store/io.h"
 #include "support_conv.h"
@@ -33,6 +36,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ------------------------------------------------------------ helpers --- */
@@ -2161,6 +2165,52 @@ START_TEST(test_sync_waits_for_subscribers)
 }
 END_TEST
 
+/* ----------------------------------------------------------- idle close --- */
+
+/* Until no conversation holds its log (the metric is process-wide: each
+ * test runs in its own process); false on deadline. */
+static bool logs_closed(void)
+{
+    for (int i = 0; i < TS_DEADLINE_MS; i++) {
+        if (atomic_load(&rt_metrics_g.conversations_open) == 0)
+            return true;
+        struct timespec ms = {0, 1000000};
+        nanosleep(&ms, NULL); /* polling a condition, with a deadline */
+    }
+    return false;
+}
+
+/* An idle conversation lets its log go and keeps its state: its status is
+ * answered asleep, the next append opens the log again and finds the call
+ * still pending, its subscriber still gets what comes, and a restart finds
+ * the log whole. */
+START_TEST(test_idle_close_and_wake)
+{
+    tc_env e = {0};
+    conv_opts o = {.idle_close_ms = 20};
+    tc_start(&e, NULL, &o, ST_FULL);
+    tc_sub *sub = tc_subscribe(&e, 0, false);
+    OK(&e, user("u1", "list the files"));
+    OK(&e, act("a1", "c1", "r1"));
+    ck_assert(logs_closed());
+    ASSERT_STATUS(&e, "idle", 1);
+    ck_assert_int_eq(atomic_load(&rt_metrics_g.conversations_open), 0);
+    REFUSED(&e, act("a2", "c2", "r2"), "interleaved_action", "a2", "c1");
+    OK(&e, obs("o1", "c1", "a1"));
+    REFUSED(&e, obs("o2", "c1", "a1"), "duplicate_tool_result", "o2", "");
+    ck_assert(tc_sub_wait(sub, 3));
+    ck_assert_uint_eq(tc_sub_index(sub, 2), 2);
+    ck_assert(logs_closed());
+    OK(&e, msg("m1", "agent")); /* woken by an append alone */
+    ASSERT_LOG(&e, "u1,a1,o1,m1");
+    tc_restart(&e);
+    ASSERT_LOG(&e, "u1,a1,o1,m1");
+    ASSERT_STATUS(&e, "idle", 0);
+    finish(&e);
+    tc_sub_free(sub);
+}
+END_TEST
+
 /* ---------------------------------------------------------------- main --- */
 
 int main(void)
@@ -2196,6 +2246,7 @@ int main(void)
         {"memory", {test_gate_memory_bound}},
         {"stuck", {test_stuck_default, test_stuck_detection_off, test_stuck_thresholds}},
         {"subscribers", {test_subscribe_replay_and_order, test_sync_waits_for_subscribers}},
+        {"idle", {test_idle_close_and_wake}},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         TCase *tc = tcase_create(cases[i].name);
