@@ -12,6 +12,7 @@
 #include "load.h"
 
 #include "runtime/units.h"
+#include "runtime/uuid.h"
 
 #include <getopt.h>
 #include <jansson.h>
@@ -24,7 +25,8 @@
 #include <unistd.h>
 
 static const char load_usage[] =
-    "usage: parley load URL [--conversations C] [--producers P] [--subscribers S]\n"
+    "usage: parley load URL [--conversations C | --conversation ID] [--producers P]\n"
+    "                   [--subscribers S]\n"
     "                   [--rate R|max] [--batch K] [--event-size BYTES] [--duration D]\n"
     "                   [--stalled N] [--mix KIND] [--readers R] [--faults] [--idle] [--threads N] "
     "[--server-pid PID]\n"
@@ -40,7 +42,10 @@ static const char load_usage[] =
     "  URL                 http://HOST:PORT[/PREFIX] of the server; a host other than\n"
     "                      127.0.0.1, ::1 or localhost gets a warning\n"
     "  --conversations C   conversations to create (default 1)\n"
-    "  --producers P       producers per conversation, a connection each (default 1)\n"
+    "  --conversation ID   load this existing conversation instead of new ones (with\n"
+    "                      --producers 0 and --readers, page a log that is there)\n"
+    "  --producers P       producers per conversation, a connection each; 0: none\n"
+    "                      (subscribers and readers only) (default 1)\n"
     "  --subscribers S     reading WebSocket subscribers per conversation (default 10)\n"
     "  --rate R|max        R: events per second over all producers, each request sent\n"
     "                      at its intended time whatever is still unanswered, and\n"
@@ -174,6 +179,7 @@ static int parse(int argc, char **argv, load_cfg *c)
 {
     enum {
         CONVS = 256,
+        CONV,
         PRODS,
         SUBS,
         RATE,
@@ -193,6 +199,7 @@ static int parse(int argc, char **argv, load_cfg *c)
     };
     static const struct option opts[] = {
         {"conversations", required_argument, NULL, CONVS},
+        {"conversation", required_argument, NULL, CONV},
         {"producers", required_argument, NULL, PRODS},
         {"subscribers", required_argument, NULL, SUBS},
         {"rate", required_argument, NULL, RATE},
@@ -224,11 +231,19 @@ static int parse(int argc, char **argv, load_cfg *c)
             ok = cli_parse_int(cmd, "--conversations", optarg, 1, 100000, &c->conversations);
             break;
         case PRODS:
-            ok = cli_parse_int(cmd, "--producers", optarg, 1, 1000, &c->producers);
+            ok = cli_parse_int(cmd, "--producers", optarg, 0, 1000, &c->producers);
             break;
         case SUBS:
             ok = cli_parse_int(cmd, "--subscribers", optarg, 0, 100000, &c->subscribers);
             break;
+        case CONV: {
+            rt_uuid id;
+            if (!rt_uuid_parse(optarg, strlen(optarg), &id))
+                return cli_usage_error(cmd, "--conversation wants a conversation id, not '%s'",
+                                       optarg);
+            rt_uuid_dashed(&id, c->conversation);
+            break;
+        }
         case CONFIG: /* read by with_config, before */
             break;
         case MIX:
@@ -297,6 +312,8 @@ static int parse(int argc, char **argv, load_cfg *c)
         return cli_usage_error(cmd, "%s: %s", argv[optind], err);
     if (c->url.tls)
         return cli_usage_error(cmd, "https:// is not spoken yet: use http://");
+    if (c->conversation[0] != '\0' && c->conversations != 1)
+        return cli_usage_error(cmd, "--conversation is one conversation: no --conversations");
     if (c->idle && c->server_pid == 0)
         return cli_usage_error(cmd, "--idle needs --server-pid, to read the server's memory");
     long conns = (long)c->conversations * (c->subscribers + c->stalled + c->producers + c->readers);
@@ -495,7 +512,8 @@ static int run_load(int argc, char **argv)
             free_run(run);
             return CLI_FAIL;
         }
-    if (run->convs == NULL || run->shards == NULL) {
+    if (run->convs == NULL || run->shards == NULL ||
+        (c->conversation[0] != '\0' && load_count_before(run) != 0)) {
         free_run(run);
         return CLI_FAIL;
     }

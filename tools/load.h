@@ -37,6 +37,7 @@ typedef struct load_cfg {
     uint64_t duration_ms;
     bool idle, json, progress, faults, mix; /* mix: --mix realistic */
     int server_pid;                         /* 0: none */
+    char conversation[37];                  /* an existing one to load, or "" */
     const char *api_key;
 } load_cfg;
 
@@ -53,6 +54,7 @@ typedef enum load_phase {
 typedef struct load_conv {
     char id[40];
     int64_t acked_min, acked_max; /* over every shard, set after LOAD_ACKS; -1: none */
+    uint64_t first;               /* events it held before the run (--conversation) */
 } load_conv;
 
 /* What became of a subscriber that never read. */
@@ -150,6 +152,10 @@ int load_readers_init(load_shard *sh);
 void load_readers_phase(load_shard *sh);
 void load_readers_free(load_shard *sh);
 
+/* load_log.c: the events an existing conversation (--conversation) holds
+ * before the run, into convs[0].first; -1 with why printed when it cannot
+ * be read (no such conversation). */
+int load_count_before(load_run *run);
 /* load_log.c: read every conversation's log back by REST and check it
  * against the acks (unanswered: some requests got no answer, so the log
  * may hold more of the load's events than were acked). 0, or -1 with

@@ -5,7 +5,8 @@
  * inclusive cursor where it should be), and then each index a producer
  * was told (201) holds one of the load's events, and there are no more of
  * them than were acked, unless some requests went unanswered (those may or
- * may not have been appended).
+ * may not have been appended). An existing conversation's (--conversation)
+ * events from before the run are not the load's, whatever they hold.
  */
 #include "actors/follow.h"
 #include "load.h"
@@ -71,6 +72,26 @@ static int page_all(remote *r, const char *cid, fl *f, char *why, size_t cap)
     return 0;
 }
 
+int load_count_before(load_run *run)
+{
+    load_cfg *c = &run->cfg;
+    remote *r = remote_new(&c->url, NULL, c->api_key);
+    char path[128];
+    snprintf(path, sizeof(path), "/api/conversations/%s/events/count", c->conversation);
+    const char *body = "";
+    int st = r != NULL ? remote_call(r, "GET", path, NULL, &body) : -1;
+    char *end = NULL;
+    unsigned long long n = st == 200 ? strtoull(body, &end, 10) : 0;
+    bool ok = st == 200 && *body != '\0' && *end == '\0'; /* body is r's: read it before */
+    if (!ok)
+        fprintf(stderr, "parley load: conversation %s: %s%d %.100s\n", c->conversation,
+                st < 0 ? "" : "status ", st, body);
+    else
+        run->convs[0].first = n;
+    remote_free(r);
+    return ok ? 0 : -1;
+}
+
 int load_check_log(load_run *run, bool unanswered)
 {
     load_cfg *c = &run->cfg;
@@ -94,7 +115,8 @@ int load_check_log(load_run *run, bool unanswered)
         uint64_t n = fl_count(f), acked = 0, marked = 0;
         for (uint64_t i = 0; i < n; i++) {
             const rt_buf *b = fl_bytes(f, i);
-            bool ours = memmem(rt_buf_data(b), rt_buf_len(b), LOAD_MARK, strlen(LOAD_MARK)) != 0;
+            bool ours = i >= run->convs[ci].first &&
+                        memmem(rt_buf_data(b), rt_buf_len(b), LOAD_MARK, strlen(LOAD_MARK)) != 0;
             bool was_acked = false;
             for (int s = 0; s < c->threads && !was_acked; s++)
                 was_acked = bit(&run->shards[s].acked[ci], i);

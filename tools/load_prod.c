@@ -463,6 +463,10 @@ void load_prods_phase(load_shard *sh)
     int total = c->conversations * c->producers;
     switch (run->phase) {
     case LOAD_SETUP:
+        if (c->conversation[0] != '\0') { /* --conversation: it is there */
+            snprintf(run->convs[0].id, sizeof(run->convs[0].id), "%s", c->conversation);
+            return;
+        }
         sh->setup->awaited = true;
         sh->waiting++;
         start(sh->setup);

@@ -100,7 +100,7 @@ static bool verdict(const load_run *run, const totals *t, char *why, size_t cap)
         snprintf(why + at, cap - at, "%s%s %llu", at ? ", " : "", t->errs.name[i],
                  (unsigned long long)t->errs.count[i]);
     }
-    if (why[0] == '\0' && !run->cfg.idle && t->events == 0)
+    if (why[0] == '\0' && !run->cfg.idle && run->cfg.producers > 0 && t->events == 0)
         snprintf(why, cap, "nothing was appended");
     if (why[0] == '\0' && run->log_why[0] != '\0')
         snprintf(why, cap, "%s", run->log_why);

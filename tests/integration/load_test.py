@@ -1,6 +1,7 @@
 """load_test.py - `parley load` runs in seconds, small numbers, against a
 real server (agent messages, batches, open loop with a stalled subscriber,
---faults with REST readers, and a --config file of realistic agent turns):
+--faults with REST readers, a --config file of realistic agent turns, and
+readers alone on an existing conversation):
 each run's JSON report says verdict "pass" and counts no errors, and the
 events it says were appended are in the conversations' logs (REST
 /events/count). A run against nothing listening fails with a
@@ -56,6 +57,12 @@ def logged_total(api):
     return total
 
 
+def logged_total_of(api, cid):
+    st, n = api.call("GET", "/api/conversations/%s/events/count" % cid)
+    check(st == 200, "count", st, n)
+    return n
+
+
 def main():
     p = subprocess.run([PARLEY, "load", "--help"], capture_output=True, text=True, timeout=T)
     check(p.returncode == 0, "load --help", p.returncode)
@@ -96,6 +103,28 @@ def main():
                   rep["events"])
             before = after
             print("ok: load %s: %d events" % (" ".join(args), rep["events"]))
+
+        # an existing conversation, read only: readers page the log that is there
+        st, info = api.call("GET", "/api/conversations/search?limit=1")
+        cid = info["items"][0]["id"]
+        rep = load(url, "--conversation", cid, "--producers", "0", "--subscribers", "0",
+                   "--readers", "2", "--duration", "1s")
+        check(rep["events"] == 0 and rep["reads"] > 0, "pages read, nothing appended", rep)
+        pages = rep["reads"]
+        check(rep["log"]["events"] == logged_total_of(api, cid), "its whole log read back",
+              rep["log"])
+        check(logged_total(api) == before, "nothing was added")
+        # and written to: its earlier events (a load's too) are not this run's
+        rep = load(url, "--conversation", cid, "--producers", "1", "--subscribers", "1",
+                   "--duration", "1s")
+        check(rep["events"] > 0 and logged_total(api) >= before + rep["events"],
+              "appended to the existing log", rep["events"])
+        p = subprocess.run([PARLEY, "load", url, "--conversation", "not-an-id"],
+                           capture_output=True, text=True, timeout=T)
+        check(p.returncode == 2 and "--conversation" in p.stderr, "a bad id is bad usage",
+              p.returncode, p.stderr)
+        print("ok: load --conversation %s: %d pages read alone, then %d events appended"
+              % (cid, pages, rep["events"]))
 
     p = subprocess.run([PARLEY, "load", url, "--duration", "1s"], capture_output=True, text=True,
                        timeout=T)
