@@ -18,7 +18,8 @@ the ratio parley/other as a Markdown table (stdout; progress on stderr):
              WebSocket and node ws (bench/ws_broadcast.js), both driven by
              parley load, vs Redis XREAD BLOCK consumers (bench_redis fanout)
   paging     pages of 100 at random cursors of a 100,000-event log (300-byte
-             texts), 64 connections: parley events/search (wrk) vs Redis
+             texts), 64 connections, 2 client threads: parley events/search
+             (parley load --readers on the filled conversation) vs Redis
              XRANGE with exclusive cursors (bench_redis xrange)
   idle-conn  server RSS per idle subscriber connection (2,000 of them):
              parley, node ws, Redis (clients blocked in XREAD)
@@ -36,7 +37,6 @@ import argparse
 import http.client
 import json
 import os
-import random
 import re
 import resource
 import shutil
@@ -51,7 +51,7 @@ import time
 sys.dont_write_bytecode = True
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
-import bench_http  # noqa: E402  (start_server, call, message, event_body, run_wrk, lua)
+import bench_http  # noqa: E402  (call, message, event_body, fill)
 
 LINES = ["append", "fanout", "paging", "idle-conn", "idle-conv"]
 
@@ -218,16 +218,6 @@ def parley_load(a, srv, *args):
     return out
 
 
-def wrk_medians(a, srv, script, what):
-    """wrk over 64 connections, a.runs times: the medians of rate, p50, p99."""
-    runs = []
-    for i in range(a.runs):
-        runs.append(bench_http.run_wrk(srv.port, 64, 2, a.duration, script, "/"))
-        log(f"  parley {what} run {i + 1}/{a.runs}: {runs[-1][0]:,.0f}/s")
-    return {"per_s": med(r[0] for r in runs), "p50_ms": med(r[1] for r in runs),
-            "p99_ms": med(r[2] for r in runs)}
-
-
 # ---- the lines ---------------------------------------------------------------------
 
 def line_append(a, res):
@@ -298,12 +288,20 @@ def line_paging(a, res):
         conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=120)
         cid = bench_http.call(conn, "POST", "/api/conversations", {})["id"]
         t = time.monotonic()
-        ev_ids = bench_http.fill(conn, cid, a.events, 300)
+        bench_http.fill(conn, cid, a.events, 300)
         conn.close()
-        log(f"  parley: appended {len(ev_ids):,} events in {time.monotonic() - t:.1f} s")
-        picks = random.Random(1).sample(ev_ids, min(5000, len(ev_ids)))
-        script = bench_http.search_script(os.path.join(srv.tmp, "search.lua"), cid, picks)
-        res["parley"]["paging"] = wrk_medians(a, srv, script, "search")
+        log(f"  parley: appended {a.events:,} events in {time.monotonic() - t:.1f} s")
+        # 64 readers in parley load (C on libuv, 2 threads, as bench_redis),
+        # each from the first event, then from random ids its pages showed
+        runs = []
+        for i in range(a.runs):
+            runs.append(parley_load(a, srv, "--conversation", cid, "--producers", 0,
+                                    "--subscribers", 0, "--readers", 64, "--threads", 2,
+                                    "--duration", f"{a.duration}s"))
+            log(f"  parley search run {i + 1}/{a.runs}: {runs[-1]['reads_per_s']:,.0f} pages/s")
+    res["parley"]["paging"] = {"per_s": med(r["reads_per_s"] for r in runs),
+                               "p50_ms": med(r["read_ms"]["p50"] for r in runs),
+                               "p99_ms": med(r["read_ms"]["p99"] for r in runs)}
     with start_redis(a) as srv:
         r = bench_redis(a, srv, "xrange", "--connections", 64, "--threads", 2,
                         "--fill", a.events, "--event-size", 300, "--count", 100,
@@ -497,7 +495,7 @@ def main():
         log("tools/bootstrap.sh --bench")
         subprocess.run([os.path.join(ROOT, "tools", "bootstrap.sh"), "--bench"], check=True,
                        stdout=sys.stderr)
-    for tool in ("wrk", "node", a.redis_server):
+    for tool in ("node", a.redis_server):
         if shutil.which(tool) is None:
             fail(f"{tool} is missing (tools/bootstrap.sh --bench installs it)")
     if a.parley is None or a.bench_redis is None:
