@@ -17,7 +17,9 @@
  */
 #include "internal.h"
 
+#include <pthread.h>
 #include <sched.h>
+#include <stdio.h>
 
 _Thread_local rt_loop *rt__tl_loop;
 _Thread_local rt_actor *rt__tl_actor;
@@ -160,6 +162,9 @@ int rt__loop_init(rt_loop *l, rt_runtime *rt, int index)
 static void loop_main(void *arg)
 {
     rt_loop *l = arg;
+    char name[16]; /* for top -H, perf, gdb */
+    snprintf(name, sizeof(name), "parley-loop%d", l->index);
+    pthread_setname_np(pthread_self(), name);
     rt__tl_loop = l;
     uv_run(&l->uv, UV_RUN_DEFAULT);
     rt__tl_loop = NULL;

@@ -459,6 +459,7 @@ static group *drain(st_store *s, group *g, bool settled)
 static void *committer_main(void *arg)
 {
     st_store *s = arg;
+    pthread_setname_np(pthread_self(), "parley-commit");
     group gs[2] = {{.gen = 0}, {.gen = 1}};
     group *inflight = NULL; /* begun and written, not answered yet */
     uint64_t next_sync = st_now_ms() + s->o.interval_ms, rotate_retry = 0;

@@ -121,6 +121,7 @@ int st_journal_sync(st_store *s)
 static void *syncer_main(void *arg)
 {
     st_store *s = arg;
+    pthread_setname_np(pthread_self(), "parley-sync");
     pthread_mutex_lock(&s->j.sy_mu);
     for (;;) {
         while (s->j.sy_state != 1 && s->j.sy_state != 3)

@@ -57,6 +57,7 @@ const char *st_durability_name(st_durability d)
 static void *flusher_main(void *arg)
 {
     st_store *s = arg;
+    pthread_setname_np(pthread_self(), "parley-flush");
     uint64_t done = 0, last_sweep = st_now_ms();
     pthread_mutex_lock(&s->f_mu);
     while (!s->f_stop) {
