@@ -112,6 +112,7 @@ typedef struct conv {
     bool open;        /* the log is open: sc and log are set */
     bool asleep;      /* it let its log go while idle, and kept its state */
     bool waking;      /* asleep, and opening the log again */
+    bool stopping;    /* the server is: nothing is held any more */
     uint64_t last_ms; /* when a request last came (monotonic) */
     st_conv *sc;
     st_log *log;
@@ -718,6 +719,11 @@ static void already(conv *c, ev *e, rt_promise *reply)
 static void hold(conv *c, ev *e, rt_promise *reply)
 {
     rt_count(&rt_metrics_g.events_held, 1);
+    if (c->stopping) { /* its parent could only come after a restart */
+        reply_detail(reply, 503, "the server is stopping: retry");
+        ev_free(e);
+        return;
+    }
     if (c->nholds >= c->o->hold_max) {
         reply_json(reply, 503,
                    json_pack("{s:s, s:i}", "detail",
@@ -1546,7 +1552,23 @@ static void idle_check(conv *c)
 static bool needs_no_log(uint32_t kind)
 {
     return kind == CONV_STATUS || kind == CONV_UNSUBSCRIBE || kind == CONV_FILE_SAVED ||
-           kind == CONV_TICK || kind == CONV_IDLE_CHECK;
+           kind == CONV_TICK || kind == CONV_IDLE_CHECK || kind == CONV_STOPPING;
+}
+
+/* The server is stopping: refuse what is held (and, from now, what would
+ * be), so that its producers are answered at once rather than when the
+ * server's grace for requests in flight runs out. */
+static void stopping(conv *c)
+{
+    c->stopping = true;
+    for (held *h = c->holds, *next; h != NULL; h = next) {
+        next = h->next;
+        reply_detail(&h->reply, 503, "the server is stopping: retry");
+        ev_free(&h->e);
+        free(h);
+    }
+    c->holds = NULL;
+    c->nholds = 0;
 }
 
 /* ----------------------------------------------------------- the actor --- */
@@ -1648,7 +1670,8 @@ static int conv_handle(rt_actor *self, void *state, rt_msg *m)
     conv *c = state;
     if (m->kind == CONV_OPENED)
         return on_open_result(c, (conv_opened *)(uintptr_t)m->arg);
-    if (m->kind != CONV_IDLE_CHECK && m->kind != CONV_STATUS && m->kind != CONV_TICK)
+    if (m->kind != CONV_IDLE_CHECK && m->kind != CONV_STATUS && m->kind != CONV_TICK &&
+        m->kind != CONV_STOPPING)
         c->last_ms = mono_ms();
     if (!c->open && !(c->asleep && needs_no_log(m->kind))) {
         keep_early(c, m);
@@ -1770,6 +1793,9 @@ static void dispatch(conv *c, uint32_t kind, uint64_t arg, const rt_buf *buf, rt
         break;
     case CONV_IDLE_CHECK:
         idle_check(c);
+        break;
+    case CONV_STOPPING:
+        stopping(c);
         break;
     case CONV_NUDGE: {
         ev e;

@@ -59,6 +59,9 @@ enum {
                     accepted before is durable; answered 200 {"success"};
                     then the conversation's actors stop, and every later
                     request is answered 404 */
+    CONV_STOPPING, /* a notice: the server is stopping, so every event held
+                      for its parent is refused now (503), and so is any
+                      that would be held from now on */
     /* the reply */
     CONV_RESULT,
     /* to subscribers, in log order: arg = index, buf = the event's bytes */
@@ -143,6 +146,8 @@ void convs_free(convs *c);
 int convs_get(convs *c, const rt_uuid *id, rt_actor **out);
 /* Stop the actors of a conversation (after CONV_DELETE removed it). */
 void convs_stop(convs *c, const rt_uuid *id);
+/* The server is stopping: CONV_STOPPING to every running conversation. */
+void convs_stopping(convs *c);
 /* Create it (meta stored as given) and start it; *created false if it
  * existed already (then it is returned as is). */
 int convs_create(convs *c, const rt_uuid *id, rt_buf *meta, rt_actor **out, bool *created);

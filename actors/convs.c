@@ -187,6 +187,16 @@ int convs_create(convs *s, const rt_uuid *id, rt_buf *meta, rt_actor **out, bool
     return r;
 }
 
+void convs_stopping(convs *s)
+{
+    pthread_mutex_lock(&s->mu);
+    for (size_t i = 0; i < s->nbuckets; i++)
+        for (conv_entry *e = s->buckets[i]; e != NULL; e = e->next)
+            if (e->ctx.conv != NULL)
+                rt_send(e->ctx.conv, CONV_STOPPING, 0, NULL); /* a closed one: nothing held */
+    pthread_mutex_unlock(&s->mu);
+}
+
 void convs_stop(convs *s, const rt_uuid *id)
 {
     /* The entry stays: its context is the actors' argument until they are

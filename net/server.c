@@ -294,6 +294,8 @@ void net_server_stop(net_server *s, uint64_t grace_ms)
     for (int i = 0; i < s->nloops; i++)
         if (s->actors[i] != NULL && rt_send(s->actors[i], NET_DRAIN, 0, NULL) == 0)
             live++;
+    /* a producer waiting for its event's parent would wait out the grace */
+    convs_stopping(s->api.convs);
     uint64_t deadline = uv_hrtime() + grace_ms * 1000000;
     uv_mutex_lock(&s->lock);
     while (s->drained < live) {

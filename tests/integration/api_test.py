@@ -36,17 +36,7 @@ time.tzset()
 # Server bugs this suite found (test name -> the bug as first seen). Such a
 # test checks the correct behaviour; while it fails, its FAIL line quotes the
 # bug. Drop the entry once the fix is committed.
-SERVER_BUGS = {
-    "sigterm_answers_held_append":
-        "SIGTERM with a held append: the server waits 10 s, then closes the producer's "
-        "connection without an answer",
-    "pause_when_paused":
-        "POST .../pause (and /interrupt) on a paused conversation answers 409, not success",
-    "title_counts_characters":
-        "a title of 200 two-byte characters is refused (422): the limit counts bytes",
-    "secrets_not_echoed":
-        "secret values given at creation are returned as given in ConversationInfo",
-}
+SERVER_BUGS = {}
 
 UUID_DASHED = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 HEX32 = re.compile(r"^[0-9a-f]{32}$")
@@ -1071,7 +1061,8 @@ def hold_one(srv, cid, ev):
 
 def sigterm_answers_held_append():
     """SIGTERM while a producer waits for its held event's parent: the
-    producer gets an answer (refused: 409 or 503), the server exits 0."""
+    producer gets an answer (refused: 409 or 503) at once, not when the
+    grace for requests in flight runs out, and the server exits 0."""
     with Server(args=["--hold-max", "1", "--hold-timeout", "60s"]) as srv:
         c = srv.client()
         cid = new_conv(c)
@@ -1086,6 +1077,10 @@ def sigterm_answers_held_append():
                               % e)
         check(r.status in (409, 503) and "detail" in (r.body or {}),
               "a held append is refused when the server stops", r)
+        srv.proc.wait(60)
+        check("still in flight" not in srv._stderr_text(),
+              "refused at once, not after the grace for requests in flight",
+              srv._stderr_text())
 
 
 def gate_expiries(srv):
