@@ -1525,9 +1525,9 @@ static void arm_idle(conv *c, uint64_t ms)
  * sync or early request. */
 static bool quiet(const conv *c)
 {
-    return c->open && !c->deleted && c->uhead == NULL && c->tentative == NULL &&
-           c->holds == NULL && c->defs == NULL && c->waiters == NULL && c->syncs == NULL &&
-           c->early_head == NULL && c->saves_done == c->saves_sent;
+    return c->open && !c->deleted && c->uhead == NULL && c->tentative == NULL && c->holds == NULL &&
+           c->defs == NULL && c->waiters == NULL && c->syncs == NULL && c->early_head == NULL &&
+           c->saves_done == c->saves_sent;
 }
 
 static void idle_check(conv *c)
@@ -1555,20 +1555,26 @@ static bool needs_no_log(uint32_t kind)
            kind == CONV_TICK || kind == CONV_IDLE_CHECK || kind == CONV_STOPPING;
 }
 
+/* Answer every held event 503 (why), and hold none of them any more. */
+static void refuse_holds(conv *c, const char *why)
+{
+    for (held *h = c->holds, *next; h != NULL; h = next) {
+        next = h->next;
+        reply_detail(&h->reply, 503, "%s", why);
+        ev_free(&h->e);
+        free(h);
+    }
+    c->holds = NULL;
+    c->nholds = 0;
+}
+
 /* The server is stopping: refuse what is held (and, from now, what would
  * be), so that its producers are answered at once rather than when the
  * server's grace for requests in flight runs out. */
 static void stopping(conv *c)
 {
     c->stopping = true;
-    for (held *h = c->holds, *next; h != NULL; h = next) {
-        next = h->next;
-        reply_detail(&h->reply, 503, "the server is stopping: retry");
-        ev_free(&h->e);
-        free(h);
-    }
-    c->holds = NULL;
-    c->nholds = 0;
+    refuse_holds(c, "the server is stopping: retry");
 }
 
 /* ----------------------------------------------------------- the actor --- */
@@ -1826,12 +1832,7 @@ static void conv_stop(rt_actor *self, void *state)
             reply_detail(&x->reply, 503, "the conversation is restarting: retry");
         unit_free(u);
     }
-    for (held *h = c->holds, *next; h != NULL; h = next) {
-        next = h->next;
-        reply_detail(&h->reply, 503, "the conversation is restarting: retry");
-        ev_free(&h->e);
-        free(h);
-    }
+    refuse_holds(c, "the conversation is restarting: retry");
     for (deferred *d = c->defs, *next; d != NULL; d = next) {
         next = d->next; /* kept in deferred.json for the next incarnation */
         deferred_free(d);

@@ -55,10 +55,10 @@ enum {
                                          asked for meanwhile) is durable; also sent
                                          to subscribers, who answer CONV_SYNC_DONE */
     CONV_SYNC_DONE,
-    CONV_DELETE, /* remove the conversation and its files, once what was
-                    accepted before is durable; answered 200 {"success"};
-                    then the conversation's actors stop, and every later
-                    request is answered 404 */
+    CONV_DELETE,   /* remove the conversation and its files, once what was
+                      accepted before is durable; answered 200 {"success"};
+                      then the conversation's actors stop, and every later
+                      request is answered 404 */
     CONV_STOPPING, /* a notice: the server is stopping, so every event held
                       for its parent is refused now (503), and so is any
                       that would be held from now on */

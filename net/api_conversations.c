@@ -106,10 +106,10 @@ static void on_status(void *ctx, rt_msg *m)
     } else if (!(m->kind == CONV_RESULT && m->arg == 404) && !g->failed) {
         /* not gone, but it could not say how it is (its log would not open,
          * it timed out): the answer would be wrong without it */
-        json_t *j = m->kind == CONV_RESULT && m->buf != NULL
-                        ? rt_json_read((const char *)rt_buf_data(m->buf), rt_buf_len(m->buf), 0,
-                                       NULL)
-                        : NULL;
+        json_t *j =
+            m->kind == CONV_RESULT && m->buf != NULL
+                ? rt_json_read((const char *)rt_buf_data(m->buf), rt_buf_len(m->buf), 0, NULL)
+                : NULL;
         const char *d = json_string_value(json_object_get(j, "detail"));
         char id[37];
         rt_uuid_dashed(&g->ids[i], id);

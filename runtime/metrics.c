@@ -48,7 +48,8 @@ void rt_metrics_render(rt_text *t, const char *(*rule_name)(int i))
                            get(&m->events_rejected[i]));
     }
     rt_text_printf(t,
-                   "# HELP parley_conversations_open Conversations with their log open (an idle one closes it: --idle-close).\n"
+                   "# HELP parley_conversations_open Conversations with their log open (an idle "
+                   "one closes it: --idle-close).\n"
                    "# TYPE parley_conversations_open gauge\nparley_conversations_open %" PRId64
                    "\n",
                    atomic_load_explicit(&m->conversations_open, memory_order_relaxed));

@@ -45,8 +45,8 @@ int pl_open(const pl_options *o, pl_instance **out, char *err, size_t errlen)
                  o->durability);
         return RT_EINVAL;
     }
-    unsigned long long idle = o != NULL && o->idle_close_ms != 0 ? o->idle_close_ms
-                                                                  : CONV_IDLE_CLOSE_MS;
+    unsigned long long idle =
+        o != NULL && o->idle_close_ms != 0 ? o->idle_close_ms : CONV_IDLE_CLOSE_MS;
     so.idle_ttl_ms = idle; /* a log nobody holds closes as soon as a conversation's would */
     pl_instance *p = calloc(1, sizeof(*p));
     if (p == NULL)
