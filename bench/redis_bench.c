@@ -13,12 +13,12 @@
  * time: a server that stops answering fails the run instead of hanging it.
  *
  * Design decisions:
- * - It mirrors what drives parley in the same benchmark: closed loop with
- *   one request outstanding per connection (wrk, for xadd and xrange, with
- *   as many threads as wrk's -t), one loop for the fan-out (parley load's
- *   default of one thread), the producer's send time on CLOCK_MONOTONIC
- *   (uv_hrtime) written in the event's text in parley load's format
- *   ("@t=" and 19 digits), and the same event JSON bytes.
+ * - It mirrors parley load, which drives parley in the same benchmark:
+ *   closed loop with one request outstanding per connection, the same
+ *   thread counts, the producer's send time on CLOCK_MONOTONIC (uv_hrtime)
+ *   written in the event's text with parley load's marker, the same event
+ *   JSON bytes, and parley load's latency histogram (tools/load_stats.c),
+ *   so that both sides' percentiles are computed alike.
  * - The parser is strict: anything that is not RESP2 as Redis 7 sends it
  *   (CRLF line ends, no leading '+' or zeros in lengths, bounded nesting and
  *   sizes) is a protocol error, and so is any error reply. A reply is parsed
@@ -37,6 +37,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <uv.h>
+
+#include "load_stats.h" /* tools/: parley load's pure parts */
 
 /* ---- small helpers ---------------------------------------------------------------- */
 
@@ -295,69 +297,19 @@ static int resp_entries(const resp_tok *t, int n, int i,
     return i;
 }
 
-/* ---- latency histogram ------------------------------------------------------------ */
+/* ---- latency ---------------------------------------------------------------------- */
 
-/* Log-linear over nanoseconds: 32 steps per power of two (at most 3 %
- * error), exact below 64 ns, everything above 2^40 ns (18 min) in the top. */
-enum { H_SUB = 32, H_TOP = 40, H_BUCKETS = (H_TOP + 1) * H_SUB };
-
-typedef struct hist {
-    uint64_t b[H_BUCKETS];
-    uint64_t n, max;
-} hist;
-
-static size_t h_bucket(uint64_t v)
+/* parley load's histogram (tools/load_stats.c): both sides of a line get
+ * their percentiles by the same buckets and the same rank. */
+static double pct_ms(const load_hist *h, double p)
 {
-    if (v >= (uint64_t)1 << H_TOP)
-        v = ((uint64_t)1 << H_TOP) - 1;
-    if (v < 2 * H_SUB)
-        return (size_t)v;
-    int shift = 63 - __builtin_clzll(v) - 5; /* v >> shift is in [32, 64) */
-    return (size_t)shift * H_SUB + (size_t)(v >> shift);
+    return (double)load_hist_pct(h, p) / 1e6;
 }
 
-static uint64_t h_mid(size_t i)
-{
-    if (i < 2 * H_SUB)
-        return i;
-    unsigned shift = (unsigned)(i / H_SUB - 1);
-    return ((uint64_t)(i % H_SUB + H_SUB) << shift) + ((uint64_t)1 << shift) / 2;
-}
-
-static void hist_add(hist *h, uint64_t ns)
-{
-    h->b[h_bucket(ns)]++;
-    h->n++;
-    if (ns > h->max)
-        h->max = ns;
-}
-
-static void hist_merge(hist *into, const hist *from)
-{
-    for (size_t i = 0; i < H_BUCKETS; i++)
-        into->b[i] += from->b[i];
-    into->n += from->n;
-    if (from->max > into->max)
-        into->max = from->max;
-}
-
-static double hist_ms(const hist *h, double q)
-{
-    if (h->n == 0)
-        return 0;
-    uint64_t want = (uint64_t)(q * (double)h->n + 0.5), seen = 0;
-    if (want < 1)
-        want = 1;
-    for (size_t i = 0; i < H_BUCKETS; i++)
-        if ((seen += h->b[i]) >= want)
-            return (double)(h_mid(i) < h->max ? h_mid(i) : h->max) / 1e6;
-    return (double)h->max / 1e6;
-}
-
-static void print_hist(const char *name, const hist *h)
+static void print_hist(const char *name, const load_hist *h)
 {
     printf("\"%s\": {\"p50\": %.3f, \"p90\": %.3f, \"p99\": %.3f, \"max\": %.3f}", name,
-           hist_ms(h, 0.5), hist_ms(h, 0.9), hist_ms(h, 0.99), (double)h->max / 1e6);
+           pct_ms(h, 0.5), pct_ms(h, 0.9), pct_ms(h, 0.99), (double)h->max / 1e6);
 }
 
 /* ---- options ---------------------------------------------------------------------- */
@@ -514,14 +466,9 @@ static void numbered_event(buf *b, int size, long long i)
     memcpy(b->p + at, n, (size_t)k < (size_t)size ? (size_t)k : (size_t)size);
 }
 
-enum { MARK_LEN = 22, SEQ_LEN = 10 }; /* "@t=" + 19 digits, as parley load writes it */
-
-static void put_mark(char *at, uint64_t ns)
-{
-    memcpy(at, "@t=", 3);
-    for (int i = MARK_LEN - 1; i >= 3; i--, ns /= 10)
-        at[i] = (char)('0' + ns % 10);
-}
+/* The send time is parley load's marker (LOAD_MARK: "@t=" + 19 digits);
+ * a sequence number of SEQ_LEN digits comes right before it. */
+enum { MARK_LEN = LOAD_MARK_LEN, SEQ_LEN = 10 };
 
 static void put_seq(char *at, uint64_t seq)
 {
@@ -577,7 +524,7 @@ struct worker {
     void (*on_connected)(conn *c);
     bool stopping;
     uint64_t t0, t_end, ops;
-    hist lat;
+    load_hist lat;
     int phase;
 };
 
@@ -873,7 +820,7 @@ static void cl_reply(conn *c, const resp_tok *t, int n)
     } else if (n != 1 || t[0].type != '$' || t[0].n <= 0) {
         die("XADD did not answer an entry id");
     }
-    hist_add(&w->lat, now - c->sent);
+    load_hist_add(&w->lat, now - c->sent);
     if (!w->stopping) {
         w->ops++;
         cl_next(c);
@@ -901,7 +848,7 @@ static void cl_thread(void *arg)
 typedef struct cl_result {
     double ops_per_s;
     uint64_t ops;
-    hist lat;
+    load_hist lat;
 } cl_result;
 
 /* Runs C.connections over C.threads loops for C.duration; connection i of
@@ -934,7 +881,7 @@ static void closed_loop(cl_result *res)
         uv_thread_join(&ws[k].thread);
         res->ops += ws[k].ops;
         res->ops_per_s += (double)ws[k].ops / ((double)(ws[k].t_end - ws[k].t0) / 1e9);
-        hist_merge(&res->lat, &ws[k].lat);
+        load_hist_merge(&res->lat, &ws[k].lat);
         worker_free(&ws[k]);
     }
     free(ws);
@@ -1100,7 +1047,7 @@ typedef struct fan {
     uint64_t t_run, t_last, t_last_ack, t_stop;
     uint64_t sent, acked, final, done_consumers, delivered;
     bool producing, producer_done;
-    hist delivery, ack;
+    load_hist delivery, ack;
     buf ev;
     size_t text_at;
 } fan;
@@ -1142,7 +1089,7 @@ static void fan_entry(void *arg, const resp_tok *id, const resp_tok *val)
     if (c->got > 0 && !sid_after(s, c->last))
         die("consumer %d: entry %.*s after %s, out of order", c->idx, (int)id->len, id->p,
             c->last_id);
-    const char *mark = memmem(val->p, val->len, "@t=", 3);
+    const char *mark = memmem(val->p, val->len, LOAD_MARK, strlen(LOAD_MARK));
     uint64_t seq, ns;
     if (mark == NULL || mark - val->p < SEQ_LEN || (size_t)(mark - val->p) + MARK_LEN > val->len ||
         get_digits(mark - SEQ_LEN, SEQ_LEN, &seq) != 0 || get_digits(mark + 3, 19, &ns) != 0)
@@ -1154,7 +1101,7 @@ static void fan_entry(void *arg, const resp_tok *id, const resp_tok *val)
     c->last = s;
     memcpy(c->last_id, id->p, id->len);
     c->last_id[id->len] = '\0';
-    hist_add(&F.delivery, now - ns);
+    load_hist_add(&F.delivery, now - ns);
     F.delivered++;
     F.t_last = now;
 }
@@ -1189,7 +1136,7 @@ static void produce(conn *p)
     p->cmd.len = 0;
     for (int i = 0; i < C.batch && (C.events == 0 || F.sent < (uint64_t)C.events); i++) {
         put_seq(F.ev.p + F.text_at + C.event_size - MARK_LEN - SEQ_LEN, F.sent++);
-        put_mark(F.ev.p + F.text_at + C.event_size - MARK_LEN, now);
+        load_mark_put(F.ev.p + F.text_at + C.event_size - MARK_LEN, now);
         cmd_begin(&p->cmd, 5);
         cmd_str(&p->cmd, "XADD");
         cmd_str(&p->cmd, C.key);
@@ -1229,7 +1176,7 @@ static void producer_reply(conn *p, const resp_tok *t, int n)
     F.acked++;
     F.t_last_ack = uv_hrtime();
     if (p->pending == 0) {
-        hist_add(&F.ack, uv_hrtime() - p->sent);
+        load_hist_add(&F.ack, uv_hrtime() - p->sent);
         produce(p);
     }
 }
