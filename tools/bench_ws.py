@@ -29,11 +29,12 @@ import tempfile
 def scenario(a, name, extra, runs):
     """One scenario on a server of its own."""
     tmp = tempfile.mkdtemp(prefix="parley-bench-ws.")
+    log = open(os.path.join(tmp, "serve.log"), "w+")
     srv = subprocess.Popen([a.parley, "serve", "--data", os.path.join(tmp, "data"),
                             "--listen", "127.0.0.1:0", "--log-level", "warn",
                             "--max-connections", str(a.idle + 1000),
                             "--ws-max-subscribers", str(a.idle + 1000)],
-                           stdout=subprocess.PIPE, text=True)
+                           stdout=subprocess.PIPE, stderr=log, text=True)
     try:
         m = re.match(r"listening on http://127\.0\.0\.1:(\d+)$", srv.stdout.readline().strip())
         if not m:
@@ -43,12 +44,19 @@ def scenario(a, name, extra, runs):
                              capture_output=True, text=True)
         sys.stderr.write(out.stderr)
         if out.returncode != 0:
-            sys.exit(f"bench_ws: {name} failed")
+            died = srv.poll()
+            log.seek(0)
+            sys.exit(f"bench_ws: {name} failed"
+                     + (f" (the server exited {died})" if died is not None else "")
+                     + "; the server's log:\n" + log.read()[-3000:])
         return json.loads(out.stdout)
     finally:
         srv.send_signal(signal.SIGTERM)
-        srv.wait(timeout=60)
+        rc = srv.wait(timeout=60)
+        log.close()
         shutil.rmtree(tmp, ignore_errors=True)
+        if rc != 0:  # a run that passed on a server that crashed is not a result
+            sys.exit(f"bench_ws: parley serve exited {rc}")
 
 
 def main():
