@@ -1,8 +1,15 @@
 /*
- * conv_impl.h - the inside of a conversation's actors, shared by
- * conversation.c (the conversation actor), conv_open.c (opening and
- * rebuilding its state off the loop), conv_stuck.c (its stuck detector)
- * and convs.c (the service that starts them).
+ * conv_impl.h - the inside of a conversation's actors, shared by the files
+ * that make them up:
+ *   conversation.c  the actor: its messages, start and stop, controls, delete
+ *   conv_commit.c   driving the sequencer: units to the store, durable
+ *                   units published and answered, checkpoints, deferrals kept
+ *   conv_subs.c     subscribers, and syncs
+ *   conv_idle.c     opening (and reopening) the log, letting it go when idle,
+ *                   requests that come while it is closed
+ *   conv_open.c     opening and rebuilding the state off the loop
+ *   conv_stuck.c    the stuck detector
+ *   convs.c         the service that starts conversations
  */
 #ifndef CONV_IMPL_H
 #define CONV_IMPL_H
@@ -10,6 +17,7 @@
 #include "actors/conversation.h"
 #include "actors/event.h"
 #include "actors/gate.h"
+#include "actors/sequencer.h"
 #include "actors/stuck.h"
 
 #include <pthread.h>
@@ -17,15 +25,15 @@
 
 /* Messages among the conversation's own actors and its helpers. */
 enum {
-    CONV_OPENED = CONV_NOTE + 1, /* arg: conv_opened * (the open finished) */
-    CONV_STORED,                 /* arg: first index (an append is durable) */
-    CONV_DELETED,                /* arg: errno of the removal, or 0 */
-    CONV_STORE_FAILED,           /* arg: -errno (an append failed) */
-    CONV_FILE_SAVED,             /* arg: status (a put_file finished) */
-    CONV_NUDGE,                  /* from the detector: buf = the text */
-    CONV_STUCK_FOUND,            /* from the detector: arg = stuck_rule */
-    CONV_TICK,                   /* timer: expire holds and deferrals */
-    CONV_IDLE_CHECK,             /* timer: let the log go if nothing asked for it */
+    CONV_OPENED = CONV_DROPPED + 1, /* arg: conv_opened * (the open finished) */
+    CONV_STORED,                    /* arg: first index (an append is durable) */
+    CONV_DELETED,                   /* arg: errno of the removal, or 0 */
+    CONV_STORE_FAILED,              /* arg: -errno (an append failed) */
+    CONV_FILE_SAVED,                /* arg: gen << 8 | errno (a put_file finished) */
+    CONV_NUDGE,                     /* from the detector: buf = the text */
+    CONV_STUCK_FOUND,               /* from the detector: arg = stuck_rule */
+    CONV_TICK,                      /* timer: expire holds and deferrals */
+    CONV_IDLE_CHECK,                /* timer: let the log go if nothing asked for it */
 };
 
 /* Shared by one conversation's actors; lives as long as the service. */
@@ -70,8 +78,112 @@ void conv_opened_free(conv_opened *o);
 rt_buf *conv_state_json(uint64_t index, conv_status status, const gate *g);
 
 uint64_t conv_wall_ms(void);
+uint64_t conv_mono_ms(void);
 
 extern const rt_behaviour conv_behaviour;
 extern const rt_behaviour conv_stuck_behaviour;
+
+/* ---- the conversation actor's state ------------------------------------- */
+
+typedef struct conv_waiter { /* a deferral, answered once its deferred set is durable */
+    struct conv_waiter *next;
+    rt_promise *reply;
+    char *id;
+    uint64_t gen;
+} conv_waiter;
+
+typedef struct conv_flush { /* a CONV_SYNC waiting for subscribers and commits */
+    struct conv_flush *next;
+    rt_promise reply;
+    uint64_t id;
+    size_t waiting;    /* subscribers yet to answer */
+    uint64_t asked_at; /* durable events when they were asked (UINT64_MAX: not yet) */
+} conv_flush;
+
+typedef struct conv_early { /* a message that came before the log was open */
+    struct conv_early *next;
+    uint32_t kind;
+    uint64_t arg;
+    rt_buf *buf;
+    rt_promise reply;
+} conv_early;
+
+typedef struct conv_sub {
+    rt_actor *a;
+    bool notes; /* wants CONV_NOTE */
+    bool told;  /* wants CONV_DROPPED */
+} conv_sub;
+
+typedef struct conv {
+    conv_ctx *ctx;
+    const conv_opts *o;
+    rt_actor *self;
+    sequencer *sq;    /* the ordering rules and state; NULL until first opened */
+    bool open;        /* the log is open: sc and log are set */
+    bool asleep;      /* it let its log go while idle, and kept its state */
+    bool waking;      /* asleep, and opening the log again */
+    bool deleted;     /* CONV_DELETE was accepted: sc is gone */
+    int failed;       /* the store refused a unit: the actor fails (restarts) */
+    uint64_t last_ms; /* when a request last came (monotonic) */
+    st_conv *sc;
+    st_log *log;
+    char updated[40]; /* the last durable event's timestamp */
+    rt_promise delete_reply;
+    conv_waiter *waiters;
+    uint64_t gen_sent, gen_saved; /* the deferred sets saved, and durable */
+    uint64_t saves_sent, saves_done;
+    conv_sub *subs;
+    size_t nsubs, subs_cap, ntold;
+    rt_timer_id tick;
+    uint64_t since_ckpt;
+    conv_flush *syncs;
+    uint64_t sync_seq;
+    conv_early *early_head, *early_tail;
+} conv;
+
+/* conversation.c: the process's counters, from the sequencer's decisions */
+void conv_count_decision(void *ctx, const ev *e, const seq_verdict *v, seq_was was, uint64_t index,
+                         void *tag);
+
+/* conv_commit.c */
+/* After the sequencer was told anything: units to the store, deferrals
+ * kept, answers sent, the expiry timer set. */
+void conv_drive(conv *c);
+/* The oldest unit handed to the store is durable, from index `first`. */
+void conv_stored(conv *c, uint64_t first);
+void conv_file_saved(conv *c, uint64_t gen, int err);
+void conv_checkpoint(conv *c);
+/* The seq_log over the conversation's durable log. */
+seq_log conv_seq_log(conv *c);
+/* Answer a request (taken promise, heap) with a sequencer verdict. */
+void conv_answer_verdict(conv *c, rt_promise *p, const seq_verdict *v);
+/* Answer everything that waits for units, deferred saves or holds with
+ * BUSY (why): the actor stops, or fails. */
+void conv_refuse_waiting(conv *c, const char *why);
+
+/* conv_subs.c */
+void conv_subscribe(conv *c, rt_promise *reply, uint64_t arg);
+void conv_unsubscribe(conv *c, rt_actor *sub);
+void conv_publish(conv *c, uint64_t index, const ev *e, rt_buf *bytes);
+/* Forget subscriber i; a told one learns it (why: CONV_DROPPED's arg). */
+void conv_drop_sub(conv *c, size_t i, uint64_t why);
+void conv_start_sync(conv *c, rt_promise *reply);
+void conv_sync_answered(conv *c, uint64_t id);
+void conv_check_syncs(conv *c);
+/* What the conversation knows now, for replies. */
+conv_reply conv_info(const conv *c);
+
+/* conv_idle.c */
+void conv_set_open(conv *c, bool open);
+void conv_arm_idle(conv *c, uint64_t ms);
+void conv_idle_check(conv *c);
+/* Handle the open's result (CONV_OPENED): 0, or the error that fails the actor. */
+int conv_on_open_result(conv *c, conv_opened *o);
+/* A message that needs the log while it is closed: kept (and the log
+ * opened again if it was let go). true if it was kept. */
+bool conv_keep_early(conv *c, rt_msg *m);
+/* Refuse what came early (BUSY, why) or, why NULL, handle it now. */
+void conv_run_early(conv *c, const char *why);
+void conv_dispatch(conv *c, uint32_t kind, uint64_t arg, const rt_buf *buf, rt_promise *reply);
 
 #endif

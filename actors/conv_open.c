@@ -22,73 +22,6 @@
 #include <string.h>
 #include <time.h>
 
-static const char *const status_names[] = {
-    [CONV_IDLE] = "idle",         [CONV_RUNNING] = "running",
-    [CONV_PAUSED] = "paused",     [CONV_WAITING_FOR_CONFIRMATION] = "waiting_for_confirmation",
-    [CONV_FINISHED] = "finished", [CONV_ERROR] = "error",
-    [CONV_STUCK] = "stuck",       [CONV_DELETING] = "deleting",
-};
-
-const char *conv_status_name(conv_status s)
-{
-    return s <= CONV_DELETING ? status_names[s] : "idle";
-}
-
-int conv_status_parse(const char *s)
-{
-    for (int i = 0; s != NULL && i <= CONV_DELETING; i++)
-        if (strcmp(s, status_names[i]) == 0)
-            return i;
-    return -1;
-}
-
-int conv_status_of(const ev *e)
-{
-    if (e->kind != EV_STATE_UPDATE || e->state_key == NULL ||
-        strcmp(e->state_key, "execution_status") != 0)
-        return -1;
-    return conv_status_parse(json_string_value(json_object_get(e->obj, "value")));
-}
-
-/* Spec §2.4. A run starts from idle, paused, error, stuck (and finished: a
- * Stop hook can send a finishing run back to running); only a run finishes
- * or waits for confirmation; pause only from idle or running; a user
- * message brings finished or stuck back to idle, and a confirmation's
- * rejection brings waiting back to idle; anything can fail or be deleted,
- * and nothing comes back from deleting. */
-bool conv_transition_ok(conv_status from, conv_status to)
-{
-    if (from == to)
-        return true;
-    if (from == CONV_DELETING)
-        return false;
-    switch (to) {
-    case CONV_RUNNING:
-        return from != CONV_RUNNING;
-    case CONV_FINISHED:
-    case CONV_WAITING_FOR_CONFIRMATION:
-        return from == CONV_RUNNING;
-    case CONV_PAUSED:
-        return from == CONV_IDLE || from == CONV_RUNNING || from == CONV_WAITING_FOR_CONFIRMATION;
-    case CONV_IDLE:
-        return from == CONV_FINISHED || from == CONV_STUCK ||
-               from == CONV_WAITING_FOR_CONFIRMATION || from == CONV_PAUSED || from == CONV_ERROR;
-    case CONV_STUCK:
-        return from == CONV_RUNNING || from == CONV_IDLE || from == CONV_WAITING_FOR_CONFIRMATION;
-    case CONV_ERROR:
-    case CONV_DELETING:
-        return true;
-    }
-    return false;
-}
-
-uint64_t conv_wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 rt_buf *conv_state_json(uint64_t index, conv_status status, const gate *g)
 {
     json_t *j = json_pack("{s:I, s:s, s:o}", "index", (json_int_t)index, "status",
@@ -208,8 +141,8 @@ static void last_timestamp(conv_opened *o)
     if (o->count == 0 || st_log_read(o->log, o->count - 1, 1, &pg) != 0)
         return;
     if (pg->n == 1) {
-        json_t *e = rt_json_read((const char *)rt_buf_data(pg->bytes) + pg->ev[0].off, pg->ev[0].len,
-                               0, NULL);
+        json_t *e = rt_json_read((const char *)rt_buf_data(pg->bytes) + pg->ev[0].off,
+                                 pg->ev[0].len, 0, NULL);
         const char *t = json_string_value(json_object_get(e, "timestamp"));
         if (t != NULL)
             snprintf(o->updated, sizeof(o->updated), "%s", t);

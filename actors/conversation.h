@@ -5,26 +5,24 @@
  * Each conversation is a small supervision tree on one loop (chosen by
  * hashing its id): the conversation actor, which owns the status and the
  * order of the conversation's events, and its stuck detector. Every append
- * goes through the conversation actor: validated (event.h), checked by the
- * compliance gate (gate.h), stamped, serialized once, handed to the store's
- * committer, and answered only once durable (or refused). Only then do
- * subscribers see it. Status changes, the stuck detector's findings, nudges
- * and crash recovery are events too, appended through the same path, so
- * the log alone rebuilds everything after a restart.
+ * goes through the conversation actor: validated (event.h), ordered by the
+ * sequencer (sequencer.h: the compliance gate, holds, deferrals, status),
+ * stamped, serialized once, handed to the store's committer, and answered
+ * only once durable (or refused). Only then do subscribers see it. Status
+ * changes, the stuck detector's findings, nudges and crash recovery are
+ * events too, appended through the same path, so the log alone rebuilds
+ * everything after a restart.
  *
- * Requests (rt_ask or rt_call), each answered with CONV_RESULT: arg is the
- * outcome, an HTTP status (201, 202, 409, 422, 503, 500), buf a JSON body:
- *   201 {"events": [{"id", "index"}...]}    durable (or already there:
- *                                            "duplicate": true)
- *   202 {"events": [{"id"}], "detail"}       deferred, durably
- *   409 {"detail", "rule", "event_id", "pending_tool_call_ids": [...]}
- *   422 {"detail"}                            not a valid event
- *   503 {"detail", "retry_after": s}          a bound was reached; retry
- *   500 {"detail"}                            the store failed
+ * Requests (rt_ask or rt_call) are each answered once with CONV_RESULT:
+ * arg is the outcome (pl_outcome), buf a conv_reply (conv_reply.h): the
+ * typed verdict and what the conversation knows. Nothing here speaks
+ * HTTP; net/ maps verdicts to statuses and bodies.
  */
 #ifndef CONVERSATION_H
 #define CONVERSATION_H
 
+#include "actors/conv_reply.h"
+#include "actors/conv_status.h"
 #include "runtime/rt.h"
 #include "store/store.h"
 
@@ -42,25 +40,27 @@ enum {
                                          get CONV_NOTE instead of CONV_EVENT,
                                          | CONV_SUB_TOLD (see CONV_DROPPED);
                                          reply_to is the subscriber; answered
-                                         CONV_RESULT 200 {"count", "status"}:
-                                         count is the index of the first event
-                                         it will get live; 503 once max_subscribers
+                                         DONE with count (the index of the first
+                                         event it will get live) and the durable
+                                         status; BUSY once max_subscribers
                                          CONV_SUB_TOLD subscribers are there */
     CONV_UNSUBSCRIBE,                 /* reply_to is the subscriber */
     CONV_EXPIRE,                      /* expire every hold and deferral now */
-    CONV_STATUS,                      /* answered CONV_RESULT 200 {"status"} */
+    CONV_STATUS,                      /* answered DONE with status, count,
+                                         pending, updated (the reply's info) */
     CONV_SYNC,                        /* answered once every subscriber has handled
                                          what was published before, and all that
                                          was accepted (including what subscribers
-                                         asked for meanwhile) is durable; also sent
-                                         to subscribers, who answer CONV_SYNC_DONE */
+                                         asked for meanwhile) is durable (DONE with
+                                         count); also sent to subscribers, who
+                                         answer CONV_SYNC_DONE */
     CONV_SYNC_DONE,
     CONV_DELETE,   /* remove the conversation and its files, once what was
-                      accepted before is durable; answered 200 {"success"};
-                      then the conversation's actors stop, and every later
-                      request is answered 404 */
+                      accepted before is durable; answered DONE; then
+                      the conversation's actors stop, and every later
+                      request is answered NOT_FOUND */
     CONV_STOPPING, /* a notice: the server is stopping, so every event held
-                      for its parent is refused now (503), and so is any
+                      for its parent is refused now (BUSY), and so is any
                       that would be held from now on */
     /* the reply */
     CONV_RESULT,
@@ -79,39 +79,6 @@ enum {
 };
 
 enum { CONV_SUB_NOTES = 0x100, CONV_SUB_TOLD = 0x200 };
-
-typedef enum conv_control {
-    CONV_RUN = 1,   /* status -> running */
-    CONV_PAUSE,     /* PauseEvent, status -> paused */
-    CONV_INTERRUPT, /* InterruptEvent, status -> paused */
-} conv_control;
-
-typedef enum conv_policy {
-    CONV_REJECT = 0, /* default: violations are refused */
-    CONV_OBSERVE,    /* violations are appended and recorded */
-} conv_policy;
-
-typedef enum conv_status {
-    CONV_IDLE = 0,
-    CONV_RUNNING,
-    CONV_PAUSED,
-    CONV_WAITING_FOR_CONFIRMATION,
-    CONV_FINISHED,
-    CONV_ERROR,
-    CONV_STUCK,
-    CONV_DELETING,
-} conv_status;
-
-const char *conv_status_name(conv_status s);
-int conv_status_parse(const char *s); /* -1 if unknown */
-struct ev;
-/* How an accepted event moves the status, if it does: -1 if not. */
-int conv_status_of(const struct ev *e);
-/* May the status go from `from` to `to` (spec §2.4)? */
-bool conv_transition_ok(conv_status from, conv_status to);
-/* What the store cannot take, though valid (ids beyond its key sizes,
- * kinds never stored): -EINVAL and one line in err, else 0. */
-int conv_storable(const struct ev *e, char *err, size_t errlen);
 
 /* How long a conversation keeps its log open without a request, by default. */
 #define CONV_IDLE_CLOSE_MS (5 * 60 * 1000ull)

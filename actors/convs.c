@@ -95,7 +95,7 @@ void convs_free(convs *s)
 static int start(convs *s, conv_entry *e)
 {
     rt_sup_opts so = {.strategy = RT_REST_FOR_ONE};
-    rt_actor *sup, *conv, *det;
+    rt_actor *sup, *actor, *det;
     int r = rt_sup_spawn(s->rt, &so, loop_of(s, &e->ctx.id), NULL, RT_TEMPORARY, &sup);
     if (r < 0)
         return r;
@@ -104,7 +104,7 @@ static int start(convs *s, conv_entry *e)
                         .parent = sup,
                         .restart = RT_PERMANENT,
                         .mailbox_cap = s->o.mailbox_cap};
-    r = rt_spawn(s->rt, &co, &conv);
+    r = rt_spawn(s->rt, &co, &actor);
     if (r < 0) {
         rt_actor_stop(sup);
         rt_actor_unref(sup);
@@ -112,7 +112,7 @@ static int start(convs *s, conv_entry *e)
     }
     rt_actor_unref(e->ctx.conv);
     rt_actor_unref(e->sup);
-    e->ctx.conv = conv;
+    e->ctx.conv = actor;
     e->sup = sup;
     /* spawned after the conversation, on its loop: it starts after it, and
      * restarts with it (rest_for_one) */

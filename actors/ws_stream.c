@@ -30,7 +30,7 @@ enum {
     WS_FLUSH = RT_KIND_USER + 320,
     WS_AUTH_TIMEOUT,
     WS_STALL,
-    WS_POSTED, /* arg: the status of a client message's append; buf: its body */
+    WS_POSTED, /* arg: 0 the client message is in, 1 refused; buf: the reply */
     WS_RETRY,
     RETRY_MS = 20, /* and as much again, at random */
     RETRIES = 250, /* 5 to 10 s: a restart takes far less; a storm of 10,000 subscribers
@@ -345,10 +345,11 @@ static int start(wss *w, uint64_t count, const char *status)
 
 static void subscribed(wss *w, rt_msg *m)
 {
-    if (m->kind != CONV_RESULT || m->arg != 200) {
-        if (m->kind == CONV_RESULT && m->arg == 404)
+    const conv_reply *cr = m->kind == CONV_RESULT ? conv_reply_of(m) : NULL;
+    if (cr == NULL || cr->v.outcome != PL_DONE) {
+        if (cr != NULL && cr->v.outcome == PL_NOT_FOUND)
             close_with(w, 4004, "Conversation not found", RT_WS_NOT_FOUND);
-        else if (m->kind == CONV_RESULT && m->arg == 503)
+        else if (cr != NULL && cr->v.outcome == PL_BUSY)
             close_with(w, 1013, "Too many connections for this conversation", RT_WS_CAP);
         else if (m->kind == RT_KIND_ERROR && (m->status == RT_ECLOSED || m->status == RT_EFULL))
             retry(w);
@@ -356,20 +357,12 @@ static void subscribed(wss *w, rt_msg *m)
             close_with(w, 1011, "cannot subscribe to the conversation", RT_WS_OTHER);
         return;
     }
-    json_t *j = m->buf != NULL
-                    ? rt_json_read((const char *)rt_buf_data(m->buf), rt_buf_len(m->buf), 0, NULL)
-                    : NULL;
-    json_t *count = json_object_get(j, "count");
-    json_t *status = json_object_get(j, "status");
-    uint64_t n = json_is_integer(count) ? (uint64_t)json_integer_value(count) : 0;
-    int e = 0;
+    uint64_t n = cr->count;
     if (!w->started) {
-        e = start(w, n, json_is_string(status) ? json_string_value(status) : "idle");
         w->started = true;
+        if (start(w, n, conv_status_name(cr->status)) < 0)
+            return;
     }
-    json_decref(j);
-    if (e < 0)
-        return;
     if (n > w->known)
         w->known = n;
     w->retries = 0;
@@ -409,20 +402,20 @@ static void posting_end(posting *p, uint64_t status, rt_buf *body)
 static void on_run(void *ctx, rt_msg *m)
 {
     (void)m; /* already running, or not allowed now: the message is in either way */
-    posting_end(ctx, 200, NULL);
+    posting_end(ctx, 0, NULL);
 }
 
 static void on_posted(void *ctx, rt_msg *m)
 {
     posting *p = ctx;
-    if (m->kind != CONV_RESULT || (m->arg != 201 && m->arg != 202)) {
-        posting_end(p, m->kind == CONV_RESULT ? m->arg : 503,
-                    m->buf != NULL ? rt_buf_ref(m->buf) : NULL);
+    if (m->kind != CONV_RESULT ||
+        (m->arg != PL_COMMITTED && m->arg != PL_DUPLICATE && m->arg != PL_DEFERRED)) {
+        posting_end(p, 1, m->kind == CONV_RESULT && m->buf != NULL ? rt_buf_ref(m->buf) : NULL);
         return;
     }
     if (rt_call(rt_actor_runtime(p->self), RT_LOOP_ANY, p->conv, CONV_CONTROL, CONV_RUN, NULL,
                 p->timeout_ms, on_run, p) < 0)
-        posting_end(p, 200, NULL);
+        posting_end(p, 0, NULL);
 }
 
 /* A client's Message: appended as a user MessageEvent, then a run. */
@@ -488,19 +481,20 @@ static void client_frame(wss *w, int opcode, const rt_buf *b)
     json_decref(j);
 }
 
-static void posted(wss *w, uint64_t status, const rt_buf *body)
+/* The message is in (refused 0), or the conversation refused it: its
+ * reply (a conv_reply, or NULL) says why. */
+static void posted(wss *w, uint64_t refused, const rt_buf *body)
 {
-    if (status == 200)
+    if (refused == 0)
         return;
-    json_t *j = body != NULL
-                    ? rt_json_read((const char *)rt_buf_data(body), rt_buf_len(body), 0, NULL)
-                    : NULL;
-    json_t *d = json_object_get(j, "detail"), *rule = json_object_get(j, "rule");
+    const conv_reply *cr = body != NULL && rt_buf_len(body) >= sizeof(conv_reply)
+                               ? (const conv_reply *)(const void *)rt_buf_data(body)
+                               : NULL;
     char code[48];
-    snprintf(code, sizeof(code), "%s", json_is_string(rule) ? json_string_value(rule) : "Refused");
+    snprintf(code, sizeof(code), "%s", cr != NULL && cr->v.rule != NULL ? cr->v.rule : "Refused");
     server_error(w, code,
-                 json_is_string(d) ? json_string_value(d) : "the conversation refused the message");
-    json_decref(j);
+                 cr != NULL && cr->v.detail[0] != '\0' ? cr->v.detail
+                                                       : "the conversation refused the message");
 }
 
 /* ---- the actor ---------------------------------------------------------------- */

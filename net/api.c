@@ -3,6 +3,7 @@
  * the query string, and reading JSON bodies.
  */
 #include "api.h"
+#include "verdict.h"
 
 #include "actors/event.h"
 #include "runtime/json.h"
@@ -170,27 +171,30 @@ rt_buf *net_json_buf(json_t *j)
 
 void net_reply_actor(net_req *r, rt_msg *m)
 {
-    if (m->kind == RT_KIND_ERROR) {
-        if (m->status == RT_EFULL)
+    const conv_reply *cr = m->kind == CONV_RESULT ? conv_reply_of(m) : NULL;
+    if (cr == NULL) {
+        int st = m->kind == RT_KIND_ERROR ? m->status : RT_EFAIL;
+        if (st == RT_EFULL)
             net_reply(r, 503,
                       rt_buf_wrap((void *)"{\"detail\":\"the conversation is busy; retry\"}", 44,
                                   NULL, NULL),
                       NULL, NULL);
         else
-            net_reply_error(r, m->status == RT_ETIMEDOUT ? 504 : 503,
-                            "the conversation did not answer: %s", rt_strerror(m->status));
+            net_reply_error(r, st == RT_ETIMEDOUT ? 504 : 503,
+                            "the conversation did not answer: %s", rt_strerror(st));
         return;
     }
-    int status = (int)m->arg;
-    char extra[64] = "";
-    if (status == 503 && m->buf != NULL) {
-        json_t *j = rt_json_read((const char *)rt_buf_data(m->buf), rt_buf_len(m->buf), 0, NULL);
-        json_int_t s = json_integer_value(json_object_get(j, "retry_after"));
-        snprintf(extra, sizeof(extra), "Retry-After: %lld\r\n", (long long)(s > 0 ? s : 1));
-        json_decref(j);
+    rt_buf *body;
+    unsigned retry;
+    int status = net_verdict_http(&cr->v, &body, &retry);
+    if (body == NULL) {
+        net_reply_error(r, 500, "out of memory");
+        return;
     }
-    net_reply(r, status, m->buf != NULL ? rt_buf_ref(m->buf) : NULL, NULL,
-              extra[0] != '\0' ? extra : NULL);
+    char extra[64] = "";
+    if (retry > 0)
+        snprintf(extra, sizeof(extra), "Retry-After: %u\r\n", retry);
+    net_reply(r, status, body, NULL, extra[0] != '\0' ? extra : NULL);
 }
 
 rt_actor *net_conv_actor(net_req *r)
@@ -258,7 +262,8 @@ static void on_run(void *ctx, rt_msg *m)
 static void on_posted(void *ctx, rt_msg *m)
 {
     posting *p = ctx;
-    if (m->kind != CONV_RESULT || (m->arg != 201 && m->arg != 202)) {
+    if (m->kind != CONV_RESULT ||
+        (m->arg != PL_COMMITTED && m->arg != PL_DUPLICATE && m->arg != PL_DEFERRED)) {
         posting_end(p, m);
         return;
     }

@@ -35,7 +35,8 @@ static json_t *meta_of(st_store *s, const rt_uuid *id)
         return NULL;
     rt_buf *m = st_conv_meta(sc);
     st_conv_release(sc);
-    json_t *j = m != NULL ? rt_json_read((const char *)rt_buf_data(m), rt_buf_len(m), 0, NULL) : NULL;
+    json_t *j =
+        m != NULL ? rt_json_read((const char *)rt_buf_data(m), rt_buf_len(m), 0, NULL) : NULL;
     rt_buf_unref(m);
     if (!json_is_object(j)) {
         json_decref(j);
@@ -90,33 +91,26 @@ static void on_status(void *ctx, rt_msg *m)
     gather *g = a->g;
     size_t i = a->i;
     free(a);
-    if (m->kind == CONV_RESULT && m->arg == 200 && m->buf != NULL) {
-        json_t *st = rt_json_read((const char *)rt_buf_data(m->buf), rt_buf_len(m->buf), 0, NULL);
+    const conv_reply *cr = m->kind == CONV_RESULT ? conv_reply_of(m) : NULL;
+    if (cr != NULL && cr->v.outcome == PL_DONE) {
         json_t *info = meta_of(g->r->api->store, &g->ids[i]);
-        if (info != NULL && st != NULL) {
-            json_object_set(info, "execution_status", json_object_get(st, "status"));
-            json_t *u = json_object_get(st, "updated_at");
-            json_object_set(info, "updated_at",
-                            u != NULL ? u : json_object_get(info, "created_at"));
+        if (info != NULL) {
+            json_object_set_new(info, "execution_status",
+                                json_string(conv_status_name(cr->status)));
+            json_t *u = cr->updated[0] != '\0' ? json_string(cr->updated)
+                                               : json_incref(json_object_get(info, "created_at"));
+            json_object_set_new(info, "updated_at", u != NULL ? u : json_null());
             g->info[i] = info;
-        } else {
-            json_decref(info);
         }
-        json_decref(st);
-    } else if (!(m->kind == CONV_RESULT && m->arg == 404) && !g->failed) {
+    } else if (!(cr != NULL && cr->v.outcome == PL_NOT_FOUND) && !g->failed) {
         /* not gone, but it could not say how it is (its log would not open,
          * it timed out): the answer would be wrong without it */
-        json_t *j =
-            m->kind == CONV_RESULT && m->buf != NULL
-                ? rt_json_read((const char *)rt_buf_data(m->buf), rt_buf_len(m->buf), 0, NULL)
-                : NULL;
-        const char *d = json_string_value(json_object_get(j, "detail"));
         char id[37];
         rt_uuid_dashed(&g->ids[i], id);
         snprintf(g->why, sizeof(g->why), "conversation %s cannot answer: %s", id,
-                 d != NULL ? d : rt_strerror(m->kind == RT_KIND_ERROR ? m->status : RT_EFAIL));
+                 cr != NULL ? cr->v.detail
+                            : rt_strerror(m->kind == RT_KIND_ERROR ? m->status : RT_EFAIL));
         g->failed = 1;
-        json_decref(j);
     }
     g->pending--;
     gather_check(g);

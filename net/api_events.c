@@ -164,26 +164,26 @@ static void search(net_req *r, net_outcome *out)
     rt_text_puts(&t, "{\"items\":[");
     long n = 0;
     int e = 0;
-    const st_event_ref *ev;
+    const st_event_ref *ref;
     const char *next = NULL;
     size_t next_len = 0;
     char next_buf[NET_EVENT_ID_MAX + 1];
-    while ((ev = scan_next(&s, &e)) != NULL) {
+    while ((ref = scan_next(&s, &e)) != NULL) {
         const char *base = (const char *)rt_buf_data(s.pg->bytes);
         if (n == limit) {
-            next = base + ev->id_off;
-            next_len = ev->id_len;
+            next = base + ref->id_off;
+            next_len = ref->id_len;
             break;
         }
         if (n++ > 0)
             rt_text_puts(&t, ",");
-        rt_text_put(&t, base + ev->off, ev->len);
+        rt_text_put(&t, base + ref->off, ref->len);
     }
-    if (s.capped && (ev = scan_peek(&s)) != NULL) {
+    if (s.capped && (ref = scan_peek(&s)) != NULL) {
         /* the scan stops here; the next page starts at the first event it
          * did not examine */
-        next = (const char *)rt_buf_data(s.pg->bytes) + ev->id_off;
-        next_len = ev->id_len;
+        next = (const char *)rt_buf_data(s.pg->bytes) + ref->id_off;
+        next_len = ref->id_len;
     }
     if (next != NULL) {
         memcpy(next_buf, next, next_len);

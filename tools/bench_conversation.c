@@ -136,12 +136,12 @@ static int producer_handle(rt_actor *self, void *state, rt_msg *m)
             send_next(self, p);
         return 0;
     }
-    if (m->kind != CONV_RESULT || m->arg != 201) {
+    const conv_reply *cr = m->kind == CONV_RESULT ? conv_reply_of(m) : NULL;
+    if (cr == NULL || cr->v.outcome != PL_COMMITTED) {
         if (atomic_fetch_add(&p->s->errors, 1) == 0)
-            snprintf(p->s->err, sizeof(p->s->err), "an append was answered %d: %.*s",
-                     m->kind == CONV_RESULT ? (int)m->arg : m->status,
-                     m->buf ? (int)rt_buf_len(m->buf) : 0,
-                     m->buf ? (const char *)rt_buf_data(m->buf) : "");
+            snprintf(p->s->err, sizeof(p->s->err), "an append was answered %s: %s",
+                     cr != NULL ? pl_outcome_name(cr->v.outcome) : rt_strerror(m->status),
+                     cr != NULL ? cr->v.detail : "");
     }
     p->acked++;
     if (p->sent < p->s->per_conv)
@@ -186,20 +186,24 @@ static void server_stop(server *s)
 
 typedef struct answer {
     uv_sem_t sem;
-    int code;
-    char body[512];
+    int code;        /* the outcome, or the runtime's error */
+    conv_reply info; /* what the conversation said it knows (its pointers dangle) */
+    char detail[256];
 } answer;
 
 static void on_answer(void *ctx, rt_msg *m)
 {
     answer *a = ctx;
-    a->code = m->kind == CONV_RESULT ? (int)m->arg : m->status;
-    snprintf(a->body, sizeof(a->body), "%.*s", m->buf ? (int)rt_buf_len(m->buf) : 0,
-             m->buf ? (const char *)rt_buf_data(m->buf) : "");
+    const conv_reply *cr = m->kind == CONV_RESULT ? conv_reply_of(m) : NULL;
+    a->code = cr != NULL ? (int)cr->v.outcome : m->status;
+    if (cr != NULL) {
+        a->info = *cr;
+        snprintf(a->detail, sizeof(a->detail), "%s", cr->v.detail);
+    }
     uv_sem_post(&a->sem);
 }
 
-/* A request to a conversation, waited for: the code, the body in a->body. */
+/* A request to a conversation, waited for: the outcome, the reply in a->info. */
 static int ask(server *s, rt_actor *conv, uint32_t kind, rt_buf *body, answer *a)
 {
     uv_sem_init(&a->sem, 0);
@@ -213,10 +217,9 @@ static int ask(server *s, rt_actor *conv, uint32_t kind, rt_buf *body, answer *a
 static uint64_t gate_ns_of(server *s, rt_actor *conv)
 {
     answer a;
-    if (ask(s, conv, CONV_STATUS, NULL, &a) != 200)
+    if (ask(s, conv, CONV_STATUS, NULL, &a) != PL_DONE)
         return 0;
-    const char *p = strstr(a.body, "\"gate_ns\":");
-    return p != NULL ? strtoull(p + 10, NULL, 10) : 0;
+    return a.info.gate_ns;
 }
 
 static double cpu_s(void)
@@ -351,8 +354,8 @@ static void append_pairs(server *s, rt_actor *conv, uint64_t from, uint64_t to, 
         }
         buf[len++] = ']';
         answer a;
-        if (ask(s, conv, CONV_APPEND, rt_buf_copy(buf, len), &a) != 201) {
-            fprintf(stderr, "parley bench conversation: building the log failed: %s\n", a.body);
+        if (ask(s, conv, CONV_APPEND, rt_buf_copy(buf, len), &a) != PL_COMMITTED) {
+            fprintf(stderr, "parley bench conversation: building the log failed: %s\n", a.detail);
             exit(CLI_FAIL);
         }
         if ((at / BATCH) % 100 == 0)
@@ -405,8 +408,8 @@ static void build_open(const char *dir, uint64_t events)
                      "\"terminal\",\"arguments\":\"{}\",\"origin\":\"completion\"},"
                      "\"llm_response_id\":\"rlast\",\"kind\":\"ActionEvent\"}");
     answer a;
-    if (ask(&s, conv, CONV_APPEND, rt_buf_copy(buf, (size_t)len), &a) != 201) {
-        fprintf(stderr, "parley bench conversation: building the log failed: %s\n", a.body);
+    if (ask(&s, conv, CONV_APPEND, rt_buf_copy(buf, (size_t)len), &a) != PL_COMMITTED) {
+        fprintf(stderr, "parley bench conversation: building the log failed: %s\n", a.detail);
         exit(CLI_FAIL);
     }
     fprintf(stderr, "\r%60s\r", "");
@@ -428,8 +431,7 @@ static double run_open(const char *dir, bool *pending_ok)
     answer a;
     int code = convs_get(s.svc, &id, &conv) == 0 ? ask(&s, conv, CONV_STATUS, NULL, &a) : -1;
     double ms = (cli_now_s() - t0) * 1000;
-    *pending_ok = code == 200 && strstr(a.body, "\"status\":\"idle\"") != NULL &&
-                  strstr(a.body, "\"pending_tool_calls\":1") != NULL;
+    *pending_ok = code == PL_DONE && a.info.status == CONV_IDLE && a.info.pending == 1;
     rt_actor_unref(conv);
     server_stop(&s);
     return ms;

@@ -6,7 +6,7 @@
 #include "cli.h"
 
 #include "net/server.h"
-#include "runtime/parley.h"
+#include "parley.h"
 #include "runtime/parley_internal.h"
 #include "runtime/rt.h"
 

@@ -1,6 +1,8 @@
 /* support_conv.c - see support_conv.h. */
 #include "support_conv.h"
 
+#include "net/verdict.h"
+
 #include "support_store.h"
 
 #include <stdarg.h>
@@ -70,12 +72,26 @@ static void on_reply(void *ctx, rt_msg *m)
 {
     tc_slot *s = ctx;
     pthread_mutex_lock(&slot_mu);
-    if (m->kind == RT_KIND_ERROR) {
-        s->code = m->status;
-    } else {
-        s->code = (int)m->arg;
-        if (m->buf != NULL)
-            s->body = strndup((const char *)rt_buf_data(m->buf), rt_buf_len(m->buf));
+    const conv_reply *cr = m->kind == CONV_RESULT ? conv_reply_of(m) : NULL;
+    if (cr == NULL) {
+        s->code = m->kind == RT_KIND_ERROR ? m->status : RT_EFAIL;
+    } else if (cr->v.outcome == PL_DONE) { /* the verdict and what it knows */
+        s->code = 200;
+        json_t *j = json_pack("{s:b, s:s, s:I, s:I, s:i, s:I}", "success", 1, "status",
+                              conv_status_name(cr->status), "events", (json_int_t)cr->count,
+                              "count", (json_int_t)cr->count, "pending_tool_calls",
+                              (int)cr->pending, "gate_ns", (json_int_t)cr->gate_ns);
+        if (cr->updated[0] != '\0')
+            json_object_set_new(j, "updated_at", json_string(cr->updated));
+        s->body = json_dumps(j, JSON_COMPACT);
+        json_decref(j);
+    } else { /* as HTTP would say it: the mapping net/ uses */
+        rt_buf *body;
+        unsigned retry;
+        s->code = net_verdict_http(&cr->v, &body, &retry);
+        if (body != NULL)
+            s->body = strndup((const char *)rt_buf_data(body), rt_buf_len(body));
+        rt_buf_unref(body);
     }
     s->done = true;
     pthread_cond_broadcast(&slot_cv);
@@ -337,11 +353,8 @@ static int sub_handle(rt_actor *self, void *state, rt_msg *m)
     case CONV_RESULT:
         pthread_mutex_lock(&s->mu);
         if (!s->subscribed) {
-            json_t *j = m->buf != NULL ? json_loadb((const char *)rt_buf_data(m->buf),
-                                                    rt_buf_len(m->buf), 0, NULL)
-                                       : NULL;
-            s->count_at = (uint64_t)json_integer_value(json_object_get(j, "count"));
-            json_decref(j);
+            const conv_reply *cr = conv_reply_of(m);
+            s->count_at = cr != NULL ? cr->count : 0;
             s->subscribed = true;
         } else {
             s->left = true;

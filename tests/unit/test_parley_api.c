@@ -2,7 +2,7 @@
  * test_parley_api.c - the public embedding header: open and close an
  * instance, what it creates, and the errors it reports.
  */
-#include "runtime/parley.h"
+#include "parley.h"
 
 #include "support_sync.h"
 

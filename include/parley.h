@@ -19,12 +19,64 @@
 #define PARLEY_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 typedef struct pl_instance pl_instance;
+
+/* ---- verdicts: what a conversation answers ----------------------------- */
+
+/* The outcome of a request to a conversation (an append, a control, a
+ * delete). parley serve maps them to HTTP: COMMITTED and DUPLICATE 201,
+ * DEFERRED 202, REJECTED and CONFLICT 409, INVALID 422, NOT_FOUND 404,
+ * BUSY 503, FAILED 500, DONE 200. */
+typedef enum pl_outcome {
+    PL_COMMITTED = 0, /* durable: events[] with their indexes (a retried one
+                         among new ones has duplicate set) */
+    PL_DUPLICATE,     /* all of it was in the log already (an idempotent
+                         retry): events[] with their indexes */
+    PL_DEFERRED,      /* kept durably; committed once the pending tool calls
+                         complete (or expired, with a ConversationErrorEvent) */
+    PL_HELD,          /* waiting for its parent: only `parley lint` reports
+                         it; an append is answered once it is resolved */
+    PL_REJECTED,      /* a compliance rule refused it: rule, event_id,
+                         pending[]; nothing was appended */
+    PL_INVALID,       /* not a valid event, or not allowed now (a status it
+                         cannot move to): detail says why */
+    PL_CONFLICT,      /* a control the status does not allow (run while
+                         running) */
+    PL_NOT_FOUND,     /* no such conversation (any more) */
+    PL_BUSY,          /* a bound was reached: retry after retry_after s */
+    PL_FAILED,        /* the store (or memory) failed: detail says how */
+    PL_DONE,          /* a control, delete or sync is done */
+} pl_outcome;
+
+#define PL_NO_INDEX UINT64_MAX
+
+typedef struct pl_event_ref {
+    const char *id;
+    uint64_t index; /* its place in the log; PL_NO_INDEX if not known */
+    int duplicate;  /* it was in the log before this append */
+} pl_event_ref;
+
+/* Valid for the duration of the callback that gets it. */
+typedef struct pl_verdict {
+    pl_outcome outcome;
+    const char *detail;         /* one line ("" when there is nothing to say) */
+    const char *rule;           /* PL_REJECTED: "interleaved_message", ...; else NULL */
+    const char *event_id;       /* PL_REJECTED: the refused event's id, or NULL */
+    const char *const *pending; /* PL_REJECTED: the tool calls pending */
+    size_t npending;
+    const pl_event_ref *events; /* COMMITTED, DUPLICATE, DEFERRED */
+    size_t nevents;
+    unsigned retry_after; /* PL_BUSY: seconds; 0 if unsaid */
+} pl_verdict;
+
+/* "committed", "duplicate", ... */
+const char *pl_outcome_name(pl_outcome o);
 
 typedef struct pl_options {
     int workers;            /* worker loops (threads); 0 = number of cores */

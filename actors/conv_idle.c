@@ -1,0 +1,194 @@
+/*
+ * conv_idle.c - a conversation's log: opened when the actor starts (its
+ * state rebuilt off the loop), let go when idle, opened again on demand.
+ *
+ * A conversation nobody has asked anything of for o->idle_close_ms, with
+ * nothing in flight, lets its log go (asleep): the store closes the files
+ * once no reader holds them either, so an idle conversation costs neither
+ * file descriptors nor the log's index. Everything else stays (the
+ * sequencer's state, subscribers); the first request that needs the log
+ * opens it again (log_only) before it is handled, and STATUS is answered
+ * without it. Requests that come while the log is being opened wait, in
+ * order, and are handled (or refused, if it cannot be opened) after.
+ */
+#include "conv_impl.h"
+
+#include "runtime/log.h"
+#include "runtime/metrics.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void conv_set_open(conv *c, bool open)
+{
+    if (c->open != open)
+        atomic_fetch_add_explicit(&rt_metrics_g.conversations_open, open ? 1 : -1,
+                                  memory_order_relaxed);
+    c->open = open;
+}
+
+void conv_arm_idle(conv *c, uint64_t ms)
+{
+    if (c->o->idle_close_ms != UINT64_MAX)
+        rt_timer_start(c->self, ms, 0, CONV_IDLE_CHECK, 0);
+}
+
+/* Nothing waits on the log or the store: no unit, hold, deferral, save,
+ * sync or early request. */
+static bool quiet(const conv *c)
+{
+    return c->open && !c->deleted && !seq_inflight(c->sq) && !seq_waiting(c->sq) &&
+           c->waiters == NULL && c->syncs == NULL && c->early_head == NULL &&
+           c->saves_done == c->saves_sent;
+}
+
+void conv_idle_check(conv *c)
+{
+    if (!c->open)
+        return;
+    uint64_t idle = conv_mono_ms() - c->last_ms, after = c->o->idle_close_ms;
+    if (idle < after || !quiet(c)) {
+        conv_arm_idle(c, idle < after ? after - idle : after);
+        return;
+    }
+    if (c->since_ckpt > 0)
+        conv_checkpoint(c); /* a quick open after a restart; the save holds the conversation */
+    st_conv_release(c->sc);
+    c->sc = NULL;
+    c->log = NULL;
+    conv_set_open(c, false);
+    c->asleep = true;
+}
+
+/* What an asleep conversation answers without its log. */
+static bool needs_no_log(uint32_t kind)
+{
+    return kind == CONV_STATUS || kind == CONV_UNSUBSCRIBE || kind == CONV_FILE_SAVED ||
+           kind == CONV_TICK || kind == CONV_IDLE_CHECK || kind == CONV_STOPPING;
+}
+
+bool conv_keep_early(conv *c, rt_msg *m)
+{
+    if (c->open || (c->asleep && needs_no_log(m->kind)))
+        return false;
+    conv_early *e = calloc(1, sizeof(*e));
+    if (e == NULL) {
+        rt_promise p = rt_msg_promise(m);
+        rt_promise_fail(&p, RT_ENOMEM);
+        return true;
+    }
+    e->kind = m->kind;
+    e->arg = m->arg;
+    e->buf = m->buf != NULL ? rt_buf_ref(m->buf) : NULL;
+    e->reply = rt_msg_promise(m);
+    if (c->early_tail != NULL)
+        c->early_tail->next = e;
+    else
+        c->early_head = e;
+    c->early_tail = e;
+    if (c->asleep && !c->waking) {
+        rt_runtime *rt = rt_actor_runtime(c->self);
+        int r = conv_open_start(c->ctx, c->self, rt_runtime_uv(rt, rt_actor_loop(c->self)), true);
+        if (r < 0)
+            conv_run_early(c, "cannot open the conversation's log: out of memory");
+        c->waking = r == 0;
+    }
+    return true;
+}
+
+void conv_run_early(conv *c, const char *why)
+{
+    for (conv_early *e = c->early_head, *next; e != NULL; e = next) {
+        next = e->next;
+        if (why != NULL)
+            conv_answer(&e->reply, conv_reply_detail(PL_BUSY, 0, "%s", why));
+        else
+            conv_dispatch(c, e->kind, e->arg, e->buf, &e->reply);
+        rt_promise_fail(&e->reply, RT_ENOREPLY); /* no-op if it was answered */
+        rt_buf_unref(e->buf);
+        free(e);
+    }
+    c->early_head = c->early_tail = NULL;
+}
+
+/* The log is open and the state rebuilt: the sequencer takes it over,
+ * recovers from a crash mid-run, and goes on with what was waiting. */
+static int on_opened(conv *c, conv_opened *o)
+{
+    seq_opts so = {.policy = c->o->policy,
+                   .defer_max = c->o->defer_max,
+                   .hold_max = c->o->hold_max,
+                   .defer_timeout_ms = c->o->defer_timeout_ms,
+                   .hold_timeout_ms = c->o->hold_timeout_ms,
+                   .measure = c->o->measure};
+    c->sc = o->sc;
+    o->sc = NULL;
+    c->log = o->log;
+    seq_log lg = conv_seq_log(c);
+    c->sq = seq_new(&so, &lg, o->g, o->status, o->count);
+    o->g = NULL;
+    if (c->sq == NULL) {
+        conv_opened_free(o);
+        return RT_ENOMEM;
+    }
+    seq_on_decided(c->sq, conv_count_decision, NULL);
+    seq_set_time(c->sq, conv_mono_ms(), conv_wall_ms());
+    memcpy(c->updated, o->updated, sizeof(c->updated));
+    conv_set_open(c, true);
+    size_t i;
+    json_t *d;
+    json_array_foreach(o->deferred, i, d)
+    {
+        const char *after = json_string_value(json_object_get(d, "after"));
+        seq_restore_deferred(c->sq, json_object_get(d, "event"),
+                             (uint64_t)json_integer_value(json_object_get(d, "deadline")), after);
+    }
+    c->gen_sent = c->gen_saved = seq_deferred_gen(c->sq);
+    conv_opened_free(o);
+    seq_recover(c->sq);
+    conv_drive(c);
+    conv_arm_idle(c, c->o->idle_close_ms);
+    return 0;
+}
+
+int conv_on_open_result(conv *c, conv_opened *o)
+{
+    int err = o->err;
+    bool moved = err == 0 && c->asleep && o->count != seq_count(c->sq);
+    if (moved) {
+        snprintf(o->detail, sizeof(o->detail),
+                 "the log of an idle conversation went from %" PRIu64 " to %" PRIu64
+                 " events while it was closed: starting again from the log",
+                 seq_count(c->sq), o->count);
+        err = -EIO;
+    }
+    if (err != 0) {
+        rt_log(RT_LOG_ERROR, "conversation", "%s", o->detail);
+        conv_run_early(c, o->detail);
+        conv_opened_free(o);
+        c->waking = false;
+        /* asleep, it keeps its state and tries again at the next request;
+         * a first open fails the actor, and its supervisor decides */
+        return c->asleep && !moved ? 0 : err;
+    }
+    if (c->asleep) {
+        c->sc = o->sc;
+        o->sc = NULL;
+        c->log = o->log;
+        c->asleep = c->waking = false;
+        conv_set_open(c, true);
+        conv_opened_free(o);
+        conv_arm_idle(c, c->o->idle_close_ms);
+    } else {
+        int r = on_opened(c, o);
+        if (r < 0) {
+            conv_run_early(c, "cannot open the conversation: out of memory");
+            return r;
+        }
+    }
+    conv_run_early(c, NULL);
+    return 0;
+}

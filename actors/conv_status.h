@@ -1,0 +1,41 @@
+/*
+ * conv_status.h - a conversation's status, its transitions (spec §2.4),
+ * its compliance policy and the controls a client may ask for. Pure.
+ */
+#ifndef CONV_STATUS_H
+#define CONV_STATUS_H
+
+#include <stdbool.h>
+
+typedef enum conv_policy {
+    CONV_REJECT = 0, /* default: violations are refused */
+    CONV_OBSERVE,    /* violations are appended and recorded */
+} conv_policy;
+
+typedef enum conv_status {
+    CONV_IDLE = 0,
+    CONV_RUNNING,
+    CONV_PAUSED,
+    CONV_WAITING_FOR_CONFIRMATION,
+    CONV_FINISHED,
+    CONV_ERROR,
+    CONV_STUCK,
+    CONV_DELETING,
+} conv_status;
+
+struct ev;
+
+const char *conv_status_name(conv_status s);
+int conv_status_parse(const char *s); /* -1 if unknown */
+/* How an accepted event moves the status, if it does: -1 if not. */
+int conv_status_of(const struct ev *e);
+/* May the status go from `from` to `to` (spec §2.4)? */
+bool conv_transition_ok(conv_status from, conv_status to);
+
+typedef enum conv_control {
+    CONV_RUN = 1,   /* status -> running */
+    CONV_PAUSE,     /* PauseEvent, status -> paused */
+    CONV_INTERRUPT, /* InterruptEvent, status -> paused */
+} conv_control;
+
+#endif
