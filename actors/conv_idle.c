@@ -42,6 +42,7 @@ static bool quiet(const conv *c)
 {
     return c->open && !c->deleted && !seq_inflight(c->sq) && !seq_waiting(c->sq) &&
            c->waiters == NULL && c->syncs == NULL && c->early_head == NULL &&
+           c->meta_queue == NULL &&
            c->saves_done == c->saves_sent;
 }
 
@@ -67,6 +68,7 @@ void conv_idle_check(conv *c)
 static bool needs_no_log(uint32_t kind)
 {
     return kind == CONV_STATUS || kind == CONV_UNSUBSCRIBE || kind == CONV_FILE_SAVED ||
+           kind == CONV_META_SAVED ||
            kind == CONV_TICK || kind == CONV_IDLE_CHECK || kind == CONV_STOPPING;
 }
 

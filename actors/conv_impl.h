@@ -5,6 +5,7 @@
  *   conv_commit.c   driving the sequencer: units to the store, durable
  *                   units published and answered, checkpoints, deferrals kept
  *   conv_subs.c     subscribers, and syncs
+ *   conv_meta.c     changes of the conversation's stored info
  *   conv_idle.c     opening (and reopening) the log, letting it go when idle,
  *                   requests that come while it is closed
  *   conv_open.c     opening and rebuilding the state off the loop
@@ -34,6 +35,7 @@ enum {
     CONV_STUCK_FOUND,               /* from the detector: arg = stuck_rule */
     CONV_TICK,                      /* timer: expire holds and deferrals */
     CONV_IDLE_CHECK,                /* timer: let the log go if nothing asked for it */
+    CONV_META_SAVED,                /* arg: errno of writing the info, or 0 */
 };
 
 /* Shared by one conversation's actors; lives as long as the service. */
@@ -139,6 +141,8 @@ typedef struct conv {
     conv_flush *syncs;
     uint64_t sync_seq;
     conv_early *early_head, *early_tail;
+    struct meta_change *meta_queue; /* changes of the info, oldest first */
+    bool meta_busy;                 /* the oldest is being written */
 } conv;
 
 /* conversation.c: the process's counters, from the sequencer's decisions */
@@ -172,6 +176,11 @@ void conv_sync_answered(conv *c, uint64_t id);
 void conv_check_syncs(conv *c);
 /* What the conversation knows now, for replies. */
 conv_reply conv_info(const conv *c);
+
+/* conv_meta.c: changes of the stored info, one at a time */
+void conv_set_meta(conv *c, const rt_buf *changes, rt_promise *reply);
+void conv_meta_saved(conv *c, int err);
+void conv_refuse_meta(conv *c, const char *why);
 
 /* conv_idle.c */
 void conv_set_open(conv *c, bool open);

@@ -187,7 +187,7 @@ static void done(rt_promise *reply)
 void conv_dispatch(conv *c, uint32_t kind, uint64_t arg, const rt_buf *buf, rt_promise *reply)
 {
     if (c->deleted && (kind == CONV_APPEND || kind == CONV_CONTROL || kind == CONV_SUBSCRIBE ||
-                       kind == CONV_DELETE || kind == CONV_STATUS)) {
+                       kind == CONV_DELETE || kind == CONV_STATUS || kind == CONV_SET_META)) {
         char id[37];
         rt_uuid_dashed(&c->ctx->id, id);
         conv_answer(reply, conv_reply_detail(PL_NOT_FOUND, 0, "Conversation not found: %s", id));
@@ -228,6 +228,12 @@ void conv_dispatch(conv *c, uint32_t kind, uint64_t arg, const rt_buf *buf, rt_p
         break;
     case CONV_DELETE:
         delete_conv(c, reply);
+        break;
+    case CONV_SET_META:
+        conv_set_meta(c, buf, reply);
+        break;
+    case CONV_META_SAVED:
+        conv_meta_saved(c, (int)arg);
         break;
     case CONV_DELETED:
         deleted(c, arg);
@@ -328,6 +334,7 @@ static void conv_stop(rt_actor *self, void *state)
         free(s);
     }
     conv_run_early(c, "the conversation is restarting: retry");
+    conv_refuse_meta(c, "the conversation is restarting: retry");
     while (c->nsubs > 0)
         conv_drop_sub(c, c->nsubs - 1, 1);
     free(c->subs);

@@ -59,6 +59,10 @@ enum {
                       accepted before is durable; answered DONE; then
                       the conversation's actors stop, and every later
                       request is answered NOT_FOUND */
+    CONV_SET_META, /* buf: a JSON object of members to set in the stored info
+                      (title, tags...); merged into the info as the changes
+                      before it left it and written durably, then answered
+                      DONE; one at a time, so none is lost */
     CONV_STOPPING, /* a notice: the server is stopping, so every event held
                       for its parent is refused now (BUSY), and so is any
                       that would be held from now on */

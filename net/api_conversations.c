@@ -25,8 +25,6 @@
 
 enum { LIMIT_MAX = NET_PAGE_MAX, TITLE_MAX = 200 };
 
-static const char ok_body[] = "{\"success\":true}";
-
 /* The stored meta, parsed; NULL if the conversation is gone. */
 static json_t *meta_of(st_store *s, const rt_uuid *id)
 {
@@ -576,38 +574,6 @@ static void create(net_req *r)
 
 /* ---- update -------------------------------------------------------------------------- */
 
-static void patch_work(net_req *r, net_outcome *out)
-{
-    json_t *changes = out->arg;
-    char dashed[37];
-    rt_uuid_dashed(&r->route.conv, dashed);
-    st_conv *sc;
-    if (st_conv_get(r->api->store, &r->route.conv, &sc) != 0) {
-        net_fail(out, 404, "Conversation not found: %s", dashed);
-        return;
-    }
-    rt_buf *m = st_conv_meta(sc);
-    json_t *meta =
-        m != NULL ? rt_json_read((const char *)rt_buf_data(m), rt_buf_len(m), 0, NULL) : NULL;
-    rt_buf_unref(m);
-    if (!json_is_object(meta)) {
-        json_decref(meta);
-        meta = json_object();
-    }
-    json_object_update(meta, changes);
-    rt_buf *b = net_json_buf(meta);
-    int e = b != NULL ? st_conv_set_meta(sc, b) : -ENOMEM;
-    rt_buf_unref(b);
-    st_conv_release(sc);
-    if (e < 0) {
-        net_fail(out, e == -ENOENT ? 404 : 500, "cannot update conversation %s: %s", dashed,
-                 strerror(-e));
-        return;
-    }
-    out->status = 200;
-    out->body = rt_buf_wrap((void *)ok_body, sizeof(ok_body) - 1, NULL, NULL);
-}
-
 static void patch(net_req *r)
 {
     json_t *b = net_req_json(r, "{\"title\"?: ..., \"tags\"?: {...}}");
@@ -633,7 +599,12 @@ static void patch(net_req *r)
         net_reply_error(r, 422, "%s", bad);
         return;
     }
-    net_api_work(r, patch_work, changes, net_json_free);
+    rt_buf *body = net_json_buf(changes);
+    if (body == NULL) {
+        net_reply_error(r, 503, "out of memory");
+        return;
+    }
+    net_ask_conv(r, CONV_SET_META, 0, body); /* the actor merges changes one at a time */
 }
 
 /* ---- the routes: run, pause, interrupt and delete are the actor's -------------------------- */

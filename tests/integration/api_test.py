@@ -500,6 +500,35 @@ def patch_conversation(c):
     check(r.status == 404 and "detail" in (r.body or {}), "PATCH unknown: 404", r)
 
 
+def patch_concurrent(srv):
+    """Two PATCHes at once, one changing the title and one the tags, keep
+    both changes (each is a read-modify-write of the stored info)."""
+    import threading
+    c = srv.client()
+    lost = []
+    for cid in [new_conv(c) for _ in range(4)]:
+        for i in range(40):
+            clients = [srv.client(), srv.client()]
+            bodies = [{"title": "t%d" % i}, {"tags": {"round": str(i)}}]
+            gate = threading.Barrier(2)
+
+            def patch(k):
+                gate.wait()
+                clients[k].expect("PATCH", conv_path(cid), 200, bodies[k])
+
+            threads = [threading.Thread(target=patch, args=(k,)) for k in range(2)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            for cl in clients:
+                cl.close()
+            info = c.expect("GET", conv_path(cid), 200)
+            if info.get("title") != "t%d" % i or info.get("tags") != {"round": str(i)}:
+                lost.append((i, info.get("title"), info.get("tags")))
+    check(not lost, "no PATCH is lost", lost[:5], len(lost))
+
+
 def run_pause_interrupt(c):
     cid = new_conv(c)
     check(c.expect("POST", conv_path(cid, "/run"), 200) == {"success": True}, "run: success")
@@ -1377,6 +1406,7 @@ def main():
             run(fn.__name__, fn, c)
         run("gate_hold_and_release", gate_hold_and_release, c, srv)
         run("refused_never_seen", refused_never_seen, c)
+        run("patch_concurrent", patch_concurrent, srv)
 
     run("sigterm_answers_held_append", sigterm_answers_held_append)
 
