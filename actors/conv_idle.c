@@ -42,8 +42,7 @@ static bool quiet(const conv *c)
 {
     return c->open && !c->deleted && !seq_inflight(c->sq) && !seq_waiting(c->sq) &&
            c->waiters == NULL && c->syncs == NULL && c->early_head == NULL &&
-           c->meta_queue == NULL &&
-           c->saves_done == c->saves_sent;
+           c->meta_queue == NULL && c->saves_done == c->saves_sent;
 }
 
 void conv_idle_check(conv *c)
@@ -68,8 +67,8 @@ void conv_idle_check(conv *c)
 static bool needs_no_log(uint32_t kind)
 {
     return kind == CONV_STATUS || kind == CONV_UNSUBSCRIBE || kind == CONV_FILE_SAVED ||
-           kind == CONV_META_SAVED ||
-           kind == CONV_TICK || kind == CONV_IDLE_CHECK || kind == CONV_STOPPING;
+           kind == CONV_META_SAVED || kind == CONV_TICK || kind == CONV_IDLE_CHECK ||
+           kind == CONV_STOPPING;
 }
 
 bool conv_keep_early(conv *c, rt_msg *m)
@@ -95,18 +94,18 @@ bool conv_keep_early(conv *c, rt_msg *m)
         rt_runtime *rt = rt_actor_runtime(c->self);
         int r = conv_open_start(c->ctx, c->self, rt_runtime_uv(rt, rt_actor_loop(c->self)), true);
         if (r < 0)
-            conv_run_early(c, "cannot open the conversation's log: out of memory");
+            conv_run_early(c, PL_BUSY, "cannot open the conversation's log: out of memory");
         c->waking = r == 0;
     }
     return true;
 }
 
-void conv_run_early(conv *c, const char *why)
+void conv_run_early(conv *c, pl_outcome o, const char *why)
 {
     for (conv_early *e = c->early_head, *next; e != NULL; e = next) {
         next = e->next;
         if (why != NULL)
-            conv_answer(&e->reply, conv_reply_detail(PL_BUSY, 0, "%s", why));
+            conv_answer(&e->reply, conv_reply_detail(o, 0, "%s", why));
         else
             conv_dispatch(c, e->kind, e->arg, e->buf, &e->reply);
         rt_promise_fail(&e->reply, RT_ENOREPLY); /* no-op if it was answered */
@@ -169,7 +168,7 @@ int conv_on_open_result(conv *c, conv_opened *o)
     }
     if (err != 0) {
         rt_log(RT_LOG_ERROR, "conversation", "%s", o->detail);
-        conv_run_early(c, o->detail);
+        conv_run_early(c, moved ? PL_BUSY : o->why, o->detail);
         conv_opened_free(o);
         c->waking = false;
         /* asleep, it keeps its state and tries again at the next request;
@@ -187,10 +186,10 @@ int conv_on_open_result(conv *c, conv_opened *o)
     } else {
         int r = on_opened(c, o);
         if (r < 0) {
-            conv_run_early(c, "cannot open the conversation: out of memory");
+            conv_run_early(c, PL_BUSY, "cannot open the conversation: out of memory");
             return r;
         }
     }
-    conv_run_early(c, NULL);
+    conv_run_early(c, PL_DONE, NULL);
     return 0;
 }

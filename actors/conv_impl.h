@@ -56,7 +56,8 @@ struct convs {
 
 /* What opening a conversation found (conv_open.c). */
 typedef struct conv_opened {
-    int err;
+    int err;        /* the open failed: why says how (conv_read.h), detail says why */
+    pl_outcome why;
     char detail[1024];
     st_conv *sc; /* held */
     st_log *log; /* valid while sc is held */
@@ -191,8 +192,8 @@ int conv_on_open_result(conv *c, conv_opened *o);
 /* A message that needs the log while it is closed: kept (and the log
  * opened again if it was let go). true if it was kept. */
 bool conv_keep_early(conv *c, rt_msg *m);
-/* Refuse what came early (BUSY, why) or, why NULL, handle it now. */
-void conv_run_early(conv *c, const char *why);
+/* Refuse what came early (o, why) or, why NULL, handle it now. */
+void conv_run_early(conv *c, pl_outcome o, const char *why);
 void conv_dispatch(conv *c, uint32_t kind, uint64_t arg, const rt_buf *buf, rt_promise *reply);
 
 #endif

@@ -11,6 +11,8 @@
  */
 #include "conv_impl.h"
 
+#include "actors/conv_read.h"
+
 #include "runtime/log.h"
 
 #include "runtime/json.h"
@@ -157,26 +159,22 @@ static void open_work(uv_work_t *req)
     conv_opened *o = j->out;
     char hex[37];
     rt_uuid_dashed(&j->id, hex);
-    st_open_report rep;
-    int r = st_conv_get(j->store, &j->id, &o->sc);
-    if (r == 0)
-        r = st_conv_log(o->sc, &o->log, &rep);
-    if (r < 0) {
-        o->err = r;
-        snprintf(o->detail, sizeof(o->detail), "cannot open conversation %s: %s", hex,
-                 r == -ENOENT    ? "it does not exist"
-                 : rep.detail[0] ? rep.detail
-                                 : strerror(-r));
+    conv_reader rd;
+    if (conv_read_open(j->store, &j->id, &rd, NULL, &o->why, o->detail, sizeof(o->detail)) < 0) {
+        o->err = -EIO;
         return;
     }
+    o->sc = rd.sc;
+    o->log = rd.log;
     o->count = st_log_count(o->log);
     if (j->log_only)
         return;
     last_timestamp(o);
     uint64_t from = load_checkpoint(o);
-    r = replay(o, from);
+    int r = replay(o, from);
     if (r < 0) {
         o->err = r;
+        o->why = PL_FAILED;
         snprintf(o->detail, sizeof(o->detail), "cannot read conversation %s: %s", hex,
                  strerror(-r));
         return;

@@ -333,7 +333,7 @@ static void conv_stop(rt_actor *self, void *state)
                     conv_reply_detail(PL_BUSY, 0, "the conversation is restarting: retry"));
         free(s);
     }
-    conv_run_early(c, "the conversation is restarting: retry");
+    conv_run_early(c, PL_BUSY, "the conversation is restarting: retry");
     conv_refuse_meta(c, "the conversation is restarting: retry");
     while (c->nsubs > 0)
         conv_drop_sub(c, c->nsubs - 1, 1);

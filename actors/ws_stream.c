@@ -14,6 +14,8 @@
  */
 #include "ws_stream.h"
 
+#include "actors/conv_read.h"
+
 #include "actors/event.h"
 #include "runtime/json.h"
 #include "runtime/metrics.h"
@@ -54,8 +56,7 @@ typedef struct wss {
     int retries;        /* subscriptions refused: the actor was stopping, or busy */
     unsigned seed;      /* for the retries' jitter */
     rt_timer_id auth_timer, stall_timer;
-    st_conv *sc;
-    st_log *log;
+    conv_reader rd; /* the log, once the first subscription answered */
     ws_out *pend;
     size_t npend, pend_cap;
     bool flush_due;
@@ -219,13 +220,17 @@ static void catch_up(wss *w)
     while (w->state == S_LIVE && !w->blocked && w->next < w->known) {
         uint64_t n = w->known - w->next;
         st_page *p;
-        int e = st_log_read(w->log, w->next, (uint32_t)(n < PAGE ? n : PAGE), &p);
+        pl_outcome why;
+        char detail[200];
+        int e = conv_read_page(&w->rd, w->next, (uint32_t)(n < PAGE ? n : PAGE), &p, &why, detail,
+                               sizeof(detail));
         if (e < 0 || p->n == 0) {
             if (e == 0)
                 st_page_free(p);
             rt_log(RT_LOG_ERROR, "ws", "cannot read the log at %" PRIu64 ": %s", w->next,
-                   e < 0 ? strerror(-e) : "past its end");
-            close_with(w, 1011, "cannot read the conversation's log", RT_WS_OTHER);
+                   e < 0 ? detail : "past its end");
+            close_with(w, e < 0 && why == PL_BUSY ? 1013 : 1011,
+                       "cannot read the conversation's log", RT_WS_OTHER);
             return;
         }
         for (uint32_t i = 0; i < p->n; i++) {
@@ -284,7 +289,7 @@ static void full_state(wss *w, const char *status)
         "stuck_detection", "confirmation_policy", "security_analyzer", "tags",
         "agent_state",     "hook_config",         "secret_registry"};
     json_t *value = json_object();
-    rt_buf *m = st_conv_meta(w->sc);
+    rt_buf *m = st_conv_meta(w->rd.sc);
     json_t *meta =
         m != NULL ? rt_json_read((const char *)rt_buf_data(m), rt_buf_len(m), 0, NULL) : NULL;
     rt_buf_unref(m);
@@ -307,13 +312,13 @@ static void full_state(wss *w, const char *status)
 /* The first subscription's answer: where the stream starts. */
 static int start(wss *w, uint64_t count, const char *status)
 {
-    int e = st_conv_get(w->o.store, &w->o.conv, &w->sc);
-    if (e == 0 && (e = st_conv_log(w->sc, &w->log, NULL)) < 0) {
-        st_conv_release(w->sc);
-        w->sc = NULL;
-    }
-    if (e < 0) {
-        close_with(w, 4004, "Conversation not found", RT_WS_NOT_FOUND);
+    pl_outcome why;
+    char detail[200];
+    if (conv_read_open(w->o.store, &w->o.conv, &w->rd, NULL, &why, detail, sizeof(detail)) < 0) {
+        if (why == PL_NOT_FOUND)
+            close_with(w, 4004, "Conversation not found", RT_WS_NOT_FOUND);
+        else
+            close_with(w, why == PL_BUSY ? 1013 : 1011, detail, RT_WS_OTHER);
         return -1;
     }
     uint64_t at;
@@ -329,11 +334,10 @@ static int start(wss *w, uint64_t count, const char *status)
         w->since_end = count;
         break;
     case WS_REPLAY_AFTER_ID:
-        if (st_log_find(w->log, w->o.after_id, strlen(w->o.after_id), &at) != 0) {
-            char why[120];
-            snprintf(why, sizeof(why), "after_id %.60s is not an event of this conversation",
+        if (conv_read_find(&w->rd, w->o.after_id, strlen(w->o.after_id), &at) != 0) {
+            snprintf(detail, sizeof(detail), "after_id %.60s is not an event of this conversation",
                      w->o.after_id);
-            close_with(w, 1008, why, RT_WS_OTHER);
+            close_with(w, 1008, detail, RT_WS_OTHER);
             return -1;
         }
         w->next = at + 1;
@@ -588,7 +592,7 @@ static void wss_stop(rt_actor *self, void *state)
     for (size_t i = 0; i < w->npend; i++)
         rt_buf_unref(w->pend[i].body);
     free(w->pend);
-    st_conv_release(w->sc);
+    conv_read_close(&w->rd);
     w->o.sink->release(w->o.sink_ctx);
     free((char *)w->o.after_id);
     free(w);

@@ -13,6 +13,9 @@
 #include "api.h"
 
 #include "event_filter.h"
+#include "verdict.h"
+
+#include "actors/conv_read.h"
 #include "runtime/text.h"
 
 #include <errno.h>
@@ -26,19 +29,22 @@ enum {
     BATCH_MAX = 100,
 };
 
-/* The conversation's log, held: 0, or an outcome (404) set. */
-static int open_log(net_req *r, net_outcome *out, st_conv **sc, st_log **log)
+/* The conversation's log, held: 0, or -1 with the outcome set (404, 503
+ * out of files, 500), as every reader maps it (conv_read.h). */
+static int open_log(net_req *r, net_outcome *out, conv_reader *rd)
 {
-    char id[37];
-    rt_uuid_dashed(&r->route.conv, id);
-    int e = st_conv_get(r->api->store, &r->route.conv, sc);
-    if (e == 0 && (e = st_conv_log(*sc, log, NULL)) < 0)
-        st_conv_release(*sc);
-    if (e == -ENOENT)
-        net_fail(out, 404, "Conversation not found: %s", id);
-    else if (e < 0)
-        net_fail(out, 500, "cannot read conversation %s: %s", id, strerror(-e));
-    return e;
+    pl_outcome why;
+    if (conv_read_open(r->api->store, &r->route.conv, rd, NULL, &why, out->detail,
+                       sizeof(out->detail)) == 0)
+        return 0;
+    out->status = net_outcome_status(why);
+    return -1;
+}
+
+/* A read error as the answer. */
+static void read_failed(net_outcome *out, pl_outcome why, const char *detail)
+{
+    net_fail(out, net_outcome_status(why), "%s", detail);
 }
 
 static rt_buf *text_buf(rt_text *t, net_outcome *out)
@@ -54,7 +60,7 @@ static rt_buf *text_buf(rt_text *t, net_outcome *out)
 /* ---- search and count --------------------------------------------------------- */
 
 typedef struct scan {
-    st_log *log;
+    const conv_reader *rd;
     const net_event_filter *f;
     bool desc;
     uint64_t at;    /* the next index to read */
@@ -64,6 +70,8 @@ typedef struct scan {
     uint32_t i;
     uint64_t read, max; /* events examined; stop at max (0: never) */
     bool capped;        /* stopped at max: ev is the next one not examined */
+    pl_outcome why;     /* a read failed: how, and why */
+    char detail[256];
 } scan;
 
 /* The event the scan is at in its page (the next to examine). */
@@ -95,7 +103,9 @@ static int scan_fill(scan *s)
         s->at += n;
         s->end = s->at >= s->count;
     }
-    return st_log_read(s->log, first, n, &s->pg);
+    return conv_read_page(s->rd, first, n, &s->pg, &s->why, s->detail, sizeof(s->detail)) == 0
+               ? 0
+               : -EIO;
 }
 
 /* The next event that passes the filters; NULL at the end, when capped,
@@ -146,17 +156,16 @@ static void search(net_req *r, net_outcome *out)
         net_fail(out, 422, "sort_order must be TIMESTAMP or TIMESTAMP_DESC, not '%.40s'", so);
         return;
     }
-    st_conv *sc;
-    st_log *log;
-    if (open_log(r, out, &sc, &log) < 0)
+    conv_reader rd;
+    if (open_log(r, out, &rd) < 0)
         return;
-    scan s = {.log = log, .f = &f, .desc = desc, .count = st_log_count(log)};
+    scan s = {.rd = &rd, .f = &f, .desc = desc, .count = conv_read_count(&rd)};
     s.at = desc ? s.count - 1 : 0;
     s.end = s.count == 0;
     const char *page = net_query_get(q, "page_id");
     uint64_t at;
     /* an unknown cursor starts from the beginning (or the end), as upstream */
-    if (page != NULL && page[0] != '\0' && st_log_find(log, page, strlen(page), &at) == 0 &&
+    if (page != NULL && page[0] != '\0' && conv_read_find(&rd, page, strlen(page), &at) == 0 &&
         at < s.count)
         s.at = at;
     s.max = f.any ? SCAN_MAX : 0;
@@ -190,10 +199,10 @@ static void search(net_req *r, net_outcome *out)
         next_buf[next_len] = '\0';
     }
     st_page_free(s.pg);
-    st_conv_release(sc);
+    conv_read_close(&rd);
     if (e < 0) {
         free(t.p);
-        net_fail(out, 500, "cannot read the log: %s", strerror(-e));
+        read_failed(out, s.why, s.detail);
         return;
     }
     rt_text_puts(&t, "],\"next_page_id\":");
@@ -214,24 +223,23 @@ static void count(net_req *r, net_outcome *out)
         net_fail(out, 422, "%s", err);
         return;
     }
-    st_conv *sc;
-    st_log *log;
-    if (open_log(r, out, &sc, &log) < 0)
+    conv_reader rd;
+    if (open_log(r, out, &rd) < 0)
         return;
     uint64_t n = 0;
     int e = 0;
+    scan s = {.rd = &rd, .f = &f, .count = conv_read_count(&rd)};
     if (!f.any) {
-        n = st_log_count(log);
+        n = s.count;
     } else {
-        scan s = {.log = log, .f = &f, .count = st_log_count(log)};
         s.end = s.count == 0;
         while (scan_next(&s, &e) != NULL)
             n++;
         st_page_free(s.pg);
     }
-    st_conv_release(sc);
+    conv_read_close(&rd);
     if (e < 0) {
-        net_fail(out, 500, "cannot read the log: %s", strerror(-e));
+        read_failed(out, s.why, s.detail);
         return;
     }
     char num[32];
@@ -242,19 +250,23 @@ static void count(net_req *r, net_outcome *out)
 
 /* ---- get one, get many ----------------------------------------------------------- */
 
-/* The event's bytes appended to t (or "null"); 0, 1 if unknown, <0 on error. */
-static int put_event(rt_text *t, st_log *log, const char *id, bool null_if_unknown)
+/* The event's bytes appended to t (or "null"); 0, 1 if unknown, -1 on a
+ * read error (out set). */
+static int put_event(rt_text *t, const conv_reader *rd, const char *id, bool null_if_unknown,
+                     net_outcome *out)
 {
     uint64_t at;
     st_page *pg;
-    if (st_log_find(log, id, strlen(id), &at) != 0) {
+    if (conv_read_find(rd, id, strlen(id), &at) != 0) {
         if (null_if_unknown)
             rt_text_puts(t, "null");
         return 1;
     }
-    int e = st_log_read(log, at, 1, &pg);
-    if (e < 0)
-        return e;
+    pl_outcome why;
+    if (conv_read_page(rd, at, 1, &pg, &why, out->detail, sizeof(out->detail)) < 0) {
+        out->status = net_outcome_status(why);
+        return -1;
+    }
     uint32_t n = pg->n;
     if (n == 1)
         rt_text_put(t, (const char *)rt_buf_data(pg->bytes) + pg->ev[0].off, pg->ev[0].len);
@@ -266,18 +278,15 @@ static int put_event(rt_text *t, st_log *log, const char *id, bool null_if_unkno
 
 static void get_one(net_req *r, net_outcome *out)
 {
-    st_conv *sc;
-    st_log *log;
-    if (open_log(r, out, &sc, &log) < 0)
+    conv_reader rd;
+    if (open_log(r, out, &rd) < 0)
         return;
     rt_text t = {0};
-    int e = put_event(&t, log, r->route.event_id, false);
-    st_conv_release(sc);
+    int e = put_event(&t, &rd, r->route.event_id, false, out);
+    conv_read_close(&rd);
     if (e != 0 || t.len == 0) {
         free(t.p);
-        if (e < 0)
-            net_fail(out, 500, "cannot read the log: %s", strerror(-e));
-        else
+        if (e >= 0)
             net_fail(out, 404, "Event not found: %.200s", r->route.event_id);
         return;
     }
@@ -288,9 +297,8 @@ static void get_one(net_req *r, net_outcome *out)
 static void get_many(net_req *r, net_outcome *out)
 {
     json_t *ids = out->arg;
-    st_conv *sc;
-    st_log *log;
-    if (open_log(r, out, &sc, &log) < 0)
+    conv_reader rd;
+    if (open_log(r, out, &rd) < 0)
         return;
     rt_text t = {0};
     rt_text_puts(&t, "[");
@@ -301,14 +309,13 @@ static void get_many(net_req *r, net_outcome *out)
     {
         if (i > 0)
             rt_text_puts(&t, ",");
-        if ((e = put_event(&t, log, json_string_value(v), true)) < 0)
+        if ((e = put_event(&t, &rd, json_string_value(v), true, out)) < 0)
             break;
     }
-    st_conv_release(sc);
+    conv_read_close(&rd);
     rt_text_puts(&t, "]");
-    if (e < 0) {
+    if (e < 0) { /* put_event said why */
         free(t.p);
-        net_fail(out, 500, "cannot read the log: %s", strerror(-e));
         return;
     }
     out->status = 200;

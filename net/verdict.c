@@ -87,13 +87,15 @@ int net_verdict_http(const pl_verdict *v, rt_buf **body, unsigned *retry_after)
     default:
         break;
     }
-    static const int status[] = {[PL_HELD] = 202,
-                                 [PL_INVALID] = 422,
-                                 [PL_CONFLICT] = 409,
-                                 [PL_NOT_FOUND] = 404,
-                                 [PL_FAILED] = 500};
     *body = dump(json_pack("{s:s}", "detail", v->detail));
-    return (unsigned)v->outcome < sizeof(status) / sizeof(status[0]) && status[v->outcome] != 0
-               ? status[v->outcome]
-               : 500;
+    return net_outcome_status(v->outcome);
+}
+
+int net_outcome_status(pl_outcome o)
+{
+    static const int status[] = {
+        [PL_COMMITTED] = 201, [PL_DUPLICATE] = 201, [PL_DEFERRED] = 202, [PL_HELD] = 202,
+        [PL_REJECTED] = 409,  [PL_INVALID] = 422,   [PL_CONFLICT] = 409, [PL_NOT_FOUND] = 404,
+        [PL_BUSY] = 503,      [PL_FAILED] = 500,    [PL_DONE] = 200};
+    return (unsigned)o < sizeof(status) / sizeof(status[0]) ? status[o] : 500;
 }

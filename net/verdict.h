@@ -21,4 +21,7 @@
  * *retry_after the seconds of a Retry-After header (0: none). */
 int net_verdict_http(const pl_verdict *v, rt_buf **body, unsigned *retry_after);
 
+/* The status of an outcome (for answers that carry only a detail). */
+int net_outcome_status(pl_outcome o);
+
 #endif
