@@ -336,7 +336,7 @@ void conv_stored(conv *c, uint64_t first)
         return;
     for (size_t i = 0; i < u->n; i++)
         conv_publish(c, first + i, &u->items[i].e, u->items[i].bytes);
-    rt_count(&rt_metrics_g.events_appended, u->n);
+    rt_count(&conv_metrics_g.appended, u->n);
     if (u->n > 0 && u->items[u->n - 1].e.timestamp != NULL)
         snprintf(c->updated, sizeof(c->updated), "%s", u->items[u->n - 1].e.timestamp);
     if (u->token != NULL) {

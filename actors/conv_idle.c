@@ -25,7 +25,7 @@
 void conv_set_open(conv *c, bool open)
 {
     if (c->open != open)
-        atomic_fetch_add_explicit(&rt_metrics_g.conversations_open, open ? 1 : -1,
+        atomic_fetch_add_explicit(&conv_metrics_g.open, open ? 1 : -1,
                                   memory_order_relaxed);
     c->open = open;
 }

@@ -45,11 +45,11 @@ void conv_count_decision(void *ctx, const ev *e, const seq_verdict *v, seq_was w
     (void)e;
     (void)index;
     if (v->kind == SEQ_DEFERRED && was == SEQ_NEW)
-        rt_count(&rt_metrics_g.events_deferred, 1);
+        rt_count(&conv_metrics_g.deferred, 1);
     else if (v->kind == SEQ_HELD)
-        rt_count(&rt_metrics_g.events_held, 1);
-    else if (v->kind == SEQ_REJECTED && (int)v->rule < RT_METRIC_RULES)
-        rt_count(&rt_metrics_g.events_rejected[v->rule], 1);
+        rt_count(&conv_metrics_g.held, 1);
+    else if (v->kind == SEQ_REJECTED && (int)v->rule < CONV_METRIC_RULES)
+        rt_count(&conv_metrics_g.rejected[v->rule], 1);
 }
 
 /* A promise on the heap: the sequencer's token for who waits. */

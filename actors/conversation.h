@@ -23,6 +23,7 @@
 
 #include "actors/conv_reply.h"
 #include "actors/conv_status.h"
+#include "runtime/metrics.h"
 #include "runtime/rt.h"
 #include "store/store.h"
 
@@ -32,28 +33,28 @@
 
 enum {
     /* requests */
-    CONV_APPEND = RT_KIND_USER + 100, /* buf: one event object, or an array
+    CONV_APPEND = RT_KIND_RANGE(1), /* buf: one event object, or an array
                                          (all or nothing) */
-    CONV_CONTROL,                     /* arg: conv_control */
-    CONV_SUBSCRIBE,                   /* arg: how many past events to replay
-                                         first (at most 20), | CONV_SUB_NOTES to
-                                         get CONV_NOTE instead of CONV_EVENT,
-                                         | CONV_SUB_TOLD (see CONV_DROPPED);
-                                         reply_to is the subscriber; answered
-                                         DONE with count (the index of the first
-                                         event it will get live) and the durable
-                                         status; BUSY once max_subscribers
-                                         CONV_SUB_TOLD subscribers are there */
-    CONV_UNSUBSCRIBE,                 /* reply_to is the subscriber */
-    CONV_EXPIRE,                      /* expire every hold and deferral now */
-    CONV_STATUS,                      /* answered DONE with status, count,
-                                         pending, updated (the reply's info) */
-    CONV_SYNC,                        /* answered once every subscriber has handled
-                                         what was published before, and all that
-                                         was accepted (including what subscribers
-                                         asked for meanwhile) is durable (DONE with
-                                         count); also sent to subscribers, who
-                                         answer CONV_SYNC_DONE */
+    CONV_CONTROL,                   /* arg: conv_control */
+    CONV_SUBSCRIBE,                 /* arg: how many past events to replay
+                                       first (at most 20), | CONV_SUB_NOTES to
+                                       get CONV_NOTE instead of CONV_EVENT,
+                                       | CONV_SUB_TOLD (see CONV_DROPPED);
+                                       reply_to is the subscriber; answered
+                                       DONE with count (the index of the first
+                                       event it will get live) and the durable
+                                       status; BUSY once max_subscribers
+                                       CONV_SUB_TOLD subscribers are there */
+    CONV_UNSUBSCRIBE,               /* reply_to is the subscriber */
+    CONV_EXPIRE,                    /* expire every hold and deferral now */
+    CONV_STATUS,                    /* answered DONE with status, count,
+                                       pending, updated (the reply's info) */
+    CONV_SYNC,                      /* answered once every subscriber has handled
+                                       what was published before, and all that
+                                       was accepted (including what subscribers
+                                       asked for meanwhile) is durable (DONE with
+                                       count); also sent to subscribers, who
+                                       answer CONV_SYNC_DONE */
     CONV_SYNC_DONE,
     CONV_DELETE,   /* remove the conversation and its files, once what was
                       accepted before is durable; answered DONE; then
@@ -101,6 +102,16 @@ typedef struct conv_opts {
     bool measure;              /* time the gate: CONV_STATUS reports "gate_ns"
                                   (for benchmarks) */
 } conv_opts;
+
+/* The conversations' figures (process-wide), as /metrics shows them. */
+enum { CONV_METRIC_RULES = 16 };
+typedef struct conv_metrics {
+    _Atomic uint64_t appended, deferred, held;
+    _Atomic uint64_t rejected[CONV_METRIC_RULES]; /* by the gate's rule */
+    _Atomic int64_t open;                         /* conversations with their log open */
+} conv_metrics;
+extern conv_metrics conv_metrics_g;
+void conv_metrics_render(rt_text *t);
 
 /* The service: one per server. */
 typedef struct convs convs;

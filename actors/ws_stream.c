@@ -29,7 +29,7 @@
 #include <string.h>
 
 enum {
-    WS_FLUSH = RT_KIND_USER + 320,
+    WS_FLUSH = RT_KIND_RANGE(3) + 20,
     WS_AUTH_TIMEOUT,
     WS_STALL,
     WS_POSTED, /* arg: 0 the client message is in, 1 refused; buf: the reply */
@@ -92,7 +92,7 @@ bool ws_auth_frame(json_t *j, const char **key)
 
 /* ---- sending ------------------------------------------------------------- */
 
-static void close_with(wss *w, int code, const char *reason, rt_ws_close_reason why);
+static void close_with(wss *w, int code, const char *reason, ws_close_reason why);
 
 static void flush(wss *w)
 {
@@ -100,7 +100,7 @@ static void flush(wss *w)
     if (w->npend == 0 || w->state == S_DONE)
         return;
     w->o.sink->send(w->o.sink_ctx, w->pend, w->npend);
-    rt_count(&rt_metrics_g.ws_frames, w->npend);
+    rt_count(&ws_metrics_g.frames, w->npend);
     w->npend = 0;
     free(w->pend); /* an idle stream holds no frame array */
     w->pend = NULL;
@@ -123,7 +123,7 @@ static void put(wss *w, rt_buf *body, uint32_t off, uint32_t len, uint64_t index
         size_t cap = w->pend_cap ? 2 * w->pend_cap : 8;
         ws_out *p = realloc(w->pend, cap * sizeof(*p));
         if (p == NULL) { /* a frame left out would be a gap */
-            close_with(w, 1011, "out of memory", RT_WS_OTHER);
+            close_with(w, 1011, "out of memory", WS_CLOSED_OTHER);
             return;
         }
         w->pend = p;
@@ -186,13 +186,13 @@ static void server_error(wss *w, const char *code, const char *detail)
 
 /* ---- closing ------------------------------------------------------------- */
 
-static void close_with(wss *w, int code, const char *reason, rt_ws_close_reason why)
+static void close_with(wss *w, int code, const char *reason, ws_close_reason why)
 {
     if (w->state == S_DONE)
         return;
     flush(w);
     w->state = S_DONE;
-    rt_count(&rt_metrics_g.ws_closed[why], 1);
+    rt_count(&ws_metrics_g.closed[why], 1);
     w->o.sink->close(w->o.sink_ctx, code, reason);
 }
 
@@ -230,7 +230,7 @@ static void catch_up(wss *w)
             rt_log(RT_LOG_ERROR, "ws", "cannot read the log at %" PRIu64 ": %s", w->next,
                    e < 0 ? detail : "past its end");
             close_with(w, e < 0 && why == PL_BUSY ? 1013 : 1011,
-                       "cannot read the conversation's log", RT_WS_OTHER);
+                       "cannot read the conversation's log", WS_CLOSED_OTHER);
             return;
         }
         for (uint32_t i = 0; i < p->n; i++) {
@@ -257,7 +257,7 @@ static void subscribe(wss *w)
     w->conv = NULL;
     int e = convs_get(w->o.convs, &w->o.conv, &w->conv);
     if (e == -ENOENT) {
-        close_with(w, 4004, "Conversation not found", RT_WS_NOT_FOUND);
+        close_with(w, 4004, "Conversation not found", WS_CLOSED_NOT_FOUND);
         return;
     }
     if (e == 0)
@@ -266,7 +266,7 @@ static void subscribe(wss *w)
     if (e == RT_ECLOSED || e == RT_EFULL)
         retry(w);
     else if (e < 0)
-        close_with(w, 1011, "cannot subscribe to the conversation", RT_WS_OTHER);
+        close_with(w, 1011, "cannot subscribe to the conversation", WS_CLOSED_OTHER);
 }
 
 /* The conversation's actor was stopping (deleted, or restarting), or its
@@ -277,7 +277,7 @@ static void retry(wss *w)
     uint64_t ms = RETRY_MS + (uint64_t)rand_r(&w->seed) % RETRY_MS;
     if (w->retries++ < RETRIES && rt_timer_start(w->self, ms, 0, WS_RETRY, 0) != 0)
         return;
-    close_with(w, 1013, "the conversation is busy: reconnect later", RT_WS_OTHER);
+    close_with(w, 1013, "the conversation is busy: reconnect later", WS_CLOSED_OTHER);
 }
 
 /* The state as upstream's full_state carries it: the conversation's stored
@@ -316,9 +316,9 @@ static int start(wss *w, uint64_t count, const char *status)
     char detail[200];
     if (conv_read_open(w->o.store, &w->o.conv, &w->rd, NULL, &why, detail, sizeof(detail)) < 0) {
         if (why == PL_NOT_FOUND)
-            close_with(w, 4004, "Conversation not found", RT_WS_NOT_FOUND);
+            close_with(w, 4004, "Conversation not found", WS_CLOSED_NOT_FOUND);
         else
-            close_with(w, why == PL_BUSY ? 1013 : 1011, detail, RT_WS_OTHER);
+            close_with(w, why == PL_BUSY ? 1013 : 1011, detail, WS_CLOSED_OTHER);
         return -1;
     }
     uint64_t at;
@@ -337,7 +337,7 @@ static int start(wss *w, uint64_t count, const char *status)
         if (conv_read_find(&w->rd, w->o.after_id, strlen(w->o.after_id), &at) != 0) {
             snprintf(detail, sizeof(detail), "after_id %.60s is not an event of this conversation",
                      w->o.after_id);
-            close_with(w, 1008, detail, RT_WS_OTHER);
+            close_with(w, 1008, detail, WS_CLOSED_OTHER);
             return -1;
         }
         w->next = at + 1;
@@ -352,13 +352,13 @@ static void subscribed(wss *w, rt_msg *m)
     const conv_reply *cr = m->kind == CONV_RESULT ? conv_reply_of(m) : NULL;
     if (cr == NULL || cr->v.outcome != PL_DONE) {
         if (cr != NULL && cr->v.outcome == PL_NOT_FOUND)
-            close_with(w, 4004, "Conversation not found", RT_WS_NOT_FOUND);
+            close_with(w, 4004, "Conversation not found", WS_CLOSED_NOT_FOUND);
         else if (cr != NULL && cr->v.outcome == PL_BUSY)
-            close_with(w, 1013, "Too many connections for this conversation", RT_WS_CAP);
+            close_with(w, 1013, "Too many connections for this conversation", WS_CLOSED_CAP);
         else if (m->kind == RT_KIND_ERROR && (m->status == RT_ECLOSED || m->status == RT_EFULL))
             retry(w);
         else
-            close_with(w, 1011, "cannot subscribe to the conversation", RT_WS_OTHER);
+            close_with(w, 1011, "cannot subscribe to the conversation", WS_CLOSED_OTHER);
         return;
     }
     uint64_t n = cr->count;
@@ -471,7 +471,7 @@ static void client_frame(wss *w, int opcode, const rt_buf *b)
             rt_timer_stop(w->self, w->auth_timer);
             subscribe(w);
         } else {
-            close_with(w, 4001, "Authentication failed", RT_WS_AUTH);
+            close_with(w, 4001, "Authentication failed", WS_CLOSED_AUTH);
         }
     } else if (opcode != 1) {
         server_error(w, "ValidationError", "frames must be text: JSON Message objects");
@@ -501,6 +501,22 @@ static void posted(wss *w, uint64_t refused, const rt_buf *body)
                                                        : "the conversation refused the message");
 }
 
+/* ---- figures ------------------------------------------------------------------- */
+
+ws_metrics ws_metrics_g;
+
+void ws_metrics_render(rt_text *t)
+{
+    static const char *const why[WS_CLOSE_REASONS] = {"client", "stalled",  "auth", "not_found",
+                                                      "cap",    "protocol", "ping", "other"};
+    rt_metric_gauge(t, "parley_ws_streams", "WebSocket event streams open.",
+                    atomic_load_explicit(&ws_metrics_g.open, memory_order_relaxed));
+    rt_metric_counter(t, "parley_ws_frames_total", "Event frames queued to WebSocket subscribers.",
+                      rt_metric_get(&ws_metrics_g.frames));
+    rt_metric_family(t, "parley_ws_closed_total", "WebSocket streams closed, by reason.", "reason",
+                     why, ws_metrics_g.closed, WS_CLOSE_REASONS);
+}
+
 /* ---- the actor ---------------------------------------------------------------- */
 
 static int wss_init(rt_actor *self, void *arg, void **state)
@@ -510,9 +526,9 @@ static int wss_init(rt_actor *self, void *arg, void **state)
     w->self = self;
     w->seed = (unsigned)rt_actor_id(self);
     *state = w;
-    atomic_fetch_add_explicit(&rt_metrics_g.ws_open, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&ws_metrics_g.open, 1, memory_order_relaxed);
     if (o->bad_key) {
-        close_with(w, 4001, "Authentication failed", RT_WS_AUTH);
+        close_with(w, 4001, "Authentication failed", WS_CLOSED_AUTH);
     } else if (o->api_key == NULL || o->authed) {
         subscribe(w);
     } else {
@@ -567,11 +583,11 @@ static int wss_handle(rt_actor *self, void *state, rt_msg *m)
     case WS_STALL:
         w->stall_timer = 0;
         if (w->blocked)
-            close_with(w, 1013, "the client is not reading", RT_WS_STALLED);
+            close_with(w, 1013, "the client is not reading", WS_CLOSED_STALLED);
         break;
     case WS_AUTH_TIMEOUT:
         if (w->state == S_AUTH)
-            close_with(w, 4001, "Authentication failed: no auth frame in time", RT_WS_AUTH);
+            close_with(w, 4001, "Authentication failed: no auth frame in time", WS_CLOSED_AUTH);
         break;
     case WS_GONE: /* counted by the socket's side */
         w->state = S_DONE;
@@ -596,7 +612,7 @@ static void wss_stop(rt_actor *self, void *state)
     w->o.sink->release(w->o.sink_ctx);
     free((char *)w->o.after_id);
     free(w);
-    atomic_fetch_sub_explicit(&rt_metrics_g.ws_open, 1, memory_order_relaxed);
+    atomic_fetch_sub_explicit(&ws_metrics_g.open, 1, memory_order_relaxed);
 }
 
 static const rt_behaviour wss_behaviour = {

@@ -16,7 +16,7 @@
  * never memory per event it is behind.
  *
  * A socket whose queue stays full for stall_timeout_ms is closed with 1013
- * and counted (rt_metrics_g.ws_stalled); producers and other sockets never
+ * and counted (ws_metrics_g.closed[WS_CLOSED_STALLED]); producers and other sockets never
  * wait for it.
  *
  * The socket side (net/) is reached through a ws_sink, called only on the
@@ -30,6 +30,7 @@
 #define WS_STREAM_H
 
 #include "actors/conversation.h"
+#include "runtime/metrics.h"
 #include "runtime/rt.h"
 #include "store/store.h"
 
@@ -40,7 +41,7 @@
 #include <stdint.h>
 
 enum {
-    WS_IN = RT_KIND_USER + 300, /* arg: 1 text, 2 binary; buf: the message */
+    WS_IN = RT_KIND_RANGE(3), /* arg: 1 text, 2 binary; buf: the message */
     WS_DRAINED,
     WS_GONE,
 };
@@ -77,6 +78,28 @@ typedef enum ws_replay {
     WS_REPLAY_SINCE,    /* resend_mode=since: timestamp >= after_ts */
     WS_REPLAY_AFTER_ID, /* after_id: strictly after that event */
 } ws_replay;
+
+/* Why a WebSocket stream was closed (parley_ws_closed_total{reason}). */
+typedef enum ws_close_reason {
+    WS_CLOSED_CLIENT = 0, /* the client closed or left */
+    WS_CLOSED_STALLED,    /* its queue stayed full past the deadline (1013) */
+    WS_CLOSED_AUTH,       /* 4001 */
+    WS_CLOSED_NOT_FOUND,  /* 4004 */
+    WS_CLOSED_CAP,        /* the subscriber cap (1013) */
+    WS_CLOSED_PROTOCOL,   /* the client broke RFC 6455, or sent too much */
+    WS_CLOSED_PING,       /* no pong */
+    WS_CLOSED_OTHER,      /* server errors, shutdown */
+    WS_CLOSE_REASONS
+} ws_close_reason;
+
+/* The streams' figures (process-wide), as /metrics shows them. */
+typedef struct ws_metrics {
+    _Atomic int64_t open;    /* streams */
+    _Atomic uint64_t frames; /* frames queued to subscribers */
+    _Atomic uint64_t closed[WS_CLOSE_REASONS];
+} ws_metrics;
+extern ws_metrics ws_metrics_g;
+void ws_metrics_render(rt_text *t);
 
 typedef struct ws_stream_opts {
     convs *convs;

@@ -3,17 +3,11 @@
  */
 #include "api.h"
 
-#include "actors/gate.h"
 #include "http_metrics.h"
 #include "runtime/metrics.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-static const char *rule_name(int i)
-{
-    return i > GATE_OK && i <= GATE_INVALID_EVENT ? gate_rule_name((gate_rule)i) : NULL;
-}
 
 void net_api_info(net_req *r)
 {
@@ -40,7 +34,9 @@ void net_api_info(net_req *r)
     case NET_R_METRICS: {
         rt_text t = {0};
         net_metrics_render(&t);
-        rt_metrics_render(&t, rule_name);
+        conv_metrics_render(&t);
+        st_metrics_render(&t);
+        ws_metrics_render(&t);
         if (t.failed) {
             free(t.p);
             net_reply_error(r, 503, "out of memory");

@@ -36,7 +36,7 @@ struct conn_ws {
     size_t drain_below; /* SIZE_MAX: nobody waits for the queue to drain */
     bool ping_out;      /* a ping is unanswered */
     bool counted;       /* the close is in the metrics already (the actor's) */
-    rt_ws_close_reason why;
+    ws_close_reason why;
     uint64_t close_at; /* our close frame is out: cut the socket then */
 };
 
@@ -67,7 +67,7 @@ static void flush_engine(net_conn *c)
 }
 
 /* Our close frame is queued: send it, and give the peer CLOSE_WAIT_MS. */
-static void closing(net_conn *c, rt_ws_close_reason why)
+static void closing(net_conn *c, ws_close_reason why)
 {
     conn_ws *w = c->ws;
     if (!w->counted)
@@ -103,7 +103,7 @@ static void ws_tick(uv_timer_t *t)
     }
     if (w->ping_out) {
         net_ws_close(w->ws, 1001, "no pong to the last ping");
-        closing(c, RT_WS_PING);
+        closing(c, WS_CLOSED_PING);
         return;
     }
     if (net_ws_ping(w->ws, NULL, 0) == 0) {
@@ -136,7 +136,7 @@ void net_conn_ws_input(net_conn *c, const uint8_t *data, size_t len)
             rt_send(w->stream, WS_IN, m.opcode == NET_WS_TEXT ? 1 : 2, b) < 0) {
             rt_buf_unref(b);
             net_ws_close(w->ws, 1008, "too many messages: slow down");
-            closing(c, RT_WS_PROTOCOL);
+            closing(c, WS_CLOSED_PROTOCOL);
             return;
         }
     }
@@ -146,10 +146,10 @@ void net_conn_ws_input(net_conn *c, const uint8_t *data, size_t len)
         finish(c);
     } else if (r == NET_WS_EFULL) {
         net_ws_close(w->ws, 1009, "too much input at once");
-        closing(c, RT_WS_PROTOCOL);
+        closing(c, WS_CLOSED_PROTOCOL);
     } else { /* a protocol error: its close frame is queued */
         if (!w->counted)
-            w->why = RT_WS_PROTOCOL;
+            w->why = WS_CLOSED_PROTOCOL;
         finish(c);
     }
 }
@@ -170,7 +170,7 @@ void net_conn_ws_closed(net_conn *c)
     if (w->stream == NULL)
         return;
     if (!w->counted)
-        rt_count(&rt_metrics_g.ws_closed[w->why], 1);
+        rt_count(&ws_metrics_g.closed[w->why], 1);
     rt_notify(w->stream, WS_GONE, 0, NULL);
     rt_actor_unref(w->stream);
     w->stream = NULL;
@@ -190,7 +190,7 @@ void net_conn_ws_shutdown(net_conn *c)
         return;
     net_ws_close(c->ws->ws, 1001, "the server is stopping");
     if (!c->ws->counted)
-        c->ws->why = RT_WS_OTHER;
+        c->ws->why = WS_CLOSED_OTHER;
     flush_engine(c);
     net_conn_close(c);
 }
@@ -267,7 +267,7 @@ static void sink_close(void *ctx, int code, const char *reason)
         net_conn_close(c);
         return;
     }
-    closing(c, RT_WS_OTHER);
+    closing(c, WS_CLOSED_OTHER);
 }
 
 static void sink_release(void *ctx)

@@ -21,7 +21,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-enum { NET_DRAIN = RT_KIND_USER + 300, NET_FORCE };
+enum { NET_DRAIN = RT_KIND_RANGE(5), NET_FORCE };
 
 enum { BACKLOG = 1024 };
 

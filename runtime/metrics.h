@@ -1,10 +1,14 @@
 /*
- * metrics.h - the process's counters, as /metrics shows them (Prometheus
- * text). Each is a relaxed atomic bumped where the thing happens (one
- * instruction, no lock); a scrape reads them all without stopping anyone,
- * so a scrape is a consistent-enough picture, not a snapshot.
+ * metrics.h - the pieces of a Prometheus text page: a latency histogram,
+ * a relaxed counter bump, and the lines of a counter, a gauge, a family
+ * of counters by one label, and a histogram.
  *
- * Process-wide: a program that embeds several instances sees their sum.
+ * The runtime owns no figures: each module keeps its own (relaxed
+ * atomics bumped where the thing happens: one instruction, no lock) and
+ * renders them; whoever serves /metrics calls each module's render. A
+ * scrape reads them without stopping anyone, so it is a consistent-enough
+ * picture, not a snapshot. Figures are process-wide: a program that embeds
+ * several instances sees their sum.
  */
 #ifndef RT_METRICS_H
 #define RT_METRICS_H
@@ -12,50 +16,36 @@
 #include "text.h"
 
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 
-enum { RT_METRIC_RULES = 16, RT_HIST_BUCKETS = 12, RT_WS_CLOSE_REASONS = 8 };
+enum { RT_HIST_BUCKETS = 12 };
 
-/* Latencies: counts per upper bound (rt_hist_bounds_us), their sum. */
+/* Latencies: counts per upper bound (100 us .. 1 s, then +Inf), their sum. */
 typedef struct rt_hist {
-    _Atomic uint64_t le[RT_HIST_BUCKETS]; /* the last one is +Inf */
+    _Atomic uint64_t le[RT_HIST_BUCKETS];
     _Atomic uint64_t count, sum_ns;
 } rt_hist;
 
-typedef struct rt_metrics {
-    _Atomic uint64_t events_appended;
-    _Atomic uint64_t events_deferred;
-    _Atomic uint64_t events_held;
-    _Atomic uint64_t events_rejected[RT_METRIC_RULES]; /* by the gate's rule */
-    _Atomic int64_t conversations_open;                /* conversations with their log open */
-    rt_hist fsync;                                     /* every fdatasync of the store */
-    _Atomic int64_t ws_open;                           /* WebSocket streams */
-    _Atomic uint64_t ws_frames;                        /* frames queued to subscribers */
-    _Atomic uint64_t ws_closed[RT_WS_CLOSE_REASONS];   /* by rt_ws_close_reason */
-} rt_metrics;
-/* Why the server closed a WebSocket stream (parley_ws_closed_total{reason}). */
-typedef enum rt_ws_close_reason {
-    RT_WS_CLIENT = 0, /* the client closed or left */
-    RT_WS_STALLED,    /* its queue stayed full past the deadline (1013) */
-    RT_WS_AUTH,       /* 4001 */
-    RT_WS_NOT_FOUND,  /* 4004 */
-    RT_WS_CAP,        /* the subscriber cap (1013) */
-    RT_WS_PROTOCOL,   /* the client broke RFC 6455, or sent too much */
-    RT_WS_PING,       /* no pong */
-    RT_WS_OTHER,      /* server errors, shutdown */
-} rt_ws_close_reason;
-
-extern rt_metrics rt_metrics_g;
+void rt_hist_observe(rt_hist *h, uint64_t ns);
 
 static inline void rt_count(_Atomic uint64_t *c, uint64_t n)
 {
     atomic_fetch_add_explicit(c, n, memory_order_relaxed);
 }
 
-void rt_hist_observe(rt_hist *h, uint64_t ns);
+static inline uint64_t rt_metric_get(_Atomic uint64_t *c)
+{
+    return atomic_load_explicit(c, memory_order_relaxed);
+}
 
-/* Append the counters in Prometheus text format; rule_name(i) names the
- * rejection rules (NULL for unused slots). */
-void rt_metrics_render(rt_text *t, const char *(*rule_name)(int i));
+void rt_metric_counter(rt_text *t, const char *name, const char *help, uint64_t v);
+void rt_metric_gauge(rt_text *t, const char *name, const char *help, int64_t v);
+/* Counters name{label="values[i]"} v[i], for every i whose value name is
+ * not NULL. */
+void rt_metric_family(rt_text *t, const char *name, const char *help, const char *label,
+                      const char *const *values, _Atomic uint64_t *v, size_t n);
+/* A histogram in seconds: name_bucket{le=...}, name_sum, name_count. */
+void rt_metric_hist(rt_text *t, const char *name, const char *help, rt_hist *h);
 
 #endif

@@ -33,6 +33,18 @@ enum {
     RT_KIND_USER = 256,
 };
 
+/* Kinds from RT_KIND_USER up are the modules', each in a range of 100 of
+ * its own, so that an actor that hears from several modules can always
+ * tell their messages apart. The ranges are handed out here, and nowhere
+ * else:
+ *   RT_KIND_RANGE(1)    conversations (actors/conversation.h, conv_impl.h)
+ *   RT_KIND_RANGE(3)    WebSocket streams (actors/ws_stream.h, ws_stream.c)
+ *   RT_KIND_RANGE(4)    the client follower (follower.h, follower.c)
+ *   RT_KIND_RANGE(5)    the HTTP server (net/server.c)
+ *   RT_KIND_RANGE(9)    tools, benchmarks and tests, among their own actors
+ *   RT_KIND_RANGE(100)  and up: embedders' own actors (parley.h) */
+#define RT_KIND_RANGE(n) (RT_KIND_USER + 100 * (n))
+
 typedef struct rt_msg {
     rt_mpsc_node node;         /* mailbox link, runtime-owned */
     uint32_t kind;             /* RT_KIND_USER and up, or RT_KIND_ERROR */

@@ -6,6 +6,7 @@
 #include "io.h"
 
 #include "runtime/metrics.h"
+#include "store.h"
 
 #include <time.h>
 
@@ -78,13 +79,21 @@ int st_write_all(int fd, const struct iovec *iov, int n, off_t off)
     return r;
 }
 
+rt_hist st_fsync_seconds;
+
+void st_metrics_render(rt_text *t)
+{
+    rt_metric_hist(t, "parley_fsync_seconds", "Latency of the store's fdatasync calls.",
+                   &st_fsync_seconds);
+}
+
 int st_datasync(int fd)
 {
     struct timespec a, b;
     clock_gettime(CLOCK_MONOTONIC, &a);
     int r = io()->fdatasync(fd) < 0 ? -errno : 0;
     clock_gettime(CLOCK_MONOTONIC, &b);
-    rt_hist_observe(&rt_metrics_g.fsync,
+    rt_hist_observe(&st_fsync_seconds,
                     (uint64_t)((b.tv_sec - a.tv_sec) * 1000000000LL + (b.tv_nsec - a.tv_nsec)));
     return r;
 }

@@ -33,6 +33,7 @@
 #include "log.h"
 
 #include "runtime/buf.h"
+#include "runtime/metrics.h"
 #include "runtime/uuid.h"
 
 #include <stddef.h>
@@ -116,5 +117,12 @@ int st_conv_get_file(st_conv *c, const char *name, char **data, size_t *len);
  * -ENOENT from then on; it is freed when the last lets go. done's `first`
  * is unused. */
 int st_conv_delete(st_conv *c, st_done_fn done, void *ctx);
+
+/* ---- figures ------------------------------------------------------------ */
+
+/* Every fdatasync of the store, any instance. */
+extern rt_hist st_fsync_seconds;
+/* The store's figures, as Prometheus text. */
+void st_metrics_render(rt_text *t);
 
 #endif

@@ -25,7 +25,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-enum { CONVS = 16, WINDOW = 16, K_GO = RT_KIND_USER + 1 };
+enum { CONVS = 16, WINDOW = 16, K_GO = RT_KIND_RANGE(9) };
 
 typedef struct shared {
     uint64_t per_conv;

@@ -20,7 +20,7 @@
 #include <string.h>
 #include <uv.h>
 
-enum { K_GO = RT_KIND_USER, K_TOKEN, K_DATA, K_CREDIT, K_PUMP };
+enum { K_GO = RT_KIND_RANGE(9), K_TOKEN, K_DATA, K_CREDIT, K_PUMP };
 
 /* ------------------------------------------------------------ the ring --- */
 

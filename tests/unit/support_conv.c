@@ -305,7 +305,7 @@ char *tc_ev_array(const char *first, ...)
 
 /* --------------------------------------------------------- subscribers --- */
 
-enum { SUB_RELEASE = RT_KIND_USER + 900, SUB_LEAVE };
+enum { SUB_RELEASE = RT_KIND_RANGE(9), SUB_LEAVE };
 
 struct tc_sub {
     pthread_mutex_t mu; /* what the test thread reads */

@@ -2172,7 +2172,7 @@ END_TEST
 static bool logs_closed(void)
 {
     for (int i = 0; i < TS_DEADLINE_MS; i++) {
-        if (atomic_load(&rt_metrics_g.conversations_open) == 0)
+        if (atomic_load(&conv_metrics_g.open) == 0)
             return true;
         struct timespec ms = {0, 1000000};
         nanosleep(&ms, NULL); /* polling a condition, with a deadline */
@@ -2194,7 +2194,7 @@ START_TEST(test_idle_close_and_wake)
     OK(&e, act("a1", "c1", "r1"));
     ck_assert(logs_closed());
     ASSERT_STATUS(&e, "idle", 1);
-    ck_assert_int_eq(atomic_load(&rt_metrics_g.conversations_open), 0);
+    ck_assert_int_eq(atomic_load(&conv_metrics_g.open), 0);
     REFUSED(&e, act("a2", "c2", "r2"), "interleaved_action", "a2", "c1");
     OK(&e, obs("o1", "c1", "a1"));
     REFUSED(&e, obs("o2", "c1", "a1"), "duplicate_tool_result", "o2", "");

@@ -358,11 +358,11 @@ START_TEST(a_stalled_socket_is_closed)
     pthread_mutex_lock(&s->mu);
     s->queued = 4096; /* the client takes nothing */
     pthread_mutex_unlock(&s->mu);
-    uint64_t before = rt_metrics_g.ws_closed[RT_WS_STALLED];
+    uint64_t before = ws_metrics_g.closed[WS_CLOSED_STALLED];
     append_n(&e, 2, 0);
     expect_close(s, 1013);
     ck_assert_int_eq(s->drained_at, 512);
-    ck_assert_uint_eq(rt_metrics_g.ws_closed[RT_WS_STALLED], before + 1);
+    ck_assert_uint_eq(ws_metrics_g.closed[WS_CLOSED_STALLED], before + 1);
     end(s);
     tc_finish(&e);
 }
