@@ -119,7 +119,7 @@ void conv_run_early(conv *c, pl_outcome o, const char *why)
  * recovers from a crash mid-run, and goes on with what was waiting. */
 static int on_opened(conv *c, conv_opened *o)
 {
-    seq_opts so = {.policy = c->o->policy,
+    seq_opts so = {.policy = o->policy >= 0 ? (conv_policy)o->policy : c->o->policy,
                    .defer_max = c->o->defer_max,
                    .hold_max = c->o->hold_max,
                    .defer_timeout_ms = c->o->defer_timeout_ms,

@@ -66,6 +66,7 @@ typedef struct conv_opened {
     uint64_t count;   /* events in the log */
     char updated[40]; /* the last event's timestamp, "" if none */
     json_t *deferred; /* [{"event": {...}, "deadline": ms}] not yet in the log */
+    int policy;       /* its stored CONV_META_POLICY, or -1 */
 } conv_opened;
 
 /* Open the conversation's log and rebuild its state in the thread pool of

@@ -127,6 +127,22 @@ static void load_deferred(conv_opened *o)
     json_decref(all);
 }
 
+/* The conversation's own compliance policy, if its info says one. */
+static int policy_of(st_conv *sc)
+{
+    rt_buf *m = st_conv_meta(sc);
+    json_t *j =
+        m != NULL ? rt_json_read((const char *)rt_buf_data(m), rt_buf_len(m), 0, NULL) : NULL;
+    rt_buf_unref(m);
+    const char *p = json_string_value(json_object_get(j, CONV_META_POLICY));
+    int r = p == NULL                   ? -1
+            : strcmp(p, "observe") == 0 ? CONV_OBSERVE
+            : strcmp(p, "reject") == 0  ? CONV_REJECT
+                                        : -1;
+    json_decref(j);
+    return r;
+}
+
 typedef struct open_job {
     uv_work_t req;
     rt_actor *self; /* held until the result is posted */
@@ -166,6 +182,7 @@ static void open_work(uv_work_t *req)
     }
     o->sc = rd.sc;
     o->log = rd.log;
+    o->policy = policy_of(o->sc);
     o->count = st_log_count(o->log);
     if (j->log_only)
         return;
@@ -205,6 +222,7 @@ int conv_open_start(const conv_ctx *ctx, rt_actor *self, uv_loop_t *loop, bool l
         return -ENOMEM;
     }
     o->status = CONV_IDLE;
+    o->policy = -1;
     j->req.data = j;
     j->self = rt_actor_ref(self);
     j->store = ctx->svc->store;

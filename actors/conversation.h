@@ -101,7 +101,15 @@ typedef struct conv_opts {
                                   default 5 min; UINT64_MAX: never */
     bool measure;              /* time the gate: CONV_STATUS reports "gate_ns"
                                   (for benchmarks) */
+    int loops;                 /* conversations live on loops 0..loops-1; 0: all */
+    uint32_t sup_intensity;    /* a conversation's tree gives up past this many
+                                  restarts... (0: 1) */
+    uint64_t sup_period_ms;    /* ...in this window (0: 5 s) */
 } conv_opts;
+
+/* The member of a conversation's stored info that sets its compliance
+ * policy ("reject" or "observe"); without it, conv_opts.policy. */
+#define CONV_META_POLICY "compliance_policy"
 
 /* The conversations' figures (process-wide), as /metrics shows them. */
 enum { CONV_METRIC_RULES = 16 };
@@ -126,6 +134,10 @@ void convs_free(convs *c);
  * (a held reference: rt_actor_unref it). -ENOENT if the store has no such
  * conversation. Any thread. */
 int convs_get(convs *c, const rt_uuid *id, rt_actor **out);
+/* The supervisor of a conversation's tree (started if need be; a held
+ * reference), to attach actors to. -ENOENT if the store has no such
+ * conversation. Any thread. */
+int convs_sup(convs *c, const rt_uuid *id, rt_actor **out);
 /* Stop the actors of a conversation (after CONV_DELETE removed it). */
 void convs_stop(convs *c, const rt_uuid *id);
 /* The server is stopping: CONV_STOPPING to every running conversation. */

@@ -35,7 +35,8 @@ static int loop_of(const convs *s, const rt_uuid *id)
     uint64_t h;
     memcpy(&h, id->b, sizeof(h));
     h ^= h >> 31;
-    return (int)(h % (uint64_t)rt_runtime_loops(s->rt));
+    int loops = s->o.loops > 0 ? s->o.loops : rt_runtime_loops(s->rt);
+    return (int)(h % (uint64_t)loops);
 }
 
 int convs_new(rt_runtime *rt, st_store *store, const conv_opts *o, convs **out)
@@ -94,7 +95,9 @@ void convs_free(convs *s)
 /* Start the tree of e's conversation (lock held). */
 static int start(convs *s, conv_entry *e)
 {
-    rt_sup_opts so = {.strategy = RT_REST_FOR_ONE};
+    rt_sup_opts so = {.strategy = RT_REST_FOR_ONE,
+                      .intensity = s->o.sup_intensity,
+                      .period_ms = s->o.sup_period_ms};
     rt_actor *sup, *actor, *det;
     int r = rt_sup_spawn(s->rt, &so, loop_of(s, &e->ctx.id), NULL, RT_TEMPORARY, &sup);
     if (r < 0)
@@ -159,7 +162,9 @@ static int get_locked(convs *s, const rt_uuid *id, rt_actor **out)
     return 0;
 }
 
-int convs_get(convs *s, const rt_uuid *id, rt_actor **out)
+/* The running tree of a conversation the store has: its actor, or (sup)
+ * its supervisor. */
+static int find_running(convs *s, const rt_uuid *id, bool sup, rt_actor **out)
 {
     st_conv *sc;
     int r = st_conv_get(s->store, id, &sc);
@@ -167,9 +172,26 @@ int convs_get(convs *s, const rt_uuid *id, rt_actor **out)
         return r;
     st_conv_release(sc);
     pthread_mutex_lock(&s->mu);
-    r = get_locked(s, id, out);
+    rt_actor *a;
+    r = get_locked(s, id, &a);
+    if (r == 0 && sup) {
+        rt_actor_unref(a);
+        a = rt_actor_ref(find(s, id)->sup);
+    }
     pthread_mutex_unlock(&s->mu);
+    if (r == 0)
+        *out = a;
     return r;
+}
+
+int convs_sup(convs *s, const rt_uuid *id, rt_actor **out)
+{
+    return find_running(s, id, true, out);
+}
+
+int convs_get(convs *s, const rt_uuid *id, rt_actor **out)
+{
+    return find_running(s, id, false, out);
 }
 
 int convs_create(convs *s, const rt_uuid *id, rt_buf *meta, rt_actor **out, bool *created)

@@ -4,6 +4,7 @@
 #include "api.h"
 
 #include "http_metrics.h"
+#include "server.h"
 #include "runtime/metrics.h"
 
 #include <stdlib.h>
@@ -27,8 +28,9 @@ void net_api_info(net_req *r)
                        json_pack("{s:s, s:s, s:f, s:f, s:I, s:i, s:[], s:[sss]}", "name", "parley",
                                  "version", PARLEY_VERSION, "uptime", up, "idle_time", 0.0,
                                  "conversations", (json_int_t)st_store_count(a->store), "workers",
-                                 rt_runtime_loops(a->rt), "usable_tools", "capabilities",
-                                 "events_append", "event_search", a->tls ? "tls" : "http"));
+                                 a->opts->loops > 0 ? a->opts->loops : rt_runtime_loops(a->rt),
+                                 "usable_tools", "capabilities", "events_append", "event_search",
+                                 a->tls ? "tls" : "http"));
         return;
     }
     case NET_R_METRICS: {

@@ -229,7 +229,7 @@ int net_server_start(rt_runtime *rt, st_store *store, convs *cv, const net_serve
                      net_server **out, char *err, size_t errlen)
 {
     net_server *s = calloc(1, sizeof(*s));
-    int n = rt_runtime_loops(rt);
+    int n = o->loops > 0 && o->loops < rt_runtime_loops(rt) ? o->loops : rt_runtime_loops(rt);
     if (s == NULL || (s->fds = malloc(sizeof(int) * (size_t)n)) == NULL ||
         (s->actors = calloc((size_t)n, sizeof(rt_actor *))) == NULL) {
         if (s != NULL)

@@ -46,6 +46,7 @@ typedef struct net_server_opts {
     uint64_t ws_stall_ms;        /* a full send queue this long: 1013; default 30 s */
     size_t ws_queue_bytes;       /* send queue bound per socket; default 1 MiB */
     size_t ws_message_bytes;     /* a client message; default 1 MiB */
+    int loops;                   /* serve on loops 0..loops-1; 0: every loop */
 } net_server_opts;
 
 typedef struct net_server net_server;

@@ -5,10 +5,8 @@
  */
 #include "cli.h"
 
-#include "net/server.h"
 #include "parley.h"
-#include "runtime/parley_internal.h"
-#include "runtime/rt.h"
+#include "runtime/log.h"
 
 #include "runtime/units.h"
 
@@ -156,7 +154,7 @@ int cmd_serve(int argc, char **argv)
     const char *data = "parley-data", *durability = "full";
     int workers = 0, c, n;
     pl_options po = {0};
-    net_server_opts so = {.port = 8000, .api_key = getenv("SESSION_API_KEY")};
+    pl_http_options so = {.port = 8000, .api_key = getenv("SESSION_API_KEY")};
     char host[256] = "127.0.0.1";
     unsigned long long ms;
     uint64_t bytes;
@@ -217,12 +215,12 @@ int cmd_serve(int argc, char **argv)
             if (rt_parse_bytes(optarg, &bytes) != 0 || bytes < 1024 || bytes > (1ull << 30))
                 return cli_usage_error("serve", "%s wants a size from 1KiB to 1GiB, not '%s'",
                                        c == 'B' ? "--max-body" : "--max-header", optarg);
-            *(c == 'B' ? &so.body_bytes : &so.header_bytes) = (size_t)bytes;
+            *(c == 'B' ? &so.max_body : &so.max_header) = (size_t)bytes;
             break;
         case 'N':
             if (!cli_parse_int("serve", "--max-connections", optarg, 1, 1000000, &n))
                 return CLI_USAGE;
-            so.max_conns = (unsigned)n;
+            so.max_connections = (unsigned)n;
             break;
         case 'U':
         case 'I':
@@ -252,7 +250,7 @@ int cmd_serve(int argc, char **argv)
             break;
         case 4:
             if (strcmp(optarg, "0") == 0) {
-                so.ws_ping_off = true;
+                so.ws_ping_off = 1;
             } else {
                 if (!parse_duration("--ws-ping-interval", optarg, 3600 * 1000ull, &ms))
                     return CLI_USAGE;
@@ -284,19 +282,19 @@ int cmd_serve(int argc, char **argv)
     po.data_dir = data;
     po.durability = durability;
     int r = pl_open(&po, &p, err, sizeof(err));
-    if (r == RT_EINVAL)
+    if (r == PL_EINVAL)
         return cli_usage_error("serve", "%s", err);
     if (r < 0) {
         fprintf(stderr, "parley serve: %s\n", err[0] ? err : pl_strerror(r));
         return CLI_FAIL;
     }
     so.host = host;
-    net_server *srv;
-    r = net_server_start(pl__runtime(p), pl__store(p), pl__convs(p), &so, &srv, err, sizeof(err));
+    pl_http *srv;
+    r = pl_http_start(p, &so, &srv, err, sizeof(err));
     if (r < 0) {
         fprintf(stderr, "parley serve: %s\n", err);
         pl_close(p);
-        return r == RT_EINVAL ? CLI_USAGE : CLI_FAIL;
+        return r == PL_EINVAL ? CLI_USAGE : CLI_FAIL;
     }
     uv_loop_t main_loop;
     uv_signal_t sigint, sigterm;
@@ -307,7 +305,7 @@ int cmd_serve(int argc, char **argv)
     uv_signal_start(&sigterm, on_signal, SIGTERM);
     /* announced only once the signals are ours: a script that waits for this
      * line and then sends SIGTERM must get a clean stop */
-    printf("listening on %s\n", net_server_url(srv));
+    printf("listening on %s\n", pl_http_url(srv));
     fflush(stdout);
     struct rlimit rl = {0};
     getrlimit(RLIMIT_NOFILE, &rl);
@@ -315,10 +313,10 @@ int cmd_serve(int argc, char **argv)
     rt_log(RT_LOG_INFO, "serve",
            "version=%s url=%s workers=%d data=%s conversations=%zu durability=%s auth=%s "
            "open_files=%ld",
-           pl_version(), net_server_url(srv), pl_workers(p), data, pl_conversations(p), durability,
+           pl_version(), pl_http_url(srv), pl_workers(p), data, pl_conversations(p), durability,
            so.api_key != NULL && so.api_key[0] != '\0' ? "api-key" : "none", files);
     /* each connection is a file, and each conversation in use two more */
-    unsigned conns = so.max_conns != 0 ? so.max_conns : NET_MAX_CONNS;
+    unsigned conns = so.max_connections != 0 ? so.max_connections : 10000;
     if (files >= 0 && files < (long)conns + 64)
         rt_log(RT_LOG_WARN, "serve",
                "the open-files limit (%ld) is below --max-connections (%u): raise it (ulimit -Hn) "
@@ -326,9 +324,8 @@ int cmd_serve(int argc, char **argv)
                files, conns);
     uv_run(&main_loop, UV_RUN_DEFAULT);
 
-    net_server_stop(srv, 10000);
+    pl_http_stop(srv, 10000);
     pl_close(p);
-    net_server_free(srv);
     uv_close((uv_handle_t *)&sigint, NULL);
     uv_close((uv_handle_t *)&sigterm, NULL);
     uv_run(&main_loop, UV_RUN_DEFAULT);
