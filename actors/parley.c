@@ -203,7 +203,7 @@ static int ask_wait(pl_conv *c, uint32_t kind, uint64_t arg, rt_buf *buf, waiter
         return r;
     }
     waiter_init(w);
-    r = rt_call(c->p->rt, RT_LOOP_ANY, a, kind, arg, buf, 0, on_answer, w);
+    r = rt_call(c->p->rt, pl__loop(c->p), a, kind, arg, buf, 0, on_answer, w);
     rt_actor_unref(a);
     if (r < 0) {
         rt_buf_unref(buf);
@@ -238,6 +238,15 @@ static int outcome_err(pl_outcome o)
 }
 
 /* ------------------------------------------------------- conversations --- */
+
+int pl__loop(pl_instance *p)
+{
+    static _Atomic unsigned turn;
+    int here = rt_current_loop();
+    if (here >= 0 && here < p->workers)
+        return here;
+    return (int)(atomic_fetch_add(&turn, 1) % (unsigned)p->workers);
+}
 
 int pl__actor(pl_conv *c, rt_actor **out)
 {
@@ -476,7 +485,7 @@ static int ask_verdict(pl_conv *c, uint32_t kind, uint64_t arg, rt_buf *buf, pl_
     int r = k != NULL ? pl__actor(c, &a) : RT_ENOMEM;
     if (r == 0) {
         *k = (asking){cb, ctx};
-        r = rt_call(c->p->rt, RT_LOOP_ANY, a, kind, arg, buf, 0, on_verdict, k);
+        r = rt_call(c->p->rt, pl__loop(c->p), a, kind, arg, buf, 0, on_verdict, k);
     }
     rt_actor_unref(a);
     if (r < 0) {

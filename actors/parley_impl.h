@@ -41,6 +41,10 @@ struct pl_conv {
 
 /* Have pl_close call fn (see pl_closer). */
 int pl__at_close(pl_instance *p, void (*fn)(void *ctx, bool stopped), void *ctx);
+/* The loop a request's answer comes back on: the calling one when it is
+ * a worker's, else a worker in turn (never the callback loop, where a
+ * slow callback could hold it up). */
+int pl__loop(pl_instance *p);
 /* The conversation's actor (a reference), or a negative error. */
 int pl__actor(pl_conv *c, rt_actor **out);
 /* A runtime error (m is an RT_KIND_ERROR) as a verdict. */

@@ -1,8 +1,17 @@
 /*
- * test_parley_api.c - the public embedding header: open and close an
- * instance, what it creates, and the errors it reports.
+ * test_parley_api.c - the public embedding API (parley.h), through its
+ * header alone: open and close an instance; every verdict an append or a
+ * control gets; reads; subscriptions (every event once, in order, across
+ * a restart of the instance, and a slow callback that falls behind
+ * without holding any conversation up); an embedder's actor attached to a
+ * conversation, crashed and restarted by its supervisor; and bad input to
+ * every function (a clear error, nothing written).
  */
 #include "parley.h"
+#include "store/io.h"
+
+#include <jansson.h>
+#include <semaphore.h>
 
 #include "support_sync.h"
 
@@ -77,12 +86,668 @@ START_TEST(test_errors)
 }
 END_TEST
 
+/* ------------------------------------------------------------- helpers --- */
+
+typedef struct verdict_slot {
+    ts_counter done;
+    pl_outcome outcome;
+    char detail[512], rule[64], first_id[128];
+    uint64_t first_index;
+    size_t nevents, npending;
+    int duplicate;
+} verdict_slot;
+
+static void slot_init(verdict_slot *v)
+{
+    memset(v, 0, sizeof(*v));
+    ts_counter_init(&v->done);
+}
+
+static void on_verdict(void *ctx, const pl_verdict *v)
+{
+    verdict_slot *s = ctx;
+    s->outcome = v->outcome;
+    snprintf(s->detail, sizeof(s->detail), "%s", v->detail);
+    snprintf(s->rule, sizeof(s->rule), "%s", v->rule != NULL ? v->rule : "");
+    s->nevents = v->nevents;
+    s->npending = v->npending;
+    if (v->nevents > 0) {
+        snprintf(s->first_id, sizeof(s->first_id), "%s", v->events[0].id);
+        s->first_index = v->events[0].index;
+        s->duplicate = v->events[0].duplicate;
+    }
+    ts_counter_add(&s->done, 1);
+}
+
+/* Append and wait: the outcome (the slot keeps the rest). */
+static pl_outcome append(pl_conv *c, const char *json, verdict_slot *s)
+{
+    slot_init(s);
+    ck_assert_int_eq(pl_append(c, json, strlen(json), on_verdict, s), 0);
+    ck_assert(ts_counter_wait(&s->done, 1));
+    return s->outcome;
+}
+
+static pl_outcome control(pl_conv *c, pl_control_op what, verdict_slot *s)
+{
+    slot_init(s);
+    ck_assert_int_eq(pl_control(c, what, on_verdict, s), 0);
+    ck_assert(ts_counter_wait(&s->done, 1));
+    return s->outcome;
+}
+
+static const char *msg(const char *id, const char *source)
+{
+    static char buf[4][512];
+    static int k;
+    char *b = buf[k++ % 4];
+    snprintf(b, 512,
+             "{\"id\":\"%s\",\"source\":\"%s\",\"llm_message\":{\"role\":\"%s\",\"content\":"
+             "[{\"type\":\"text\",\"text\":\"hi\"}]},\"kind\":\"MessageEvent\"}",
+             id, source, strcmp(source, "agent") == 0 ? "assistant" : "user");
+    return b;
+}
+
+static const char *action(const char *id, const char *call)
+{
+    static char buf[2][1024];
+    static int k;
+    char *b = buf[k++ % 2];
+    snprintf(b, 1024,
+             "{\"id\":\"%s\",\"source\":\"agent\",\"thought\":[],\"action\":{\"command\":\"ls\","
+             "\"kind\":\"TerminalAction\"},\"tool_name\":\"terminal\",\"tool_call_id\":\"%s\","
+             "\"tool_call\":{\"id\":\"%s\",\"name\":\"terminal\",\"arguments\":\"{}\","
+             "\"origin\":\"completion\"},\"llm_response_id\":\"r1\",\"kind\":\"ActionEvent\"}",
+             id, call, call);
+    return b;
+}
+
+static const char *observation(const char *id, const char *call, const char *parent)
+{
+    static char buf[2][1024];
+    static int k;
+    char *b = buf[k++ % 2];
+    int n = snprintf(b, 1024, "{\"id\":\"%s\",\"source\":\"environment\",", id);
+    if (parent != NULL)
+        n += snprintf(b + n, 1024 - (size_t)n, "\"parent_id\":\"%s\",", parent);
+    snprintf(b + n, 1024 - (size_t)n,
+             "\"tool_name\":\"terminal\",\"tool_call_id\":\"%s\",\"observation\":{\"content\":"
+             "[],\"kind\":\"TerminalObservation\"},\"action_id\":\"a\",\"kind\":"
+             "\"ObservationEvent\"}",
+             call);
+    return b;
+}
+
+static pl_instance *open_in(const char *data, const pl_options *base)
+{
+    pl_options o = base != NULL ? *base : (pl_options){0};
+    o.workers = 2;
+    o.data_dir = data;
+    pl_instance *p = NULL;
+    char err[256];
+    ck_assert_msg(pl_open(&o, &p, err, sizeof(err)) == 0, "%s", err);
+    return p;
+}
+
+static void rm_tmp(void)
+{
+    char cmd[400];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+/* ------------------------------------------------------------ verdicts --- */
+
+START_TEST(test_every_verdict)
+{
+    make_tmp();
+    char data[300];
+    snprintf(data, sizeof(data), "%s/data", dir);
+    pl_options o = {.defer_max = 1, .hold_max = 1, .hold_timeout_ms = 600000};
+    pl_instance *p = open_in(data, &o);
+    pl_conv *c;
+    ck_assert_int_eq(pl_conv_create(p, NULL, &c), 0);
+    verdict_slot v, held;
+    /* COMMITTED, with its index */
+    ck_assert_int_eq(append(c, msg("m1", "user"), &v), PL_COMMITTED);
+    ck_assert_uint_eq(v.nevents, 1);
+    ck_assert_str_eq(v.first_id, "m1");
+    ck_assert_uint_eq(v.first_index, 0);
+    /* DUPLICATE: the same event again */
+    ck_assert_int_eq(append(c, msg("m1", "user"), &v), PL_DUPLICATE);
+    ck_assert_uint_eq(v.first_index, 0);
+    /* REJECTED: another event under a used id, with the rule */
+    ck_assert_int_eq(append(c, msg("m1", "agent"), &v), PL_REJECTED);
+    ck_assert_str_eq(v.rule, "duplicate_event_id");
+    ck_assert_msg(strstr(v.detail, "duplicate_event_id: ") == v.detail, "%s", v.detail);
+    /* INVALID: not an event */
+    ck_assert_int_eq(append(c, "{\"kind\":\"Frobnicate\"}", &v), PL_INVALID);
+    ck_assert_msg(strstr(v.detail, "unknown event kind") != NULL, "%s", v.detail);
+    ck_assert_int_eq(append(c, "[]", &v), PL_INVALID);
+    /* DEFERRED: a user message while a tool call is pending; then BUSY past
+     * the bound of one deferral */
+    ck_assert_int_eq(append(c, action("a1", "c1"), &v), PL_COMMITTED);
+    ck_assert_int_eq(append(c, msg("u2", "user"), &v), PL_DEFERRED);
+    ck_assert_str_eq(v.first_id, "u2");
+    ck_assert_int_eq(append(c, msg("u3", "user"), &v), PL_BUSY);
+    ck_assert_msg(strstr(v.detail, "too many deferred messages") != NULL, "%s", v.detail);
+    /* REJECTED with the pending calls named: an agent message mid-call */
+    ck_assert_int_eq(append(c, msg("m9", "agent"), &v), PL_REJECTED);
+    ck_assert_str_eq(v.rule, "interleaved_message");
+    ck_assert_uint_eq(v.npending, 1);
+    /* HELD is never an answer: a result naming a parent still to come
+     * waits, and is answered COMMITTED once the parent is in */
+    slot_init(&held);
+    const char *early = observation("o1", "c1", "x1");
+    ck_assert_int_eq(pl_append(c, early, strlen(early), on_verdict, &held), 0);
+    ck_assert_int_eq(append(c, observation("o2", "c1", "y1"), &v), PL_BUSY); /* hold_max 1 */
+    ck_assert_int_eq(ts_counter_get(&held.done), 0);
+    ck_assert_int_eq(append(c, "{\"id\":\"x1\",\"source\":\"user\",\"kind\":\"PauseEvent\"}", &v),
+                     PL_COMMITTED);
+    ck_assert(ts_counter_wait(&held.done, 1)); /* x1 is in: o1 was offered again */
+    ck_assert_int_eq(held.outcome, PL_COMMITTED);
+    ck_assert_str_eq(held.first_id, "o1");
+    ck_assert_uint_eq(held.first_index, v.first_index + 1);
+    /* no call is pending now: the deferred u2 went in after o1 */
+    uint64_t at;
+    ck_assert_int_eq(pl_find(c, "u2", &at), 0);
+    ck_assert_uint_eq(at, held.first_index + 1);
+    /* DONE and CONFLICT: controls */
+    ck_assert_int_eq(control(c, PL_RUN, &v), PL_DONE);
+    ck_assert_int_eq(control(c, PL_RUN, &v), PL_CONFLICT);
+    ck_assert_str_eq(v.detail, "conversation is already running");
+    ck_assert_int_eq(control(c, PL_PAUSE, &v), PL_DONE);
+    /* INVALID: a status that cannot be reached */
+    ck_assert_int_eq(append(c,
+                            "{\"source\":\"environment\",\"key\":\"execution_status\",\"value\":"
+                            "\"finished\",\"kind\":\"ConversationStateUpdateEvent\"}",
+                            &v),
+                     PL_INVALID);
+    ck_assert_msg(strstr(v.detail, "cannot go from paused to finished") != NULL, "%s", v.detail);
+    /* an array, all or nothing */
+    char arr[2048];
+    snprintf(arr, sizeof(arr), "[%s,%s]", msg("n1", "environment"), msg("n1", "agent"));
+    ck_assert_int_eq(append(c, arr, &v), PL_REJECTED);
+    uint64_t n;
+    ck_assert_int_eq(pl_find(c, "n1", &n), PL_ENOENT);
+    /* info */
+    pl_info info;
+    ck_assert_int_eq(pl_conv_info(c, &info), 0);
+    ck_assert_int_eq(info.status, PL_PAUSED);
+    ck_assert_str_eq(info.id, pl_conv_id(c));
+    ck_assert_ptr_nonnull(strstr(info.meta_json, pl_conv_id(c)));
+    pl_info_clear(&info);
+    /* after delete: the conversation is not found (a request that reaches
+     * it while it goes is answered NOT_FOUND; one made after is refused) */
+    ck_assert_int_eq(pl_conv_delete(c), 0);
+    const char *late = msg("m2", "user");
+    ck_assert_int_eq(pl_append(c, late, strlen(late), on_verdict, &v), PL_ENOENT);
+    ck_assert_int_eq(pl_conv_delete(c), PL_ENOENT);
+    pl_conv_release(c);
+    pl_close(p);
+    rm_tmp();
+}
+END_TEST
+
+/* FAILED: the store cannot keep a deferred message durably (its file's
+ * fsync fails: an injected I/O error), so the deferral is answered FAILED,
+ * not DEFERRED: its producer learns that it would not survive a restart. */
+static int failing_fsync(int fd)
+{
+    (void)fd;
+    errno = EIO;
+    return -1;
+}
+
+START_TEST(test_failed_verdict)
+{
+    make_tmp();
+    char data[300];
+    snprintf(data, sizeof(data), "%s/data", dir);
+    pl_instance *p = open_in(data, NULL);
+    pl_conv *c;
+    ck_assert_int_eq(pl_conv_create(p, NULL, &c), 0);
+    verdict_slot v;
+    ck_assert_int_eq(append(c, action("a1", "c1"), &v), PL_COMMITTED);
+    st_io io = {.pwritev = pwritev, .fdatasync = fdatasync, .fsync = failing_fsync};
+    st_io_set(&io);
+    pl_outcome o = append(c, msg("u1", "user"), &v);
+    st_io_set(NULL);
+    ck_assert_int_eq(o, PL_FAILED);
+    ck_assert_msg(strstr(v.detail, "cannot keep the deferred message") != NULL, "%s", v.detail);
+    pl_conv_release(c);
+    pl_close(p);
+    rm_tmp();
+}
+END_TEST
+
+/* --------------------------------------------------------------- reads --- */
+
+START_TEST(test_reads)
+{
+    make_tmp();
+    char data[300];
+    snprintf(data, sizeof(data), "%s/data", dir);
+    pl_instance *p = open_in(data, NULL);
+    pl_conv *c;
+    pl_conv_options co = {.id = "5ca1ab1e-0000-4000-8000-0000000000aa",
+                          .meta_json = "{\"title\":\"t\"}"};
+    ck_assert_int_eq(pl_conv_create(p, &co, &c), 0);
+    ck_assert_str_eq(pl_conv_id(c), "5ca1ab1e-0000-4000-8000-0000000000aa");
+    verdict_slot v;
+    char id[32];
+    for (int i = 0; i < 250; i++) {
+        snprintf(id, sizeof(id), "m%d", i);
+        ck_assert_int_eq(append(c, msg(id, i % 2 ? "environment" : "user"), &v), PL_COMMITTED);
+    }
+    uint64_t n;
+    ck_assert_int_eq(pl_count(c, &n), 0);
+    ck_assert_uint_eq(n, 250);
+    pl_page *pg;
+    ck_assert_int_eq(pl_read(c, 200, 100, &pg), 0);
+    ck_assert_uint_eq(pl_page_len(pg), 50);
+    pl_event e = pl_page_event(pg, 0);
+    ck_assert_uint_eq(e.index, 200);
+    ck_assert_ptr_nonnull(memmem(e.json, e.len, "\"m200\"", 6));
+    ck_assert_ptr_null(pl_page_event(pg, 50).json);
+    pl_page_free(pg);
+    ck_assert_int_eq(pl_find(c, "m123", &n), 0);
+    ck_assert_uint_eq(n, 123);
+    pl_id *ids;
+    size_t k;
+    ck_assert_int_eq(pl_conv_list(p, &ids, &k), 0);
+    ck_assert_uint_eq(k, 1);
+    ck_assert_str_eq(ids[0].s, pl_conv_id(c));
+    free(ids);
+    pl_conv *again;
+    ck_assert_int_eq(pl_conv_create(p, &co, &again), PL_EEXIST);
+    ck_assert_int_eq(pl_conv_open(p, "5ca1ab1e00004000800000000000aa00", &again), PL_ENOENT);
+    ck_assert_int_eq(pl_conv_open(p, co.id, &again), 0);
+    ck_assert_int_eq(pl_count(again, &n), 0);
+    ck_assert_uint_eq(n, 250);
+    pl_conv_release(again);
+    pl_conv_release(c);
+    pl_close(p);
+    rm_tmp();
+}
+END_TEST
+
+/* ------------------------------------------------------- subscriptions --- */
+
+typedef struct collect {
+    pthread_mutex_t mu;
+    uint64_t *idx;
+    size_t n, cap;
+    ts_counter got, ended, lagging;
+    int why;
+    sem_t *gate; /* a slow subscriber waits here at its first event */
+    bool waited;
+} collect;
+
+static void collect_init(collect *k)
+{
+    memset(k, 0, sizeof(*k));
+    pthread_mutex_init(&k->mu, NULL);
+    ts_counter_init(&k->got);
+    ts_counter_init(&k->ended);
+    ts_counter_init(&k->lagging);
+}
+
+static void on_event(void *ctx, const pl_event *e)
+{
+    collect *k = ctx;
+    if (k->gate != NULL && !k->waited) {
+        k->waited = true;
+        sem_wait(k->gate); /* the test lets it go on */
+    }
+    pthread_mutex_lock(&k->mu);
+    if (k->n == k->cap) {
+        k->cap = k->cap ? 2 * k->cap : 256;
+        k->idx = realloc(k->idx, k->cap * sizeof(*k->idx));
+    }
+    k->idx[k->n++] = e->index;
+    pthread_mutex_unlock(&k->mu);
+    ts_counter_add(&k->got, 1);
+}
+
+static void on_lagging(void *ctx, uint64_t next)
+{
+    (void)next;
+    ts_counter_add(&((collect *)ctx)->lagging, 1);
+}
+
+static void on_ended(void *ctx, int why)
+{
+    collect *k = ctx;
+    k->why = why;
+    ts_counter_add(&k->ended, 1);
+}
+
+static const pl_sub_callbacks collecting = {on_event, on_lagging, on_ended};
+
+/* Indexes from..from+n-1, each once, in order. */
+static void assert_in_order(collect *k, uint64_t from, size_t n)
+{
+    pthread_mutex_lock(&k->mu);
+    ck_assert_uint_eq(k->n, n);
+    for (size_t i = 0; i < n; i++)
+        ck_assert_uint_eq(k->idx[i], from + i);
+    pthread_mutex_unlock(&k->mu);
+}
+
+START_TEST(test_subscribe_across_restart)
+{
+    make_tmp();
+    char data[300];
+    snprintf(data, sizeof(data), "%s/data", dir);
+    pl_instance *p = open_in(data, NULL);
+    pl_conv *c;
+    ck_assert_int_eq(pl_conv_create(p, NULL, &c), 0);
+    char cid[37];
+    snprintf(cid, sizeof(cid), "%s", pl_conv_id(c));
+    verdict_slot v;
+    char id[32];
+    for (int i = 0; i < 30; i++) { /* before the subscription */
+        snprintf(id, sizeof(id), "a%d", i);
+        ck_assert_int_eq(append(c, msg(id, "environment"), &v), PL_COMMITTED);
+    }
+    collect k;
+    collect_init(&k);
+    pl_sub *s;
+    ck_assert_int_eq(pl_subscribe(c, 10, &collecting, &k, &s), 0);
+    for (int i = 0; i < 30; i++) { /* while it catches up */
+        snprintf(id, sizeof(id), "b%d", i);
+        ck_assert_int_eq(append(c, msg(id, "environment"), &v), PL_COMMITTED);
+    }
+    ck_assert(ts_counter_wait(&k.got, 50));
+    pl_conv_release(c);
+    pl_close(p); /* the subscription ends: the instance closes */
+    ck_assert(ts_counter_wait(&k.ended, 1));
+    ck_assert_int_eq(k.why, PL_ECLOSED);
+    pl_unsubscribe(s);
+    assert_in_order(&k, 10, 50);
+    /* the same data, a new instance: subscribe from where it stopped */
+    p = open_in(data, NULL);
+    ck_assert_int_eq(pl_conv_open(p, cid, &c), 0);
+    ck_assert_int_eq(pl_subscribe(c, 60, &collecting, &k, &s), 0);
+    for (int i = 0; i < 40; i++) {
+        snprintf(id, sizeof(id), "c%d", i);
+        ck_assert_int_eq(append(c, msg(id, "environment"), &v), PL_COMMITTED);
+    }
+    ck_assert(ts_counter_wait(&k.got, 90));
+    pl_unsubscribe(s);
+    assert_in_order(&k, 10, 90);
+    /* the events are the log's */
+    pl_page *pg;
+    ck_assert_int_eq(pl_read(c, 60, 1, &pg), 0);
+    ck_assert_ptr_nonnull(memmem(pl_page_event(pg, 0).json, pl_page_event(pg, 0).len, "\"c0\"", 4));
+    pl_page_free(pg);
+    /* deleting the conversation ends a subscription */
+    collect d;
+    collect_init(&d);
+    ck_assert_int_eq(pl_subscribe(c, 0, &collecting, &d, &s), 0);
+    ck_assert(ts_counter_wait(&d.got, 100));
+    ck_assert_int_eq(pl_conv_delete(c), 0);
+    ck_assert(ts_counter_wait(&d.ended, 1));
+    ck_assert_int_eq(d.why, PL_ENOENT);
+    pl_unsubscribe(s);
+    pl_conv_release(c);
+    pl_close(p);
+    free(k.idx);
+    free(d.idx);
+    rm_tmp();
+}
+END_TEST
+
+/* A callback that does not return for a while: its subscription falls
+ * behind (the conversation drops it rather than wait), the conversations
+ * go on answering meanwhile, and once the callback returns it gets every
+ * event, once, in order, told it was lagging. */
+START_TEST(test_slow_subscriber)
+{
+    make_tmp();
+    char data[300];
+    snprintf(data, sizeof(data), "%s/data", dir);
+    pl_instance *p = open_in(data, NULL);
+    pl_conv *c, *other;
+    ck_assert_int_eq(pl_conv_create(p, NULL, &c), 0);
+    ck_assert_int_eq(pl_conv_create(p, NULL, &other), 0);
+    sem_t gate;
+    sem_init(&gate, 0, 0);
+    collect k;
+    collect_init(&k);
+    k.gate = &gate;
+    pl_sub *s;
+    ck_assert_int_eq(pl_subscribe(c, 0, &collecting, &k, &s), 0);
+    int n = TS_SCALE(3000, 1500); /* past the subscriber's bounded mailbox */
+    char arr[64 * 1024];
+    for (int i = 0; i < n; i += 50) {
+        size_t len = 1;
+        arr[0] = '[';
+        for (int j = i; j < i + 50; j++) {
+            char id[32];
+            snprintf(id, sizeof(id), "s%d", j);
+            len += (size_t)snprintf(arr + len, sizeof(arr) - len, "%s%s", j > i ? "," : "",
+                                    msg(id, "environment"));
+        }
+        arr[len++] = ']';
+        arr[len] = '\0';
+        verdict_slot v;
+        ck_assert_int_eq(append(c, arr, &v), PL_COMMITTED);
+    }
+    /* the conversations still answer while the callback is stuck */
+    verdict_slot v;
+    ck_assert_int_eq(append(other, msg("o1", "user"), &v), PL_COMMITTED);
+    ck_assert_int_eq(ts_counter_get(&k.got), 0);
+    sem_post(&gate);
+    ck_assert(ts_counter_wait(&k.got, n));
+    ck_assert_int_ge(ts_counter_get(&k.lagging), 1);
+    pl_unsubscribe(s);
+    assert_in_order(&k, 0, (size_t)n);
+    pl_conv_release(c);
+    pl_conv_release(other);
+    pl_close(p);
+    sem_destroy(&gate);
+    free(k.idx);
+    rm_tmp();
+}
+END_TEST
+
+/* ------------------------------------------------- an embedder's actor --- */
+
+enum { K_CRASH = 1, K_PING = 2 };
+
+static ts_counter inits, pings;
+
+static int agent_init(pl_actor *self, void *arg, void **state)
+{
+    (void)self;
+    *state = arg;
+    ts_counter_add(&inits, 1);
+    return 0;
+}
+
+static int agent_handle(pl_actor *self, void *state, const pl_msg *m)
+{
+    (void)self;
+    (void)state;
+    if (m->kind == K_CRASH)
+        return PL_EFAIL; /* on purpose */
+    if (m->kind == K_PING) {
+        ck_assert_uint_eq(m->len, 4);
+        ck_assert_int_eq(memcmp(m->data, "ping", 4), 0);
+        ts_counter_add(&pings, 1);
+        if (m->req_ != NULL)
+            pl_reply(m, K_PING, m->arg + 1, "pong", 4);
+    }
+    return 0;
+}
+
+static const pl_behaviour agent = {.name = "agent", .init = agent_init, .handle = agent_handle};
+
+static ts_counter replies;
+static uint64_t reply_arg;
+
+static int asker_handle(pl_actor *self, void *state, const pl_msg *m)
+{
+    (void)self;
+    (void)state;
+    if (m->kind == K_PING) {
+        reply_arg = m->arg;
+        ts_counter_add(&replies, 1);
+    }
+    return 0;
+}
+
+static const pl_behaviour asker = {.name = "asker", .handle = asker_handle};
+
+START_TEST(test_attached_actor_restarts)
+{
+    make_tmp();
+    char data[300];
+    snprintf(data, sizeof(data), "%s/data", dir);
+    pl_options o = {.sup_intensity = 3};
+    pl_instance *p = open_in(data, &o);
+    pl_conv *c;
+    ck_assert_int_eq(pl_conv_create(p, NULL, &c), 0);
+    ts_counter_init(&inits);
+    ts_counter_init(&pings);
+    ts_counter_init(&replies);
+    pl_actor *a, *q;
+    pl_spawn_options so = {.beh = &agent, .restart = PL_PERMANENT};
+    ck_assert_int_eq(pl_conv_attach(c, &so, &a), 0);
+    ck_assert(ts_counter_wait(&inits, 1));
+    ck_assert_int_eq(pl_send(a, K_CRASH, 0, NULL, 0), 0);
+    ck_assert(ts_counter_wait(&inits, 2)); /* restarted by the conversation's supervisor */
+    ck_assert_int_eq(pl_send(a, K_PING, 0, "ping", 4), 0);
+    ck_assert(ts_counter_wait(&pings, 1)); /* the same actor, a new state */
+    /* request and reply between two actors */
+    pl_spawn_options ao = {.beh = &asker};
+    ck_assert_int_eq(pl_spawn(p, &ao, &q), 0);
+    ck_assert_int_eq(pl_ask(a, K_PING, 41, "ping", 4, q), 0);
+    ck_assert(ts_counter_wait(&replies, 1));
+    ck_assert_uint_eq(reply_arg, 42);
+    /* the conversation was not restarted by its child's crash */
+    verdict_slot v;
+    ck_assert_int_eq(append(c, msg("m1", "user"), &v), PL_COMMITTED);
+    ck_assert_uint_eq(v.first_index, 0);
+    pl_actor_release(a);
+    pl_actor_release(q);
+    pl_conv_release(c);
+    pl_close(p);
+    rm_tmp();
+}
+END_TEST
+
+/* ----------------------------------------------------------- bad input --- */
+
+static int blocking_result;
+static ts_counter blocked;
+
+static void call_blocking(void *ctx, const pl_verdict *v)
+{
+    (void)v;
+    pl_info info;
+    blocking_result = pl_conv_info(ctx, &info); /* on a parley thread: refused */
+    ts_counter_add(&blocked, 1);
+}
+
+START_TEST(test_bad_input)
+{
+    make_tmp();
+    char data[300];
+    snprintf(data, sizeof(data), "%s/data", dir);
+    pl_instance *p = open_in(data, NULL);
+    pl_conv *c = NULL;
+    pl_conv_options bad_id = {.id = "not-a-uuid"}, bad_meta = {.meta_json = "[1]"},
+                    bad_th = {.stuck_monologue = 5000};
+    ck_assert_int_eq(pl_conv_create(NULL, NULL, &c), PL_EINVAL);
+    ck_assert_int_eq(pl_conv_create(p, NULL, NULL), PL_EINVAL);
+    ck_assert_int_eq(pl_conv_create(p, &bad_id, &c), PL_EINVAL);
+    ck_assert_int_eq(pl_conv_create(p, &bad_meta, &c), PL_EINVAL);
+    ck_assert_int_eq(pl_conv_create(p, &bad_th, &c), PL_EINVAL);
+    ck_assert_uint_eq(pl_conversations(p), 0); /* nothing was written */
+    ck_assert_int_eq(pl_conv_open(p, NULL, &c), PL_EINVAL);
+    ck_assert_int_eq(pl_conv_open(p, "zz", &c), PL_EINVAL);
+    ck_assert_int_eq(pl_conv_create(p, NULL, &c), 0);
+    verdict_slot v;
+    ck_assert_int_eq(pl_append(NULL, "{}", 2, on_verdict, &v), PL_EINVAL);
+    ck_assert_int_eq(pl_append(c, NULL, 2, on_verdict, &v), PL_EINVAL);
+    ck_assert_int_eq(pl_append(c, "{}", 0, on_verdict, &v), PL_EINVAL);
+    ck_assert_int_eq(pl_append(c, "{}", 2, NULL, &v), PL_EINVAL);
+    ck_assert_int_eq(pl_control(c, (pl_control_op)9, on_verdict, &v), PL_EINVAL);
+    ck_assert_int_eq(pl_control(c, PL_RUN, NULL, &v), PL_EINVAL);
+    ck_assert_int_eq(append(c, "{not json", &v), PL_INVALID);
+    uint64_t n;
+    pl_page *pg;
+    ck_assert_int_eq(pl_count(NULL, &n), PL_EINVAL);
+    ck_assert_int_eq(pl_count(c, NULL), PL_EINVAL);
+    ck_assert_int_eq(pl_read(c, 0, 0, &pg), PL_EINVAL);
+    ck_assert_int_eq(pl_read(c, 0, 1001, &pg), PL_EINVAL);
+    ck_assert_int_eq(pl_read(c, 0, 10, NULL), PL_EINVAL);
+    ck_assert_int_eq(pl_find(c, "", &n), PL_EINVAL);
+    ck_assert_int_eq(pl_find(c, "nope", &n), PL_ENOENT);
+    ck_assert_int_eq(pl_count(c, &n), 0);
+    ck_assert_uint_eq(n, 0); /* nothing was appended by any of it */
+    pl_sub *s;
+    pl_sub_callbacks none = {0};
+    ck_assert_int_eq(pl_subscribe(c, 0, &none, NULL, &s), PL_EINVAL);
+    ck_assert_int_eq(pl_subscribe(c, 0, NULL, NULL, &s), PL_EINVAL);
+    ck_assert_int_eq(pl_conv_info(NULL, NULL), PL_EINVAL);
+    ck_assert_int_eq(pl_conv_delete(NULL), PL_EINVAL);
+    pl_spawn_options nobeh = {0}, badrestart = {.beh = &agent, .restart = (pl_restart)7};
+    pl_actor *a;
+    ck_assert_int_eq(pl_spawn(p, NULL, &a), PL_EINVAL);
+    ck_assert_int_eq(pl_spawn(p, &nobeh, &a), PL_EINVAL);
+    ck_assert_int_eq(pl_spawn(p, &badrestart, &a), PL_EINVAL);
+    ck_assert_int_eq(pl_conv_attach(NULL, &nobeh, &a), PL_EINVAL);
+    pl_sup_options badsup = {.strategy = (pl_strategy)5};
+    ck_assert_int_eq(pl_sup_spawn(p, &badsup, &a), PL_EINVAL);
+    ck_assert_int_eq(pl_send(NULL, 1, 0, NULL, 0), PL_EINVAL);
+    pl_spawn_options ok = {.beh = &asker};
+    ck_assert_int_eq(pl_spawn(p, &ok, &a), 0);
+    ck_assert_int_eq(pl_send(a, -5, 0, NULL, 0), PL_EINVAL);
+    ck_assert_int_eq(pl_send(a, PL_KIND_MAX + 1, 0, NULL, 0), PL_EINVAL);
+    ck_assert_int_eq(pl_ask(a, 1, 0, NULL, 0, NULL), PL_EINVAL);
+    ck_assert_int_eq(pl_reply(NULL, 1, 0, NULL, 0), PL_EINVAL);
+    ck_assert_uint_eq(pl_timer_start(a, 10, 0, 1, 0), 0); /* not from its own handler */
+    ck_assert_int_eq(pl_timer_stop(a, 1), PL_EINVAL);
+    pl_actor_release(a);
+    /* a blocking call from a parley thread is refused, not a deadlock */
+    ts_counter_init(&blocked);
+    ck_assert_int_eq(pl_control(c, PL_RUN, call_blocking, c), 0);
+    ck_assert(ts_counter_wait(&blocked, 1));
+    ck_assert_int_eq(blocking_result, PL_ETHREAD);
+    pl_http *h;
+    char err[256];
+    ck_assert_int_eq(pl_http_start(p, NULL, &h, err, sizeof(err)), PL_EINVAL);
+    ck_assert_ptr_null(pl_http_url(NULL));
+    pl_unsubscribe(NULL);
+    pl_conv_release(NULL);
+    pl_actor_release(NULL);
+    pl_info_clear(NULL);
+    ck_assert_str_eq(pl_strerror(PL_ETHREAD), "not allowed from this thread");
+    ck_assert_str_eq(pl_status_name(PL_WAITING_FOR_CONFIRMATION), "waiting_for_confirmation");
+    ck_assert_str_eq(pl_outcome_name(PL_DEFERRED), "deferred");
+    pl_conv_release(c);
+    pl_close(p);
+    rm_tmp();
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("parley_api");
-    TCase *tc = tcase_create("lifecycle");
+    TCase *tc = tcase_create("api");
     tcase_add_test(tc, test_open_close);
     tcase_add_test(tc, test_errors);
+    tcase_add_test(tc, test_every_verdict);
+    tcase_add_test(tc, test_failed_verdict);
+    tcase_add_test(tc, test_reads);
+    tcase_add_test(tc, test_subscribe_across_restart);
+    tcase_add_test(tc, test_slow_subscriber);
+    tcase_add_test(tc, test_attached_actor_restarts);
+    tcase_add_test(tc, test_bad_input);
     suite_add_tcase(s, tc);
     return ts_run_suite(s);
 }
