@@ -8,6 +8,7 @@
  * server sends).
  */
 #include "net/ws.h"
+#include "runtime/err.h"
 
 #include "support_sync.h"
 
@@ -1364,6 +1365,18 @@ START_TEST(test_bad_arguments)
 }
 END_TEST
 
+/* rt_strerror describes our codes: ws.c registered them at start-up. */
+START_TEST(test_codes_described)
+{
+    const int codes[] = {NET_WS_CLOSED, NET_WS_EPROTO, NET_WS_EFULL,
+                         NET_WS_ESTATE, NET_WS_ENOMEM, NET_WS_EINVAL};
+    for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++)
+        ck_assert_str_ne(rt_strerror(codes[i]), "unknown error");
+    ck_assert_str_eq(rt_strerror(NET_WS_EPROTO), "WebSocket peer broke the protocol");
+    ck_assert_str_eq(rt_strerror(-3999), "unknown error"); /* ours, but no code */
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("ws");
@@ -1387,6 +1400,7 @@ int main(void)
     tcase_add_test(tc, test_garbage);
     tcase_add_test(tc, test_out_of_memory);
     tcase_add_test(tc, test_bad_arguments);
+    tcase_add_test(tc, test_codes_described);
     suite_add_tcase(s, tc);
     return ts_run_suite(s);
 }
