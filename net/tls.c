@@ -93,6 +93,33 @@ struct net_tls {
 
 /* ---------------------------------------------------------------- errors --- */
 
+/* rt_strerror's words for our codes, registered for the range runtime/err.h
+ * gives us when the program starts (one that does not link this file never
+ * gets these codes). */
+static const char *tls_strerror(int err)
+{
+    switch (err) {
+    case NET_TLS_CLOSED:
+        return "TLS peer closed the connection (close_notify)";
+    case NET_TLS_EPROTO:
+        return "TLS handshake or record refused";
+    case NET_TLS_EFULL:
+        return "TLS input over its limit not read";
+    case NET_TLS_ESTATE:
+        return "TLS write before the handshake or after the close";
+    case NET_TLS_ENOMEM:
+        return "out of memory in TLS";
+    case NET_TLS_EINVAL:
+        return "invalid argument to TLS";
+    }
+    return NULL;
+}
+
+__attribute__((constructor)) static void tls_register_errors(void)
+{
+    rt_err_register(-2999, -2000, tls_strerror);
+}
+
 /* "SSL - The connection indicated an EOF" without the module prefix. */
 static const char *describe(int ret, char *buf, size_t len)
 {

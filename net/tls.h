@@ -23,6 +23,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+/* Our codes: the -2000 range of runtime/err.h, described by rt_strerror. */
 enum {
     NET_TLS_CLOSED = -2001, /* the peer sent close_notify */
     NET_TLS_EPROTO = -2002, /* handshake refused, bad record, ...: net_tls_error says */

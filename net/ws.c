@@ -307,6 +307,33 @@ static int queue_close(net_ws *s, int code, const char *reason, size_t rlen)
 
 /* ---------------------------------------------------------------- errors --- */
 
+/* rt_strerror's words for our codes, registered for the range runtime/err.h
+ * gives us when the program starts (one that does not link this file never
+ * gets these codes). */
+static const char *ws_strerror(int err)
+{
+    switch (err) {
+    case NET_WS_CLOSED:
+        return "WebSocket closed: the close handshake is over";
+    case NET_WS_EPROTO:
+        return "WebSocket peer broke the protocol";
+    case NET_WS_EFULL:
+        return "WebSocket input over its limit not read";
+    case NET_WS_ESTATE:
+        return "WebSocket frame after our close frame";
+    case NET_WS_ENOMEM:
+        return "out of memory in WebSocket";
+    case NET_WS_EINVAL:
+        return "invalid argument to WebSocket";
+    }
+    return NULL;
+}
+
+__attribute__((constructor)) static void ws_register_errors(void)
+{
+    rt_err_register(-3999, -3000, ws_strerror);
+}
+
 /* The peer broke the rules: close with `code` (the reason goes in the close
  * frame too) and read no more. */
 static int fail(net_ws *s, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

@@ -39,6 +39,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Our codes: the -3000 range of runtime/err.h, described by rt_strerror. */
 enum {
     NET_WS_CLOSED = -3001, /* the close handshake is over: send the output, close the socket */
     NET_WS_EPROTO = -3002, /* the peer broke the protocol: the close frame is in the output */

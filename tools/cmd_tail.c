@@ -1,6 +1,6 @@
 /*
  * cmd_tail.c - `parley tail URL CONVERSATION_ID`: a conversation's events
- * as they arrive, through the follower actor (actors/follower.h), shown
+ * as they arrive, through the follower actor (net/follower.h), shown
  * with the terminal visualizer or as NDJSON.
  *
  * The follower runs on a runtime of one loop; this thread waits for its
@@ -8,9 +8,9 @@
  * thread, so they wait for it; the follower's end raises SIGUSR1 the same
  * way). Printing happens on the loop's thread only.
  */
-#include "actors/follower.h"
 #include "actors/visual.h"
 #include "cli.h"
+#include "net/follower.h"
 #include "remote.h"
 #include "runtime/units.h"
 

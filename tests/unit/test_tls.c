@@ -7,6 +7,7 @@
  * shared by handshakes on several threads.
  */
 #include "net/tls.h"
+#include "runtime/err.h"
 
 #include "support_store.h"
 #include "support_sync.h"
@@ -730,6 +731,18 @@ START_TEST(test_bad_arguments)
 }
 END_TEST
 
+/* rt_strerror describes our codes: tls.c registered them at start-up. */
+START_TEST(test_codes_described)
+{
+    const int codes[] = {NET_TLS_CLOSED, NET_TLS_EPROTO, NET_TLS_EFULL,
+                         NET_TLS_ESTATE, NET_TLS_ENOMEM, NET_TLS_EINVAL};
+    for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++)
+        ck_assert_str_ne(rt_strerror(codes[i]), "unknown error");
+    ck_assert_str_eq(rt_strerror(NET_TLS_EPROTO), "TLS handshake or record refused");
+    ck_assert_str_eq(rt_strerror(-2999), "unknown error"); /* ours, but no code */
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("tls");
@@ -747,6 +760,7 @@ int main(void)
     tcase_add_test(tc, test_config_errors);
     tcase_add_test(tc, test_shared_config);
     tcase_add_test(tc, test_bad_arguments);
+    tcase_add_test(tc, test_codes_described);
     suite_add_tcase(s, tc);
     return ts_run_suite(s);
 }

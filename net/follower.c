@@ -1,7 +1,8 @@
 /*
- * follower.c - following a conversation: the actor around follow.c's
- * copy, with a REST connection and a WebSocket (net/client.h). See
- * follower.h.
+ * follower.c - following a conversation: the actor around
+ * actors/follow.c's copy, with a REST connection and a WebSocket
+ * (net/client.h). See follower.h. It is here and not in actors/ because it
+ * is a network client, and actors/ never names net/.
  *
  * The connections' callbacks only post messages to the actor (the bytes
  * copied), so every decision is taken in its handler, one at a time, and
@@ -9,7 +10,7 @@
  * chosen by rest_next: a page the copy wants, else a count that is due,
  * else nothing (and, when not following, the end).
  */
-#include "actors/follower.h"
+#include "net/follower.h"
 #include "net/client.h"
 #include "runtime/err.h"
 

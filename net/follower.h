@@ -26,8 +26,8 @@
  * Callbacks run on the actor's loop: each new event of the copy once, in
  * log order; status changes; done (once, last).
  */
-#ifndef FOLLOWER_H
-#define FOLLOWER_H
+#ifndef NET_FOLLOWER_H
+#define NET_FOLLOWER_H
 
 #include "actors/follow.h"
 #include "net/tls.h"
