@@ -21,12 +21,12 @@
 #include <string.h>
 
 enum {
-    FW_REST = RT_KIND_USER + 401, /* arg: status (0: none, buf says why); buf: body */
-    FW_WS_OPEN,                   /* arg: status (101: open); buf: why, when not */
-    FW_FRAME,                     /* buf: a message */
-    FW_WS_CLOSED,                 /* arg: close code (0: cut); buf: why */
-    FW_TICK,                      /* every check interval */
-    FW_RETRY,                     /* the backoff is over: arg 0 REST, 1 WebSocket */
+    FW_REST = RT_KIND_RANGE(4) + 1, /* arg: status (0: none, buf says why); buf: body */
+    FW_WS_OPEN,                     /* arg: status (101: open); buf: why, when not */
+    FW_FRAME,                       /* buf: a message */
+    FW_WS_CLOSED,                   /* arg: close code (0: cut); buf: why */
+    FW_TICK,                        /* every check interval */
+    FW_RETRY,                       /* the backoff is over: arg 0 REST, 1 WebSocket */
 };
 
 enum {

@@ -69,7 +69,7 @@ typedef struct follower_opts {
 } follower_opts;
 
 enum {
-    FOLLOWER_STOP = RT_KIND_USER + 400, /* end now: on_done(0) */
+    FOLLOWER_STOP = RT_KIND_RANGE(4), /* end now: on_done(0) */
 };
 
 /* Spawn the follower on the runtime (strings and url copied). */

@@ -39,7 +39,7 @@ enum {
  * else:
  *   RT_KIND_RANGE(1)    conversations (actors/conversation.h, conv_impl.h)
  *   RT_KIND_RANGE(3)    WebSocket streams (actors/ws_stream.h, ws_stream.c)
- *   RT_KIND_RANGE(4)    the client follower (follower.h, follower.c)
+ *   RT_KIND_RANGE(4)    the client follower (net/follower.h, follower.c)
  *   RT_KIND_RANGE(5)    the HTTP server (net/server.c)
  *   RT_KIND_RANGE(6)    the public API's own actors (actors/parley_*.c)
  *   RT_KIND_RANGE(9)    tools, benchmarks and tests, among their own actors
