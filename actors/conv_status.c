@@ -37,7 +37,10 @@ int conv_status_of(const ev *e)
 
 /* Spec §2.4. A run starts from idle, paused, error, stuck (and finished: a
  * Stop hook can send a finishing run back to running); only a run finishes
- * or waits for confirmation; pause only from idle or running; a user
+ * or waits for confirmation; paused from idle, running or waiting for
+ * confirmation (the spec pauses only idle or running conversations, but
+ * an interrupt, which also ends paused, must be able to end a wait for
+ * confirmation, and both take this one transition); a user
  * message brings finished or stuck back to idle, and a confirmation's
  * rejection brings waiting back to idle; anything can fail or be deleted,
  * and nothing comes back from deleting. */
