@@ -1,5 +1,5 @@
 /*
- * conv_open.c - opening a conversation off the loop, and the status rules.
+ * conv_open.c - opening a conversation off the loop.
  *
  * Opening reads the log (store), then rebuilds the conversation's state
  * (status, and the gate: pending calls, their turn, the head) from the last

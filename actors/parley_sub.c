@@ -281,7 +281,8 @@ void pl_unsubscribe(pl_sub *s)
         s->cancelled = true;
         pthread_mutex_unlock(&s->mu);
     }
-    rt_actor_stop(s->actor);
+    if (!rt_actor_closed(s->actor)) /* after pl_close, there is nothing to stop */
+        rt_actor_stop(s->actor);
     rt_actor_unref(s->actor);
     sub_unref(s);
 }

@@ -292,7 +292,8 @@ typedef struct pl_sub_callbacks {
  * delays only subscriptions. cb is copied. */
 int pl_subscribe(pl_conv *c, uint64_t from, const pl_sub_callbacks *cb, void *ctx, pl_sub **out);
 /* End it: once this returns, no callback of it runs (it waits for one
- * that is running, unless called from a callback). */
+ * that is running, unless called from a callback). Handles (pl_sub,
+ * pl_conv, pl_actor) may be given back after pl_close too. */
 void pl_unsubscribe(pl_sub *s);
 
 /* ---- your own actors ------------------------------------------------------- */

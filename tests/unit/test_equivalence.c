@@ -452,8 +452,9 @@ static void generate(steps *st, unsigned len)
             char parent[32];
             snprintf(parent, sizeof(parent), "g%u",
                      roll(2) ? seq - 1 - roll(seq) : seq + 1 + roll(2));
-            text = tc_ev_with(tc_ev_msg(id, "environment", "child"), "parent_id",
-                              tc_fmt("\"%s\"", parent));
+            char *quoted = tc_fmt("\"%s\"", parent);
+            text = tc_ev_with(tc_ev_msg(id, "environment", "child"), "parent_id", quoted);
+            free(quoted);
             break;
         }
         case 13:
@@ -473,6 +474,8 @@ static void generate(steps *st, unsigned len)
             text = tc_ev_agent_error(id, call, "Command 'invalid_command' not found");
             break;
         }
+        if (text != NULL && st->n >= len)
+            free(text);
         if (text == NULL || st->n >= len)
             continue;
         st->step[st->n++] = tc_json(text);

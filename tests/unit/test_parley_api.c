@@ -189,6 +189,14 @@ static pl_instance *open_in(const char *data, const pl_options *base)
     return p;
 }
 
+/* A new temp dir, and an instance on data/ in it. */
+static pl_instance *fresh(char *data, size_t cap, const pl_options *o)
+{
+    make_tmp();
+    snprintf(data, cap, "%s/data", dir);
+    return open_in(data, o);
+}
+
 static void rm_tmp(void)
 {
     char cmd[400];
@@ -200,11 +208,9 @@ static void rm_tmp(void)
 
 START_TEST(test_every_verdict)
 {
-    make_tmp();
-    char data[300];
-    snprintf(data, sizeof(data), "%s/data", dir);
     pl_options o = {.defer_max = 1, .hold_max = 1, .hold_timeout_ms = 600000};
-    pl_instance *p = open_in(data, &o);
+    char data[300];
+    pl_instance *p = fresh(data, sizeof(data), &o);
     pl_conv *c;
     ck_assert_int_eq(pl_conv_create(p, NULL, &c), 0);
     verdict_slot v, held;
@@ -301,10 +307,8 @@ static int failing_fsync(int fd)
 
 START_TEST(test_failed_verdict)
 {
-    make_tmp();
     char data[300];
-    snprintf(data, sizeof(data), "%s/data", dir);
-    pl_instance *p = open_in(data, NULL);
+    pl_instance *p = fresh(data, sizeof(data), NULL);
     pl_conv *c;
     ck_assert_int_eq(pl_conv_create(p, NULL, &c), 0);
     verdict_slot v;
@@ -325,10 +329,8 @@ END_TEST
 
 START_TEST(test_reads)
 {
-    make_tmp();
     char data[300];
-    snprintf(data, sizeof(data), "%s/data", dir);
-    pl_instance *p = open_in(data, NULL);
+    pl_instance *p = fresh(data, sizeof(data), NULL);
     pl_conv *c;
     pl_conv_options co = {.id = "5ca1ab1e-0000-4000-8000-0000000000aa",
                           .meta_json = "{\"title\":\"t\"}"};
@@ -437,10 +439,8 @@ static void assert_in_order(collect *k, uint64_t from, size_t n)
 
 START_TEST(test_subscribe_across_restart)
 {
-    make_tmp();
     char data[300];
-    snprintf(data, sizeof(data), "%s/data", dir);
-    pl_instance *p = open_in(data, NULL);
+    pl_instance *p = fresh(data, sizeof(data), NULL);
     pl_conv *c;
     ck_assert_int_eq(pl_conv_create(p, NULL, &c), 0);
     char cid[37];
@@ -505,10 +505,8 @@ END_TEST
  * event, once, in order, told it was lagging. */
 START_TEST(test_slow_subscriber)
 {
-    make_tmp();
     char data[300];
-    snprintf(data, sizeof(data), "%s/data", dir);
-    pl_instance *p = open_in(data, NULL);
+    pl_instance *p = fresh(data, sizeof(data), NULL);
     pl_conv *c, *other;
     ck_assert_int_eq(pl_conv_create(p, NULL, &c), 0);
     ck_assert_int_eq(pl_conv_create(p, NULL, &other), 0);
@@ -603,11 +601,9 @@ static const pl_behaviour asker = {.name = "asker", .handle = asker_handle};
 
 START_TEST(test_attached_actor_restarts)
 {
-    make_tmp();
-    char data[300];
-    snprintf(data, sizeof(data), "%s/data", dir);
     pl_options o = {.sup_intensity = 3};
-    pl_instance *p = open_in(data, &o);
+    char data[300];
+    pl_instance *p = fresh(data, sizeof(data), &o);
     pl_conv *c;
     ck_assert_int_eq(pl_conv_create(p, NULL, &c), 0);
     ts_counter_init(&inits);
@@ -654,10 +650,8 @@ static void call_blocking(void *ctx, const pl_verdict *v)
 
 START_TEST(test_bad_input)
 {
-    make_tmp();
     char data[300];
-    snprintf(data, sizeof(data), "%s/data", dir);
-    pl_instance *p = open_in(data, NULL);
+    pl_instance *p = fresh(data, sizeof(data), NULL);
     pl_conv *c = NULL;
     pl_conv_options bad_id = {.id = "not-a-uuid"}, bad_meta = {.meta_json = "[1]"},
                     bad_th = {.stuck_monologue = 5000};
