@@ -172,8 +172,10 @@ void seq_expire(sequencer *s, bool all)
 
 void seq_recover(sequencer *s)
 {
-    if (s->status != CONV_RUNNING)
+    if (s->status != CONV_RUNNING) {
+        seq__settle(s); /* deferred messages restored with no call pending go in now */
         return;
+    }
     seq__set_status(s, CONV_ERROR);
     size_t n = gate_pending_count(s->g);
     json_t *calls = json_array();

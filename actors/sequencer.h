@@ -191,9 +191,10 @@ void seq_stuck(sequencer *s, stuck_rule rule);
 void seq_nudge(sequencer *s, const char *text);
 /* Expire the holds and deferrals past their deadline (all: every one). */
 void seq_expire(sequencer *s, bool all);
-/* The conversation was opened after its process died mid-run: a run that
- * was going on is over (status error), and the tools it was running will
- * not answer (an AgentErrorEvent for each pending call). */
+/* The conversation was opened (its state rebuilt from the log): a run that
+ * was going on when its process died is over (status error), and the
+ * tools it was running will not answer (an AgentErrorEvent for each
+ * pending call); deferred messages restored with no call pending go in. */
 void seq_recover(sequencer *s);
 /* Answer every held event BUSY (why), and (stopping) every later one. */
 void seq_refuse_holds(sequencer *s, const char *why, bool stopping);

@@ -1129,6 +1129,31 @@ START_TEST(test_parent_is_deferred_restart)
 }
 END_TEST
 
+/* A deferred message kept in deferred.json whose calls were all answered
+ * before the process died (the crash came between the result and the
+ * message going in) goes in when the conversation opens again. */
+START_TEST(test_deferred_released_on_open)
+{
+    tc_env e = {0};
+    tc_start(&e, NULL, NULL, ST_FULL);
+    OK(&e, user("u0", "go"));
+    tc_stop(&e);
+    char path[512];
+    snprintf(path, sizeof(path), "%s/conversations/%s/deferred.json", e.dir, TC_CONV_ID);
+    /* as the conversation writes it: the message stamped, its parent dropped */
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    const char *u1 = with(user("u1", "kept"), "timestamp", "\"2026-01-01T00:00:00\"");
+    fprintf(f, "[{\"event\":%s,\"deadline\":%llu,\"after\":\"u0\"}]", u1,
+            (unsigned long long)time(NULL) * 1000 + 600000);
+    fclose(f);
+    tc_start(&e, NULL, NULL, ST_FULL);
+    tc_sync(&e);
+    ASSERT_LOG(&e, "u0,u1");
+    finish(&e);
+}
+END_TEST
+
 /* ------------------------------------------------------------- arrays --- */
 
 START_TEST(test_array_all_or_nothing)
@@ -2231,7 +2256,8 @@ int main(void)
           test_defer_answer_waits_for_disk, test_defer_expires, test_defer_expires_on_timer,
           test_defer_bound, test_hold_bound, test_defer_with_parent_is_not_lost,
           test_defer_id_conflict, test_defer_retry, test_defer_retry_unstamped,
-          test_parent_is_deferred, test_parent_is_deferred_restart}},
+          test_parent_is_deferred, test_parent_is_deferred_restart,
+          test_deferred_released_on_open}},
         {"arrays",
          {test_array_all_or_nothing, test_array_refuses_waiting, test_array_idempotent_retry}},
         {"observe", {test_observe_policy, test_observe_policy_waiting, test_observe_policy_array}},
