@@ -59,6 +59,7 @@ static rt_buf *merged(conv *c, const rt_buf *changes)
     if (json_is_object(ch))
         json_object_update(meta, ch);
     json_decref(ch);
+    conv_meta_redact(meta);
     char *s = json_dumps(meta, JSON_COMPACT);
     json_decref(meta);
     return s != NULL ? rt_buf_take(s, strlen(s)) : NULL;
@@ -94,6 +95,41 @@ static void next_change(conv *c)
         rt_buf_unref(m->changes);
         free(m);
     }
+}
+
+/* The members upstream keeps as SecretStr (an LLM's keys, wherever an LLM
+ * is: the agent's, a condenser's...). */
+static const char *const secret_names[] = {"api_key", "aws_access_key_id", "aws_secret_access_key"};
+
+static void redact(json_t *v, bool all)
+{
+    const char *k;
+    json_t *m;
+    size_t i;
+    if (json_is_object(v)) {
+        json_object_foreach(v, k, m)
+        {
+            bool secret = all;
+            for (size_t n = 0; n < sizeof(secret_names) / sizeof(secret_names[0]); n++)
+                secret |= strcmp(k, secret_names[n]) == 0;
+            if (secret && json_is_string(m) && json_string_length(m) > 0)
+                json_object_set_new(v, k, json_string(CONV_REDACTED));
+            else
+                redact(m, false);
+        }
+    } else if (json_is_array(v)) {
+        json_array_foreach(v, i, m) redact(m, false);
+    }
+}
+
+void conv_meta_redact(json_t *meta)
+{
+    redact(meta, false);
+    json_t *sec = json_object_get(meta, "secrets");
+    if (json_is_object(sec))
+        redact(sec, true);
+    else if (sec != NULL)
+        json_object_del(meta, "secrets");
 }
 
 void conv_set_meta(conv *c, const rt_buf *changes, rt_promise *reply)

@@ -107,6 +107,13 @@ typedef struct conv_opts {
     uint64_t sup_period_ms;    /* ...in this window (0: 5 s) */
 } conv_opts;
 
+/* Secrets never reach the disk or an answer: a conversation's info keeps
+ * the names of its secrets and of an LLM's keys (api_key, aws_*), their
+ * values replaced by CONV_REDACTED, as upstream redacts what it cannot
+ * encrypt. parley runs no LLM itself, so it needs none of them. */
+#define CONV_REDACTED "**********"
+void conv_meta_redact(json_t *meta);
+
 /* The member of a conversation's stored info that sets its compliance
  * policy ("reject" or "observe"); without it, conv_opts.policy. */
 #define CONV_META_POLICY "compliance_policy"

@@ -283,6 +283,7 @@ static rt_buf *new_meta(const pl_conv_options *o, const rt_uuid *id, int *err)
     json_object_set_new(m, "created_at", json_string(ts));
     if (json_object_get(m, "tags") == NULL)
         json_object_set_new(m, "tags", json_object());
+    conv_meta_redact(m);
     if (o != NULL && o->observe)
         json_object_set_new(m, CONV_META_POLICY, json_string("observe"));
     if (o != NULL && o->stuck_off)

@@ -455,23 +455,6 @@ static const char *check_fields(json_t *b)
     return NULL;
 }
 
-/* parley runs no agent, so it keeps no secret: their names stay, masked,
- * and the values never reach the disk or an answer. */
-static void mask_secrets(json_t *b)
-{
-    json_t *sec = json_object_get(b, "secrets");
-    if (!json_is_object(sec)) {
-        json_object_del(b, "secrets");
-        return;
-    }
-    const char *k;
-    json_t *v;
-    json_object_foreach(sec, k, v)
-    {
-        json_object_set_new(sec, k, json_string("**********"));
-    }
-}
-
 /* In the thread pool: creating writes meta.json durably. */
 static void create_work(net_req *r, net_outcome *out)
 {
@@ -561,7 +544,7 @@ static void create(net_req *r)
         json_object_set_new(b, "tags", json_object());
     if (json_is_null(json_object_get(b, "title")))
         json_object_del(b, "title");
-    mask_secrets(b);
+    conv_meta_redact(b); /* before anything is stored or answered */
     c->meta = net_json_buf(b);
     if (c->meta == NULL) {
         creation_free(c);

@@ -169,9 +169,10 @@ class Server:
         LIVE.append(self)
         return self
 
-    def _stderr_text(self):
+    def _stderr_text(self, tail=3000):
         self.stderr.seek(0)
-        return self.stderr.read().decode("utf-8", "replace")[-3000:]
+        text = self.stderr.read().decode("utf-8", "replace")
+        return text[-tail:] if tail else text
 
     def client(self, api_key="default"):
         c = Client("127.0.0.1", self.port, self.api_key if api_key == "default" else api_key)
@@ -202,8 +203,9 @@ class Server:
             proc.wait()
             raise TestFailure("serve did not stop within %d s of SIGTERM" % STOP_TIMEOUT)
         proc.stdout.close()
+        self.log_text = self._stderr_text(0)  # all it logged, for tests that read it
         check(rc == 0, "serve exited %d after SIGTERM, wanted 0; stderr: %s"
-              % (rc, self._stderr_text()))
+              % (rc, self.log_text[-3000:]))
         self.stderr.close()
 
     def restart(self):

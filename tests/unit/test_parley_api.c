@@ -332,8 +332,9 @@ START_TEST(test_reads)
     char data[300];
     pl_instance *p = fresh(data, sizeof(data), NULL);
     pl_conv *c;
-    pl_conv_options co = {.id = "5ca1ab1e-0000-4000-8000-0000000000aa",
-                          .meta_json = "{\"title\":\"t\"}"};
+    pl_conv_options co = {
+        .id = "5ca1ab1e-0000-4000-8000-0000000000aa",
+        .meta_json = "{\"title\":\"t\",\"agent\":{\"llm\":{\"api_key\":\"sk-not-kept\"}}}"};
     ck_assert_int_eq(pl_conv_create(p, &co, &c), 0);
     ck_assert_str_eq(pl_conv_id(c), "5ca1ab1e-0000-4000-8000-0000000000aa");
     verdict_slot v;
@@ -355,6 +356,11 @@ START_TEST(test_reads)
     pl_page_free(pg);
     ck_assert_int_eq(pl_find(c, "m123", &n), 0);
     ck_assert_uint_eq(n, 123);
+    pl_info info;
+    ck_assert_int_eq(pl_conv_info(c, &info), 0); /* a secret is never kept */
+    ck_assert_ptr_null(strstr(info.meta_json, "sk-not-kept"));
+    ck_assert_ptr_nonnull(strstr(info.meta_json, "\"api_key\":\"**********\""));
+    pl_info_clear(&info);
     pl_id *ids;
     size_t k;
     ck_assert_int_eq(pl_conv_list(p, &ids, &k), 0);
