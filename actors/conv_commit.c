@@ -354,6 +354,7 @@ void conv_stored(conv *c, uint64_t first)
         conv_checkpoint(c);
     seq_unit_free(u);
     conv_check_syncs(c);
+    conv_recovered(c);
 }
 
 void conv_refuse_waiting(conv *c, const char *why)

@@ -25,8 +25,7 @@
 void conv_set_open(conv *c, bool open)
 {
     if (c->open != open)
-        atomic_fetch_add_explicit(&conv_metrics_g.open, open ? 1 : -1,
-                                  memory_order_relaxed);
+        atomic_fetch_add_explicit(&conv_metrics_g.open, open ? 1 : -1, memory_order_relaxed);
     c->open = open;
 }
 
@@ -71,10 +70,35 @@ static bool needs_no_log(uint32_t kind)
            kind == CONV_STOPPING;
 }
 
+static bool keep(conv *c, rt_msg *m);
+
+/* What a client asks (as opposed to news of the conversation's own work). */
+static bool is_request(uint32_t kind)
+{
+    return kind == CONV_APPEND || kind == CONV_CONTROL || kind == CONV_SUBSCRIBE ||
+           kind == CONV_UNSUBSCRIBE || kind == CONV_EXPIRE || kind == CONV_STATUS ||
+           kind == CONV_SYNC || kind == CONV_DELETE || kind == CONV_SET_META;
+}
+
 bool conv_keep_early(conv *c, rt_msg *m)
 {
+    if (c->recovering && is_request(m->kind))
+        return keep(c, m);
     if (c->open || (c->asleep && needs_no_log(m->kind)))
         return false;
+    return keep(c, m);
+}
+
+void conv_recovered(conv *c)
+{
+    if (c->recovering && !seq_inflight(c->sq)) {
+        c->recovering = false;
+        conv_run_early(c, PL_DONE, NULL);
+    }
+}
+
+static bool keep(conv *c, rt_msg *m)
+{
     conv_early *e = calloc(1, sizeof(*e));
     if (e == NULL) {
         rt_promise p = rt_msg_promise(m);
@@ -151,6 +175,10 @@ static int on_opened(conv *c, conv_opened *o)
     conv_opened_free(o);
     seq_recover(c->sq);
     conv_drive(c);
+    /* a crash mid-run leaves events to append: until they are durable,
+     * nobody is told the conversation is in error while its log says
+     * running */
+    c->recovering = seq_inflight(c->sq);
     conv_arm_idle(c, c->o->idle_close_ms);
     return 0;
 }
@@ -189,6 +217,8 @@ int conv_on_open_result(conv *c, conv_opened *o)
             conv_run_early(c, PL_BUSY, "cannot open the conversation: out of memory");
             return r;
         }
+        if (c->recovering)
+            return 0; /* conv_recovered goes on once it is durable */
     }
     conv_run_early(c, PL_DONE, NULL);
     return 0;

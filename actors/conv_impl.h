@@ -56,7 +56,7 @@ struct convs {
 
 /* What opening a conversation found (conv_open.c). */
 typedef struct conv_opened {
-    int err;        /* the open failed: why says how (conv_read.h), detail says why */
+    int err; /* the open failed: why says how (conv_read.h), detail says why */
     pl_outcome why;
     char detail[1024];
     st_conv *sc; /* held */
@@ -127,6 +127,9 @@ typedef struct conv {
     bool asleep;      /* it let its log go while idle, and kept its state */
     bool waking;      /* asleep, and opening the log again */
     bool deleted;     /* CONV_DELETE was accepted: sc is gone */
+    bool recovering;  /* what opening made (recovery) is not durable yet:
+                         requests wait, so none is answered from a state
+                         the log does not have */
     int failed;       /* the store refused a unit: the actor fails (restarts) */
     uint64_t last_ms; /* when a request last came (monotonic) */
     st_conv *sc;
@@ -193,6 +196,8 @@ int conv_on_open_result(conv *c, conv_opened *o);
 /* A message that needs the log while it is closed: kept (and the log
  * opened again if it was let go). true if it was kept. */
 bool conv_keep_early(conv *c, rt_msg *m);
+/* After a unit is durable: if it ended the recovery, what waited goes on. */
+void conv_recovered(conv *c);
 /* Refuse what came early (o, why) or, why NULL, handle it now. */
 void conv_run_early(conv *c, pl_outcome o, const char *why);
 void conv_dispatch(conv *c, uint32_t kind, uint64_t arg, const rt_buf *buf, rt_promise *reply);

@@ -1749,6 +1749,26 @@ START_TEST(test_crash_recovery)
 }
 END_TEST
 
+/* After a crash mid-run, the first request is answered only once the
+ * recovery is durable: a status of error is never told while the log
+ * still says running (the log is read straight after, with no sync). */
+START_TEST(test_crash_answers_after_recovery)
+{
+    tc_env e = {0};
+    e.dir = tst_mkdtemp();
+    crash(e.dir, 1024, true);
+    tc_start(&e, NULL, NULL, ST_FULL);
+    char st[32];
+    int pending;
+    tc_status(&e, st, sizeof(st), &pending);
+    ck_assert_str_eq(st, "error");
+    char *sig = log_sig(&e);
+    ck_assert_msg(strstr(sig, "status:error,recovered:c3,recovered:c4") != NULL, "%s", sig);
+    free(sig);
+    finish(&e);
+}
+END_TEST
+
 START_TEST(test_crash_while_paused)
 {
     /* not running when it died: nothing was in progress, nothing is
@@ -2268,7 +2288,8 @@ int main(void)
           test_status_retry_is_idempotent, test_status_survives_restart,
           test_status_survives_restart_checkpointed}},
         {"recovery",
-         {test_crash_recovery, test_crash_while_paused, test_crash_recovery_classification}},
+         {test_crash_recovery, test_crash_answers_after_recovery, test_crash_while_paused,
+          test_crash_recovery_classification}},
         {"memory", {test_gate_memory_bound}},
         {"stuck", {test_stuck_default, test_stuck_detection_off, test_stuck_thresholds}},
         {"subscribers", {test_subscribe_replay_and_order, test_sync_waits_for_subscribers}},
