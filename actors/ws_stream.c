@@ -427,15 +427,23 @@ static void post_message(wss *w, json_t *msg)
 {
     json_t *content = json_object_get(msg, "content");
     json_t *role = json_object_get(msg, "role");
-    const char *bad = !json_is_object(msg)                    ? "a frame must be a JSON object"
-                      : !json_is_array(content)               ? "content must be a list"
+    const char *bad = !json_is_object(msg) ? "a frame must be a JSON object"
+                      : content != NULL && !json_is_array(content) && !json_is_string(content)
+                          ? "content must be a list, or a string"
                       : role != NULL && !json_is_string(role) ? "role must be a string"
                                                               : NULL;
     if (bad != NULL) {
         server_error(w, "ValidationError", bad);
         return;
     }
-    json_t *e = ev_user_message(role != NULL ? json_string_value(role) : "user", content);
+    /* as upstream reads a socket's message: a string is one text part, no
+     * content none */
+    json_t *parts = json_is_array(content) ? json_incref(content)
+                    : json_is_string(content)
+                        ? json_pack("[{s:s, s:O}]", "type", "text", "text", content)
+                        : json_array();
+    json_t *e = ev_user_message(role != NULL ? json_string_value(role) : "user", parts);
+    json_decref(parts);
     char *s = e != NULL ? json_dumps(e, JSON_COMPACT) : NULL;
     json_decref(e);
     rt_buf *b = s != NULL ? rt_buf_take(s, strlen(s)) : NULL;

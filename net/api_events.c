@@ -380,16 +380,19 @@ static void post_message(net_req *r)
     json_t *content = json_object_get(b, "content");
     json_t *role = json_object_get(b, "role");
     json_t *run = json_object_get(b, "run");
-    const char *bad = !json_is_object(b)                      ? "the body must be an object"
-                      : !json_is_array(content)               ? "content must be a list"
-                      : role != NULL && !json_is_string(role) ? "role must be a string"
-                      : run != NULL && !json_is_boolean(run)  ? "run must be true or false"
-                                                              : NULL;
+    const char *bad = !json_is_object(b)                           ? "the body must be an object"
+                      : content != NULL && !json_is_array(content) ? "content must be a list"
+                      : role != NULL && !json_is_string(role)      ? "role must be a string"
+                      : run != NULL && !json_is_boolean(run)       ? "run must be true or false"
+                                                                   : NULL;
     if (bad != NULL) {
         json_decref(b);
         net_reply_error(r, 422, "%s", bad);
         return;
     }
+    if (content == NULL) /* as upstream: no content is none */
+        json_object_set_new(b, "content", json_array());
+    content = json_object_get(b, "content");
     rt_actor *a = net_conv_actor(r);
     int e = a == NULL ? 0
                       : net_post_message(r, a, role != NULL ? json_string_value(role) : "user",

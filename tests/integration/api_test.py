@@ -613,7 +613,9 @@ def post_message(c):
              {"role": "user", "content": text("extra fields"), "sender": "bob", "extra": 1})
     check(all_events(c, cid)[-1]["llm_message"]["content"][0]["text"] == "extra fields",
           "extra fields (sender...) are ignored, as upstream")
-    for bad in ({"role": "user"}, {"content": "x"}, {"content": [], "run": "yes"}):
+    c.expect("POST", conv_path(cid, "/events"), 200, {"role": "user"})  # upstream: content []
+    check(all_events(c, cid)[-1]["llm_message"]["content"] == [], "no content is none")
+    for bad in ({"content": "x"}, {"content": [], "run": "yes"}, {"content": 7}):
         r = c.post(conv_path(cid, "/events"), bad)
         check(r.status == 422, "POST events %r: 422" % bad, r)
     r = c.request("POST", conv_path(cid, "/events"), raw=b"{")
