@@ -4,7 +4,8 @@
  *
  * A conversation's info (ConversationInfo) is its stored meta (what the
  * creator sent, plus id, created_at, title and tags) with what its actor
- * knows now: execution_status and updated_at (its last event's time). So
+ * knows now: execution_status and updated_at (its last event's time, or
+ * its last update's, whichever is later). So
  * asking about a conversation starts its actor (opening its log from the
  * last checkpoint); lists ask all of theirs at once and answer when the
  * last one has. Searches sorted by creation without a status filter ask
@@ -95,9 +96,13 @@ static void on_status(void *ctx, rt_msg *m)
         if (info != NULL) {
             json_object_set_new(info, "execution_status",
                                 json_string(conv_status_name(cr->status)));
-            json_t *u = cr->updated[0] != '\0' ? json_string(cr->updated)
-                                               : json_incref(json_object_get(info, "created_at"));
-            json_object_set_new(info, "updated_at", u != NULL ? u : json_null());
+            /* the later of its last event and its last update (PATCH) */
+            const char *upd = json_string_value(json_object_get(info, "updated_at"));
+            if (upd == NULL)
+                upd = json_string_value(json_object_get(info, "created_at"));
+            if (cr->updated[0] != '\0' && (upd == NULL || strcmp(cr->updated, upd) > 0))
+                upd = cr->updated;
+            json_object_set_new(info, "updated_at", upd != NULL ? json_string(upd) : json_null());
             g->info[i] = info;
         }
     } else if (!(cr != NULL && cr->v.outcome == PL_NOT_FOUND) && !g->failed) {
@@ -286,13 +291,10 @@ static int parse_listing(net_req *r, listing *l, bool count_only)
         net_reply_error(r, 422, "%s", err);
         return -1;
     }
-    if ((v = net_query_get(q, "page_id")) != NULL && v[0] != '\0') {
-        if (!rt_uuid_parse(v, strlen(v), &l->page)) {
-            net_reply_error(r, 422, "page_id must be a conversation id, not '%.60s'", v);
-            return -1;
-        }
-        l->has_page = true;
-    }
+    /* an unknown cursor (a conversation's id or not) starts from the top, as
+     * upstream */
+    if ((v = net_query_get(q, "page_id")) != NULL && v[0] != '\0')
+        l->has_page = rt_uuid_parse(v, strlen(v), &l->page);
     return 0;
 }
 
@@ -572,11 +574,27 @@ static void patch(net_req *r)
                 bad = "only title and tags can be changed";
                 break;
             }
-            if (!json_is_null(v))
+            if (json_is_string(v) && strcmp(k, "title") == 0) { /* stripped, as upstream */
+                const char *t = json_string_value(v), *end = t + strlen(t);
+                while (*t == ' ' || *t == '\t' || *t == '\n' || *t == '\r')
+                    t++;
+                while (end > t &&
+                       (end[-1] == ' ' || end[-1] == '\t' || end[-1] == '\n' || end[-1] == '\r'))
+                    end--;
+                if (end == t) {
+                    bad = "title must be a string of 1 to 200 characters";
+                    break;
+                }
+                json_object_set_new(changes, k, json_stringn(t, (size_t)(end - t)));
+            } else if (!json_is_null(v)) {
                 json_object_set(changes, k, v);
+            }
         }
     }
     json_decref(b);
+    char now[32];
+    ev_now_timestamp(now);
+    json_object_set_new(changes, "updated_at", json_string(now)); /* an update moves it */
     if (bad != NULL) {
         json_decref(changes);
         net_reply_error(r, 422, "%s", bad);

@@ -444,9 +444,15 @@ def search_conversations(c):
     check([i["id"] for i in walk_conversations(c, 5)][:5] == mine[::-1],
           "newest first", mine[::-1])
     for bad in ("limit=0", "limit=101", "limit=x", "limit=-1", "status=bogus",
-                "sort_order=NEWEST", "sort_order=created_at", "page_id=nope"):
+                "sort_order=NEWEST", "sort_order=created_at"):
         r = c.get("/api/conversations/search?" + bad)
         check(r.status == 422 and "detail" in (r.body or {}), "search?%s: 422" % bad, r)
+    # an unknown cursor, a conversation id or not, starts from the top, as upstream
+    top = c.expect("GET", "/api/conversations/search?limit=3", 200)
+    for cursor in ("nope", "11111111-2222-4333-8444-555555555555"):
+        b = c.expect("GET", "/api/conversations/search?limit=3&page_id=" + cursor, 200)
+        check([i["id"] for i in b["items"]] == [i["id"] for i in top["items"]],
+              "page_id=%s starts from the top" % cursor, b)
     # a dashed page_id is the same cursor
     b = c.expect("GET", "/api/conversations/search?limit=2", 200)
     if b["next_page_id"]:
@@ -488,10 +494,14 @@ def patch_conversation(c):
     check(b == {"success": True}, "PATCH answers success", b)
     info = c.expect("GET", conv_path(cid), 200)
     check(info["title"] == "t" and info["tags"] == {"a": "b"}, "GET shows the changes", info)
-    c.expect("PATCH", conv_path(cid), 200, {"title": "t2"})
+    before = info["updated_at"]
+    c.expect("PATCH", conv_path(cid), 200, {"title": "  t2 \n"})
     info = c.expect("GET", conv_path(cid), 200)
     check(info["title"] == "t2" and info["tags"] == {"a": "b"}, "PATCH changes only what it names",
           info)
+    check(info["updated_at"] > before, "an update moves updated_at, as upstream", before, info)
+    r = c.request("PATCH", conv_path(cid), body={"title": "   "})
+    check(r.status == 422, "a title of spaces: 422", r)
     for bad in ({"execution_status": "finished"}, {"title": "x" * 201}, {"tags": "x"}):
         r = c.request("PATCH", conv_path(cid), body=bad)
         check(r.status == 422 and "detail" in (r.body or {}), "PATCH %r: 422" % bad, r)
