@@ -11,14 +11,16 @@
 #include <string.h>
 #include <time.h>
 
-static int copy(const net_query *q, const char *name, char *out, size_t cap, char *err,
-                size_t errlen)
+/* 1 and the value in out, 0 if not given, -1 (err) if too long, or empty
+ * where that means nothing (empty_ok false). */
+static int copy(const net_query *q, const char *name, char *out, size_t cap, bool empty_ok,
+                char *err, size_t errlen)
 {
     const char *v = net_query_get(q, name);
     if (v == NULL)
         return 0;
-    if (strlen(v) >= cap || v[0] == '\0') {
-        snprintf(err, errlen, "%s must be 1 to %zu characters", name, cap - 1);
+    if (strlen(v) >= cap || (v[0] == '\0' && !empty_ok)) {
+        snprintf(err, errlen, "%s must be %d to %zu bytes", name, empty_ok ? 0 : 1, cap - 1);
         return -1;
     }
     strcpy(out, v);
@@ -112,10 +114,12 @@ int net_event_filter_parse(const net_query *q, net_event_filter *f, char *err, s
 {
     memset(f, 0, sizeof(*f));
     int a, b, c;
-    if ((a = copy(q, "kind", f->kind, sizeof(f->kind), err, errlen)) < 0 ||
-        (b = copy(q, "source", f->source, sizeof(f->source), err, errlen)) < 0 ||
-        (c = copy(q, "body", f->body, sizeof(f->body), err, errlen)) < 0)
+    /* an empty body= is a filter, as upstream: messages with any text */
+    if ((a = copy(q, "kind", f->kind, sizeof(f->kind), false, err, errlen)) < 0 ||
+        (b = copy(q, "source", f->source, sizeof(f->source), false, err, errlen)) < 0 ||
+        (c = copy(q, "body", f->body, sizeof(f->body), true, err, errlen)) < 0)
         return -1;
+    f->has_body = c > 0;
     f->any = a || b || c;
     static const char *const names[] = {"timestamp__gte", "timestamp__lt"};
     char *outs[] = {f->ts_gte, f->ts_lt};
@@ -160,6 +164,8 @@ static bool body_match(json_t *e, const char *needle)
     const char *kind = json_string_value(json_object_get(e, "kind"));
     if (kind == NULL || strcmp(kind, "MessageEvent") != 0)
         return false;
+    if (needle[0] == '\0') /* every message has the empty string in it */
+        return true;
     json_t *m = json_object_get(e, "llm_message");
     return texts_have(json_object_get(m, "content"), needle) ||
            texts_have(json_object_get(e, "extended_content"), needle) ||
@@ -180,7 +186,7 @@ bool net_event_filter_match(const net_event_filter *f, const char *json, size_t 
               (f->source[0] == '\0' || (src != NULL && strcmp(src, f->source) == 0)) &&
               (f->ts_gte[0] == '\0' || (ts != NULL && strcmp(ts, f->ts_gte) >= 0)) &&
               (f->ts_lt[0] == '\0' || (ts != NULL && strcmp(ts, f->ts_lt) < 0)) &&
-              (f->body[0] == '\0' || body_match(e, f->body));
+              (!f->has_body || body_match(e, f->body));
     json_decref(e);
     return ok;
 }

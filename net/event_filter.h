@@ -5,8 +5,10 @@
  *                    llm_convertible.message.MessageEvent") or bare
  *                    ("MessageEvent", a parley extension)
  *   source           exact
- *   body             case-insensitive substring of a MessageEvent's text,
- *                    extended_content and reasoning_content
+ *   body             case-insensitive substring (at most 255 bytes) of a
+ *                    MessageEvent's text, extended_content and
+ *                    reasoning_content; empty, every MessageEvent (as
+ *                    upstream); other events never match
  *   timestamp__gte   inclusive, timestamp__lt exclusive: ISO datetimes;
  *                    with a zone they are turned into server-local naive
  *                    time first, then compared as strings, as upstream
@@ -24,6 +26,7 @@ typedef struct net_event_filter {
     char kind[128];
     char source[32];
     char body[256];
+    bool has_body; /* body= was given (it may be empty) */
     char ts_gte[40], ts_lt[40];
     bool any; /* some filter is set */
 } net_event_filter;

@@ -774,6 +774,8 @@ def search_filters(c, big):
         w = filtered_search(c, cid, evs, "body=" + needle, {"body": needle},
                             lambda e, n=needle: body_matches(e, n))
         check(w, "body=%s matches something" % needle)
+    w = filtered_search(c, cid, evs, "body=", {"body": ""}, lambda e: e["kind"] == "MessageEvent")
+    check(w, "an empty body= is a filter, as upstream: every message")
     w = filtered_search(c, cid, evs, "body=output", {"body": "output"}, lambda e: False)
     check(not w, "body never matches a non-message event")
     w = filtered_search(c, cid, evs, "source=user&body=brown", {"source": "user", "body": "brown"},
