@@ -535,9 +535,7 @@ static int wss_init(rt_actor *self, void *arg, void **state)
     w->seed = (unsigned)rt_actor_id(self);
     *state = w;
     atomic_fetch_add_explicit(&ws_metrics_g.open, 1, memory_order_relaxed);
-    if (o->bad_key) {
-        close_with(w, 4001, "Authentication failed", WS_CLOSED_AUTH);
-    } else if (o->api_key == NULL || o->authed) {
+    if (o->api_key == NULL || o->authed) {
         subscribe(w);
     } else {
         w->state = S_AUTH;

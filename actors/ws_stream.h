@@ -107,7 +107,6 @@ typedef struct ws_stream_opts {
     rt_uuid conv;
     const char *api_key; /* NULL: no key needed (borrowed: the server's) */
     bool authed;         /* the key came with the upgrade (query or header) */
-    bool bad_key;        /* a wrong key came with it: closed with 4001 at once */
     ws_replay replay;
     char after_ts[40];    /* server-local naive time; "" with SINCE: nothing */
     const char *after_id; /* with AFTER_ID (copied) */

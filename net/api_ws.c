@@ -95,7 +95,10 @@ void net_api_ws(net_req *r)
         key = hp_header_get(r->http, "x-session-api-key");
     if (o.api_key != NULL && key != NULL) {
         o.authed = rt_key_eq(r->api->api_key, r->api->api_key_len, key);
-        o.bad_key = !o.authed;
+        if (!o.authed) { /* as upstream: refused before the upgrade */
+            net_reply_error(r, 403, "Authentication failed");
+            return;
+        }
     }
     net_ws_upgrade(r, answer, alen, &o);
 }

@@ -51,10 +51,11 @@ async function log(cid) {
 }
 
 // The HTTP status that refused an upgrade.
-function refused(query, cid) {
+function refused(query, cid, headers) {
   return new Promise((resolve) => {
     const timer = setTimeout(() => fail('no answer to the upgrade ' + query), T);
-    const ws = new WebSocket(`ws://127.0.0.1:${port}/sockets/events/${cid}${query}`);
+    const ws = new WebSocket(`ws://127.0.0.1:${port}/sockets/events/${cid}${query}`,
+      headers ? {headers} : undefined);
     ws.on('unexpected-response', (req, res) => { clearTimeout(timer); resolve(res.statusCode);
       req.destroy(); });
     ws.on('open', () => fail('the upgrade ' + query + ' was accepted'));
@@ -166,8 +167,9 @@ async function main() {
   }
   await h.close();
   await open('?after_id=00000000-0000-4000-8000-00000000abcd', cid2, AUTH).closed(1008);
-  await openWith(`?session_api_key=wrong`, cid2).closed(4001);
-  await openWith('', cid2, {'X-Session-API-Key': 'wrong'}).closed(4001);
+  // a wrong key with the upgrade: refused before it, as upstream
+  check(await refused('?session_api_key=wrong', cid2) === 403, '403 query key');
+  check(await refused('', cid2, {'X-Session-API-Key': 'wrong'}) === 403, '403 header key');
   // answers before the upgrade
   check(await refused(`?resend_mode=bogus&session_api_key=${key}`, cid2) === 422, '422 mode');
   check(await refused(`?after_id=${ack.events[0].id}&resend_mode=all`, cid2) === 422,

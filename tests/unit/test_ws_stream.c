@@ -426,10 +426,7 @@ START_TEST(auth_first_frame)
     expect_close(late, 4001);
     end(late);
 
-    o.bad_key = true; /* a wrong key in the URL */
-    msink *url = stream(&e, o);
-    expect_close(url, 4001);
-    end(url);
+    /* a wrong key in the URL never gets this far: 403 before the upgrade */
     tc_finish(&e);
 }
 END_TEST
