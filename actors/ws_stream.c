@@ -475,7 +475,7 @@ static void client_frame(wss *w, int opcode, const rt_buf *b)
     const char *key;
     bool auth = j != NULL && ws_auth_frame(j, &key);
     if (w->state == S_AUTH) {
-        if (auth && rt_key_eq(w->o.api_key, strlen(w->o.api_key), key)) {
+        if (auth && rt_keys_match(w->o.api_keys, w->o.napi_keys, key)) {
             rt_timer_stop(w->self, w->auth_timer);
             subscribe(w);
         } else {
@@ -535,7 +535,7 @@ static int wss_init(rt_actor *self, void *arg, void **state)
     w->seed = (unsigned)rt_actor_id(self);
     *state = w;
     atomic_fetch_add_explicit(&ws_metrics_g.open, 1, memory_order_relaxed);
-    if (o->api_key == NULL || o->authed) {
+    if (o->napi_keys == 0 || o->authed) {
         subscribe(w);
     } else {
         w->state = S_AUTH;

@@ -105,7 +105,8 @@ typedef struct ws_stream_opts {
     convs *convs;
     st_store *store;
     rt_uuid conv;
-    const char *api_key; /* NULL: no key needed (borrowed: the server's) */
+    const char *const *api_keys; /* any of them; none: no key needed */
+    size_t napi_keys;            /* (borrowed: the server's) */
     bool authed;         /* the key came with the upgrade (query or header) */
     ws_replay replay;
     char after_ts[40];    /* server-local naive time; "" with SINCE: nothing */
@@ -120,7 +121,7 @@ typedef struct ws_stream_opts {
 } ws_stream_opts;
 
 /* Spawn the stream on the calling loop (o and its strings are copied,
- * but for api_key). On failure the sink is not used: the caller still owns
+ * but for api_keys). On failure the sink is not used: the caller still owns
  * sink_ctx. */
 int ws_stream_start(rt_runtime *rt, const ws_stream_opts *o, rt_actor **out);
 

@@ -399,6 +399,8 @@ typedef struct pl_http_options {
     const char *host;     /* default "127.0.0.1" */
     int port;             /* 0: any free port */
     const char *api_key;  /* NULL or "": no key needed */
+    const char *const *api_keys; /* more keys, any of which will do */
+    size_t napi_keys;
     const char *tls_cert; /* both set: HTTPS (PEM files) */
     const char *tls_key;
     /* limits: 0 = the defaults (parley serve --help) */

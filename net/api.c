@@ -17,7 +17,7 @@
 
 static bool key_ok(const net_api *a, const char *given)
 {
-    return rt_key_eq(a->api_key, a->api_key_len, given);
+    return rt_keys_match(a->api_keys, a->napi_keys, given);
 }
 
 void net_api_handle(net_req *r)
@@ -33,7 +33,7 @@ void net_api_handle(net_req *r)
         return;
     }
     bool api = strncmp(r->http->target, "/api/", 5) == 0;
-    if (api && r->api->api_key != NULL &&
+    if (api && r->api->napi_keys > 0 &&
         !key_ok(r->api, hp_header_get(r->http, "x-session-api-key"))) {
         net_reply_error(r, 401, "missing or wrong X-Session-API-Key header");
         return;

@@ -28,8 +28,8 @@ typedef struct net_api {
     rt_runtime *rt;
     st_store *store;
     convs *convs;
-    const char *api_key; /* NULL: no auth */
-    size_t api_key_len;
+    const char *const *api_keys; /* any of them is the key; none: no auth */
+    size_t napi_keys;
     uint64_t call_timeout_ms;
     uint64_t started_ms; /* uv_hrtime at start, in ms */
     bool tls;

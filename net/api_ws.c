@@ -80,7 +80,8 @@ void net_api_ws(net_req *r)
     ws_stream_opts o = {.convs = r->api->convs,
                         .store = r->api->store,
                         .conv = r->route.conv,
-                        .api_key = r->api->api_key,
+                        .api_keys = r->api->api_keys,
+                        .napi_keys = r->api->napi_keys,
                         .auth_timeout_ms = so->ws_auth_timeout_ms,
                         .stall_timeout_ms = so->ws_stall_ms,
                         .queue_bytes = so->ws_queue_bytes,
@@ -93,8 +94,8 @@ void net_api_ws(net_req *r)
     const char *key = net_query_get(&r->query, "session_api_key");
     if (key == NULL)
         key = hp_header_get(r->http, "x-session-api-key");
-    if (o.api_key != NULL && key != NULL) {
-        o.authed = rt_key_eq(r->api->api_key, r->api->api_key_len, key);
+    if (o.napi_keys > 0 && key != NULL) {
+        o.authed = rt_keys_match(o.api_keys, o.napi_keys, key);
         if (!o.authed) { /* as upstream: refused before the upgrade */
             net_reply_error(r, 403, "Authentication failed");
             return;

@@ -43,6 +43,8 @@ int pl_http_start(pl_instance *p, const pl_http_options *o, pl_http **out, char 
     net_server_opts so = {.host = o->host,
                           .port = o->port,
                           .api_key = o->api_key,
+                          .api_keys = o->api_keys,
+                          .napi_keys = o->napi_keys,
                           .tls_cert = o->tls_cert,
                           .tls_key = o->tls_key,
                           .header_bytes = o->max_header,

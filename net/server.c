@@ -252,10 +252,18 @@ int net_server_start(rt_runtime *rt, st_store *store, convs *cv, const net_serve
                        .call_timeout_ms = s->o.call_timeout_ms,
                        .opts = &s->o,
                        .started_ms = uv_hrtime() / 1000000};
-    if (s->o.api_key != NULL && s->o.api_key[0] != '\0') {
-        s->api.api_key = s->o.api_key;
-        s->api.api_key_len = strlen(s->o.api_key);
+    s->keys = calloc(s->o.napi_keys + 1, sizeof(char *));
+    if (s->keys == NULL) {
+        net_server_free(s);
+        snprintf(err, errlen, "out of memory");
+        return RT_ENOMEM;
     }
+    if (s->o.api_key != NULL && s->o.api_key[0] != '\0')
+        s->keys[s->api.napi_keys++] = s->o.api_key;
+    for (size_t i = 0; i < s->o.napi_keys; i++)
+        if (s->o.api_keys[i] != NULL && s->o.api_keys[i][0] != '\0')
+            s->keys[s->api.napi_keys++] = s->o.api_keys[i];
+    s->api.api_keys = s->keys;
     int r = 0;
     if (s->o.tls_cert != NULL || s->o.tls_key != NULL) {
         if (s->o.tls_cert == NULL || s->o.tls_key == NULL) {
@@ -326,6 +334,7 @@ void net_server_free(net_server *s)
     for (int i = 0; i < s->nloops; i++)
         rt_actor_unref(s->actors[i]);
     net_tls_config_free(s->tls);
+    free(s->keys);
     uv_mutex_destroy(&s->lock);
     uv_cond_destroy(&s->cond);
     free(s->fds);

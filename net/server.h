@@ -31,6 +31,8 @@ typedef struct net_server_opts {
     const char *host;     /* default "127.0.0.1" */
     int port;             /* 0: any free port */
     const char *api_key;  /* NULL or "": the API needs no key */
+    const char *const *api_keys; /* more keys, any of which will do (NULL- */
+    size_t napi_keys;            /* or "" ones are skipped) */
     const char *tls_cert; /* both set: HTTPS */
     const char *tls_key;
     size_t header_bytes;        /* default 16 KiB */

@@ -20,6 +20,7 @@ struct net_server {
     net_server_opts o;
     net_api api;
     struct net_tls_config *tls;
+    const char **keys; /* the API keys (the strings are the caller's) */
     char url[128];
     int nloops;
     int *fds;          /* one listening socket per loop */

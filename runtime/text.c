@@ -188,6 +188,14 @@ void rt_utf8_clean(char *s)
     }
 }
 
+bool rt_keys_match(const char *const *keys, size_t n, const char *given)
+{
+    bool ok = n == 0;
+    for (size_t i = 0; i < n; i++)
+        ok |= rt_key_eq(keys[i], strlen(keys[i]), given);
+    return ok;
+}
+
 bool rt_key_eq(const char *key, size_t keylen, const char *given)
 {
     if (given == NULL)

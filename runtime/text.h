@@ -55,5 +55,8 @@ void rt_utf8_clean(char *s);
 /* Is given (NUL-terminated, or NULL: no) the secret key? Constant time in
  * the key's length: a peer learns nothing from how long a guess took. */
 bool rt_key_eq(const char *key, size_t keylen, const char *given);
+/* Is given one of the n keys? Every key is compared, whatever matched, so
+ * the time says nothing of which. n == 0: no key is needed (true). */
+bool rt_keys_match(const char *const *keys, size_t n, const char *given);
 
 #endif

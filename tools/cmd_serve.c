@@ -34,7 +34,8 @@ static const char serve_usage[] =
     "  --listen HOST:PORT   address to serve on (default 127.0.0.1:8000; port 0 picks a\n"
     "                       free one; [::1]:PORT for IPv6)\n"
     "  --api-key KEY        require header X-Session-API-Key: KEY on /api/* (default:\n"
-    "                       $SESSION_API_KEY; none: no key needed)\n"
+    "                       $SESSION_API_KEY; none: no key needed); repeat it to\n"
+    "                       accept any of several keys (at most 16)\n"
     "  --tls-cert FILE, --tls-key FILE\n"
     "                       serve HTTPS (TLS 1.2, AEAD suites) with this PEM certificate\n"
     "                       chain and key\n"
@@ -154,7 +155,9 @@ int cmd_serve(int argc, char **argv)
     const char *data = "parley-data", *durability = "full";
     int workers = 0, c, n;
     pl_options po = {0};
-    pl_http_options so = {.port = 8000, .api_key = getenv("SESSION_API_KEY")};
+    pl_http_options so = {.port = 8000};
+    const char *keys[16];
+    size_t nkeys = 0;
     char host[256] = "127.0.0.1";
     unsigned long long ms;
     uint64_t bytes;
@@ -202,7 +205,9 @@ int cmd_serve(int argc, char **argv)
                 return CLI_USAGE;
             break;
         case 'k':
-            so.api_key = optarg;
+            if (nkeys == sizeof(keys) / sizeof(keys[0]))
+                return cli_usage_error("serve", "at most 16 --api-key");
+            keys[nkeys++] = optarg;
             break;
         case 'C':
             so.tls_cert = optarg;
@@ -289,6 +294,10 @@ int cmd_serve(int argc, char **argv)
         return CLI_FAIL;
     }
     so.host = host;
+    if (nkeys == 0) /* the keys given, or else the environment's */
+        so.api_key = getenv("SESSION_API_KEY");
+    so.api_keys = keys;
+    so.napi_keys = nkeys;
     pl_http *srv;
     r = pl_http_start(p, &so, &srv, err, sizeof(err));
     if (r < 0) {
@@ -314,7 +323,7 @@ int cmd_serve(int argc, char **argv)
            "version=%s url=%s workers=%d data=%s conversations=%zu durability=%s auth=%s "
            "open_files=%ld",
            pl_version(), pl_http_url(srv), pl_workers(p), data, pl_conversations(p), durability,
-           so.api_key != NULL && so.api_key[0] != '\0' ? "api-key" : "none", files);
+           nkeys > 0 || (so.api_key != NULL && so.api_key[0] != '\0') ? "api-key" : "none", files);
     /* each connection is a file, and each conversation in use two more */
     unsigned conns = so.max_connections != 0 ? so.max_connections : 10000;
     if (files >= 0 && files < (long)conns + 64)

@@ -272,6 +272,22 @@ def auth_checks(srv, key):
         check(200 <= r.status < 300, "%s %s with the right key: want 2xx" % (method, path), r)
 
 
+def auth_several_keys(srv, keys):
+    """As upstream's session_api_keys: any of the keys will do."""
+    from ws_raw import handshake
+    cid = None
+    for k in keys:
+        c = srv.client(api_key=k)
+        check(c.get("/api/conversations/count").status == 200, "key %r works" % k)
+        cid = cid or new_conv(c)
+    anon = srv.client(api_key=None)
+    for k in (None, "", "wrong", keys[0] + keys[1]):
+        r = anon.request("GET", "/api/conversations/count", headers={"X-Session-API-Key": k})
+        check(r.status == 401, "key %r: 401" % k, r)
+    s, _ = handshake(srv.port, "/sockets/events/%s?session_api_key=%s" % (cid, keys[1]))
+    s.close()
+
+
 # --------------------------------------------------------- 3. conversations ---
 
 
@@ -1438,6 +1454,11 @@ def main():
     key = "k3y-Secret-0123456789"
     with serving("auth_server_stops_cleanly", api_key=key) as srv:
         run("auth_api_key_flag", auth_checks, srv, key)
+    keys = ["first-key-1", "second-key-2"]
+    with serving("several_keys_server_stops_cleanly",
+                 args=["--api-key", keys[0], "--api-key", keys[1]]) as srv:
+        srv.api_key = keys[0]
+        run("auth_several_keys", auth_several_keys, srv, keys)
     with serving("env_auth_server_stops_cleanly", env={"SESSION_API_KEY": key}) as srv:
         srv.api_key = key  # the client sends it; the server got it from the environment
         run("auth_session_api_key_env", auth_checks, srv, key)

@@ -401,7 +401,8 @@ START_TEST(auth_first_frame)
 {
     tc_env e = {0};
     tc_start(&e, NULL, NULL, ST_NONE);
-    ws_stream_opts o = {.api_key = "sekret"};
+    static const char *const keys[] = {"sekret"};
+    ws_stream_opts o = {.api_keys = keys, .napi_keys = 1};
     msink *good = stream(&e, o);
     const char *auth = "{\"type\":\"auth\",\"session_api_key\":\"sekret\"}";
     rt_send(good->a, WS_IN, 1, rt_buf_copy(auth, strlen(auth)));
