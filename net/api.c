@@ -35,7 +35,7 @@ void net_api_handle(net_req *r)
     bool api = strncmp(r->http->target, "/api/", 5) == 0;
     if (api && r->api->napi_keys > 0 &&
         !key_ok(r->api, hp_header_get(r->http, "x-session-api-key"))) {
-        net_reply_error(r, 401, "missing or wrong X-Session-API-Key header");
+        net_reply_error(r, 401, "Unauthorized"); /* as upstream words it */
         return;
     }
     if (rt->status != 0) {
