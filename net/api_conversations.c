@@ -47,6 +47,33 @@ static json_t *meta_of(st_store *s, const rt_uuid *id)
     return j;
 }
 
+/* ---- what answers show -------------------------------------------------------- */
+
+/* As upstream: agent.agent_context.skills is [] in answers unless the
+ * request says include_skills=true (a stock agent inlines ~260 KB of
+ * them, which no known client reads); what is stored is untouched. */
+static json_t *shown(net_req *r, json_t *info)
+{
+    const char *v = net_query_get(&r->query, "include_skills");
+    bool all = v != NULL && (strcmp(v, "true") == 0 || strcmp(v, "1") == 0);
+    json_t *ctx = json_object_get(json_object_get(info, "agent"), "agent_context");
+    json_t *skills = json_object_get(ctx, "skills");
+    if (!all && json_is_array(skills) && json_array_size(skills) > 0)
+        json_object_set_new(ctx, "skills", json_array());
+    return info;
+}
+
+/* include_skills must be a boolean: 0, or -1 after answering 422. */
+static int check_include_skills(net_req *r)
+{
+    const char *v = net_query_get(&r->query, "include_skills");
+    if (v == NULL || strcmp(v, "true") == 0 || strcmp(v, "false") == 0 || strcmp(v, "1") == 0 ||
+        strcmp(v, "0") == 0)
+        return 0;
+    net_reply_error(r, 422, "include_skills must be true or false, not '%.40s'", v);
+    return -1;
+}
+
 /* ---- asking many conversations for their status ---------------------------- */
 
 typedef struct gather gather;
@@ -192,7 +219,7 @@ static void got_one(gather *g)
         net_reply_error(r, 404, "Conversation not found: %s", id);
         return;
     }
-    net_reply_json(r, status, info);
+    net_reply_json(r, status, shown(r, info));
 }
 
 static void get_one(net_req *r, const rt_uuid *id, int status)
@@ -211,7 +238,7 @@ static void got_many(gather *g)
         return;
     json_t *list = json_array();
     for (size_t i = 0; i < g->n; i++) {
-        json_array_append_new(list, g->info[i] != NULL ? g->info[i] : json_null());
+        json_array_append_new(list, g->info[i] != NULL ? shown(g->r, g->info[i]) : json_null());
         g->info[i] = NULL;
     }
     net_req *r = g->r;
@@ -362,7 +389,7 @@ static void listed(gather *g)
     json_t *items = json_array();
     size_t end = start + (size_t)l->limit < n ? start + (size_t)l->limit : n;
     for (size_t i = start; i < end; i++)
-        json_array_append(items, es[i].info);
+        json_array_append(items, shown(r, es[i].info));
     char next[33];
     if (end < n)
         rt_uuid_hex(&es[end].id, next);
@@ -612,6 +639,10 @@ static void patch(net_req *r)
 
 void net_api_conversations(net_req *r)
 {
+    if ((r->route.id == NET_R_CONV_CREATE || r->route.id == NET_R_CONV_BATCH ||
+         r->route.id == NET_R_CONV_SEARCH || r->route.id == NET_R_CONV_GET) &&
+        check_include_skills(r) < 0)
+        return;
     switch (r->route.id) {
     case NET_R_CONV_CREATE:
         create(r);

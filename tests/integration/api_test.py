@@ -343,6 +343,33 @@ def secrets_not_echoed(c):
           "a secret's value must not be returned in ConversationInfo", got)
 
 
+def include_skills(c):
+    """As upstream: agent.agent_context.skills is [] in answers unless
+    include_skills=true; what is stored keeps them."""
+    skills = [{"name": "s%d" % i, "content": "x" * 100, "trigger": None} for i in range(3)]
+    body = {"agent": {"kind": "Agent", "llm": {"model": "m"},
+                      "agent_context": {"skills": skills, "system_message_suffix": "hi"}}}
+    b = c.expect("POST", "/api/conversations", 201, body)
+    cid = b["id"]
+
+    def ctx(info):
+        return info["agent"]["agent_context"]
+    check(ctx(b)["skills"] == [] and ctx(b)["system_message_suffix"] == "hi",
+          "create: skills trimmed, the rest kept", b)
+    check(ctx(c.expect("GET", conv_path(cid), 200))["skills"] == [], "get: trimmed")
+    full = c.expect("GET", conv_path(cid) + "?include_skills=true", 200)
+    check(len(ctx(full)["skills"]) == 3, "get ?include_skills=true: all of them", full)
+    many = c.expect("GET", "/api/conversations?ids=%s" % cid, 200)
+    check(ctx(many[0])["skills"] == [], "batch: trimmed", many)
+    many = c.expect("GET", "/api/conversations?include_skills=true&ids=%s" % cid, 200)
+    check(len(ctx(many[0])["skills"]) == 3, "batch ?include_skills=true", many)
+    items = c.expect("GET", "/api/conversations/search?limit=100", 200)["items"]
+    mine = [i for i in items if i["id"] == cid]
+    check(mine and ctx(mine[0])["skills"] == [], "search: trimmed", mine)
+    r = c.request("GET", conv_path(cid) + "?include_skills=maybe")
+    check(r.status == 422, "include_skills=maybe: 422", r)
+
+
 def create_bad_requests(c):
     for bad in ("nope", "1234", 42, "3f1e2d4c-5b6a-4789-8abc-def01234567",
                 "zz1e2d4c5b6a47898abcdef012345678"):
@@ -1414,7 +1441,7 @@ def main():
         run("wrong_method_405", wrong_method_405, c)
         # 3. conversations
         for fn in (create_defaults, create_with_given_id, create_fields_stored,
-                   secrets_not_echoed, create_bad_requests, title_counts_characters,
+                   secrets_not_echoed, include_skills, create_bad_requests, title_counts_characters,
                    create_with_initial_message, get_conversation, get_many, search_conversations,
                    count_conversations, status_filter, patch_conversation, run_pause_interrupt,
                    pause_when_paused, conversation_delete):
