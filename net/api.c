@@ -53,6 +53,7 @@ void net_api_handle(net_req *r)
     case NET_R_READY:
     case NET_R_SERVER_INFO:
     case NET_R_METRICS:
+    case NET_R_OPENAPI:
         net_api_info(r);
         break;
     case NET_R_EV_SEARCH:

@@ -105,6 +105,9 @@ typedef void (*net_posted_fn)(net_req *r, rt_msg *refusal);
 int net_post_message(net_req *r, rt_actor *a, const char *role, json_t *content, bool run,
                      net_posted_fn done);
 
+/* The OpenAPI description of the routes (openapi.c). */
+json_t *net_openapi(void);
+
 /* The handlers, by area (api_*.c). */
 void net_api_info(net_req *r);          /* /alive /health /ready /server_info /metrics */
 void net_api_conversations(net_req *r); /* /api/conversations... */

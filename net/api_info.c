@@ -33,6 +33,9 @@ void net_api_info(net_req *r)
                                  a->tls ? "tls" : "http"));
         return;
     }
+    case NET_R_OPENAPI:
+        net_reply_json(r, 200, net_openapi());
+        return;
     case NET_R_METRICS: {
         rt_text t = {0};
         net_metrics_render(&t);

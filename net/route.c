@@ -10,39 +10,71 @@
 
 enum { SEG_MAX = 8 };
 
-typedef struct pattern {
-    net_route_id id;
-    const char *method;
-    const char *path; /* segments; "{c}" a conversation, "{e}" an event */
-    bool open;
-} pattern;
+typedef net_route_spec pattern;
 
-/* Literal patterns come before the parameter patterns they overlap. */
+#define CONV_QUERY "include_skills"
+#define EV_FILTERS "kind,source,body,timestamp__gte,timestamp__lt"
+
+/* Literal patterns come before the parameter patterns they overlap. The
+ * router and /openapi.json both read this table: what is described is
+ * what is routed. */
 static const pattern table[] = {
-    {NET_R_ALIVE, "GET", "/alive", true},
-    {NET_R_HEALTH, "GET", "/health", true},
-    {NET_R_READY, "GET", "/ready", true},
-    {NET_R_SERVER_INFO, "GET", "/server_info", true},
-    {NET_R_METRICS, "GET", "/metrics", true},
-    {NET_R_CONV_CREATE, "POST", "/api/conversations", false},
-    {NET_R_CONV_BATCH, "GET", "/api/conversations", false},
-    {NET_R_CONV_SEARCH, "GET", "/api/conversations/search", false},
-    {NET_R_CONV_COUNT, "GET", "/api/conversations/count", false},
-    {NET_R_CONV_GET, "GET", "/api/conversations/{c}", false},
-    {NET_R_CONV_DELETE, "DELETE", "/api/conversations/{c}", false},
-    {NET_R_CONV_PATCH, "PATCH", "/api/conversations/{c}", false},
-    {NET_R_CONV_RUN, "POST", "/api/conversations/{c}/run", false},
-    {NET_R_CONV_PAUSE, "POST", "/api/conversations/{c}/pause", false},
-    {NET_R_CONV_INTERRUPT, "POST", "/api/conversations/{c}/interrupt", false},
-    {NET_R_EV_SEARCH, "GET", "/api/conversations/{c}/events/search", false},
-    {NET_R_EV_COUNT, "GET", "/api/conversations/{c}/events/count", false},
-    {NET_R_EV_APPEND, "POST", "/api/conversations/{c}/events/append", false},
-    {NET_R_EV_GET, "GET", "/api/conversations/{c}/events/{e}", false},
-    {NET_R_EV_BATCH, "GET", "/api/conversations/{c}/events", false},
-    {NET_R_EV_POST, "POST", "/api/conversations/{c}/events", false},
+    {NET_R_ALIVE, "GET", "/alive", true, "liveness: {\"status\": \"ok\"}", NULL},
+    {NET_R_HEALTH, "GET", "/health", true, "health: {\"status\": \"ok\"}", NULL},
+    {NET_R_READY, "GET", "/ready", true, "readiness: {\"status\": \"ready\"}", NULL},
+    {NET_R_SERVER_INFO, "GET", "/server_info", true, "what the server is", NULL},
+    {NET_R_METRICS, "GET", "/metrics", true, "figures, as Prometheus text", NULL},
+    {NET_R_OPENAPI, "GET", "/openapi.json", true, "this description of the API", NULL},
+    {NET_R_CONV_CREATE, "POST", "/api/conversations", false,
+     "start a conversation (a StartConversationRequest): its ConversationInfo, 201 (200 if it "
+     "existed)",
+     CONV_QUERY},
+    {NET_R_CONV_BATCH, "GET", "/api/conversations", false,
+     "ConversationInfo of each id (null for an unknown one)", "ids," CONV_QUERY},
+    {NET_R_CONV_SEARCH, "GET", "/api/conversations/search", false,
+     "a page of ConversationInfo: {items, next_page_id}",
+     "page_id,limit,status,sort_order," CONV_QUERY},
+    {NET_R_CONV_COUNT, "GET", "/api/conversations/count", false, "how many conversations",
+     "status"},
+    {NET_R_CONV_GET, "GET", "/api/conversations/{c}", false, "a conversation's ConversationInfo",
+     CONV_QUERY},
+    {NET_R_CONV_DELETE, "DELETE", "/api/conversations/{c}", false,
+     "delete a conversation and its log", NULL},
+    {NET_R_CONV_PATCH, "PATCH", "/api/conversations/{c}", false,
+     "change a conversation's title or tags", NULL},
+    {NET_R_CONV_RUN, "POST", "/api/conversations/{c}/run", false, "run: status running", NULL},
+    {NET_R_CONV_PAUSE, "POST", "/api/conversations/{c}/pause", false,
+     "pause: a PauseEvent, status paused", NULL},
+    {NET_R_CONV_INTERRUPT, "POST", "/api/conversations/{c}/interrupt", false,
+     "interrupt: an InterruptEvent, status paused", NULL},
+    {NET_R_EV_SEARCH, "GET", "/api/conversations/{c}/events/search", false,
+     "a page of events: {items, next_page_id}", "page_id,limit,sort_order," EV_FILTERS},
+    {NET_R_EV_COUNT, "GET", "/api/conversations/{c}/events/count", false, "how many events",
+     EV_FILTERS},
+    {NET_R_EV_APPEND, "POST", "/api/conversations/{c}/events/append", false,
+     "append an event or an all-or-nothing array (the producer route; the compliance gate "
+     "decides)",
+     NULL},
+    {NET_R_EV_GET, "GET", "/api/conversations/{c}/events/{e}", false, "an event", NULL},
+    {NET_R_EV_BATCH, "GET", "/api/conversations/{c}/events", false,
+     "events by id (null for an unknown one)", "event_ids"},
+    {NET_R_EV_POST, "POST", "/api/conversations/{c}/events", false,
+     "post a user message (a SendMessageRequest)", NULL},
     /* open: the stream authenticates itself (first-frame auth) */
-    {NET_R_WS_EVENTS, "GET", "/sockets/events/{c}", true},
+    {NET_R_WS_EVENTS, "GET", "/sockets/events/{c}", true,
+     "upgrade to a WebSocket stream of the conversation's events",
+     "resend_mode,after_timestamp,resend_all,after_id,envelope,session_api_key"},
 };
+
+size_t net_route_count(void)
+{
+    return sizeof(table) / sizeof(table[0]);
+}
+
+const net_route_spec *net_route_at(size_t i)
+{
+    return i < net_route_count() ? &table[i] : NULL;
+}
 
 typedef struct seg {
     const char *p;

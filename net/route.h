@@ -43,6 +43,7 @@ typedef enum net_route_id {
     NET_R_EV_POST,        /* POST   .../events: a user message */
     NET_R_EV_APPEND,      /* POST   .../events/append: the producer route */
     NET_R_WS_EVENTS,      /* GET    /sockets/events/{c}: the WebSocket stream */
+    NET_R_OPENAPI,        /* GET    /openapi.json */
     NET_R_COUNT
 } net_route_id;
 
@@ -64,6 +65,19 @@ typedef struct net_route {
 
 /* Fill r for this method and request target. Returns r->status (0: routed). */
 int net_route_match(const char *method, const char *target, net_route *r);
+
+/* A route as the table has it. */
+typedef struct net_route_spec {
+    net_route_id id;
+    const char *method;
+    const char *path; /* segments; "{c}" a conversation, "{e}" an event */
+    bool open;        /* no API key needed */
+    const char *summary;
+    const char *query; /* its query parameters, comma-separated, or NULL */
+} net_route_spec;
+
+size_t net_route_count(void);
+const net_route_spec *net_route_at(size_t i);
 
 /* The pattern of a route id, for metrics ("" for NET_R_NONE). */
 const char *net_route_name(net_route_id id);

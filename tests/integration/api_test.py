@@ -199,6 +199,31 @@ def alive_health_ready_info(c):
     check(isinstance(info, dict) and isinstance(info.get("version"), str), "server_info", info)
 
 
+def openapi_description(c):
+    """/openapi.json describes every route the server routes, and routes
+    every route it describes (both come from one table)."""
+    d = c.expect("GET", "/openapi.json", 200)
+    check(d.get("openapi", "").startswith("3.") and d["info"]["title"] == "parley", "OpenAPI", d)
+    ops = [(m.upper(), p) for p, item in d["paths"].items() for m in item]
+    for want in [("POST", "/api/conversations"), ("GET", "/api/conversations/search"),
+                 ("GET", "/api/conversations/{conversation_id}/events/{event_id}"),
+                 ("POST", "/api/conversations/{conversation_id}/events/append"),
+                 ("GET", "/sockets/events/{conversation_id}"), ("GET", "/openapi.json")]:
+        check(want in ops, "%s %s described" % want, sorted(ops))
+    search = d["paths"]["/api/conversations/{conversation_id}/events/search"]["get"]
+    names = {p["name"] for p in search["parameters"]}
+    check({"conversation_id", "page_id", "limit", "kind", "body"} <= names, "its parameters", names)
+    check(search["security"] == [{"session_api_key": []}], "the API wants the key", search)
+    check("security" not in d["paths"]["/alive"]["get"], "/alive does not", d["paths"]["/alive"])
+    cid = new_conv(c)
+    eid = append(c, cid, user_msg(say="described"))["events"][0]["id"]
+    for method, path in sorted(ops, key=lambda o: o[0] == "DELETE"):  # DELETE last
+        target = path.replace("{conversation_id}", cid).replace("{event_id}", eid)
+        r = c.request(method, target, body={} if method in ("POST", "PATCH") else None)
+        routed = not (r.status in (404, 405) and "route" in (r.body or {}).get("detail", ""))
+        check(routed, "%s %s is described but not routed" % (method, path), r)
+
+
 def unknown_path_404(c):
     for p in ("/nope", "/api/nope", "/api/conversations/%s/nope" % ("0" * 32), "/alive/x"):
         r = c.get(p)
@@ -1438,6 +1463,7 @@ def main():
         run("alive_health_ready_info", alive_health_ready_info, c)
         run("prometheus_metrics", prometheus_metrics, c)
         run("unknown_path_404", unknown_path_404, c)
+        run("openapi_description", openapi_description, c)
         run("wrong_method_405", wrong_method_405, c)
         # 3. conversations
         for fn in (create_defaults, create_with_given_id, create_fields_stored,
