@@ -24,7 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { LIMIT_MAX = NET_PAGE_MAX, TITLE_MAX = 200 };
+enum { LIMIT_MAX = NET_PAGE_MAX, TITLE_MAX = 200, TAG_VALUE_MAX = 256 };
 
 /* The stored meta, parsed; NULL if the conversation is gone. */
 static json_t *meta_of(st_store *s, const rt_uuid *id)
@@ -471,6 +471,11 @@ static const char *check_fields(json_t *b)
         {
             if (!json_is_string(t))
                 return "tags must be an object of strings";
+            /* as upstream: keys lowercase alphanumeric, values of 256 at most */
+            if (k[0] == '\0' || strspn(k, "abcdefghijklmnopqrstuvwxyz0123456789") != strlen(k))
+                return "a tag key must be lowercase letters and digits only";
+            if (utf8_chars(json_string_value(t)) > TAG_VALUE_MAX)
+                return "a tag value must be 256 characters at most";
         }
     }
     if ((v = json_object_get(b, "max_iterations")) != NULL &&

@@ -409,7 +409,9 @@ def create_bad_requests(c):
     check(r.status == 422, "a title of 201 characters: 422", r)
     b = c.expect("POST", "/api/conversations", 201, {"title": "x" * 200})
     check(b.get("title") == "x" * 200, "a title of 200 characters is fine", b)
-    for bad in ({"title": ""}, {"tags": []}, {"tags": {"a": 1}}, {"max_iterations": "many"}):
+    for bad in ({"title": ""}, {"tags": []}, {"tags": {"a": 1}}, {"max_iterations": "many"},
+                {"tags": {"Key": "v"}}, {"tags": {"a-b": "v"}}, {"tags": {"": "v"}},
+                {"tags": {"k": "x" * 257}}):
         r = c.post("/api/conversations", bad)
         check(r.status == 422, "%r: 422" % bad, r)
 
