@@ -167,13 +167,13 @@ def one_byte_records():
 
 def large_body():
     pad = "a" * (4 << 20)
-    body = json.dumps({"title": "big", "tags": {"pad": pad}}).encode()
+    body = json.dumps({"title": "big", "agent": {"pad": pad}}).encode()
     s = tls()
     s.sendall(b"POST /api/conversations HTTP/1.1\r\nHost: localhost\r\n"
               b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
     st, _, out = Reader(s).response()
     check(st == 201, f"a 4 MiB body over TLS answered {st} {out[:200]!r}")
-    check(json.loads(out)["tags"]["pad"] == pad, "the 4 MiB body came back altered")
+    check(json.loads(out)["agent"]["pad"] == pad, "the 4 MiB body came back altered")
     s.close()
 
 
