@@ -149,8 +149,12 @@ int convs_sup(convs *c, const rt_uuid *id, rt_actor **out);
 void convs_stop(convs *c, const rt_uuid *id);
 /* The server is stopping: CONV_STOPPING to every running conversation. */
 void convs_stopping(convs *c);
-/* Create it (meta stored as given) and start it; *created false if it
- * existed already (then it is returned as is). */
-int convs_create(convs *c, const rt_uuid *id, rt_buf *meta, rt_actor **out, bool *created);
+/* Create it (meta stored as given) as a child of parent (NULL: top-level)
+ * and start it; *created false if it existed already (then it is returned
+ * as is, nothing checked). A parent must exist (-ENOENT), not be the
+ * conversation itself (-ELOOP) and have the same workspace.working_dir in
+ * its meta (-EXDEV). */
+int convs_create(convs *c, const rt_uuid *id, const rt_uuid *parent, rt_buf *meta, rt_actor **out,
+                 bool *created);
 
 #endif

@@ -11,6 +11,7 @@
  */
 #include "conv_impl.h"
 
+#include "runtime/json.h"
 #include "runtime/log.h"
 
 #include <errno.h>
@@ -194,10 +195,45 @@ int convs_get(convs *s, const rt_uuid *id, rt_actor **out)
     return find_running(s, id, false, out);
 }
 
-int convs_create(convs *s, const rt_uuid *id, rt_buf *meta, rt_actor **out, bool *created)
+/* meta's workspace.working_dir (a new reference), or NULL if none. */
+static json_t *working_dir(rt_buf *meta)
+{
+    json_t *m = meta != NULL
+                    ? rt_json_read((const char *)rt_buf_data(meta), rt_buf_len(meta), 0, NULL)
+                    : NULL;
+    json_t *w = json_incref(json_object_get(json_object_get(m, "workspace"), "working_dir"));
+    json_decref(m);
+    return w;
+}
+
+/* As upstream: a child works in its parent's workspace. An unknown parent
+ * passes here; the store refuses it. */
+static bool same_workspace(convs *s, const rt_uuid *parent, rt_buf *meta)
+{
+    st_conv *pc;
+    if (st_conv_get(s->store, parent, &pc) != 0)
+        return true;
+    rt_buf *pm = st_conv_meta(pc);
+    st_conv_release(pc);
+    json_t *a = working_dir(pm), *b = working_dir(meta);
+    bool same = (a == NULL && b == NULL) || json_equal(a, b);
+    json_decref(a);
+    json_decref(b);
+    rt_buf_unref(pm);
+    return same;
+}
+
+int convs_create(convs *s, const rt_uuid *id, const rt_uuid *parent, rt_buf *meta, rt_actor **out,
+                 bool *created)
 {
     st_conv *sc;
-    int r = st_conv_create(s->store, id, meta, &sc);
+    int r;
+    if (parent != NULL && st_conv_get(s->store, id, &sc) == 0)
+        r = -EEXIST; /* returned as is, nothing checked */
+    else if (parent != NULL && !rt_uuid_eq(parent, id) && !same_workspace(s, parent, meta))
+        return -EXDEV;
+    else
+        r = st_conv_create(s->store, id, parent, meta, &sc);
     if (r < 0 && r != -EEXIST)
         return r;
     if (created != NULL)

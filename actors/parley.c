@@ -320,13 +320,16 @@ int pl_conv_create(pl_instance *p, const pl_conv_options *o, pl_conv **out)
         return RT_EINVAL;
     if (rt_current_loop() >= 0)
         return RT_ETHREAD;
-    rt_uuid id;
+    rt_uuid id, parent;
     if (o != NULL && o->id != NULL) {
         if (!rt_uuid_parse(o->id, strlen(o->id), &id))
             return RT_EINVAL;
     } else if (rt_uuid_v4(&id) != 0) {
         return RT_EFAIL;
     }
+    bool child = o != NULL && o->parent_id != NULL;
+    if (child && !rt_uuid_parse(o->parent_id, strlen(o->parent_id), &parent))
+        return RT_EINVAL;
     st_conv *sc;
     if (st_conv_get(p->store, &id, &sc) == 0) {
         st_conv_release(sc);
@@ -339,11 +342,14 @@ int pl_conv_create(pl_instance *p, const pl_conv_options *o, pl_conv **out)
     pl_conv *c = handle(p, &id);
     rt_actor *a = NULL;
     bool created = false;
-    int r = c != NULL ? convs_create(p->convs, &id, meta, &a, &created) : RT_ENOMEM;
+    int r = c != NULL ? convs_create(p->convs, &id, child ? &parent : NULL, meta, &a, &created)
+                      : RT_ENOMEM;
     rt_buf_unref(meta);
     rt_actor_unref(a);
     if (r == 0 && !created)
         r = -EEXIST; /* made by someone else meanwhile */
+    else if (r == -ELOOP || r == -EXDEV)
+        r = RT_EINVAL;
     if (r < 0) {
         free(c);
         return r;
@@ -379,14 +385,9 @@ const char *pl_conv_id(const pl_conv *c)
     return c != NULL ? c->dashed : NULL;
 }
 
-int pl_conv_list(pl_instance *p, pl_id **ids, size_t *n)
+/* ids (taken) as pl_ids */
+static int dashed_ids(rt_uuid *all, size_t k, pl_id **ids, size_t *n)
 {
-    if (p == NULL || ids == NULL || n == NULL)
-        return RT_EINVAL;
-    rt_uuid *all;
-    size_t k;
-    if (st_store_list(p->store, &all, &k) != 0)
-        return RT_ENOMEM;
     pl_id *out = calloc(k ? k : 1, sizeof(*out));
     if (out == NULL) {
         free(all);
@@ -398,6 +399,28 @@ int pl_conv_list(pl_instance *p, pl_id **ids, size_t *n)
     *ids = out;
     *n = k;
     return 0;
+}
+
+int pl_conv_list(pl_instance *p, pl_id **ids, size_t *n)
+{
+    if (p == NULL || ids == NULL || n == NULL)
+        return RT_EINVAL;
+    rt_uuid *all;
+    size_t k;
+    if (st_store_list(p->store, &all, &k) != 0)
+        return RT_ENOMEM;
+    return dashed_ids(all, k, ids, n);
+}
+
+int pl_conv_children(pl_conv *c, pl_id **ids, size_t *n)
+{
+    if (c == NULL || ids == NULL || n == NULL)
+        return RT_EINVAL;
+    rt_uuid *all;
+    size_t k;
+    if (st_store_children(c->p->store, &c->id, &all, &k) != 0)
+        return RT_ENOMEM;
+    return dashed_ids(all, k, ids, n);
 }
 
 int pl_conv_info(pl_conv *c, pl_info *out)
@@ -412,6 +435,9 @@ int pl_conv_info(pl_conv *c, pl_info *out)
     st_conv *sc;
     if (r == 0 && (r = st_conv_get(c->p->store, &c->id, &sc)) == 0) {
         rt_buf *m = st_conv_meta(sc);
+        rt_uuid parent;
+        if (st_conv_parent(sc, &parent))
+            rt_uuid_dashed(&parent, out->parent_id);
         st_conv_release(sc);
         out->meta_json = m != NULL ? strndup((const char *)rt_buf_data(m), rt_buf_len(m)) : NULL;
         rt_buf_unref(m);

@@ -190,11 +190,17 @@ typedef struct pl_conv_options {
      * messages, 6 alternations). */
     int stuck_off;
     unsigned stuck_action_observation, stuck_action_error, stuck_monologue, stuck_alternating;
+    /* The conversation that owns this one (a UUID), fixed for life; NULL:
+     * top-level. It must exist and work in the same workspace (equal
+     * workspace.working_dir in both infos, or none in either). Deleting a
+     * parent leaves its children, naming it still. */
+    const char *parent_id;
 } pl_conv_options;
 
 /* Create a conversation (o may be NULL: defaults) and get a handle.
- * PL_EEXIST if the id is taken (nothing changed); PL_EINVAL for a bad id
- * or meta_json. Blocking (the info is written durably). */
+ * PL_EEXIST if the id is taken (nothing changed); PL_ENOENT if the parent
+ * does not exist; PL_EINVAL for a bad id, parent (itself, or another
+ * workspace's) or meta_json. Blocking (the info is written durably). */
 int pl_conv_create(pl_instance *p, const pl_conv_options *o, pl_conv **out);
 /* A handle on an existing conversation: PL_ENOENT if there is none. */
 int pl_conv_open(pl_instance *p, const char *id, pl_conv **out);
@@ -208,6 +214,9 @@ typedef struct pl_id {
 } pl_id;
 /* Every conversation's id (*ids malloc'd: free() it). */
 int pl_conv_list(pl_instance *p, pl_id **ids, size_t *n);
+/* The conversations created with c as their parent, in id order (*ids
+ * malloc'd: free() it). */
+int pl_conv_children(pl_conv *c, pl_id **ids, size_t *n);
 
 typedef struct pl_info {
     char id[37];
@@ -215,6 +224,7 @@ typedef struct pl_info {
     uint64_t events;           /* durable events in its log */
     size_t pending_tool_calls; /* tool calls without a result yet */
     char updated_at[40];       /* its last event's timestamp ("" if none) */
+    char parent_id[37];        /* its parent's id ("" if top-level) */
     char *meta_json;           /* its stored info (malloc'd) */
 } pl_info;
 /* What the conversation is now. Blocking. pl_info_clear frees it. */
@@ -396,9 +406,9 @@ int pl_timer_stop(pl_actor *self, uint64_t id);
 
 typedef struct pl_http pl_http;
 typedef struct pl_http_options {
-    const char *host;     /* default "127.0.0.1" */
-    int port;             /* 0: any free port */
-    const char *api_key;  /* NULL or "": no key needed */
+    const char *host;            /* default "127.0.0.1" */
+    int port;                    /* 0: any free port */
+    const char *api_key;         /* NULL or "": no key needed */
     const char *const *api_keys; /* more keys, any of which will do */
     size_t napi_keys;
     const char *tls_cert; /* both set: HTTPS (PEM files) */

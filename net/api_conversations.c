@@ -33,7 +33,10 @@ static json_t *meta_of(st_store *s, const rt_uuid *id)
     if (st_conv_get(s, id, &sc) != 0)
         return NULL;
     rt_buf *m = st_conv_meta(sc);
+    rt_uuid parent, *kids = NULL;
+    bool has_parent = st_conv_parent(sc, &parent);
     st_conv_release(sc);
+    size_t nkids = 0;
     json_t *j =
         m != NULL ? rt_json_read((const char *)rt_buf_data(m), rt_buf_len(m), 0, NULL) : NULL;
     rt_buf_unref(m);
@@ -44,6 +47,18 @@ static json_t *meta_of(st_store *s, const rt_uuid *id)
     char dashed[37];
     rt_uuid_dashed(id, dashed);
     json_object_set_new(j, "id", json_string(dashed));
+    /* the catalog's, not the meta's: children are found through it */
+    rt_uuid_dashed(&parent, dashed);
+    json_object_set_new(j, "parent_conversation_id",
+                        has_parent ? json_string(dashed) : json_null());
+    json_t *sub = json_array();
+    if (st_store_children(s, id, &kids, &nkids) == 0)
+        for (size_t i = 0; i < nkids; i++) {
+            rt_uuid_dashed(&kids[i], dashed);
+            json_array_append_new(sub, json_string(dashed));
+        }
+    free(kids);
+    json_object_set_new(j, "sub_conversation_ids", sub);
     return j;
 }
 
@@ -430,6 +445,8 @@ static void list(net_req *r, bool count_only)
 
 typedef struct creation {
     rt_uuid id;
+    rt_uuid parent;
+    bool has_parent;
     rt_buf *meta;
     json_t *initial; /* the user message to post, or NULL */
     bool created;
@@ -493,8 +510,17 @@ static const char *check_fields(json_t *b)
 static void create_work(net_req *r, net_outcome *out)
 {
     creation *c = r->data;
-    int e = convs_create(r->api->convs, &c->id, c->meta, &c->actor, &c->created);
-    if (e < 0)
+    int e = convs_create(r->api->convs, &c->id, c->has_parent ? &c->parent : NULL, c->meta,
+                         &c->actor, &c->created);
+    char parent[37];
+    rt_uuid_dashed(&c->parent, parent);
+    if (e == -ELOOP) /* the texts are upstream's */
+        net_fail(out, 422, "A conversation cannot be its own parent");
+    else if (e == -ENOENT)
+        net_fail(out, 422, "Parent conversation %s not found", parent);
+    else if (e == -EXDEV)
+        net_fail(out, 422, "Parent conversation %s belongs to a different workspace", parent);
+    else if (e < 0)
         net_fail(out, 500, "cannot create the conversation: %s", strerror(-e));
 }
 
@@ -545,8 +571,14 @@ static void create(net_req *r)
     const char *bad = check_fields(b);
     creation *c = bad == NULL ? calloc(1, sizeof(*c)) : NULL;
     json_t *id = json_object_get(b, "conversation_id");
+    json_t *parent = json_object_get(b, "parent_conversation_id");
     if (bad == NULL && c == NULL)
         bad = "out of memory";
+    else if (bad == NULL && parent != NULL && !json_is_null(parent) &&
+             !(c->has_parent =
+                   json_is_string(parent) && rt_uuid_parse(json_string_value(parent),
+                                                           json_string_length(parent), &c->parent)))
+        bad = "parent_conversation_id must be a UUID (dashed or 32 hex digits)";
     else if (bad == NULL && id != NULL && !json_is_null(id) &&
              (!json_is_string(id) ||
               !rt_uuid_parse(json_string_value(id), json_string_length(id), &c->id)))
@@ -563,6 +595,8 @@ static void create(net_req *r)
     c->initial = json_is_object(init) ? json_incref(init) : NULL;
     json_object_del(b, "initial_message");
     json_object_del(b, "conversation_id");
+    json_object_del(b, "parent_conversation_id"); /* the catalog keeps it */
+    json_object_del(b, "sub_conversation_ids");
     char dashed[37], ts[32];
     rt_uuid_dashed(&c->id, dashed);
     ev_now_timestamp(ts);

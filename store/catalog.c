@@ -7,6 +7,12 @@
  * never leaves a half-made conversation; leftovers are removed at load.
  * Logs open lazily under the conversation's own lock, and close again when
  * unused for the idle TTL (the flusher calls st_catalog_close_idle).
+ *
+ * A conversation made with a parent has a file `parent` (its 32 hex
+ * digits), written with meta.json before the rename. Children are found
+ * through a second table hashed by the parent's id, so listing them costs
+ * what they are, and a deleted parent's children keep its id (orphans, as
+ * upstream: nothing cascades).
  */
 #include "store_impl.h"
 
@@ -40,16 +46,28 @@ static st_conv *lookup(st_store *s, const rt_uuid *id)
     return NULL;
 }
 
+static void link_kid(st_store *s, st_conv *c)
+{
+    size_t k = bucket(s, &c->parent);
+    c->knext = s->kids[k];
+    s->kids[k] = c;
+}
+
 static int insert(st_store *s, st_conv *c)
 {
     if (s->count + 1 > s->nbuckets) { /* keep chains short: grow at load 1 */
         size_t n = s->nbuckets * 2;
-        st_conv **b = calloc(n, sizeof(*b));
-        if (b == NULL)
+        st_conv **b = calloc(n, sizeof(*b)), **kb = calloc(n, sizeof(*kb));
+        if (b == NULL || kb == NULL) {
+            free(b);
+            free(kb);
             return -ENOMEM;
+        }
         st_conv **old = s->buckets;
         size_t oldn = s->nbuckets;
+        free(s->kids);
         s->buckets = b;
+        s->kids = kb;
         s->nbuckets = n;
         for (size_t i = 0; i < oldn; i++) {
             for (st_conv *x = old[i], *next; x != NULL; x = next) {
@@ -57,6 +75,8 @@ static int insert(st_store *s, st_conv *c)
                 size_t k = bucket(s, &x->id);
                 x->next = b[k];
                 b[k] = x;
+                if (x->has_parent)
+                    link_kid(s, x);
             }
         }
         free(old);
@@ -64,12 +84,20 @@ static int insert(st_store *s, st_conv *c)
     size_t k = bucket(s, &c->id);
     c->next = s->buckets[k];
     s->buckets[k] = c;
+    if (c->has_parent)
+        link_kid(s, c);
     s->count++;
     return 0;
 }
 
 static void unlink_conv(st_store *s, st_conv *c)
 {
+    if (c->has_parent)
+        for (st_conv **pp = &s->kids[bucket(s, &c->parent)]; *pp != NULL; pp = &(*pp)->knext)
+            if (*pp == c) {
+                *pp = c->knext;
+                break;
+            }
     for (st_conv **pp = &s->buckets[bucket(s, &c->id)]; *pp != NULL; pp = &(*pp)->next) {
         if (*pp == c) {
             *pp = c->next;
@@ -126,11 +154,29 @@ static int rm_tree(const char *path)
     return nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS) != 0 ? -errno : 0;
 }
 
+/* The file `parent` is written before the directory appears, so it is
+ * whole or absent; anything else is said and ignored (top-level). */
+static void read_parent(st_conv *c)
+{
+    char path[4096], *data;
+    size_t n;
+    snprintf(path, sizeof(path), "%s/parent", c->dir);
+    int r = st_read_file(path, 64, &data, &n);
+    if (r == -ENOENT)
+        return;
+    c->has_parent = r == 0 && n == 32 && rt_uuid_parse(data, n, &c->parent);
+    if (!c->has_parent)
+        rt_log(RT_LOG_WARN, "store", "%s: ignoring an unreadable parent file", c->dir);
+    if (r == 0)
+        free(data);
+}
+
 int st_catalog_load(st_store *s, char *err, size_t errlen)
 {
     s->nbuckets = 1024;
     s->buckets = calloc(s->nbuckets, sizeof(*s->buckets));
-    if (s->buckets == NULL)
+    s->kids = calloc(s->nbuckets, sizeof(*s->kids));
+    if (s->buckets == NULL || s->kids == NULL)
         return -ENOMEM;
     DIR *d = opendir(s->conv_dir);
     if (d == NULL) {
@@ -163,6 +209,8 @@ int st_catalog_load(st_store *s, char *err, size_t errlen)
         }
         rt_buf *meta = rt_buf_wrap(data, n, free_data, NULL);
         st_conv *c = meta != NULL ? conv_new(s, &id, meta) : NULL;
+        if (c != NULL)
+            read_parent(c);
         if (c == NULL || (r = insert(s, c)) < 0) {
             if (c != NULL)
                 conv_free(c);
@@ -191,7 +239,9 @@ int st_catalog_free(st_store *s)
         }
     }
     free(s->buckets);
+    free(s->kids);
     s->buckets = NULL;
+    s->kids = NULL;
     return r;
 }
 
@@ -250,23 +300,47 @@ const rt_uuid *st_conv_id(const st_conv *c)
     return &c->id;
 }
 
-int st_conv_create(st_store *s, const rt_uuid *id, rt_buf *meta, st_conv **out)
+bool st_conv_parent(const st_conv *c, rt_uuid *parent)
+{
+    if (c->has_parent)
+        *parent = c->parent;
+    return c->has_parent;
+}
+
+int st_conv_create(st_store *s, const rt_uuid *id, const rt_uuid *parent, rt_buf *meta,
+                   st_conv **out)
 {
     char hex[33], tmp[4096];
     rt_uuid_hex(id, hex);
+    *out = NULL;
     pthread_mutex_lock(&s->cat_mu);
     st_conv *c = lookup(s, id);
-    if (c != NULL) {
+    if (c != NULL)
         hold(c);
+    int r = c != NULL                   ? -EEXIST
+            : parent == NULL            ? 0
+            : rt_uuid_eq(parent, id)    ? -ELOOP
+            : lookup(s, parent) == NULL ? -ENOENT
+                                        : 0;
+    if (r < 0) { /* the parent stays in the catalog while the lock is held */
         pthread_mutex_unlock(&s->cat_mu);
         *out = c;
-        return -EEXIST;
+        return r;
     }
     c = conv_new(s, id, rt_buf_ref(meta));
-    int r = c != NULL ? 0 : -ENOMEM;
+    r = c != NULL ? 0 : -ENOMEM;
+    if (r == 0 && parent != NULL) {
+        c->has_parent = true;
+        c->parent = *parent;
+    }
     snprintf(tmp, sizeof(tmp), "%s/.%s.tmp", s->conv_dir, hex);
     if (r == 0 && mkdir(tmp, 0755) != 0)
         r = -errno;
+    if (r == 0 && parent != NULL) {
+        char phex[33];
+        rt_uuid_hex(parent, phex);
+        r = st_write_file_atomic(tmp, "parent", phex, 32);
+    }
     if (r == 0)
         r = st_write_file_atomic(tmp, "meta.json", rt_buf_data(meta), rt_buf_len(meta));
     if (r == 0 && rename(tmp, c->dir) != 0)
@@ -351,6 +425,42 @@ int st_store_list(st_store *s, rt_uuid **ids, size_t *n)
     pthread_mutex_unlock(&s->cat_mu);
     if (v == NULL)
         return -ENOMEM;
+    *ids = v;
+    *n = k;
+    return 0;
+}
+
+static int cmp_uuid(const void *a, const void *b)
+{
+    return memcmp(((const rt_uuid *)a)->b, ((const rt_uuid *)b)->b, sizeof(((rt_uuid *)a)->b));
+}
+
+int st_store_children(st_store *s, const rt_uuid *id, rt_uuid **ids, size_t *n)
+{
+    size_t k = 0, cap = 0;
+    rt_uuid *v = NULL;
+    int r = 0;
+    pthread_mutex_lock(&s->cat_mu);
+    for (st_conv *c = s->kids[bucket(s, id)]; c != NULL && r == 0; c = c->knext) {
+        if (!rt_uuid_eq(&c->parent, id))
+            continue;
+        if (k == cap) {
+            rt_uuid *nv = realloc(v, (cap = cap ? cap * 2 : 4) * sizeof(*v));
+            if (nv == NULL)
+                r = -ENOMEM;
+            else
+                v = nv;
+        }
+        if (r == 0)
+            v[k++] = c->id;
+    }
+    pthread_mutex_unlock(&s->cat_mu);
+    if (r < 0) {
+        free(v);
+        return r;
+    }
+    if (k > 1)
+        qsort(v, k, sizeof(*v), cmp_uuid);
     *ids = v;
     *n = k;
     return 0;

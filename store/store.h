@@ -3,7 +3,8 @@
  * logs (log.h), and the committer that makes appends durable.
  *
  *   <dir>/lock                        one process per data directory
- *   <dir>/conversations/<32 hex>/     meta.json, then the log's files
+ *   <dir>/conversations/<32 hex>/     meta.json, parent (a child's: its
+ *                                     parent's 32 hex), then the log's files
  *   <dir>/journal/<seq>.wal           `full` appends whose segments may not be
  *                                     on disk yet
  *
@@ -19,7 +20,7 @@
  *                 fdatasync'ed every MS (a crash loses at most that).
  *   none          acknowledged once written; flushed on close only.
  *
- * Opening the store reads each conversation's meta.json and nothing else:
+ * Opening the store reads each conversation's meta.json (and parent) only:
  * its start-up time grows with the number of conversations, not events. A
  * log is opened on first use and closed again after idle_ttl_ms unused.
  *
@@ -36,6 +37,7 @@
 #include "runtime/metrics.h"
 #include "runtime/uuid.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -68,13 +70,20 @@ void st_store_close(st_store *s);
 
 /* ---- conversations: any thread --------------------------------------- */
 
-/* Create with its meta (JSON bytes, stored as given). -EEXIST if the id is
- * taken; *out is then the existing one (still a held reference). */
-int st_conv_create(st_store *s, const rt_uuid *id, rt_buf *meta, st_conv **out);
+/* Create with its meta (JSON bytes, stored as given) and, if parent is not
+ * NULL, its parent conversation, fixed for life. -EEXIST if the id is
+ * taken (*out is then the existing one, still a held reference; nothing
+ * else is checked); -ELOOP if parent is id itself; -ENOENT if there is no
+ * conversation parent. */
+int st_conv_create(st_store *s, const rt_uuid *id, const rt_uuid *parent, rt_buf *meta,
+                   st_conv **out);
 /* A held reference; -ENOENT if unknown. */
 int st_conv_get(st_store *s, const rt_uuid *id, st_conv **out);
 void st_conv_release(st_conv *c);
 const rt_uuid *st_conv_id(const st_conv *c);
+/* The parent it was created with: false for a top-level conversation. The
+ * parent may have been deleted since (children are not). */
+bool st_conv_parent(const st_conv *c, rt_uuid *parent);
 /* The current meta; a reference the caller gives back (rt_buf_unref). */
 rt_buf *st_conv_meta(st_conv *c);
 /* Replace the meta durably (temp file, fsync, rename). */
@@ -86,6 +95,9 @@ int st_conv_log(st_conv *c, st_log **log, st_open_report *rep);
 size_t st_store_count(st_store *s);
 /* A snapshot of every conversation id (malloc'd; the caller frees). */
 int st_store_list(st_store *s, rt_uuid **ids, size_t *n);
+/* The conversations whose parent is id (existing or not), in id order
+ * (*ids malloc'd; the caller frees). O(children), not O(conversations). */
+int st_store_children(st_store *s, const rt_uuid *id, rt_uuid **ids, size_t *n);
 
 /* ---- the committer: appends and deletes --------------------------------- */
 

@@ -26,8 +26,11 @@ struct st_conv {
     _Atomic uint64_t used; /* ms, monotonic: last release */
     _Atomic bool gone;     /* deleted: out of the catalog, files going */
     st_conv *next;         /* hash chain (catalog lock) */
-    uint64_t batch;        /* committer: the last group that wrote to it */
-    st_req *gfirst;        /* committer: that group's requests for it, in order */
+    bool has_parent;       /* set at creation, never changed */
+    rt_uuid parent;
+    st_conv *knext; /* chain of the children hashed by parent id (catalog lock) */
+    uint64_t batch; /* committer: the last group that wrote to it */
+    st_req *gfirst; /* committer: that group's requests for it, in order */
     st_req *glast;
     bool dirty; /* committer: written since the last interval sync */
 };
@@ -53,7 +56,8 @@ struct st_store {
     int lock_fd, dir_fd;
     /* catalog */
     pthread_mutex_t cat_mu;
-    st_conv **buckets;
+    st_conv **buckets; /* by id */
+    st_conv **kids;    /* the conversations with a parent, by the parent's id */
     size_t nbuckets, count;
     /* committer */
     pthread_t committer;

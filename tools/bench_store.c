@@ -110,7 +110,7 @@ static double run_appends(const char *dir, st_durability d, int appenders, uint6
     for (int i = 0; i < CONVS; i++) {
         rt_uuid id;
         rt_uuid_v4(&id);
-        st_conv_create(s, &id, meta, &b.conv[i]);
+        st_conv_create(s, &id, NULL, meta, &b.conv[i]);
     }
     rt_buf_unref(meta);
     appender *as = calloc((size_t)appenders, sizeof(*as));

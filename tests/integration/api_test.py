@@ -671,6 +671,65 @@ def conversation_delete(c):
           "its id can be created again, empty", again)
 
 
+def parent_and_children(c):
+    """upstream's tests/agent_server/test_parent_child_conversations.py,
+    over HTTP: the link is fixed at creation, listed from both sides,
+    validated (self, unknown, another workspace: 422), and a deleted parent
+    orphans its children rather than taking them along."""
+    ws = {"kind": "LocalWorkspace", "working_dir": "/tmp/pc-work"}
+    top = c.expect("POST", "/api/conversations", 201, {"workspace": ws})
+    check(top.get("parent_conversation_id", 0) is None and top.get("sub_conversation_ids") == [],
+          "a top-level conversation has no relationships", top)
+    p = top["id"]
+    a = c.expect("POST", "/api/conversations", 201,
+                 {"workspace": ws, "parent_conversation_id": p})
+    check(a["parent_conversation_id"] == p and a["sub_conversation_ids"] == [],
+          "a child records its parent", a)
+    b = c.expect("POST", "/api/conversations", 201,
+                 {"workspace": ws, "parent_conversation_id": p.replace("-", "")})
+    check(b["parent_conversation_id"] == p, "a parent given as 32 hex digits is shown dashed", b)
+    kids = sorted([a["id"], b["id"]])
+    got = c.expect("GET", conv_path(p), 200)
+    check(got["sub_conversation_ids"] == kids, "the parent lists its children, in id order", got)
+    many = c.expect("GET", "/api/conversations?ids=%s&ids=%s" % (p, a["id"]), 200)
+    check(many[0]["sub_conversation_ids"] == kids and many[1]["parent_conversation_id"] == p,
+          "batch get shows both sides", many)
+    items = {i["id"]: i for i in walk_conversations(c, 100)}
+    check(items[p]["sub_conversation_ids"] == kids and items[a["id"]]["parent_conversation_id"] == p,
+          "search shows both sides")
+    grand = c.expect("POST", "/api/conversations", 201,
+                     {"workspace": ws, "parent_conversation_id": a["id"]})
+    check(c.expect("GET", conv_path(a["id"]), 200)["sub_conversation_ids"] == [grand["id"]],
+          "a child can have children", grand)
+    for body, why in (
+            ({"workspace": ws, "conversation_id": "5e1f0c2a-9b8d-4c7e-a6f5-4d3c2b1a0f9e",
+              "parent_conversation_id": "5e1f0c2a-9b8d-4c7e-a6f5-4d3c2b1a0f9e"}, "its own parent"),
+            ({"workspace": ws, "parent_conversation_id": "00000000-0000-4000-8000-000000000000"},
+             "not found"),
+            ({"workspace": {"kind": "LocalWorkspace", "working_dir": "/tmp/elsewhere"},
+              "parent_conversation_id": p}, "different workspace"),
+            ({"parent_conversation_id": p}, "different workspace"),
+            ({"workspace": ws, "parent_conversation_id": "nope"}, "UUID"),
+            ({"workspace": ws, "parent_conversation_id": 7}, "UUID")):
+        n = int(c.get("/api/conversations/count").raw)
+        r = c.post("/api/conversations", body)
+        check(r.status == 422 and why in (r.body or {}).get("detail", ""),
+              "parent %r: 422 saying %r" % (body.get("parent_conversation_id"), why), r)
+        check(int(c.get("/api/conversations/count").raw) == n, "nothing was created")
+    r = c.post("/api/conversations", {"conversation_id": a["id"], "parent_conversation_id":
+                                      "00000000-0000-4000-8000-000000000000"})
+    check(r.status == 200 and r.body["parent_conversation_id"] == p,
+          "creating an existing one again returns it as is", r)
+    r = c.expect("PATCH", conv_path(a["id"]), 422, {"parent_conversation_id": None})
+    c.expect("DELETE", conv_path(b["id"]), 200)
+    check(c.expect("GET", conv_path(p), 200)["sub_conversation_ids"] == [a["id"]],
+          "deleting a child shrinks its parent's list")
+    c.expect("DELETE", conv_path(p), 200)
+    got = c.expect("GET", conv_path(a["id"]), 200)
+    check(got["parent_conversation_id"] == p, "deleting a parent orphans its children", got)
+    return p, a["id"], grand["id"]
+
+
 # ---------------------------------------------------------------- 4. events ---
 
 
@@ -1337,8 +1396,13 @@ def restart_keeps_everything(srv):
     run_ = new_conv(c, title="running")
     append(c, run_, [user_msg("u1"), action("a1", "c1", "r1")])
     c.expect("POST", conv_path(run_, "/run"), 200)
-    convs = [a, b, f, big, p]
+    ws = {"kind": "LocalWorkspace", "working_dir": "/tmp/restart-work"}
+    mom = c.expect("POST", "/api/conversations", 201, {"workspace": ws})["id"]
+    kid = c.expect("POST", "/api/conversations", 201,
+                   {"workspace": ws, "parent_conversation_id": mom})["id"]
+    convs = [a, b, f, big, p, mom, kid]
     before = {x: c.expect("GET", conv_path(x), 200) for x in convs}
+    check(before[mom]["sub_conversation_ids"] == [kid], "a parent and its child", before[mom])
     events = {x: all_events(c, x) for x in convs}
     listing = walk_conversations(c, 100)
     check(before[b]["execution_status"] == "paused" and
@@ -1358,10 +1422,8 @@ def restart_keeps_everything(srv):
     check(int(c.get("/api/conversations/count").raw) == len(listing), "the count is the same")
     check(c.expect("GET", conv_path(a), 200)["title"] == "alpha 2", "title")
     check(status_of(c, run_) == "error", "a conversation running at the stop is in error")
-    # (the info says error before the recovery's events are in the log: wait for them)
-    evs = wait_for("the crash recovery's events", lambda: (
-        lambda e: e if any(x["kind"] == "AgentErrorEvent" for x in e) else None)(
-            all_events(c, run_)))
+    # nothing is answered about it before its recovery is in the log
+    evs = all_events(c, run_)
     check([e["id"] for e in evs[:2]] == ["u1", "a1"], "its events are kept", evs)
     errs = [e for e in evs if e["kind"] == "AgentErrorEvent"]
     check(len(errs) == 1 and errs[0]["tool_call_id"] == "c1",
@@ -1472,7 +1534,7 @@ def main():
                    secrets_not_echoed, include_skills, create_bad_requests, title_counts_characters,
                    create_with_initial_message, get_conversation, get_many, search_conversations,
                    count_conversations, status_filter, patch_conversation, run_pause_interrupt,
-                   pause_when_paused, conversation_delete):
+                   pause_when_paused, conversation_delete, parent_and_children):
             run(fn.__name__, fn, c)
         # 4. events
         run("post_message", post_message, c)

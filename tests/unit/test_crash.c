@@ -183,7 +183,7 @@ static void child_main(const st_opts *o, int fd, unsigned seed, pid_t parent)
         rt_uuid id;
         tst_conv_id(k, &id);
         rt_buf *meta = meta_for(k);
-        r = st_conv_create(ch.s, &id, meta, &ch.c[k]);
+        r = st_conv_create(ch.s, &id, NULL, meta, &ch.c[k]);
         rt_buf_unref(meta);
         if (r != 0 && r != -EEXIST)
             child_fail(fd, k, r);

@@ -528,7 +528,7 @@ static void fx_open(fx *f)
         tst_conv_id(k, &id);
         if ((r = st_conv_get(f->s, &id, &f->c[k])) == -ENOENT) {
             rt_buf *meta = meta_for(k);
-            r = st_conv_create(f->s, &id, meta, &f->c[k]);
+            r = st_conv_create(f->s, &id, NULL, meta, &f->c[k]);
             rt_buf_unref(meta);
         }
         ck_assert_int_eq(r, 0);
@@ -934,7 +934,7 @@ START_TEST(test_store_disk_full)
     tst_conv_id(NCONV, &id);
     st_conv *c = NULL;
     rt_buf *meta = meta_for(NCONV);
-    ck_assert_int_eq(st_conv_create(x.s, &id, meta, &c), -ENOSPC);
+    ck_assert_int_eq(st_conv_create(x.s, &id, NULL, meta, &c), -ENOSPC);
     ck_assert_ptr_null(c);
     ck_assert_uint_eq(st_store_count(x.s), NCONV);
     ck_assert_int_eq(st_conv_get(x.s, &id, &c), -ENOENT);
@@ -943,7 +943,7 @@ START_TEST(test_store_disk_full)
     fx_crash_image(&x, "disk full");
     for (unsigned k = 0; k < NCONV; k++)
         ck_assert_int_eq(fx_append(&x, k, 1 + k), 0);
-    ck_assert_int_eq(st_conv_create(x.s, &id, meta, &c), 0);
+    ck_assert_int_eq(st_conv_create(x.s, &id, NULL, meta, &c), 0);
     st_conv_release(c);
     rt_buf_unref(meta);
     fx_reopen(&x);
@@ -970,7 +970,7 @@ START_TEST(test_store_log_creation_fault)
     tst_conv_id(NCONV, &id);
     rt_buf *meta = meta_for(NCONV);
     st_conv *c;
-    ck_assert_int_eq(st_conv_create(x.s, &id, meta, &c), 0);
+    ck_assert_int_eq(st_conv_create(x.s, &id, NULL, meta, &c), 0);
     rt_buf_unref(meta);
     shim_arm(*f);
     tst_items its;
@@ -1070,7 +1070,7 @@ static void crash_with_journal(const char *dir, uint64_t keep)
             rt_uuid id;
             tst_conv_id(k, &id);
             rt_buf *meta = meta_for(k);
-            if (st_conv_create(x.s, &id, meta, &x.c[k]) != 0)
+            if (st_conv_create(x.s, &id, NULL, meta, &x.c[k]) != 0)
                 _exit(2);
             rt_buf_unref(meta);
             for (int i = 0; i < 3; i++) {

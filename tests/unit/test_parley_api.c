@@ -735,6 +735,63 @@ START_TEST(test_bad_input)
 }
 END_TEST
 
+/* A child names its parent for life; the parent lists it; the rules
+ * (exists, not itself, same workspace) hold; a reopen keeps all of it. */
+START_TEST(test_parent_and_children)
+{
+    char data[300];
+    pl_instance *p = fresh(data, sizeof(data), NULL);
+    const char *ws = "{\"workspace\":{\"working_dir\":\"/w\"}}";
+    pl_conv_options po = {.meta_json = ws};
+    pl_conv *parent, *kid, *x;
+    ck_assert_int_eq(pl_conv_create(p, &po, &parent), 0);
+    pl_conv_options ko = {.meta_json = ws, .parent_id = pl_conv_id(parent)};
+    ck_assert_int_eq(pl_conv_create(p, &ko, &kid), 0);
+    pl_conv_options missing = {.meta_json = ws,
+                               .parent_id = "5e1f0c2a-9b8d-4c7e-a6f5-4d3c2b1a0f9e"},
+                    self = {.id = missing.parent_id,
+                            .meta_json = ws,
+                            .parent_id = missing.parent_id},
+                    elsewhere = {.parent_id = pl_conv_id(parent)}, bad = {.parent_id = "zz"};
+    ck_assert_int_eq(pl_conv_create(p, &missing, &x), PL_ENOENT);
+    ck_assert_int_eq(pl_conv_create(p, &self, &x), PL_EINVAL);
+    ck_assert_int_eq(pl_conv_create(p, &elsewhere, &x), PL_EINVAL);
+    ck_assert_int_eq(pl_conv_create(p, &bad, &x), PL_EINVAL);
+    ck_assert_uint_eq(pl_conversations(p), 2);
+    char pid[37], kid_id[37];
+    snprintf(pid, sizeof(pid), "%s", pl_conv_id(parent));
+    snprintf(kid_id, sizeof(kid_id), "%s", pl_conv_id(kid));
+    pl_conv_release(parent);
+    pl_conv_release(kid);
+    pl_close(p);
+
+    p = open_in(data, NULL);
+    ck_assert_int_eq(pl_conv_open(p, pid, &parent), 0);
+    ck_assert_int_eq(pl_conv_open(p, kid_id, &kid), 0);
+    pl_id *ids;
+    size_t n;
+    ck_assert_int_eq(pl_conv_children(parent, &ids, &n), 0);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_str_eq(ids[0].s, kid_id);
+    free(ids);
+    pl_info info;
+    ck_assert_int_eq(pl_conv_info(kid, &info), 0);
+    ck_assert_str_eq(info.parent_id, pid);
+    pl_info_clear(&info);
+    ck_assert_int_eq(pl_conv_info(parent, &info), 0);
+    ck_assert_str_eq(info.parent_id, "");
+    pl_info_clear(&info);
+    ck_assert_int_eq(pl_conv_delete(parent), 0); /* the child stays, naming it */
+    ck_assert_int_eq(pl_conv_info(kid, &info), 0);
+    ck_assert_str_eq(info.parent_id, pid);
+    pl_info_clear(&info);
+    pl_conv_release(parent);
+    pl_conv_release(kid);
+    pl_close(p);
+    rm_tmp();
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("parley_api");
@@ -748,6 +805,7 @@ int main(void)
     tcase_add_test(tc, test_slow_subscriber);
     tcase_add_test(tc, test_attached_actor_restarts);
     tcase_add_test(tc, test_bad_input);
+    tcase_add_test(tc, test_parent_and_children);
     suite_add_tcase(s, tc);
     return ts_run_suite(s);
 }

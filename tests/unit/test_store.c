@@ -128,11 +128,11 @@ START_TEST(test_catalog_create_get_meta_list)
     rt_uuid a = conv_id(1), b = conv_id(2);
     rt_buf *meta = rt_buf_copy("{\"title\":\"one\"}", 15);
     st_conv *ca, *again, *cb;
-    ck_assert_int_eq(st_conv_create(s, &a, meta, &ca), 0);
-    ck_assert_int_eq(st_conv_create(s, &a, meta, &again), -EEXIST);
+    ck_assert_int_eq(st_conv_create(s, &a, NULL, meta, &ca), 0);
+    ck_assert_int_eq(st_conv_create(s, &a, NULL, meta, &again), -EEXIST);
     ck_assert_ptr_eq(again, ca);
     st_conv_release(again);
-    ck_assert_int_eq(st_conv_create(s, &b, meta, &cb), 0);
+    ck_assert_int_eq(st_conv_create(s, &b, NULL, meta, &cb), 0);
     rt_buf_unref(meta);
     ck_assert_uint_eq(st_store_count(s), 2);
     rt_uuid c = conv_id(3);
@@ -176,7 +176,7 @@ static void round_trip(st_durability d, uint64_t interval)
     rt_buf *meta = rt_buf_copy("{}", 2);
     for (int k = 0; k < 4; k++) {
         ids[k] = conv_id(k);
-        ck_assert_int_eq(st_conv_create(s, &ids[k], meta, &c[k]), 0);
+        ck_assert_int_eq(st_conv_create(s, &ids[k], NULL, meta, &c[k]), 0);
     }
     rt_buf_unref(meta);
     for (int round = 0; round < 5; round++)
@@ -224,7 +224,7 @@ START_TEST(test_batch_append)
     rt_uuid id = conv_id(9);
     rt_buf *meta = rt_buf_copy("{}", 2);
     st_conv *c;
-    ck_assert_int_eq(st_conv_create(s, &id, meta, &c), 0);
+    ck_assert_int_eq(st_conv_create(s, &id, NULL, meta, &c), 0);
     rt_buf_unref(meta);
     ck_assert_int_eq(append_wait(c, 0, 3), 0);
     st_item it[50];
@@ -272,7 +272,7 @@ START_TEST(test_journal_replay_restores_lost_tail)
         st_store *s;
         st_conv *c;
         rt_buf *meta = rt_buf_copy("{}", 2);
-        if (st_store_open(&o, &s, NULL, 0) != 0 || st_conv_create(s, &id, meta, &c) != 0 ||
+        if (st_store_open(&o, &s, NULL, 0) != 0 || st_conv_create(s, &id, NULL, meta, &c) != 0 ||
             append_wait(c, 0, 100) != 0)
             _exit(1);
         _exit(0); /* no close: the journal stays */
@@ -327,10 +327,10 @@ START_TEST(test_delete_never_resurrects)
         rt_buf *meta = rt_buf_copy("{}", 2);
         acks a = {.status = 0};
         ts_counter_init(&a.done);
-        if (st_store_open(&o, &s, NULL, 0) != 0 || st_conv_create(s, &id, meta, &c) != 0 ||
+        if (st_store_open(&o, &s, NULL, 0) != 0 || st_conv_create(s, &id, NULL, meta, &c) != 0 ||
             append_wait(c, 0, 30) != 0 || st_conv_delete(c, on_deleted, &a) != 0 ||
             !ts_counter_wait(&a.done, 1) || atomic_load(&a.status) != 0 ||
-            st_conv_get(s, &id, &other) != -ENOENT || st_conv_create(s, &id, meta, &c) != 0 ||
+            st_conv_get(s, &id, &other) != -ENOENT || st_conv_create(s, &id, NULL, meta, &c) != 0 ||
             append_wait(c, 0, 2) != 0)
             _exit(1);
         _exit(0); /* crash: the journal of the new one stays */
@@ -359,6 +359,89 @@ START_TEST(test_delete_never_resurrects)
 }
 END_TEST
 
+static size_t children(st_store *s, const rt_uuid *id, rt_uuid *first)
+{
+    rt_uuid *ids;
+    size_t n;
+    ck_assert_int_eq(st_store_children(s, id, &ids, &n), 0);
+    for (size_t i = 1; i < n; i++) /* in id order */
+        ck_assert_int_lt(memcmp(ids[i - 1].b, ids[i].b, 16), 0);
+    if (n > 0 && first != NULL)
+        *first = ids[0];
+    free(ids);
+    return n;
+}
+
+static void delete_wait(st_conv *c)
+{
+    acks a = {.status = 0};
+    ts_counter_init(&a.done);
+    ck_assert_int_eq(st_conv_delete(c, on_deleted, &a), 0);
+    ck_assert(ts_counter_wait(&a.done, 1));
+    ck_assert_int_eq(atomic_load(&a.status), 0);
+    ts_counter_destroy(&a.done);
+}
+
+/* A parent is fixed at creation, survives a reopen, lists its children
+ * (through table growth); deleting a child shrinks the list, deleting the
+ * parent leaves the children naming it. */
+START_TEST(test_parent_and_children)
+{
+    char *dir = tst_mkdtemp();
+    st_store *s = open_store(dir, ST_FULL, 0);
+    rt_uuid p = conv_id(100), self = conv_id(101), missing = conv_id(102), got;
+    rt_buf *meta = rt_buf_copy("{}", 2);
+    st_conv *pc, *c;
+    ck_assert_int_eq(st_conv_create(s, &p, NULL, meta, &pc), 0);
+    ck_assert(!st_conv_parent(pc, &got));
+    ck_assert_int_eq(st_conv_create(s, &self, &self, meta, &c), -ELOOP);
+    ck_assert_ptr_null(c);
+    ck_assert_int_eq(st_conv_create(s, &self, &missing, meta, &c), -ENOENT);
+    ck_assert_ptr_null(c);
+    ck_assert_uint_eq(st_store_count(s), 1);
+    /* enough children that the tables grow (1024 buckets at first) */
+    enum { KIDS = 1500 };
+    for (int k = 0; k < KIDS; k++) {
+        rt_uuid id = conv_id(1000 + k);
+        ck_assert_int_eq(st_conv_create(s, &id, &p, meta, &c), 0);
+        ck_assert(st_conv_parent(c, &got) && rt_uuid_eq(&got, &p));
+        st_conv_release(c);
+    }
+    /* taken: returned as is, whatever parent is named */
+    rt_uuid k0 = conv_id(1000);
+    ck_assert_int_eq(st_conv_create(s, &k0, &missing, meta, &c), -EEXIST);
+    st_conv_release(c);
+    ck_assert_uint_eq(children(s, &p, NULL), KIDS);
+    ck_assert_uint_eq(children(s, &k0, NULL), 0);
+    ck_assert_int_eq(st_conv_get(s, &k0, &c), 0);
+    delete_wait(c);
+    st_conv_release(c);
+    ck_assert_uint_eq(children(s, &p, NULL), KIDS - 1);
+    st_conv_release(pc);
+    st_store_close(s);
+
+    s = open_store(dir, ST_FULL, 0);
+    ck_assert_uint_eq(st_store_count(s), KIDS);
+    ck_assert_uint_eq(children(s, &p, &got), KIDS - 1);
+    rt_uuid k1 = conv_id(1001);
+    ck_assert(rt_uuid_eq(&got, &k1));
+    ck_assert_int_eq(st_conv_get(s, &p, &pc), 0);
+    delete_wait(pc);
+    st_conv_release(pc);
+    ck_assert_int_eq(st_conv_get(s, &k1, &c), 0);
+    ck_assert(st_conv_parent(c, &got) && rt_uuid_eq(&got, &p)); /* an orphan names it still */
+    st_conv_release(c);
+    ck_assert_uint_eq(children(s, &p, NULL), KIDS - 1);
+    rt_uuid late = conv_id(103);
+    ck_assert_int_eq(st_conv_create(s, &late, &p, meta, &c), -ENOENT);
+    rt_buf_unref(meta);
+    st_conv_release(c);
+    st_store_close(s);
+    tst_rmdir(dir);
+    free(dir);
+}
+END_TEST
+
 /* Small journal files rotate often and are reused as spares: whatever a
  * reused file still holds from before must never be replayed, also for a
  * conversation deleted and made again, and across crashes. */
@@ -376,7 +459,8 @@ START_TEST(test_recycled_journals_replay_nothing_stale)
             rt_buf *meta = rt_buf_copy("{}", 2);
             if (st_store_open(&o, &s, NULL, 0) != 0)
                 _exit(1);
-            int ra = st_conv_create(s, &a, meta, &ca), rb = st_conv_create(s, &b, meta, &cb);
+            int ra = st_conv_create(s, &a, NULL, meta, &ca),
+                rb = st_conv_create(s, &b, NULL, meta, &cb);
             if ((ra != 0 && ra != -EEXIST) || (rb != 0 && rb != -EEXIST))
                 _exit(2);
             uint64_t na = st_log_count(log_of(ca)), nb = st_log_count(log_of(cb));
@@ -386,7 +470,7 @@ START_TEST(test_recycled_journals_replay_nothing_stale)
                 acks d = {.status = 0};
                 ts_counter_init(&d.done);
                 if (st_conv_delete(cb, on_deleted, &d) != 0 || !ts_counter_wait(&d.done, 1) ||
-                    st_conv_create(s, &b, meta, &cb) != 0 || append_wait(cb, 0, 7) != 0)
+                    st_conv_create(s, &b, NULL, meta, &cb) != 0 || append_wait(cb, 0, 7) != 0)
                     _exit(4);
             }
             _exit(0); /* a crash: journals stay, some of them reused */
@@ -446,7 +530,7 @@ START_TEST(test_idle_logs_close)
     rt_uuid id = conv_id(3);
     rt_buf *meta = rt_buf_copy("{}", 2);
     st_conv *c;
-    ck_assert_int_eq(st_conv_create(s, &id, meta, &c), 0);
+    ck_assert_int_eq(st_conv_create(s, &id, NULL, meta, &c), 0);
     rt_buf_unref(meta);
     ck_assert_int_eq(append_wait(c, 0, 5), 0);
     st_conv_release(c);
@@ -480,7 +564,7 @@ START_TEST(test_catalog_opens_no_logs)
     for (int k = 0; k < 200; k++) {
         rt_uuid id = conv_id(k);
         st_conv *c;
-        ck_assert_int_eq(st_conv_create(s, &id, meta, &c), 0);
+        ck_assert_int_eq(st_conv_create(s, &id, NULL, meta, &c), 0);
         ck_assert_int_eq(append_wait(c, 0, 3), 0);
         st_conv_release(c);
     }
@@ -507,6 +591,7 @@ int main(void)
     TCase *tc = tcase_create("store");
     tcase_add_test(tc, test_parse_durability);
     tcase_add_test(tc, test_catalog_create_get_meta_list);
+    tcase_add_test(tc, test_parent_and_children);
     tcase_add_test(tc, test_round_trip_full);
     tcase_add_test(tc, test_round_trip_interval);
     tcase_add_test(tc, test_round_trip_none);
