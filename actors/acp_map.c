@@ -519,6 +519,15 @@ void acp_turn_end(acp_turn *t, const char *why, json_t *out)
     }
 }
 
+void acp_turn_close_call(acp_turn *t, const char *call_id)
+{
+    call *c = find_call(t, call_id);
+    if (c != NULL && !c->closed) {
+        c->closed = true;
+        t->open--;
+    }
+}
+
 size_t acp_turn_open_calls(const acp_turn *t)
 {
     return t->open;

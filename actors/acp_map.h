@@ -65,6 +65,10 @@ int acp_turn_update(acp_turn *t, json_t *update, json_t *out, char *why, size_t 
  * open an AgentErrorEvent whose error is `why`. */
 void acp_turn_end(acp_turn *t, const char *why, json_t *out);
 
+/* The call was answered by someone else (a user rejected it): whatever
+ * the agent says of it from now on makes no event. */
+void acp_turn_close_call(acp_turn *t, const char *call_id);
+
 /* Tool calls announced and not closed yet. */
 size_t acp_turn_open_calls(const acp_turn *t);
 /* Whether the turn produced anything yet (an event made or pending). */

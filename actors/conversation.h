@@ -90,21 +90,23 @@ enum { CONV_SUB_NOTES = 0x100, CONV_SUB_TOLD = 0x200 };
 
 typedef struct conv_opts {
     conv_policy policy;
-    uint64_t defer_timeout_ms; /* default 10 min */
-    uint32_t defer_max;        /* default 64 */
-    uint64_t hold_timeout_ms;  /* default 5 s */
-    uint32_t hold_max;         /* default 64 */
-    uint32_t checkpoint_every; /* state checkpoint every N events; default 1024 */
-    uint32_t mailbox_cap;      /* bound of the conversation's mailbox; default 4096 */
-    uint32_t max_subscribers;  /* CONV_SUB_TOLD subscribers (WebSockets); default 1000 */
-    uint64_t idle_close_ms;    /* let the log go after this long without a request;
-                                  default 5 min; UINT64_MAX: never */
-    bool measure;              /* time the gate: CONV_STATUS reports "gate_ns"
-                                  (for benchmarks) */
-    int loops;                 /* conversations live on loops 0..loops-1; 0: all */
-    uint32_t sup_intensity;    /* a conversation's tree gives up past this many
-                                  restarts... (0: 1) */
-    uint64_t sup_period_ms;    /* ...in this window (0: 5 s) */
+    uint64_t defer_timeout_ms;         /* default 10 min */
+    uint32_t defer_max;                /* default 64 */
+    uint64_t hold_timeout_ms;          /* default 5 s */
+    uint32_t hold_max;                 /* default 64 */
+    uint32_t checkpoint_every;         /* state checkpoint every N events; default 1024 */
+    uint32_t mailbox_cap;              /* bound of the conversation's mailbox; default 4096 */
+    uint32_t max_subscribers;          /* CONV_SUB_TOLD subscribers (WebSockets); default 1000 */
+    uint64_t idle_close_ms;            /* let the log go after this long without a request;
+                                          default 5 min; UINT64_MAX: never */
+    bool measure;                      /* time the gate: CONV_STATUS reports "gate_ns"
+                                          (for benchmarks) */
+    int loops;                         /* conversations live on loops 0..loops-1; 0: all */
+    uint32_t sup_intensity;            /* a conversation's tree gives up past this many
+                                          restarts... (0: 1) */
+    uint64_t sup_period_ms;            /* ...in this window (0: 5 s) */
+    const struct acp_registry *agents; /* the agents conversations may host
+                                          (acp_registry.h); NULL: none */
 } conv_opts;
 
 /* Secrets never reach the disk or an answer: a conversation's info keeps
@@ -136,6 +138,9 @@ int convs_new(rt_runtime *rt, st_store *store, const conv_opts *o, convs **out);
  * close a server in is rt_runtime_wait, st_store_close, convs_free,
  * rt_runtime_free. */
 void convs_free(convs *c);
+
+/* The agents its conversations may host (NULL: none). */
+const struct acp_registry *convs_agents(const convs *c);
 
 /* The conversation actor of an existing conversation, started on first use
  * (a held reference: rt_actor_unref it). -ENOENT if the store has no such

@@ -11,6 +11,8 @@
  */
 #include "conv_impl.h"
 
+#include "acp_host.h"
+
 #include "runtime/json.h"
 #include "runtime/log.h"
 
@@ -93,6 +95,27 @@ void convs_free(convs *s)
     free(s);
 }
 
+const struct acp_registry *convs_agents(const convs *s)
+{
+    return s->o.agents;
+}
+
+/* Whether the conversation's agent is one the server hosts (an ACPAgent). */
+static bool hosts_agent(convs *s, const rt_uuid *id)
+{
+    st_conv *sc;
+    if (st_conv_get(s->store, id, &sc) != 0)
+        return false;
+    rt_buf *mb = st_conv_meta(sc);
+    st_conv_release(sc);
+    json_t *m = rt_json_read((const char *)rt_buf_data(mb), rt_buf_len(mb), 0, NULL);
+    rt_buf_unref(mb);
+    const char *kind = json_string_value(json_object_get(json_object_get(m, "agent"), "kind"));
+    bool hosted = kind != NULL && strcmp(kind, "ACPAgent") == 0;
+    json_decref(m);
+    return hosted;
+}
+
 /* Start the tree of e's conversation (lock held). */
 static int start(convs *s, conv_entry *e)
 {
@@ -128,6 +151,14 @@ static int start(convs *s, conv_entry *e)
     r = rt_spawn(s->rt, &do_, &det);
     if (r == 0)
         rt_actor_unref(det);
+    if (r == 0 && hosts_agent(s, &e->ctx.id)) { /* last: it follows the conversation */
+        rt_spawn_opts ho = {
+            .beh = &acp_host_behaviour, .arg = &e->ctx, .parent = sup, .restart = RT_PERMANENT};
+        rt_actor *host;
+        r = rt_spawn(s->rt, &ho, &host);
+        if (r == 0)
+            rt_actor_unref(host);
+    }
     return r;
 }
 

@@ -78,6 +78,24 @@ int pl_open(const pl_options *o, pl_instance **out, char *err, size_t errlen)
     pl_instance *p = calloc(1, sizeof(*p));
     if (p == NULL)
         return RT_ENOMEM;
+    for (size_t i = 0; o != NULL && i < o->nagents; i++) {
+        const pl_agent *a = &o->agents[i];
+        acp_agent_spec spec = {.name = (char *)a->name,
+                               .argv = (char **)a->argv,
+                               .env = (char **)a->env,
+                               .cwd = (char *)a->cwd};
+        if (acp_registry_add(&p->agents, &spec, err, errlen) != 0) {
+            acp_registry_clear(&p->agents);
+            free(p);
+            return RT_EINVAL;
+        }
+    }
+    if (o != NULL && o->default_agent != NULL &&
+        acp_registry_set_default(&p->agents, o->default_agent, err, errlen) != 0) {
+        acp_registry_clear(&p->agents);
+        free(p);
+        return RT_EINVAL;
+    }
     int workers = o != NULL && o->workers > 0 ? o->workers : (int)uv_available_parallelism();
     p->workers = workers;
     p->cb_loop = workers;
@@ -88,7 +106,7 @@ int pl_open(const pl_options *o, pl_instance **out, char *err, size_t errlen)
         snprintf(err, errlen, "cannot start the runtime: %s", rt_strerror(r));
         st_store_close(p->store);
     }
-    conv_opts co = {.idle_close_ms = idle, .loops = workers};
+    conv_opts co = {.idle_close_ms = idle, .loops = workers, .agents = &p->agents};
     if (o != NULL) {
         co.defer_timeout_ms = o->defer_timeout_ms;
         co.defer_max = o->defer_max;
@@ -106,6 +124,7 @@ int pl_open(const pl_options *o, pl_instance **out, char *err, size_t errlen)
     }
     if (r < 0) {
         pthread_mutex_destroy(&p->mu);
+        acp_registry_clear(&p->agents);
         free(p);
         return r;
     }
@@ -153,6 +172,7 @@ void pl_close(pl_instance *p)
     st_store_close(p->store);
     convs_free(p->convs);
     rt_runtime_free(p->rt);
+    acp_registry_clear(&p->agents); /* after the runtime: its agents read it */
     pthread_mutex_destroy(&p->mu);
     free(p);
 }
@@ -266,7 +286,7 @@ static pl_conv *handle(pl_instance *p, const rt_uuid *id)
 
 /* The stored info of a new conversation: meta_json, with its id, created_at
  * and the options that live in it; NULL and err set if meta_json is bad. */
-static rt_buf *new_meta(const pl_conv_options *o, const rt_uuid *id, int *err)
+static rt_buf *new_meta(pl_instance *p, const pl_conv_options *o, const rt_uuid *id, int *err)
 {
     json_t *m = o != NULL && o->meta_json != NULL
                     ? rt_json_read(o->meta_json, strlen(o->meta_json), JSON_REJECT_DUPLICATES, NULL)
@@ -283,6 +303,11 @@ static rt_buf *new_meta(const pl_conv_options *o, const rt_uuid *id, int *err)
     json_object_set_new(m, "created_at", json_string(ts));
     if (json_object_get(m, "tags") == NULL)
         json_object_set_new(m, "tags", json_object());
+    if (acp_registry_meta(&p->agents, m, o != NULL ? o->agent : NULL, NULL, 0) != 0) {
+        json_decref(m);
+        *err = RT_EINVAL;
+        return NULL;
+    }
     conv_meta_redact(m);
     if (o != NULL && o->observe)
         json_object_set_new(m, CONV_META_POLICY, json_string("observe"));
@@ -336,7 +361,7 @@ int pl_conv_create(pl_instance *p, const pl_conv_options *o, pl_conv **out)
         return -EEXIST;
     }
     int err;
-    rt_buf *meta = new_meta(o, &id, &err);
+    rt_buf *meta = new_meta(p, o, &id, &err);
     if (meta == NULL)
         return err;
     pl_conv *c = handle(p, &id);

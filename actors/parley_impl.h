@@ -8,6 +8,7 @@
 #ifndef PARLEY_IMPL_H
 #define PARLEY_IMPL_H
 
+#include "actors/acp_registry.h"
 #include "actors/conversation.h"
 #include "parley.h"
 #include "runtime/rt.h"
@@ -29,6 +30,7 @@ struct pl_instance {
     convs *convs;
     int workers; /* the loops that host conversations and actors */
     int cb_loop; /* the one more that runs subscription callbacks */
+    acp_registry agents;
     pthread_mutex_t mu;
     pl_closer *closers;
 };

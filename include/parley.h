@@ -113,6 +113,18 @@ typedef struct pl_verdict {
 /* "committed", "duplicate", ... */
 const char *pl_outcome_name(pl_outcome o);
 
+/* An agent the instance may host: a program speaking the Agent Client
+ * Protocol on stdio (Claude Code, Codex, Gemini CLI... ship one), started
+ * per conversation that asks for it by name, in its own process group.
+ * Conversations name agents; only the embedder (the operator) says what
+ * they run. */
+typedef struct pl_agent {
+    const char *name;        /* letters, digits, '-', '_', '.' (1 to 64) */
+    const char *const *argv; /* NULL-terminated; argv[0] is looked up in PATH */
+    const char *const *env;  /* NULL-terminated "K=V", added to parley's; may be NULL */
+    const char *cwd;         /* NULL: the conversation's workspace directory */
+} pl_agent;
+
 typedef struct pl_options {
     int workers;            /* worker loops (threads); 0 = number of cores */
     const char *data_dir;   /* created if missing; NULL = "parley-data" */
@@ -136,6 +148,11 @@ typedef struct pl_options {
      * next use). 0 = the defaults, 1 restart in 5 s. */
     unsigned sup_intensity;
     unsigned long long sup_period_ms;
+    /* The agents conversations may host (copied), and the one a
+     * conversation created without an agent hosts (NULL: none). */
+    const pl_agent *agents;
+    size_t nagents;
+    const char *default_agent;
 } pl_options;
 
 /* The library's version, e.g. "0.1.0". */
@@ -195,6 +212,11 @@ typedef struct pl_conv_options {
      * workspace.working_dir in both infos, or none in either). Deleting a
      * parent leaves its children, naming it still. */
     const char *parent_id;
+    /* Host this agent (pl_options.agents): its process answers the user's
+     * messages while the conversation runs. NULL: the agent meta_json
+     * names (an {"kind": "ACPAgent", "acp_command": [NAME]}), or the
+     * default agent if it names none, or no agent. */
+    const char *agent;
 } pl_conv_options;
 
 /* Create a conversation (o may be NULL: defaults) and get a handle.

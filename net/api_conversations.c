@@ -14,6 +14,7 @@
  */
 #include "api.h"
 
+#include "actors/acp_registry.h"
 #include "actors/event.h"
 
 #include "runtime/json.h"
@@ -612,6 +613,13 @@ static void create(net_req *r)
         json_object_set_new(b, "tags", json_object());
     if (json_is_null(json_object_get(b, "title")))
         json_object_del(b, "title");
+    char why[400];
+    if (acp_registry_meta(convs_agents(r->api->convs), b, NULL, why, sizeof(why)) != 0) {
+        creation_free(c);
+        json_decref(b);
+        net_reply_error(r, 422, "%s", why);
+        return;
+    }
     conv_meta_redact(b); /* before anything is stored or answered */
     c->meta = net_json_buf(b);
     if (c->meta == NULL) {

@@ -486,5 +486,9 @@ int st_conv_remove_files(st_conv *c)
     int r = rename(c->dir, tomb) != 0 ? -errno : st_fsync_dir(s->conv_dir);
     if (r == 0)
         rm_tree(tomb);
+    char hex[33], ws[4096];
+    rt_uuid_hex(&c->id, hex);
+    snprintf(ws, sizeof(ws), "%s/workspaces/%s", s->dir, hex);
+    rm_tree(ws); /* its hosted agent's files go with it (none if never hosted) */
     return r;
 }

@@ -56,7 +56,7 @@ typedef struct group {
     size_t hdr_used, hdr_cap;
     st_conv **convs;
     size_t nconvs, conv_cap;
-    uint64_t gen; /* marks the group's conversations; the two groups' never meet */
+    uint64_t gen;        /* marks the group's conversations; the two groups' never meet */
     st_req *head, *stop; /* the group's requests, [head, stop) */
     int gr;              /* the group's own failure, if any */
     bool journaled;      /* its records are in the journal, from jstart */

@@ -172,7 +172,8 @@ enum { HUGE = 2 << 20 };
 
 static void *map_aligned(size_t size)
 {
-    uint8_t *p = mmap(NULL, size + HUGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    uint8_t *p =
+        mmap(NULL, size + HUGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
         return NULL;
     size_t head = (HUGE - (uintptr_t)p % HUGE) % HUGE;

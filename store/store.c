@@ -193,6 +193,23 @@ int st_store_open(const st_opts *o, st_store **out, char *err, size_t errlen)
     return 0;
 }
 
+int st_workspace(st_store *s, const rt_uuid *id, char *out, size_t cap)
+{
+    char hex[33], base[4096];
+    rt_uuid_hex(id, hex);
+    if (realpath(s->dir, base) == NULL)
+        return -errno;
+    int n = snprintf(out, cap, "%s/workspaces", base);
+    if (n < 0 || (size_t)n + 34 > cap)
+        return -ENAMETOOLONG;
+    if (mkdir(out, 0755) != 0 && errno != EEXIST)
+        return -errno;
+    snprintf(out + n, cap - (size_t)n, "/%s", hex);
+    if (mkdir(out, 0700) != 0 && errno != EEXIST)
+        return -errno;
+    return 0;
+}
+
 void st_store_close(st_store *s)
 {
     if (s == NULL)

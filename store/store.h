@@ -7,6 +7,9 @@
  *                                     parent's 32 hex), then the log's files
  *   <dir>/journal/<seq>.wal           `full` appends whose segments may not be
  *                                     on disk yet
+ *   <dir>/workspaces/<32 hex>/        a hosted agent's working directory (made
+ *                                     when first asked for, removed with its
+ *                                     conversation)
  *
  * Durability, one policy per store:
  *   full          an append is acknowledged once durable. Everything pending
@@ -91,6 +94,10 @@ int st_conv_set_meta(st_conv *c, rt_buf *meta);
 /* The conversation's log, opened on first use (blocking); valid while c is
  * held. `rep` (may be NULL) describes what opening found. */
 int st_conv_log(st_conv *c, st_log **log, st_open_report *rep);
+
+/* The working directory of conversation id's hosted agent (made, with its
+ * parents, if missing), as an absolute path in out. 0 or -errno. */
+int st_workspace(st_store *s, const rt_uuid *id, char *out, size_t cap);
 
 size_t st_store_count(st_store *s);
 /* A snapshot of every conversation id (malloc'd; the caller frees). */

@@ -5,12 +5,15 @@
  */
 #include "cli.h"
 
+#include "actors/acp_registry.h"
 #include "parley.h"
 #include "runtime/log.h"
 
 #include "runtime/units.h"
 
+#include <errno.h>
 #include <getopt.h>
+#include <stdio.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,7 +25,8 @@ static const char serve_usage[] =
     "                    [--tls-cert FILE --tls-key FILE] [--durability POLICY] [--workers N]\n"
     "                    [--log-level LEVEL] [limits...] [--defer-timeout DURATION]\n"
     "                    [--defer-max N] [--hold-timeout DURATION] [--hold-max N]\n"
-    "                    [--idle-close DURATION]\n\n"
+    "                    [--idle-close DURATION] [--agent NAME=COMMAND]... [--agents FILE]\n"
+    "                    [--default-agent NAME]\n\n"
     "Serve the conversations of a local data directory over HTTP (the OpenHands\n"
     "agent-server API) until SIGINT or SIGTERM. The first line on stdout is\n"
     "`listening on http://HOST:PORT`.\n\n"
@@ -54,6 +58,13 @@ static const char serve_usage[] =
     "                       a conversation without requests this long closes its log\n"
     "                       files and index, and opens them again when next asked\n"
     "                       (default 5m; 0: never)\n"
+    "hosted agents (processes speaking the Agent Client Protocol on stdio; a\n"
+    "conversation names one with \"agent\": {\"kind\": \"ACPAgent\", \"acp_command\": [NAME]}):\n"
+    "  --agent NAME=COMMAND register an agent; COMMAND is split into words as a shell\n"
+    "                       would, without expansion (repeatable)\n"
+    "  --agents FILE        register the agents of a JSON file:\n"
+    "                       {NAME: {\"command\": [...], \"env\": {...}, \"cwd\": \"...\"}}\n"
+    "  --default-agent NAME host NAME in conversations created without an agent\n"
     "limits (what a client controls):\n"
     "  --max-body SIZE      request body bytes (default 16MiB; 413 beyond)\n"
     "  --max-header SIZE    request line and header bytes (default 16KiB; 431 beyond)\n"
@@ -118,6 +129,32 @@ static bool parse_listen(const char *v, char *host, size_t cap, int *port)
     return true;
 }
 
+/* --agents FILE: its agents into r. */
+static int read_agents(const char *path, acp_registry *r, char *why, size_t cap)
+{
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) {
+        snprintf(why, cap, "%s", strerror(errno));
+        return -1;
+    }
+    char *text = NULL;
+    size_t len = 0, got;
+    char chunk[65536];
+    while ((got = fread(chunk, 1, sizeof(chunk), f)) > 0 && len < (1u << 20)) {
+        char *t = realloc(text, len + got);
+        if (t == NULL)
+            break;
+        text = t;
+        memcpy(text + len, chunk, got);
+        len += got;
+    }
+    fclose(f);
+    int rc = len >= (1u << 20) ? (snprintf(why, cap, "larger than 1 MiB"), -1)
+                               : acp_registry_add_json(r, text != NULL ? text : "", len, why, cap);
+    free(text);
+    return rc;
+}
+
 static void on_signal(uv_signal_t *h, int signum)
 {
     rt_log(RT_LOG_INFO, "serve", "signal=%s stopping", signum == SIGINT ? "SIGINT" : "SIGTERM");
@@ -150,6 +187,9 @@ int cmd_serve(int argc, char **argv)
                                          {"ws-auth-timeout", required_argument, NULL, 5},
                                          {"ws-max-message", required_argument, NULL, 6},
                                          {"idle-close", required_argument, NULL, 7},
+                                         {"agent", required_argument, NULL, 8},
+                                         {"agents", required_argument, NULL, 9},
+                                         {"default-agent", required_argument, NULL, 10},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
     const char *data = "parley-data", *durability = "full";
@@ -161,6 +201,9 @@ int cmd_serve(int argc, char **argv)
     char host[256] = "127.0.0.1";
     unsigned long long ms;
     uint64_t bytes;
+    acp_registry agents = {0};
+    const char *default_agent = NULL;
+    char why[512];
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
@@ -269,10 +312,27 @@ int cmd_serve(int argc, char **argv)
                                      &po.idle_close_ms))
                 return CLI_USAGE;
             break;
+        case 8:
+            if (acp_registry_add_arg(&agents, optarg, why, sizeof(why)) != 0) {
+                acp_registry_clear(&agents);
+                return cli_usage_error("serve", "%s", why);
+            }
+            break;
+        case 9:
+            if (read_agents(optarg, &agents, why, sizeof(why)) != 0) {
+                acp_registry_clear(&agents);
+                return cli_usage_error("serve", "--agents %s: %s", optarg, why);
+            }
+            break;
+        case 10:
+            default_agent = optarg;
+            break;
         case 'h':
+            acp_registry_clear(&agents);
             fputs(serve_usage, stdout);
             return CLI_OK;
         default:
+            acp_registry_clear(&agents);
             return cli_usage_error("serve", "bad option");
         }
     }
@@ -286,7 +346,18 @@ int cmd_serve(int argc, char **argv)
     po.workers = workers;
     po.data_dir = data;
     po.durability = durability;
+    pl_agent *pa = calloc(agents.n + 1, sizeof(*pa));
+    for (size_t i = 0; pa != NULL && i < agents.n; i++)
+        pa[i] = (pl_agent){.name = agents.agents[i].name,
+                           .argv = (const char *const *)agents.agents[i].argv,
+                           .env = (const char *const *)agents.agents[i].env,
+                           .cwd = agents.agents[i].cwd};
+    po.agents = pa;
+    po.nagents = pa != NULL ? agents.n : 0;
+    po.default_agent = default_agent;
     int r = pl_open(&po, &p, err, sizeof(err));
+    free(pa);
+    acp_registry_clear(&agents); /* pl_open copied them */
     if (r == PL_EINVAL)
         return cli_usage_error("serve", "%s", err);
     if (r < 0) {

@@ -167,7 +167,7 @@ def one_byte_records():
 
 def large_body():
     pad = "a" * (4 << 20)
-    body = json.dumps({"title": "big", "agent": {"pad": pad}}).encode()
+    body = json.dumps({"title": "big", "agent": {"kind": "Agent", "pad": pad}}).encode()
     s = tls()
     s.sendall(b"POST /api/conversations HTTP/1.1\r\nHost: localhost\r\n"
               b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body)

@@ -7,6 +7,7 @@
  * refused where the rule says.
  */
 #include "actors/acp_map.h"
+#include "actors/acp_registry.h"
 #include "actors/acp_rpc.h"
 #include "actors/replay.h"
 
@@ -491,6 +492,119 @@ START_TEST(test_mask)
 }
 END_TEST
 
+/* ------------------------------------------------------------ registry --- */
+
+START_TEST(test_split_words)
+{
+    static const struct {
+        const char *line;
+        const char *words[6];
+    } ok[] = {
+        {"node agent.mjs echo", {"node", "agent.mjs", "echo"}},
+        {"  a\tb  ", {"a", "b"}},
+        {"'a b' \"c d\"", {"a b", "c d"}},
+        {"a\\ b", {"a b"}},
+        {"\"x\\\"y\\$z\"", {"x\"y$z"}},
+        {"'$HOME' \"$HOME\"", {"$HOME", "$HOME"}}, /* no expansion */
+        {"pre'mid'\"post\"", {"premidpost"}},
+        {"''", {""}},
+    };
+    for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+        char **v, err[100];
+        ck_assert_msg(acp_split_words(ok[i].line, &v, err, sizeof(err)) == 0, "%s: %s", ok[i].line,
+                      err);
+        size_t n = 0;
+        for (; v[n] != NULL; n++)
+            ck_assert_str_eq(v[n], ok[i].words[n]);
+        ck_assert_ptr_null(ok[i].words[n]);
+        acp_free_strv(v);
+    }
+    static const char *const bad[] = {"", "   ", "'open", "\"open", "a 'b"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char **v, err[100] = "";
+        ck_assert_int_eq(acp_split_words(bad[i], &v, err, sizeof(err)), -1);
+        ck_assert(err[0] != '\0');
+    }
+}
+END_TEST
+
+START_TEST(test_registry)
+{
+    acp_registry r = {0};
+    char err[300];
+    ck_assert_int_eq(
+        acp_registry_add_arg(&r, "demo=parley demo-agent --chunks 2", err, sizeof(err)), 0);
+    ck_assert_int_eq(acp_registry_add_arg(&r, "demo=other", err, sizeof(err)), -1); /* twice */
+    ck_assert_int_eq(acp_registry_add_arg(&r, "bad name=x", err, sizeof(err)), -1);
+    ck_assert_int_eq(acp_registry_add_arg(&r, "noequals", err, sizeof(err)), -1);
+    ck_assert_int_eq(acp_registry_add_arg(&r, "empty=", err, sizeof(err)), -1);
+    const char *file = "{\"claude\":{\"command\":[\"npx\",\"claude-code-acp\"],\"env\":{"
+                       "\"A\":\"1\"},\"cwd\":\"/srv\"}}";
+    ck_assert_int_eq(acp_registry_add_json(&r, file, strlen(file), err, sizeof(err)), 0);
+    static const char *const bad[] = {"[]",
+                                      "{\"x\":{}}",
+                                      "{\"x\":{\"command\":\"ls\"}}",
+                                      "{\"x\":{\"command\":[\"ls\"],\"env\":{\"A=B\":\"1\"}}}",
+                                      "{\"x\":{\"command\":[\"ls\"],\"cwd\":\"rel\"}}",
+                                      "{\"x\":{\"command\":[\"ls\"],\"colour\":1}}",
+                                      "not json"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        ck_assert_msg(acp_registry_add_json(&r, bad[i], strlen(bad[i]), err, sizeof(err)) == -1,
+                      "accepted %s", bad[i]);
+    const acp_agent_spec *a = acp_registry_find(&r, "demo");
+    ck_assert_str_eq(a->argv[0], "parley");
+    ck_assert_str_eq(a->argv[3], "2");
+    ck_assert_ptr_null(a->argv[4]);
+    a = acp_registry_find(&r, "claude");
+    ck_assert_str_eq(a->env[0], "A=1");
+    ck_assert_str_eq(a->cwd, "/srv");
+    ck_assert_int_eq(acp_registry_set_default(&r, "nope", err, sizeof(err)), -1);
+    /* a conversation's agent */
+    json_t *m = J("{}");
+    ck_assert_int_eq(acp_registry_meta(&r, m, NULL, err, sizeof(err)), 0);
+    ck_assert_ptr_null(json_object_get(m, "agent")); /* no default: no agent */
+    ck_assert_int_eq(acp_registry_set_default(&r, "demo", err, sizeof(err)), 0);
+    ck_assert_int_eq(acp_registry_meta(&r, m, NULL, err, sizeof(err)), 0);
+    ck_assert_str_eq(json_string_value(json_array_get(
+                         json_object_get(json_object_get(m, "agent"), "acp_command"), 0)),
+                     "demo");
+    json_decref(m);
+    static const char *const good[] = {
+        "{\"agent\":{\"kind\":\"ACPAgent\",\"acp_command\":[\"claude\"]}}",
+        "{\"agent\":{\"kind\":\"Agent\",\"llm\":{}}}",
+        "{\"agent_settings\":{\"agent_kind\":\"acp\"}}",
+    };
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+        m = J(good[i]);
+        ck_assert_msg(acp_registry_meta(&r, m, NULL, err, sizeof(err)) == 0, "%s: %s", good[i],
+                      err);
+        json_decref(m);
+    }
+    static const char *const refused[] = {
+        "{\"agent\":{\"acp_command\":[\"demo\"]}}", /* no kind */
+        "{\"agent\":\"demo\"}",
+        "{\"agent\":{\"kind\":\"ACPAgent\",\"acp_command\":[\"rm\",\"-rf\"]}}",
+        "{\"agent\":{\"kind\":\"ACPAgent\",\"acp_command\":[\"unknown\"]}}",
+        "{\"agent\":{\"kind\":\"ACPAgent\"}}",
+        "{\"agent_settings\":{\"agent_kind\":\"invalid\"}}",
+        "{\"agent_settings\":\"not-a-settings-object\"}",
+    };
+    for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+        m = J(refused[i]);
+        err[0] = '\0';
+        ck_assert_msg(acp_registry_meta(&r, m, NULL, err, sizeof(err)) == -1, "accepted %s",
+                      refused[i]);
+        ck_assert(err[0] != '\0');
+        json_decref(m);
+    }
+    m = J("{}");
+    ck_assert_int_eq(acp_registry_meta(&r, m, "nope", err, sizeof(err)), -1);
+    ck_assert(strstr(err, "demo, claude") != NULL); /* the message lists what there is */
+    json_decref(m);
+    acp_registry_clear(&r);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("acp_map");
@@ -503,6 +617,8 @@ int main(void)
     tcase_add_test(tc, test_stop_reasons);
     tcase_add_test(tc, test_prompts);
     tcase_add_test(tc, test_mask);
+    tcase_add_test(tc, test_split_words);
+    tcase_add_test(tc, test_registry);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -334,7 +334,7 @@ START_TEST(test_reads)
     pl_conv *c;
     pl_conv_options co = {
         .id = "5ca1ab1e-0000-4000-8000-0000000000aa",
-        .meta_json = "{\"title\":\"t\",\"agent\":{\"llm\":{\"api_key\":\"sk-not-kept\"}}}"};
+        .meta_json = "{\"title\":\"t\",\"agent\":{\"kind\":\"Agent\",\"llm\":{\"api_key\":\"sk-not-kept\"}}}"};
     ck_assert_int_eq(pl_conv_create(p, &co, &c), 0);
     ck_assert_str_eq(pl_conv_id(c), "5ca1ab1e-0000-4000-8000-0000000000aa");
     verdict_slot v;
