@@ -32,6 +32,7 @@ int cmd_tail(int argc, char **argv);
 int cmd_send(int argc, char **argv);
 int cmd_append(int argc, char **argv);
 int cmd_conversations(int argc, char **argv);
+int cmd_demo_agent(int argc, char **argv);
 int bench_runtime(int argc, char **argv);
 int bench_store(int argc, char **argv);
 int bench_conversation(int argc, char **argv);
