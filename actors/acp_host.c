@@ -61,33 +61,59 @@ static acp_prompt *prompt_of(json_t *e)
         return NULL;
     }
     q->blocks = blocks;
+    const char *src = json_string_value(json_object_get(e, "source"));
+    q->nudge = src != NULL && strcmp(src, "environment") == 0;
     return q;
 }
 
 /* ---- appending -------------------------------------------------------------- */
 
-void acp_append(acp_host *h, json_t *events, bool owed)
+static void append_one(acp_host *h, json_t *e)
 {
-    if (json_is_array(events) && json_array_size(events) == 0) {
-        json_decref(events);
-        if (owed)
-            rt_proc_ack(h->proc, 1);
-        return;
-    }
-    acp_mask(events, (const char *const *)h->secrets, h->nsecrets);
-    char *s = json_dumps(events, JSON_COMPACT);
-    json_decref(events);
+    char *s = json_dumps(e, JSON_COMPACT);
     rt_buf *b = s != NULL ? rt_buf_copy(s, strlen(s)) : NULL;
     free(s);
     if (b == NULL || rt_ask(h->conv, CONV_APPEND, 0, b, h->self) < 0) {
         rt_buf_unref(b);
         rt_log(RT_LOG_ERROR, "agent", "%s: cannot append the agent's events", h->agent);
-        if (owed)
-            rt_proc_ack(h->proc, 1);
         return;
     }
-    if (owed)
-        h->lines_owed++;
+    h->inflight++;
+}
+
+void acp_append(acp_host *h, json_t *events)
+{
+    acp_mask(events, (const char *const *)h->secrets, h->nsecrets);
+    if (json_is_array(events)) {
+        size_t i;
+        json_t *e;
+        json_array_foreach(events, i, e)
+        {
+            append_one(h, e);
+        }
+    } else if (events != NULL) {
+        append_one(h, events);
+    }
+    json_decref(events);
+}
+
+void acp_line_done(acp_host *h)
+{
+    if (h->inflight <= ACP_INFLIGHT)
+        rt_proc_ack(h->proc, 1);
+    else
+        h->unacked++;
+}
+
+/* An append was answered: lines held back go on. */
+static void answered(acp_host *h)
+{
+    if (h->inflight > 0)
+        h->inflight--;
+    while (h->unacked > 0 && h->inflight <= ACP_INFLIGHT) {
+        h->unacked--;
+        rt_proc_ack(h->proc, 1);
+    }
 }
 
 static json_t *status_event(const char *status)
@@ -101,16 +127,14 @@ static void set_status(acp_host *h, conv_status to)
 {
     if (h->status == to || !conv_transition_ok(h->status, to))
         return;
-    acp_append(h, status_event(conv_status_name(to)), false);
+    acp_append(h, status_event(conv_status_name(to)));
 }
 
 void acp_fail(acp_host *h, const char *code, const char *detail)
 {
     rt_log(RT_LOG_WARN, "agent", "%s: %s: %s", h->agent, code, detail);
-    acp_append(h,
-               json_pack("{s:s, s:s, s:s, s:s}", "kind", "ConversationErrorEvent", "source",
-                         "agent", "code", code, "detail", detail),
-               false);
+    acp_append(h, json_pack("{s:s, s:s, s:s, s:s}", "kind", "ConversationErrorEvent", "source",
+                            "agent", "code", code, "detail", detail));
     set_status(h, CONV_ERROR);
 }
 
@@ -134,7 +158,7 @@ static void start_turn(acp_host *h)
         return;
     }
     h->turn_msg = q;
-    h->cancel_sent = h->refused = false;
+    h->cancel_sent = h->refused = h->turn_over = false;
     h->req_prompt =
         acp_request(h, "session/prompt",
                     json_pack("{s:s, s:O}", "sessionId", h->session_id, "prompt", q->blocks));
@@ -161,9 +185,10 @@ void acp_end_turn(acp_host *h, const char *stop_reason, const char *code, const 
                      ? "the turn was cancelled"
                      : "the agent ended its turn without a result for this call",
                  out);
-    acp_append(h, out, false);
+    acp_append(h, out);
     acp_turn_free(h->turn);
     h->turn = NULL;
+    h->turn_over = false;
     acp_prompt_free(h->turn_msg);
     h->turn_msg = NULL;
     h->req_prompt = 0;
@@ -224,6 +249,8 @@ static void on_live(acp_host *h, json_t *e)
     if (st >= 0) {
         h->run_edge = st == CONV_RUNNING && h->status != CONV_RUNNING;
         h->status = (conv_status)st;
+        if (st == CONV_WAITING_FOR_CONFIRMATION && h->perm_asked)
+            h->perm_waiting = true; /* from now on, a run is the user's yes */
         return;
     }
     const char *kind = str(e, "kind");
@@ -274,20 +301,36 @@ void acp_advance(acp_host *h)
     if (h->sub_pending)
         return;
     if (h->turn != NULL) {
-        if (h->perm_id != NULL && h->perm_asked && h->status == CONV_RUNNING) {
+        if (h->turn_over) /* the agent is done; its last events are on their way */
+            return;
+        if (h->perm_id != NULL && h->perm_waiting && h->status == CONV_RUNNING) {
             acp_answer_permission(h, "allow"); /* the user accepted: a run */
-        } else if (h->status != CONV_RUNNING && h->status != CONV_WAITING_FOR_CONFIRMATION &&
+        } else if ((h->status == CONV_PAUSED || h->status == CONV_STUCK ||
+                    h->status == CONV_ERROR || h->status == CONV_DELETING) &&
                    !h->cancel_sent) {
             if (h->perm_id != NULL)
                 acp_answer_permission(h, "cancelled");
             h->cancel_sent = true;
             acp_send(h, rpc_notification("session/cancel",
                                          json_pack("{s:s}", "sessionId", h->session_id)));
+        } else if (h->status == CONV_IDLE) {
+            set_status(h, CONV_RUNNING); /* a rejection answered a call: the turn goes on */
         }
         return;
     }
+    /* Between turns, decide only on a log that holds all we appended: a
+     * status we asked for and have not seen yet (its reply follows its
+     * echo) must not be taken for the old one. */
+    if (h->inflight > 0)
+        return;
     bool edge = h->run_edge;
     h->run_edge = false;
+    if (h->status == CONV_FINISHED && h->qhead != NULL && h->qhead->nudge) {
+        /* the detector found the last turn repeating itself only after it
+         * ended: its nudge is the agent's next prompt all the same */
+        set_status(h, CONV_RUNNING);
+        return;
+    }
     if (h->status != CONV_RUNNING)
         return;
     if (h->qhead == NULL) {
@@ -378,32 +421,34 @@ static void on_result(acp_host *h, rt_msg *m)
     }
     if (cr->v.outcome == PL_DONE) /* a change of the stored info */
         return;
-    if (h->lines_owed > 0) {
-        h->lines_owed--;
-        rt_proc_ack(h->proc, 1);
-    }
-    if (cr->v.outcome != PL_REJECTED) {
-        /* a status the log had moved past meanwhile (INVALID), or the
-         * conversation could not take it (BUSY, FAILED): not the agent's
+    answered(h);
+    if (cr->v.outcome == PL_REJECTED && h->turn != NULL && !h->refused) {
+        /* refused: the turn goes no further */
+        h->refused = true;
+        snprintf(h->refusal, sizeof(h->refusal), "the agent's event was refused (%s%s%s): %s",
+                 pl_outcome_name(cr->v.outcome), cr->v.rule != NULL ? ", " : "",
+                 cr->v.rule != NULL ? cr->v.rule : "", cr->v.detail != NULL ? cr->v.detail : "");
+        if (!h->cancel_sent && !h->turn_over) {
+            h->cancel_sent = true;
+            acp_send(h, rpc_notification("session/cancel",
+                                         json_pack("{s:s}", "sessionId", h->session_id)));
+        }
+    } else if (cr->v.outcome != PL_REJECTED && cr->v.outcome != PL_COMMITTED &&
+               cr->v.outcome != PL_DUPLICATE && cr->v.outcome != PL_DEFERRED &&
+               cr->v.outcome != PL_INVALID) {
+        /* INVALID is a status the log had moved past meanwhile; BUSY or
+         * FAILED, the conversation could not take it: not the agent's
          * doing, so the turn goes on */
-        if (cr->v.outcome != PL_COMMITTED && cr->v.outcome != PL_DUPLICATE &&
-            cr->v.outcome != PL_DEFERRED && cr->v.outcome != PL_INVALID)
-            rt_log(RT_LOG_WARN, "agent", "%s: an event was not appended (%s): %s", h->agent,
-                   pl_outcome_name(cr->v.outcome), cr->v.detail != NULL ? cr->v.detail : "");
-        return;
+        rt_log(RT_LOG_WARN, "agent", "%s: an event was not appended (%s): %s", h->agent,
+               pl_outcome_name(cr->v.outcome), cr->v.detail != NULL ? cr->v.detail : "");
     }
-    if (h->turn == NULL || h->refused)
+    if (h->inflight > 0)
         return;
-    /* refused: the turn goes no further */
-    h->refused = true;
-    snprintf(h->refusal, sizeof(h->refusal), "the agent's event was refused (%s%s%s): %s",
-             pl_outcome_name(cr->v.outcome), cr->v.rule != NULL ? ", " : "",
-             cr->v.rule != NULL ? cr->v.rule : "", cr->v.detail != NULL ? cr->v.detail : "");
-    if (!h->cancel_sent) {
-        h->cancel_sent = true;
-        acp_send(
-            h, rpc_notification("session/cancel", json_pack("{s:s}", "sessionId", h->session_id)));
-    }
+    /* all we said is answered */
+    if (h->turn != NULL && h->turn_over)
+        acp_end_turn(h, h->stop_reason, NULL, NULL);
+    else if (h->turn == NULL)
+        acp_advance(h);
 }
 
 static void on_idle(acp_host *h)
@@ -432,10 +477,7 @@ static int host_handle(rt_actor *self, void *state, rt_msg *m)
     case RT_KIND_ERROR:
         if (m->arg == CONV_SUBSCRIBE)
             return m->status; /* start again */
-        if (h->lines_owed > 0) {
-            h->lines_owed--;
-            rt_proc_ack(h->proc, 1);
-        }
+        answered(h);
         break;
     case ACP_LINE:
         acp_on_line(h, m);

@@ -23,11 +23,13 @@ enum {
     ACP_RESTART_WINDOW = 60000, /* ...in this many ms */
     ACP_BACKOFF_MS = 100,       /* the first restart's delay, doubled each time */
     ACP_FS_MAX = 8 << 20,       /* bytes fs/... reads or writes at most */
+    ACP_INFLIGHT = 64,          /* appends in flight past which the agent's lines wait */
 };
 
 typedef struct acp_prompt {
     struct acp_prompt *next;
     char *event_id; /* the message it comes from */
+    bool nudge;     /* the stuck detector's (an environment message) */
     json_t *blocks; /* the ContentBlocks */
 } acp_prompt;
 
@@ -59,7 +61,8 @@ typedef struct acp_host {
     acp_pstate pstate;
     int64_t next_req, req_init, req_session, req_prompt;
     bool can_load, loading;
-    uint32_t lines_owed; /* lines whose appends are not answered yet */
+    uint32_t inflight; /* appends not answered yet */
+    uint32_t unacked;  /* lines handled but not acknowledged: too many appends in flight */
     uint64_t restarts[ACP_RESTARTS + 1];
     unsigned nrestarts;
     bool respawn_wait;
@@ -68,12 +71,15 @@ typedef struct acp_host {
     acp_turn *turn;
     acp_prompt *turn_msg;
     bool cancel_sent, refused;
+    bool turn_over;       /* the agent answered the prompt; its events are in flight */
+    char stop_reason[32]; /* ...and the stop reason it gave */
     char refusal[512];
     /* a permission the agent asked for */
     json_t *perm_id;      /* the request's id, or NULL */
     char *perm_call;      /* its toolCallId */
     json_t *perm_options; /* its options */
-    bool perm_asked;      /* the conversation waits for the user */
+    bool perm_asked;      /* the conversation was asked to wait for the user */
+    bool perm_waiting;    /* ...and the log says it waits */
     char **secrets;       /* values masked in what the agent says */
     size_t nsecrets;
 } acp_host;
@@ -81,9 +87,12 @@ typedef struct acp_host {
 /* acp_host.c */
 /* Something changed: prompt, cancel, answer, start the process... */
 void acp_advance(acp_host *h);
-/* Append events (taken: an array, or one object) through the conversation;
- * `owed`: the answer acknowledges a line of the process's. */
-void acp_append(acp_host *h, json_t *events, bool owed);
+/* Append events (taken: an array, or one object) through the conversation,
+ * one request each, so that the gate judges each on its own. */
+void acp_append(acp_host *h, json_t *events);
+/* A line of the process's is handled: acknowledged now, or once the
+ * appends in flight are few enough (the process waits meanwhile). */
+void acp_line_done(acp_host *h);
 /* A ConversationErrorEvent, and the status error (if allowed). */
 void acp_fail(acp_host *h, const char *code, const char *detail);
 /* The turn is over: its events, the status its stop reason says. error:

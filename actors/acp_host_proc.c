@@ -79,7 +79,7 @@ void acp_answer_permission(acp_host *h, const char *how)
     free(h->perm_call);
     h->perm_id = h->perm_options = NULL;
     h->perm_call = NULL;
-    h->perm_asked = false;
+    h->perm_asked = h->perm_waiting = false;
 }
 
 static void on_permission(acp_host *h, rpc_msg *m)
@@ -105,11 +105,9 @@ static void on_permission(acp_host *h, rpc_msg *m)
     }
     h->perm_asked = true;
     if (conv_transition_ok(h->status, CONV_WAITING_FOR_CONFIRMATION))
-        acp_append(h,
-                   json_pack("{s:s, s:s, s:s, s:s}", "kind", "ConversationStateUpdateEvent",
-                             "source", "environment", "key", "execution_status", "value",
-                             "waiting_for_confirmation"),
-                   false);
+        acp_append(h, json_pack("{s:s, s:s, s:s, s:s}", "kind", "ConversationStateUpdateEvent",
+                                "source", "environment", "key", "execution_status", "value",
+                                "waiting_for_confirmation"));
 }
 
 /* ---- files beneath the workspace (fs/...), off the loop ----------------------------- */
@@ -355,7 +353,7 @@ int acp_spawn(acp_host *h)
         return r;
     }
     h->proc_id = rt_proc_id(h->proc);
-    h->lines_owed = 0;
+    h->unacked = 0;
     h->pstate = ACP_P_INIT;
     h->last_activity = conv_mono_ms();
     rt_log(RT_LOG_INFO, "agent", "%s: started pid %d", h->agent, rt_proc_pid(h->proc));
@@ -443,27 +441,32 @@ static void on_response(acp_host *h, rpc_msg *m)
             return;
         }
         const char *stop = json_string_value(json_object_get(m->result, "stopReason"));
-        acp_end_turn(h, stop, NULL, NULL);
+        if (h->inflight == 0) {
+            acp_end_turn(h, stop, NULL, NULL);
+            return;
+        }
+        /* its last events are not answered yet: one may be refused, and
+         * that, not the stop reason, would end the turn */
+        h->turn_over = true;
+        snprintf(h->stop_reason, sizeof(h->stop_reason), "%s", stop != NULL ? stop : "");
     } /* answers to nothing we wait for (a cancelled turn's, a past process's): ignored */
 }
 
-/* A session/update: its events, if it belongs to the turn. true if an
- * append now owes the line its acknowledgement. */
-static bool on_update(acp_host *h, rpc_msg *m)
+/* A session/update: its events, if it belongs to the turn. */
+static void on_update(acp_host *h, rpc_msg *m)
 {
     if (h->loading || h->turn == NULL || h->refused)
-        return false; /* a replay of history, or nothing asked: nothing to record */
+        return; /* a replay of history, or nothing asked: nothing to record */
     json_t *out = json_array();
     char why[300];
     int r = acp_turn_update(h->turn, json_object_get(m->params, "update"), out, why, sizeof(why));
     if (r < 0) {
         json_decref(out);
         acp_misbehaved(h, r == -E2BIG ? "AgentFlood" : "AgentProtocolError", why);
-        return false;
+        return;
     }
     h->last_activity = conv_mono_ms();
-    acp_append(h, out, true);
-    return true;
+    acp_append(h, out);
 }
 
 void acp_on_line(acp_host *h, rt_msg *m)
@@ -476,7 +479,6 @@ void acp_on_line(acp_host *h, rt_msg *m)
     }
     rpc_msg rm;
     rpc_parse((const char *)rt_buf_data(m->buf), rt_buf_len(m->buf), &rm);
-    bool owed = false;
     switch (rm.type) {
     case RPC_INVALID: {
         char why[300];
@@ -491,7 +493,7 @@ void acp_on_line(acp_host *h, rt_msg *m)
         break;
     case RPC_NOTIFY:
         if (strcmp(rm.method, "session/update") == 0)
-            owed = on_update(h, &rm);
+            on_update(h, &rm);
         break; /* other notifications: nothing to do */
     case RPC_REQUEST:
         if (strcmp(rm.method, "session/request_permission") == 0)
@@ -505,8 +507,8 @@ void acp_on_line(acp_host *h, rt_msg *m)
         break;
     }
     rpc_clear(&rm);
-    if (!owed && h->proc != NULL && m->arg == h->proc_id)
-        rt_proc_ack(h->proc, 1);
+    if (h->proc != NULL && m->arg == h->proc_id)
+        acp_line_done(h);
 }
 
 /* ---- its end --------------------------------------------------------------------------- */
@@ -521,7 +523,7 @@ void acp_close_proc(acp_host *h)
     rt_proc_close(h->proc);
     h->proc = NULL;
     h->pstate = ACP_P_NONE;
-    h->lines_owed = 0;
+    h->unacked = 0;
     h->loading = false;
 }
 
@@ -549,11 +551,11 @@ void acp_on_exit(acp_host *h, rt_msg *m)
     rt_proc_close(h->proc);
     h->proc = NULL;
     h->pstate = ACP_P_NONE;
-    h->lines_owed = 0;
+    h->unacked = 0;
     h->loading = false;
     rt_log(RT_LOG_WARN, "agent", "%s: %s", h->agent, why);
-    if (h->turn == NULL)
-        return; /* it is started again when there is something to say */
+    if (h->turn == NULL && (h->qhead == NULL || h->status != CONV_RUNNING))
+        return; /* nothing was owed: it is started again when there is */
     /* restarts in the last window */
     uint64_t now = conv_mono_ms();
     unsigned k = 0;
@@ -566,15 +568,22 @@ void acp_on_exit(acp_host *h, rt_msg *m)
         snprintf(detail, sizeof(detail), "%s; it was restarted %u times within %d s: given up", why,
                  ACP_RESTARTS, ACP_RESTART_WINDOW / 1000);
         h->nrestarts = 0;
-        acp_end_turn(h, NULL, "AgentCrashed", detail);
+        if (h->turn != NULL)
+            acp_end_turn(h, NULL, "AgentCrashed", detail);
+        else
+            acp_fail(h, "AgentCrashed", detail);
         return;
     }
     h->restarts[h->nrestarts++] = now;
+    h->respawn_wait = true;
+    rt_timer_start(h->self, (uint64_t)ACP_BACKOFF_MS << (h->nrestarts - 1), 0, ACP_RESPAWN, 0);
+    if (h->turn == NULL)
+        return;
     /* the turn's open calls are answered; its message is prompted again
      * once the process is back */
     json_t *out = json_array();
     acp_turn_end(h->turn, why, out);
-    acp_append(h, out, false);
+    acp_append(h, out);
     acp_turn_free(h->turn);
     h->turn = NULL;
     acp_prompt *q = h->turn_msg;
@@ -588,7 +597,5 @@ void acp_on_exit(acp_host *h, rt_msg *m)
     free(h->perm_call);
     h->perm_id = h->perm_options = NULL;
     h->perm_call = NULL;
-    h->perm_asked = false;
-    h->respawn_wait = true;
-    rt_timer_start(h->self, (uint64_t)ACP_BACKOFF_MS << (h->nrestarts - 1), 0, ACP_RESPAWN, 0);
+    h->perm_asked = h->perm_waiting = false;
 }

@@ -33,9 +33,12 @@ int conv_status_of(const struct ev *e);
 bool conv_transition_ok(conv_status from, conv_status to);
 
 typedef enum conv_control {
-    CONV_RUN = 1,   /* status -> running */
-    CONV_PAUSE,     /* PauseEvent, status -> paused */
-    CONV_INTERRUPT, /* InterruptEvent, status -> paused */
+    CONV_RUN = 1,      /* status -> running */
+    CONV_PAUSE,        /* PauseEvent, status -> paused */
+    CONV_INTERRUPT,    /* InterruptEvent, status -> paused */
+    CONV_REFUSE_CALLS, /* the user rejects what waits for confirmation: a
+                       UserRejectObservation for each pending call (buf:
+                       the reason), status waiting -> idle */
 } conv_control;
 
 #endif

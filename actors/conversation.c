@@ -202,7 +202,15 @@ void conv_dispatch(conv *c, uint32_t kind, uint64_t arg, const rt_buf *buf, rt_p
         on_append(c, buf, reply);
         break;
     case CONV_CONTROL:
-        seq_control(c->sq, (conv_control)arg, token_of(reply));
+        if (arg == CONV_REFUSE_CALLS) {
+            char reason[1024] = "User rejected the action.";
+            if (buf != NULL && rt_buf_len(buf) > 0)
+                snprintf(reason, sizeof(reason), "%.*s", (int)rt_buf_len(buf),
+                         (const char *)rt_buf_data(buf));
+            seq_reject(c->sq, reason, token_of(reply));
+        } else {
+            seq_control(c->sq, (conv_control)arg, token_of(reply));
+        }
         break;
     case CONV_SUBSCRIBE:
         if (reply->to != NULL)

@@ -101,6 +101,42 @@ void seq_control(sequencer *s, conv_control what, void *token)
     seq__settle(s);
 }
 
+void seq_reject(sequencer *s, const char *reason, void *token)
+{
+    size_t n = gate_pending_count(s->g);
+    json_t *rejections = json_array();
+    for (size_t k = 0; k < n; k++) {
+        const char *action, *tool;
+        const char *call = gate_pending_call(s->g, k, &action, &tool);
+        json_array_append_new(rejections, json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s}", "source",
+                                                    "user", "tool_name",
+                                                    tool != NULL ? tool : "unknown", "tool_call_id",
+                                                    call, "action_id", action != NULL ? action : "",
+                                                    "rejection_reason", reason, "rejection_source",
+                                                    "user", "kind", "UserRejectObservation"));
+    }
+    bool to_idle = s->status == CONV_WAITING_FOR_CONFIRMATION;
+    seq_verdict ok = {.kind = SEQ_ACCEPTED};
+    size_t i, last = json_array_size(rejections);
+    json_t *r;
+    json_array_foreach(rejections, i, r)
+    {
+        ev e;
+        bool answers = !to_idle && i + 1 == last;
+        if (seq__make(json_incref(r), &e) == 0)
+            seq__accept_alone(s, &e, answers ? token : NULL, answers, SEQ_OWN, &ok);
+    }
+    json_decref(rejections);
+    ev e;
+    if (to_idle && seq__make(seq__status_event(CONV_IDLE), &e) == 0) {
+        seq__accept_alone(s, &e, token, true, SEQ_OWN, &ok);
+    } else if (!to_idle && last == 0) {
+        seq_verdict done = {.kind = SEQ_DONE}; /* as upstream: nothing to reject */
+        seq__answer(s, token, &done);
+    }
+    seq__settle(s);
+}
+
 void seq_stuck(sequencer *s, stuck_rule rule)
 {
     if (s->status == CONV_STUCK || !conv_transition_ok(s->status, CONV_STUCK))

@@ -185,6 +185,11 @@ void seq_offer_array(sequencer *s, ev *evs, size_t n, void *token);
 /* run / pause / interrupt: answered with success once its events are
  * durable (a unit with success set), or at once. */
 void seq_control(sequencer *s, conv_control what, void *token);
+/* The user rejects the pending calls (confirmation mode, as upstream's
+ * reject_pending_actions): a UserRejectObservation with `reason` for each,
+ * and a conversation waiting for confirmation goes back to idle. Answered
+ * with success once durable (at once if there was nothing to do). */
+void seq_reject(sequencer *s, const char *reason, void *token);
 /* The stuck detector found a rule: StuckPatternDetected, status stuck. */
 void seq_stuck(sequencer *s, stuck_rule rule);
 /* The stuck detector asks for a nudge: an environment message. */

@@ -62,6 +62,7 @@ void net_api_handle(net_req *r)
     case NET_R_EV_BATCH:
     case NET_R_EV_POST:
     case NET_R_EV_APPEND:
+    case NET_R_EV_CONFIRM:
         net_api_events(r);
         break;
     case NET_R_WS_EVENTS:

@@ -403,6 +403,51 @@ static void post_message(net_req *r)
         net_reply_error(r, 503, "cannot reach the conversation: %s", rt_strerror(e));
 }
 
+static void on_accepted(void *ctx, rt_msg *m)
+{
+    net_req *r = ctx;
+    if (m->kind == CONV_RESULT && m->arg == PL_CONFLICT) { /* as upstream: running already */
+        net_reply_json(r, 200, json_pack("{s:b}", "success", 1));
+        return;
+    }
+    net_reply_actor(r, m);
+}
+
+/* Confirmation mode: accept (a run) or reject (the pending calls answered
+ * by the user's rejection), as upstream's respond_to_confirmation. */
+static void respond(net_req *r)
+{
+    json_t *b = net_req_json(r, "{\"accept\": bool, \"reason\": \"...\"}");
+    if (b == NULL)
+        return;
+    json_t *accept = json_object_get(b, "accept"), *reason = json_object_get(b, "reason");
+    const char *bad = !json_is_object(b)                          ? "the body must be an object"
+                      : !json_is_boolean(accept)                  ? "accept must be true or false"
+                      : reason != NULL && !json_is_string(reason) ? "reason must be a string"
+                                                                  : NULL;
+    if (bad != NULL) {
+        json_decref(b);
+        net_reply_error(r, 422, "%s", bad);
+        return;
+    }
+    bool yes = json_is_true(accept);
+    const char *why = reason != NULL ? json_string_value(reason) : "User rejected the action.";
+    rt_buf *rb = yes ? NULL : rt_buf_copy(why, strlen(why));
+    json_decref(b);
+    if (yes) {
+        rt_actor *a = net_conv_actor(r);
+        if (a == NULL)
+            return;
+        int e = rt_call(r->api->rt, RT_LOOP_ANY, a, CONV_CONTROL, CONV_RUN, NULL,
+                        r->api->call_timeout_ms, on_accepted, r);
+        rt_actor_unref(a);
+        if (e < 0)
+            net_reply_error(r, 503, "cannot reach the conversation: %s", rt_strerror(e));
+        return;
+    }
+    net_ask_conv(r, CONV_CONTROL, CONV_REFUSE_CALLS, rb);
+}
+
 void net_api_events(net_req *r)
 {
     switch (r->route.id) {
@@ -423,6 +468,9 @@ void net_api_events(net_req *r)
         break;
     case NET_R_EV_APPEND:
         append(r);
+        break;
+    case NET_R_EV_CONFIRM:
+        respond(r);
         break;
     default:
         net_reply_error(r, 404, "no such route");

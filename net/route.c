@@ -55,6 +55,10 @@ static const pattern table[] = {
      "append an event or an all-or-nothing array (the producer route; the compliance gate "
      "decides)",
      NULL},
+    {NET_R_EV_CONFIRM, "POST", "/api/conversations/{c}/events/respond_to_confirmation", false,
+     "answer what waits for confirmation: {accept, reason}; accept runs on, a rejection answers "
+     "each pending call with a UserRejectObservation",
+     NULL},
     {NET_R_EV_GET, "GET", "/api/conversations/{c}/events/{e}", false, "an event", NULL},
     {NET_R_EV_BATCH, "GET", "/api/conversations/{c}/events", false,
      "events by id (null for an unknown one)", "event_ids"},

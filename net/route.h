@@ -42,6 +42,7 @@ typedef enum net_route_id {
     NET_R_EV_BATCH,       /* GET    .../events (event_ids in the body or query) */
     NET_R_EV_POST,        /* POST   .../events: a user message */
     NET_R_EV_APPEND,      /* POST   .../events/append: the producer route */
+    NET_R_EV_CONFIRM,     /* POST   .../events/respond_to_confirmation */
     NET_R_WS_EVENTS,      /* GET    /sockets/events/{c}: the WebSocket stream */
     NET_R_OPENAPI,        /* GET    /openapi.json */
     NET_R_COUNT

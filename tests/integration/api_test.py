@@ -21,14 +21,13 @@ import re
 import select
 import sys
 import time
-import traceback
-from contextlib import contextmanager
 from datetime import datetime, timezone
 from urllib.parse import urlencode
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from parley_client import LIVE, Server, TestFailure, check, wait_for  # noqa: E402
+from parley_client import (SERVER_BUGS, Server, TestFailure, check, run,  # noqa: E402
+                           serving, summary, wait_for)
 
 os.environ["TZ"] = "PLY-05:30"  # POSIX: local time is UTC+05:30; needs no tzdata
 time.tzset()
@@ -36,7 +35,7 @@ time.tzset()
 # Server bugs this suite found (test name -> the bug as first seen). Such a
 # test checks the correct behaviour; while it fails, its FAIL line quotes the
 # bug. Drop the entry once the fix is committed.
-SERVER_BUGS = {}
+SERVER_BUGS.update({})
 
 UUID_DASHED = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 HEX32 = re.compile(r"^[0-9a-f]{32}$")
@@ -1445,9 +1444,6 @@ def restart_keeps_everything(srv):
 
 # ------------------------------------------------------------------ runner ---
 
-RESULTS = {"ok": 0, "fail": []}
-
-
 def metric(text, name):
     """The value of one sample line of a Prometheus text (0 if absent)."""
     for line in text.splitlines():
@@ -1480,42 +1476,6 @@ def prometheus_metrics(c):
     for line in after.splitlines():  # every sample line is "name{labels} number"
         if line and not line.startswith("#"):
             float(line.rsplit(" ", 1)[1])
-
-
-def run(name, fn, *args):
-    t0 = time.monotonic()
-    try:
-        fn(*args)
-    except Exception as e:  # noqa: BLE001 - every failure is reported, the run goes on
-        tag = " [known server bug: %s]" % SERVER_BUGS[name] if name in SERVER_BUGS else ""
-        if isinstance(e, TestFailure):
-            why = str(e)
-            where = traceback.extract_tb(e.__traceback__)
-            frame = [f for f in where if f.filename == __file__][-1:]
-            if frame:
-                why += " (%s:%d)" % (os.path.basename(frame[0].filename), frame[0].lineno)
-        else:
-            why = "".join(traceback.format_exception(type(e), e, e.__traceback__))
-        for srv in LIVE:
-            if srv.died():
-                why += "\n  SERVER DIED: " + srv.died()
-        print("FAIL %s%s: %s" % (name, tag, why), flush=True)
-        RESULTS["fail"].append(name)
-        return
-    print("ok %s (%.2fs)" % (name, time.monotonic() - t0), flush=True)
-    RESULTS["ok"] += 1
-
-
-@contextmanager
-def serving(name, **kw):
-    """A server for a group of tests; stopping it cleanly (SIGTERM, exit 0)
-    is a test of its own, named name."""
-    srv = Server(**kw).start()
-    try:
-        yield srv
-        run(name, srv.stop)
-    finally:
-        srv.cleanup()
 
 
 def main():
@@ -1584,13 +1544,7 @@ def main():
     with serving("restarted_server_stops_cleanly", args=hold_args) as srv:
         run("restart_keeps_everything", restart_keeps_everything, srv)
 
-    took = time.monotonic() - t0
-    if RESULTS["fail"]:
-        print("%d ok, %d FAILED (%s) in %.1fs" % (RESULTS["ok"], len(RESULTS["fail"]),
-                                                 ", ".join(RESULTS["fail"]), took))
-        return 1
-    print("%d ok in %.1fs" % (RESULTS["ok"], took))
-    return 0
+    return summary(t0)
 
 
 if __name__ == "__main__":

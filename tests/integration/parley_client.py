@@ -21,6 +21,8 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
+from contextlib import contextmanager
 
 START_TIMEOUT = 60  # seconds for `listening on ...` (ASan builds are slow)
 STOP_TIMEOUT = 60   # seconds for a clean exit after SIGTERM
@@ -300,3 +302,65 @@ def wait_for(what, cond, timeout=30):
             return v
         if time.monotonic() > deadline:
             raise TestFailure("timed out after %d s waiting for %s" % (timeout, what))
+        time.sleep(0.02)  # a poll interval, so as not to load the server we wait on
+
+
+# ------------------------------------------------------------------ runner ---
+
+RESULTS = {"ok": 0, "fail": []}
+# Server bugs a suite found (test name -> the bug as first seen): such a test
+# checks the correct behaviour, and its FAIL line quotes the bug while it fails.
+SERVER_BUGS = {}
+
+
+def run(name, fn, *args):
+    """Run one check: `ok <name>` or `FAIL <name>: why`; the run goes on.
+    With $PARLEY_ONLY (names, comma-separated) set, only those run."""
+    only = os.environ.get("PARLEY_ONLY")
+    if only and name not in only.split(","):
+        return
+    t0 = time.monotonic()
+    caller = sys.modules["__main__"].__file__
+    try:
+        fn(*args)
+    except Exception as e:  # noqa: BLE001 - every failure is reported, the run goes on
+        tag = " [known server bug: %s]" % SERVER_BUGS[name] if name in SERVER_BUGS else ""
+        if isinstance(e, TestFailure):
+            why = str(e)
+            where = traceback.extract_tb(e.__traceback__)
+            frame = [f for f in where if f.filename == caller][-1:]
+            if frame:
+                why += " (%s:%d)" % (os.path.basename(frame[0].filename), frame[0].lineno)
+        else:
+            why = "".join(traceback.format_exception(type(e), e, e.__traceback__))
+        for srv in LIVE:
+            if srv.died():
+                why += "\n  SERVER DIED: " + srv.died()
+        print("FAIL %s%s: %s" % (name, tag, why), flush=True)
+        RESULTS["fail"].append(name)
+        return
+    print("ok %s (%.2fs)" % (name, time.monotonic() - t0), flush=True)
+    RESULTS["ok"] += 1
+
+
+@contextmanager
+def serving(name, **kw):
+    """A server for a group of tests; stopping it cleanly (SIGTERM, exit 0)
+    is a test of its own, named name."""
+    srv = Server(**kw).start()
+    try:
+        yield srv
+        run(name, srv.stop)
+    finally:
+        srv.cleanup()
+
+
+def summary(t0):
+    """Print the totals since t0; the exit status (0: all passed)."""
+    took = time.monotonic() - t0
+    if RESULTS["fail"]:
+        print("%d ok, %d FAILED (%s) in %.1fs" % (RESULTS["ok"], len(RESULTS["fail"]),
+                                                 ", ".join(RESULTS["fail"]), took))
+        return 1
+    print("%d ok in %.1fs" % (RESULTS["ok"], took))
+    return 0

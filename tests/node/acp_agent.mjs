@@ -129,6 +129,14 @@
 //             chunk "while pending";
 //             tool_call_update {toolCallId:"call-N-1", status:"completed",
 //               content:[text "built"]}; end_turn.
+// loop-error  (a stuck agent) repeats the same failing call: in turn 1
+//             exactly 3 times, then end_turn; in later turns up to 50 times
+//             or until a session/cancel (then cancelled; end_turn after the
+//             50th). Each time: tool_call {toolCallId:"call-N-I" (I from 1),
+//               title:"$ cat missing.txt", kind:"execute", status:"pending",
+//               rawInput:{command:"cat missing.txt"}};
+//             tool_call_update {toolCallId:"call-N-I", status:"failed",
+//               content:[text "cat: missing.txt: No such file or directory"]}.
 // unknown-result  tool_call_update {toolCallId:"never-announced",
 //               status:"completed", content:[text "orphan output"]}
 //             (never announced by a tool_call); chunk "done"; end_turn.
@@ -193,7 +201,7 @@ import { Readable, Writable } from "node:stream";
 const STOP_REASONS = ["end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"];
 const BEHAVIOURS = [
     "echo", "full", "parallel", "permission", "cancel", "crash", "crash-load",
-    "interleave", "unknown-result", "flood", "flood-deaf", "bigline", "badjson",
+    "interleave", "loop-error", "unknown-result", "flood", "flood-deaf", "bigline", "badjson",
     "badrpc", "fs", "secrets", "slow", ...STOP_REASONS.map((r) => `stop-${r}`),
 ];
 const BIGLINE_TEXT_BYTES = 17 * 1024 * 1024;
@@ -435,6 +443,24 @@ const run = {
             content: [textContent("built")],
         });
         return "end_turn";
+    },
+
+    async "loop-error"(s, client) {
+        const times = s.turn === 1 ? 3 : 50;
+        for (let i = 1; i <= times; i++) {
+            if (s.cancelled) return "cancelled";
+            const id = `call-${s.turn}-${i}`;
+            await send(s, client, {
+                sessionUpdate: "tool_call", toolCallId: id, title: "$ cat missing.txt",
+                kind: "execute", status: "pending", rawInput: { command: "cat missing.txt" },
+            });
+            await send(s, client, {
+                sessionUpdate: "tool_call_update", toolCallId: id, status: "failed",
+                content: [textContent("cat: missing.txt: No such file or directory")],
+            });
+            await new Promise((resolve) => setImmediate(resolve)); /* let a cancel in */
+        }
+        return s.cancelled ? "cancelled" : "end_turn";
     },
 
     async "unknown-result"(s, client) {

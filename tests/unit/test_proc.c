@@ -205,7 +205,7 @@ START_TEST(test_flow_control)
     ck_assert(ts_counter_wait(&r.events, 2001)); /* 2000 lines and the exit */
     ck_assert_uint_eq(r.n, 2000);
     for (size_t i = 0; i < r.n; i++) {
-        char want[16];
+        char want[24];
         snprintf(want, sizeof(want), "%zu", i + 1);
         ck_assert_str_eq(r.line[i], want);
     }
