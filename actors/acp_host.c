@@ -138,6 +138,58 @@ void acp_fail(acp_host *h, const char *code, const char *detail)
     set_status(h, CONV_ERROR);
 }
 
+/* ---- secrets ------------------------------------------------------------------- */
+
+void acp_secrets_clear(acp_host *h)
+{
+    for (size_t i = 0; i < h->nsecrets; i++) {
+        free(h->secrets[i]);
+        free(h->secret_env[i]);
+    }
+    free(h->secrets);
+    free(h->secret_env);
+    h->secrets = h->secret_env = NULL;
+    h->nsecrets = 0;
+}
+
+static int longer_first(const void *a, const void *b)
+{
+    size_t la = strlen(*(char *const *)a), lb = strlen(*(char *const *)b);
+    return la < lb ? 1 : la > lb ? -1 : 0;
+}
+
+void acp_secrets_load(acp_host *h)
+{
+    acp_secrets_clear(h);
+    json_t *all = convs_secrets(h->ctx->svc, &h->ctx->id);
+    size_t n = json_object_size(all);
+    if (n == 0 || (h->secrets = calloc(n + 1, sizeof(char *))) == NULL ||
+        (h->secret_env = calloc(n + 1, sizeof(char *))) == NULL) {
+        free(h->secrets);
+        h->secrets = NULL;
+        json_decref(all);
+        return;
+    }
+    const char *k;
+    json_t *v;
+    json_object_foreach(all, k, v)
+    {
+        size_t len = strlen(k) + 1 + json_string_length(v) + 1;
+        char *kv = malloc(len), *val = strdup(json_string_value(v));
+        if (kv == NULL || val == NULL) {
+            free(kv);
+            free(val);
+            continue;
+        }
+        snprintf(kv, len, "%s=%s", k, json_string_value(v));
+        h->secret_env[h->nsecrets] = kv;
+        h->secrets[h->nsecrets++] = val;
+    }
+    json_decref(all);
+    /* a value inside a longer one must not cut that one in two */
+    qsort(h->secrets, h->nsecrets, sizeof(char *), longer_first);
+}
+
 /* ---- turns --------------------------------------------------------------------- */
 
 static void start_turn(acp_host *h)
@@ -159,6 +211,7 @@ static void start_turn(acp_host *h)
     }
     h->turn_msg = q;
     h->cancel_sent = h->refused = h->turn_over = false;
+    acp_secrets_load(h); /* those set since the last turn are masked too */
     h->req_prompt =
         acp_request(h, "session/prompt",
                     json_pack("{s:s, s:O}", "sessionId", h->session_id, "prompt", q->blocks));
@@ -242,9 +295,27 @@ static void take_tail(acp_host *h)
     h->tail = NULL;
 }
 
+/* Whether a confirmation policy has the user confirm the agent's calls:
+ * parley rates no risk, so under ConfirmRisky every call is of unknown
+ * risk, confirmed unless confirm_unknown is false. */
+static bool confirms(json_t *policy)
+{
+    const char *kind = str(policy, "kind");
+    if (kind == NULL || strcmp(kind, "NeverConfirm") == 0)
+        return false;
+    return strcmp(kind, "ConfirmRisky") != 0 ||
+           !json_is_false(json_object_get(policy, "confirm_unknown"));
+}
+
 /* A durable event, live. */
 static void on_live(acp_host *h, json_t *e)
 {
+    const char *key = str(e, "key");
+    if (key != NULL && strcmp(key, "confirmation_policy") == 0 &&
+        strcmp(str(e, "kind") != NULL ? str(e, "kind") : "", "ConversationStateUpdateEvent") == 0) {
+        h->confirm = confirms(json_object_get(e, "value"));
+        return;
+    }
     int st = status_set(e);
     if (st >= 0) {
         h->run_edge = st == CONV_RUNNING && h->status != CONV_RUNNING;
@@ -370,8 +441,7 @@ static void read_meta(acp_host *h)
     const char *name = json_string_value(json_array_get(json_object_get(agent, "acp_command"), 0));
     snprintf(h->agent, sizeof(h->agent), "%s", name != NULL ? name : "");
     h->spec = acp_registry_find(h->ctx->svc->o.agents, h->agent);
-    const char *policy = str(json_object_get(m, "confirmation_policy"), "kind");
-    h->confirm = policy != NULL && strcmp(policy, "NeverConfirm") != 0;
+    h->confirm = confirms(json_object_get(m, "confirmation_policy"));
     const char *sid = str(m, "acp_session_id");
     h->session_id = sid != NULL ? strdup(sid) : NULL;
     json_decref(m);
@@ -528,9 +598,7 @@ static void host_stop(rt_actor *self, void *state)
     json_decref(h->perm_options);
     free(h->perm_call);
     free(h->session_id);
-    for (size_t i = 0; i < h->nsecrets; i++)
-        free(h->secrets[i]);
-    free(h->secrets);
+    acp_secrets_clear(h);
     free(h);
 }
 

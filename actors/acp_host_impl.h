@@ -80,7 +80,8 @@ typedef struct acp_host {
     json_t *perm_options; /* its options */
     bool perm_asked;      /* the conversation was asked to wait for the user */
     bool perm_waiting;    /* ...and the log says it waits */
-    char **secrets;       /* values masked in what the agent says */
+    char **secrets;       /* values masked in what the agent says, longest first */
+    char **secret_env;    /* NAME=value, for its environment */
     size_t nsecrets;
 } acp_host;
 
@@ -99,6 +100,9 @@ void acp_fail(acp_host *h, const char *code, const char *detail);
  * the turn failed (code, detail); stop_reason otherwise. */
 void acp_end_turn(acp_host *h, const char *stop_reason, const char *code, const char *detail);
 void acp_prompt_free(acp_prompt *q);
+/* The conversation's secrets as they are now (convs_secrets), or none. */
+void acp_secrets_load(acp_host *h);
+void acp_secrets_clear(acp_host *h);
 
 /* acp_host_proc.c */
 int acp_spawn(acp_host *h);

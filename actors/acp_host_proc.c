@@ -306,11 +306,13 @@ static char **make_env(acp_host *h)
         n++;
     for (size_t i = 0; h->spec->env[i] != NULL; i++)
         n++;
+    n += h->nsecrets;
     char **env = calloc(n + 1, sizeof(*env));
     if (env == NULL)
         return NULL;
-    char *const *lists[] = {environ, h->spec->env};
-    for (int l = 0; l < 2; l++)
+    char *none[] = {NULL};
+    char *const *lists[] = {environ, h->spec->env, h->secret_env != NULL ? h->secret_env : none};
+    for (int l = 0; l < 3; l++)
         for (size_t i = 0; lists[l][i] != NULL; i++) {
             const char *eq = strchr(lists[l][i], '=');
             size_t nl = eq != NULL ? (size_t)(eq - lists[l][i]) : strlen(lists[l][i]);
@@ -334,6 +336,7 @@ int acp_spawn(acp_host *h)
         acp_fail(h, "AgentStartFailed", why);
         return r;
     }
+    acp_secrets_load(h);
     char **env = make_env(h);
     char logname[120];
     snprintf(logname, sizeof(logname), "agent %s", h->agent);

@@ -10,6 +10,7 @@
 #include "runtime/json.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -130,6 +131,57 @@ void conv_meta_redact(json_t *meta)
         redact(sec, true);
     else if (sec != NULL)
         json_object_del(meta, "secrets");
+}
+
+/* An environment variable's name: a letter or _, then letters, digits, _. */
+static bool env_name(const char *k)
+{
+    if (k[0] == '\0' || (k[0] >= '0' && k[0] <= '9') || strlen(k) > CONV_SECRET_NAME_MAX)
+        return false;
+    return strspn(k, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") ==
+           strlen(k);
+}
+
+json_t *conv_secrets_parse(json_t *v, char *why, size_t cap)
+{
+    if (!json_is_object(v)) {
+        snprintf(why, cap, "secrets must be an object: name -> value");
+        return NULL;
+    }
+    if (json_object_size(v) > CONV_SECRETS_MAX) {
+        snprintf(why, cap, "at most %d secrets", CONV_SECRETS_MAX);
+        return NULL;
+    }
+    json_t *out = json_object();
+    const char *k;
+    json_t *x;
+    json_object_foreach(v, k, x)
+    {
+        const char *kind = json_string_value(json_object_get(x, "kind"));
+        json_t *val = json_is_string(x) ? x : json_object_get(x, "value");
+        if (!env_name(k)) {
+            snprintf(why, cap,
+                     "secret name '%.64s': letters, digits and _ (not first), at most %d: it is "
+                     "an environment variable of the agent",
+                     k, CONV_SECRET_NAME_MAX);
+        } else if (kind != NULL && strcmp(kind, "StaticSecret") != 0) {
+            snprintf(why, cap,
+                     "secret %s: a %.40s is not supported (parley fetches nothing): send its "
+                     "value",
+                     k, kind);
+        } else if (!json_is_string(val) || json_string_length(val) > CONV_SECRET_VALUE_MAX) {
+            snprintf(why, cap,
+                     "secret %s: the value must be a string of at most %d bytes, or "
+                     "{\"value\": string}",
+                     k, CONV_SECRET_VALUE_MAX);
+        } else {
+            json_object_set(out, k, val);
+            continue;
+        }
+        json_decref(out);
+        return NULL;
+    }
+    return out;
 }
 
 void conv_set_meta(conv *c, const rt_buf *changes, rt_promise *reply)

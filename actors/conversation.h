@@ -159,7 +159,36 @@ void convs_stopping(convs *c);
  * as is, nothing checked). A parent must exist (-ENOENT), not be the
  * conversation itself (-ELOOP) and have the same workspace.working_dir in
  * its meta (-EXDEV). */
-int convs_create(convs *c, const rt_uuid *id, const rt_uuid *parent, rt_buf *meta, rt_actor **out,
-                 bool *created);
+int convs_create(convs *c, const rt_uuid *id, const rt_uuid *parent, rt_buf *meta, json_t *secrets,
+                 rt_actor **out, bool *created);
+
+/* A conversation's secrets: {name: value} of strings, handed to its hosted
+ * agent (its environment, and values masked in what it says). In memory
+ * only, never stored: after a restart they must be set again (upstream
+ * without a secret key loses them the same way). convs_create takes the
+ * first ones (NULL: none) before the tree starts; convs_set_secrets merges
+ * more (later names win; -ENOENT for an unknown conversation);
+ * convs_secrets is a copy (NULL: none). Deleting a conversation drops
+ * them. Any thread. */
+int convs_set_secrets(convs *c, const rt_uuid *id, json_t *secrets);
+/* Secrets as a request gives them, upstream's forms: {name: "value" or
+ * {"value": ...} or {"kind": "StaticSecret", "value": ...}}; names are
+ * environment variable names. A new {name: value} object, or NULL with
+ * the reason in why. */
+enum { CONV_SECRETS_MAX = 100, CONV_SECRET_NAME_MAX = 128, CONV_SECRET_VALUE_MAX = 65536 };
+json_t *conv_secrets_parse(json_t *v, char *why, size_t cap);
+json_t *convs_secrets(convs *c, const rt_uuid *id);
+
+/* Fork src: a new top-level conversation id whose info is src's (less its
+ * id, times, title and agent session) with changes merged over it, whose
+ * secrets are src's, and whose log is src's up to and including the event
+ * from_event (NULL: all of it), status changes left out (it starts idle),
+ * each event through the fork's gate. Blocking (the thread pool, or a
+ * thread that is no loop's). 0; else, with a line in detail: -ENOENT no
+ * src, -ESRCH no from_event in it, -EEXIST id taken, -EPROTO the fork's
+ * gate refused an event (the fork is deleted again), -EAGAIN out of files,
+ * another -errno. */
+int convs_fork(convs *c, const rt_uuid *src, const rt_uuid *id, json_t *changes,
+               const char *from_event, char *detail, size_t cap);
 
 #endif

@@ -23,7 +23,8 @@
 typedef struct conv_entry {
     struct conv_entry *next;
     conv_ctx ctx;
-    rt_actor *sup; /* the tree's supervisor */
+    rt_actor *sup;   /* the tree's supervisor */
+    json_t *secrets; /* {name: value}, in memory only; NULL: none */
 } conv_entry;
 
 static size_t bucket(const convs *s, const rt_uuid *id)
@@ -87,6 +88,7 @@ void convs_free(convs *s)
             next = e->next;
             rt_actor_unref(e->ctx.conv);
             rt_actor_unref(e->sup);
+            json_decref(e->secrets);
             free(e);
         }
     }
@@ -170,8 +172,19 @@ static conv_entry *find(convs *s, const rt_uuid *id)
     return NULL;
 }
 
-/* The running actor of a conversation the store has (lock held). */
-static int get_locked(convs *s, const rt_uuid *id, rt_actor **out)
+/* Later names win (lock held). */
+static int merge_secrets(conv_entry *e, json_t *secrets)
+{
+    if (secrets == NULL || json_object_size(secrets) == 0)
+        return 0;
+    if (e->secrets == NULL && (e->secrets = json_object()) == NULL)
+        return -ENOMEM;
+    return json_object_update(e->secrets, secrets) == 0 ? 0 : -ENOMEM;
+}
+
+/* The running actor of a conversation the store has (lock held), with
+ * secrets (may be NULL) merged before its tree starts. */
+static int get_locked(convs *s, const rt_uuid *id, rt_actor **out, json_t *secrets)
 {
     conv_entry *e = find(s, id);
     if (e == NULL) {
@@ -185,6 +198,8 @@ static int get_locked(convs *s, const rt_uuid *id, rt_actor **out)
         s->buckets[k] = e;
         s->count++;
     }
+    if (merge_secrets(e, secrets) < 0)
+        return -ENOMEM;
     if (e->ctx.conv == NULL || rt_actor_closed(e->ctx.conv)) {
         int r = start(s, e);
         if (r < 0)
@@ -205,7 +220,7 @@ static int find_running(convs *s, const rt_uuid *id, bool sup, rt_actor **out)
     st_conv_release(sc);
     pthread_mutex_lock(&s->mu);
     rt_actor *a;
-    r = get_locked(s, id, &a);
+    r = get_locked(s, id, &a, NULL);
     if (r == 0 && sup) {
         rt_actor_unref(a);
         a = rt_actor_ref(find(s, id)->sup);
@@ -254,8 +269,8 @@ static bool same_workspace(convs *s, const rt_uuid *parent, rt_buf *meta)
     return same;
 }
 
-int convs_create(convs *s, const rt_uuid *id, const rt_uuid *parent, rt_buf *meta, rt_actor **out,
-                 bool *created)
+int convs_create(convs *s, const rt_uuid *id, const rt_uuid *parent, rt_buf *meta, json_t *secrets,
+                 rt_actor **out, bool *created)
 {
     st_conv *sc;
     int r;
@@ -269,11 +284,47 @@ int convs_create(convs *s, const rt_uuid *id, const rt_uuid *parent, rt_buf *met
         return r;
     if (created != NULL)
         *created = r == 0;
+    bool made = r == 0;
     st_conv_release(sc);
     pthread_mutex_lock(&s->mu);
-    r = get_locked(s, id, out);
+    conv_entry *e = find(s, id);
+    if (made && e != NULL) { /* an id used before: nothing of the old one */
+        json_decref(e->secrets);
+        e->secrets = NULL;
+    }
+    r = get_locked(s, id, out, made ? secrets : NULL);
     pthread_mutex_unlock(&s->mu);
     return r;
+}
+
+int convs_set_secrets(convs *s, const rt_uuid *id, json_t *secrets)
+{
+    st_conv *sc;
+    int r = st_conv_get(s->store, id, &sc);
+    if (r < 0)
+        return r;
+    st_conv_release(sc);
+    pthread_mutex_lock(&s->mu);
+    conv_entry *e = find(s, id);
+    if (e == NULL) {
+        rt_actor *a;
+        r = get_locked(s, id, &a, secrets);
+        if (r == 0)
+            rt_actor_unref(a);
+    } else {
+        r = merge_secrets(e, secrets);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return r;
+}
+
+json_t *convs_secrets(convs *s, const rt_uuid *id)
+{
+    pthread_mutex_lock(&s->mu);
+    conv_entry *e = find(s, id);
+    json_t *copy = e != NULL && e->secrets != NULL ? json_deep_copy(e->secrets) : NULL;
+    pthread_mutex_unlock(&s->mu);
+    return copy;
 }
 
 void convs_stopping(convs *s)
@@ -294,5 +345,9 @@ void convs_stop(convs *s, const rt_uuid *id)
     conv_entry *e = find(s, id);
     if (e != NULL && e->sup != NULL)
         rt_actor_stop(e->sup);
+    if (e != NULL) { /* deleted: its secrets go with it */
+        json_decref(e->secrets);
+        e->secrets = NULL;
+    }
     pthread_mutex_unlock(&s->mu);
 }

@@ -361,15 +361,29 @@ int pl_conv_create(pl_instance *p, const pl_conv_options *o, pl_conv **out)
         return -EEXIST;
     }
     int err;
+    json_t *secrets = NULL;
+    if (o != NULL && o->secrets_json != NULL) {
+        json_t *v =
+            rt_json_read(o->secrets_json, strlen(o->secrets_json), JSON_REJECT_DUPLICATES, NULL);
+        char why[200];
+        secrets = v != NULL ? conv_secrets_parse(v, why, sizeof(why)) : NULL;
+        json_decref(v);
+        if (secrets == NULL)
+            return RT_EINVAL;
+    }
     rt_buf *meta = new_meta(p, o, &id, &err);
-    if (meta == NULL)
+    if (meta == NULL) {
+        json_decref(secrets);
         return err;
+    }
     pl_conv *c = handle(p, &id);
     rt_actor *a = NULL;
     bool created = false;
-    int r = c != NULL ? convs_create(p->convs, &id, child ? &parent : NULL, meta, &a, &created)
-                      : RT_ENOMEM;
+    int r = c != NULL
+                ? convs_create(p->convs, &id, child ? &parent : NULL, meta, secrets, &a, &created)
+                : RT_ENOMEM;
     rt_buf_unref(meta);
+    json_decref(secrets);
     rt_actor_unref(a);
     if (r == 0 && !created)
         r = -EEXIST; /* made by someone else meanwhile */
@@ -494,6 +508,21 @@ int pl_conv_delete(pl_conv *c)
     waiter w;
     int r = ask_wait(c, CONV_DELETE, 0, NULL, &w);
     return r < 0 ? r : outcome_err(w.info.v.outcome);
+}
+
+int pl_conv_set_secrets(pl_conv *c, const char *secrets_json)
+{
+    if (c == NULL || secrets_json == NULL)
+        return RT_EINVAL;
+    json_t *v = rt_json_read(secrets_json, strlen(secrets_json), JSON_REJECT_DUPLICATES, NULL);
+    char why[200];
+    json_t *secrets = v != NULL ? conv_secrets_parse(v, why, sizeof(why)) : NULL;
+    json_decref(v);
+    if (secrets == NULL)
+        return RT_EINVAL;
+    int r = convs_set_secrets(c->p->convs, &c->id, secrets);
+    json_decref(secrets);
+    return r;
 }
 
 /* ------------------------------------------------------------- appends --- */

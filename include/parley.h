@@ -217,6 +217,12 @@ typedef struct pl_conv_options {
      * names (an {"kind": "ACPAgent", "acp_command": [NAME]}), or the
      * default agent if it names none, or no agent. */
     const char *agent;
+    /* Its secrets, a JSON object {NAME: "value"} (or {"value": ...}): its
+     * hosted agent gets them as environment variables, and their values
+     * are replaced by <secret-hidden> in what the agent says. Kept in
+     * memory only (never stored): set them again after a restart. NULL:
+     * none. A bad object is PL_EINVAL. */
+    const char *secrets_json;
 } pl_conv_options;
 
 /* Create a conversation (o may be NULL: defaults) and get a handle.
@@ -256,6 +262,11 @@ void pl_info_clear(pl_info *i);
  * durable; what waits (held, deferred) is refused. Blocking. The handle
  * stays valid (every later request is answered PL_NOT_FOUND). */
 int pl_conv_delete(pl_conv *c);
+/* Add secrets to the conversation's (pl_conv_options.secrets_json; later
+ * names win). Its hosted agent's environment gets them when its process
+ * next starts; masking uses them from the agent's next turn on. PL_EINVAL
+ * for a bad object, PL_ENOENT for a deleted conversation. Any thread. */
+int pl_conv_set_secrets(pl_conv *c, const char *secrets_json);
 
 /* ---- appends -------------------------------------------------------------- */
 

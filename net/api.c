@@ -68,6 +68,24 @@ void net_api_handle(net_req *r)
     case NET_R_WS_EVENTS:
         net_api_ws(r);
         break;
+    case NET_R_CONV_SECRETS:
+    case NET_R_CONV_CONFIRM_POLICY:
+    case NET_R_CONV_SECURITY:
+    case NET_R_CONV_FINAL:
+    case NET_R_CONV_TITLE:
+    case NET_R_CONV_FORK:
+    case NET_R_CONV_NAVIGATE:
+    case NET_R_CONV_ASK:
+    case NET_R_CONV_CONDENSE:
+    case NET_R_CONV_GOAL:
+    case NET_R_CONV_GOAL_STOP:
+    case NET_R_CONV_GOAL_RESUME:
+    case NET_R_CONV_SWITCH_LLM:
+    case NET_R_CONV_SWITCH_PROFILE:
+    case NET_R_CONV_LOAD_PLUGIN:
+    case NET_R_CONV_SWITCH_ACP:
+        net_api_agent(r);
+        break;
     default:
         net_api_conversations(r);
         break;

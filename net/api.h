@@ -113,6 +113,11 @@ void net_api_info(net_req *r);          /* /alive /health /ready /server_info /m
 void net_api_conversations(net_req *r); /* /api/conversations... */
 void net_api_events(net_req *r);        /* /api/conversations/{id}/events... */
 void net_api_ws(net_req *r);            /* /sockets/events/{id} */
+void net_api_agent(net_req *r);         /* .../{id}/secrets, fork, navigate... */
+
+/* Answer with a conversation's ConversationInfo (include_skills as the
+ * request asks), status 200 or 201; 404 if there is no such conversation. */
+void net_reply_conv_info(net_req *r, const rt_uuid *id, int status);
 
 /* The request's body as a JSON value (valid UTF-8, one value, no trailing
  * bytes); NULL after answering 400/415/422 saying why. `what` names the

@@ -248,6 +248,11 @@ static void get_one(net_req *r, const rt_uuid *id, int status)
     gather_start(r, ids, 1, got_one, (void *)(intptr_t)status);
 }
 
+void net_reply_conv_info(net_req *r, const rt_uuid *id, int status)
+{
+    get_one(r, id, status);
+}
+
 static void got_many(gather *g)
 {
     if (gather_failed(g))
@@ -450,6 +455,7 @@ typedef struct creation {
     bool has_parent;
     rt_buf *meta;
     json_t *initial; /* the user message to post, or NULL */
+    json_t *secrets; /* {name: value}, or NULL: in memory only, never stored */
     bool created;
     rt_actor *actor;
 } creation;
@@ -458,6 +464,7 @@ static void creation_free(creation *c)
 {
     rt_buf_unref(c->meta);
     json_decref(c->initial);
+    json_decref(c->secrets);
     rt_actor_unref(c->actor);
     free(c);
 }
@@ -512,7 +519,7 @@ static void create_work(net_req *r, net_outcome *out)
 {
     creation *c = r->data;
     int e = convs_create(r->api->convs, &c->id, c->has_parent ? &c->parent : NULL, c->meta,
-                         &c->actor, &c->created);
+                         c->secrets, &c->actor, &c->created);
     char parent[37];
     rt_uuid_dashed(&c->parent, parent);
     if (e == -ELOOP) /* the texts are upstream's */
@@ -615,6 +622,14 @@ static void create(net_req *r)
         json_object_del(b, "title");
     char why[400];
     if (acp_registry_meta(convs_agents(r->api->convs), b, NULL, why, sizeof(why)) != 0) {
+        creation_free(c);
+        json_decref(b);
+        net_reply_error(r, 422, "%s", why);
+        return;
+    }
+    json_t *secrets = json_object_get(b, "secrets");
+    if (secrets != NULL && !json_is_null(secrets) &&
+        (c->secrets = conv_secrets_parse(secrets, why, sizeof(why))) == NULL) {
         creation_free(c);
         json_decref(b);
         net_reply_error(r, 422, "%s", why);

@@ -26,25 +26,41 @@ typedef enum net_route_id {
     NET_R_READY,
     NET_R_SERVER_INFO,
     NET_R_METRICS,
-    NET_R_CONV_CREATE,    /* POST   /api/conversations */
-    NET_R_CONV_BATCH,     /* GET    /api/conversations?ids=... */
-    NET_R_CONV_SEARCH,    /* GET    /api/conversations/search */
-    NET_R_CONV_COUNT,     /* GET    /api/conversations/count */
-    NET_R_CONV_GET,       /* GET    /api/conversations/{c} */
-    NET_R_CONV_DELETE,    /* DELETE /api/conversations/{c} */
-    NET_R_CONV_PATCH,     /* PATCH  /api/conversations/{c} */
-    NET_R_CONV_RUN,       /* POST   /api/conversations/{c}/run */
-    NET_R_CONV_PAUSE,     /* POST   .../pause */
-    NET_R_CONV_INTERRUPT, /* POST   .../interrupt */
-    NET_R_EV_SEARCH,      /* GET    /api/conversations/{c}/events/search */
-    NET_R_EV_COUNT,       /* GET    .../events/count */
-    NET_R_EV_GET,         /* GET    .../events/{e} */
-    NET_R_EV_BATCH,       /* GET    .../events (event_ids in the body or query) */
-    NET_R_EV_POST,        /* POST   .../events: a user message */
-    NET_R_EV_APPEND,      /* POST   .../events/append: the producer route */
-    NET_R_EV_CONFIRM,     /* POST   .../events/respond_to_confirmation */
-    NET_R_WS_EVENTS,      /* GET    /sockets/events/{c}: the WebSocket stream */
-    NET_R_OPENAPI,        /* GET    /openapi.json */
+    NET_R_CONV_CREATE,         /* POST   /api/conversations */
+    NET_R_CONV_BATCH,          /* GET    /api/conversations?ids=... */
+    NET_R_CONV_SEARCH,         /* GET    /api/conversations/search */
+    NET_R_CONV_COUNT,          /* GET    /api/conversations/count */
+    NET_R_CONV_GET,            /* GET    /api/conversations/{c} */
+    NET_R_CONV_DELETE,         /* DELETE /api/conversations/{c} */
+    NET_R_CONV_PATCH,          /* PATCH  /api/conversations/{c} */
+    NET_R_CONV_RUN,            /* POST   /api/conversations/{c}/run */
+    NET_R_CONV_PAUSE,          /* POST   .../pause */
+    NET_R_CONV_INTERRUPT,      /* POST   .../interrupt */
+    NET_R_EV_SEARCH,           /* GET    /api/conversations/{c}/events/search */
+    NET_R_EV_COUNT,            /* GET    .../events/count */
+    NET_R_EV_GET,              /* GET    .../events/{e} */
+    NET_R_EV_BATCH,            /* GET    .../events (event_ids in the body or query) */
+    NET_R_EV_POST,             /* POST   .../events: a user message */
+    NET_R_EV_APPEND,           /* POST   .../events/append: the producer route */
+    NET_R_EV_CONFIRM,          /* POST   .../events/respond_to_confirmation */
+    NET_R_CONV_SECRETS,        /* POST   .../secrets */
+    NET_R_CONV_CONFIRM_POLICY, /* POST   .../confirmation_policy */
+    NET_R_CONV_SECURITY,       /* POST   .../security_analyzer */
+    NET_R_CONV_FINAL,          /* GET    .../agent_final_response */
+    NET_R_CONV_TITLE,          /* POST   .../generate_title */
+    NET_R_CONV_FORK,           /* POST   .../fork */
+    NET_R_CONV_NAVIGATE,       /* POST   .../navigate */
+    NET_R_CONV_ASK,            /* POST   .../ask_agent */
+    NET_R_CONV_CONDENSE,       /* POST   .../condense */
+    NET_R_CONV_GOAL,           /* POST   .../goal */
+    NET_R_CONV_GOAL_STOP,      /* POST   .../goal/stop */
+    NET_R_CONV_GOAL_RESUME,    /* POST   .../goal/resume */
+    NET_R_CONV_SWITCH_LLM,     /* POST   .../switch_llm */
+    NET_R_CONV_SWITCH_PROFILE, /* POST   .../switch_profile */
+    NET_R_CONV_LOAD_PLUGIN,    /* POST   .../load_plugin */
+    NET_R_CONV_SWITCH_ACP,     /* POST   .../switch_acp_model */
+    NET_R_WS_EVENTS,           /* GET    /sockets/events/{c}: the WebSocket stream */
+    NET_R_OPENAPI,             /* GET    /openapi.json */
     NET_R_COUNT
 } net_route_id;
 

@@ -245,7 +245,7 @@ static void run_path(const char *dir, uint64_t events, double *rate, double *gat
     for (int i = 0; i < CONVS; i++) {
         rt_uuid id;
         rt_uuid_v4(&id);
-        if (convs_create(s.svc, &id, NULL, meta, &conv[i], NULL) != 0) {
+        if (convs_create(s.svc, &id, NULL, meta, NULL, &conv[i], NULL) != 0) {
             fprintf(stderr, "parley bench conversation: cannot create a conversation\n");
             exit(CLI_FAIL);
         }
@@ -372,7 +372,7 @@ static rt_actor *open_conv(server *s)
     rt_actor *conv = NULL;
     if (convs_get(s->svc, &id, &conv) != 0) {
         rt_buf *meta = rt_buf_copy("{}", 2);
-        int r = convs_create(s->svc, &id, NULL, meta, &conv, NULL);
+        int r = convs_create(s->svc, &id, NULL, meta, NULL, &conv, NULL);
         rt_buf_unref(meta);
         if (r != 0) {
             fprintf(stderr, "parley bench conversation: cannot create a conversation\n");

@@ -35,7 +35,7 @@ void tc_start(tc_env *e, const char *dir, const conv_opts *o, st_durability d)
     const char *m = e->meta != NULL ? e->meta : "{}";
     rt_buf *meta = rt_buf_copy(m, strlen(m));
     bool created;
-    ck_assert_int_eq(convs_create(e->svc, &e->id, NULL, meta, &e->conv, &created), 0);
+    ck_assert_int_eq(convs_create(e->svc, &e->id, NULL, meta, NULL, &e->conv, &created), 0);
     rt_buf_unref(meta);
 }
 

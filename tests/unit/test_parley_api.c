@@ -332,9 +332,9 @@ START_TEST(test_reads)
     char data[300];
     pl_instance *p = fresh(data, sizeof(data), NULL);
     pl_conv *c;
-    pl_conv_options co = {
-        .id = "5ca1ab1e-0000-4000-8000-0000000000aa",
-        .meta_json = "{\"title\":\"t\",\"agent\":{\"kind\":\"Agent\",\"llm\":{\"api_key\":\"sk-not-kept\"}}}"};
+    pl_conv_options co = {.id = "5ca1ab1e-0000-4000-8000-0000000000aa",
+                          .meta_json = "{\"title\":\"t\",\"agent\":{\"kind\":\"Agent\",\"llm\":{"
+                                       "\"api_key\":\"sk-not-kept\"}}}"};
     ck_assert_int_eq(pl_conv_create(p, &co, &c), 0);
     ck_assert_str_eq(pl_conv_id(c), "5ca1ab1e-0000-4000-8000-0000000000aa");
     verdict_slot v;
@@ -660,12 +660,16 @@ START_TEST(test_bad_input)
     pl_instance *p = fresh(data, sizeof(data), NULL);
     pl_conv *c = NULL;
     pl_conv_options bad_id = {.id = "not-a-uuid"}, bad_meta = {.meta_json = "[1]"},
-                    bad_th = {.stuck_monologue = 5000};
+                    bad_th = {.stuck_monologue = 5000},
+                    bad_secret = {.secrets_json = "{\"9x\": \"v\"}"},
+                    not_secrets = {.secrets_json = "[\"v\"]"};
     ck_assert_int_eq(pl_conv_create(NULL, NULL, &c), PL_EINVAL);
     ck_assert_int_eq(pl_conv_create(p, NULL, NULL), PL_EINVAL);
     ck_assert_int_eq(pl_conv_create(p, &bad_id, &c), PL_EINVAL);
     ck_assert_int_eq(pl_conv_create(p, &bad_meta, &c), PL_EINVAL);
     ck_assert_int_eq(pl_conv_create(p, &bad_th, &c), PL_EINVAL);
+    ck_assert_int_eq(pl_conv_create(p, &bad_secret, &c), PL_EINVAL);
+    ck_assert_int_eq(pl_conv_create(p, &not_secrets, &c), PL_EINVAL);
     ck_assert_uint_eq(pl_conversations(p), 0); /* nothing was written */
     ck_assert_int_eq(pl_conv_open(p, NULL, &c), PL_EINVAL);
     ck_assert_int_eq(pl_conv_open(p, "zz", &c), PL_EINVAL);
@@ -695,6 +699,10 @@ START_TEST(test_bad_input)
     ck_assert_int_eq(pl_subscribe(c, 0, NULL, NULL, &s), PL_EINVAL);
     ck_assert_int_eq(pl_conv_info(NULL, NULL), PL_EINVAL);
     ck_assert_int_eq(pl_conv_delete(NULL), PL_EINVAL);
+    ck_assert_int_eq(pl_conv_set_secrets(c, NULL), PL_EINVAL);
+    ck_assert_int_eq(pl_conv_set_secrets(c, "{\"A\": 1}"), PL_EINVAL);
+    ck_assert_int_eq(pl_conv_set_secrets(c, "{\"A\": {\"kind\": \"LookupSecret\"}}"), PL_EINVAL);
+    ck_assert_int_eq(pl_conv_set_secrets(c, "{\"API_TOKEN\": {\"value\": \"v\"}}"), 0);
     pl_spawn_options nobeh = {0}, badrestart = {.beh = &agent, .restart = (pl_restart)7};
     pl_actor *a;
     ck_assert_int_eq(pl_spawn(p, NULL, &a), PL_EINVAL);
