@@ -355,8 +355,17 @@ int acp_registry_meta(const acp_registry *r, json_t *meta, const char *name, cha
     if (!json_is_object(agent) || kind == NULL)
         return fail(err, errlen,
                     "agent must be an object with a string \"kind\" (\"Agent\", \"ACPAgent\")");
+    if (strcmp(kind, "Agent") == 0) { /* one that runs elsewhere and posts its events */
+        json_t *llm = json_object_get(agent, "llm"), *tools = json_object_get(agent, "tools");
+        if (llm != NULL && !(json_is_object(llm) && json_is_string(json_object_get(llm, "model"))))
+            return fail(err, errlen, "agent.llm must be an object with a string \"model\"");
+        if (tools != NULL && !json_is_array(tools))
+            return fail(err, errlen, "agent.tools must be a list");
+        return 0;
+    }
     if (strcmp(kind, "ACPAgent") != 0)
-        return 0; /* an agent that runs elsewhere and posts its events */
+        return fail(err, errlen, "agent.kind must be \"Agent\" or \"ACPAgent\", not \"%.40s\"",
+                    kind);
     json_t *cmd = json_object_get(agent, "acp_command");
     const char *word = json_string_value(json_array_get(cmd, 0));
     if (!json_is_array(cmd) || json_array_size(cmd) != 1 || word == NULL ||

@@ -410,7 +410,10 @@ def create_bad_requests(c):
     check(b.get("title") == "x" * 200, "a title of 200 characters is fine", b)
     for bad in ({"title": ""}, {"tags": []}, {"tags": {"a": 1}}, {"max_iterations": "many"},
                 {"tags": {"Key": "v"}}, {"tags": {"a-b": "v"}}, {"tags": {"": "v"}},
-                {"tags": {"k": "x" * 257}}):
+                {"tags": {"k": "x" * 257}}, {"agent": "x"}, {"agent": {"kind": "Nope"}},
+                {"agent": {"kind": "Agent", "llm": 5}}, {"agent": {"kind": "Agent", "llm": {}}},
+                {"agent": {"kind": "Agent", "tools": "all"}}, {"agent_settings": 7},
+                {"agent_settings": {"agent_kind": "other"}}):
         r = c.post("/api/conversations", bad)
         check(r.status == 422, "%r: 422" % bad, r)
 
