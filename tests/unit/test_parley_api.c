@@ -332,9 +332,10 @@ START_TEST(test_reads)
     char data[300];
     pl_instance *p = fresh(data, sizeof(data), NULL);
     pl_conv *c;
-    pl_conv_options co = {.id = "5ca1ab1e-0000-4000-8000-0000000000aa",
-                          .meta_json = "{\"title\":\"t\",\"agent\":{\"kind\":\"Agent\",\"llm\":{"
-                                       "\"api_key\":\"sk-not-kept\"}}}"};
+    pl_conv_options co = {
+        .id = "5ca1ab1e-0000-4000-8000-0000000000aa",
+        .meta_json = "{\"title\":\"t\",\"agent\":{\"kind\":\"Agent\",\"llm\":{\"model\":\"m\","
+                     "\"api_key\":\"sk-not-kept\"}}}"};
     ck_assert_int_eq(pl_conv_create(p, &co, &c), 0);
     ck_assert_str_eq(pl_conv_id(c), "5ca1ab1e-0000-4000-8000-0000000000aa");
     verdict_slot v;
@@ -654,6 +655,73 @@ static void call_blocking(void *ctx, const pl_verdict *v)
     ts_counter_add(&blocked, 1);
 }
 
+/* ------------------------------------------------------------ hosting --- */
+
+typedef struct watch {
+    pthread_mutex_t mu;
+    ts_counter finished; /* the agent said something, then finished */
+    bool said, masked, leaked;
+} watch;
+
+static void on_watched(void *ctx, const pl_event *e)
+{
+    watch *w = ctx;
+    pthread_mutex_lock(&w->mu);
+    bool agent_msg = memmem(e->json, e->len, "\"MessageEvent\"", 14) != NULL &&
+                     memmem(e->json, e->len, "\"source\":\"agent\"", 16) != NULL;
+    if (agent_msg) {
+        w->said = true;
+        w->masked |= memmem(e->json, e->len, "<secret-hidden>", 15) != NULL;
+        w->leaked |= memmem(e->json, e->len, "tok-5521-zz", 11) != NULL;
+    }
+    bool done = w->said && memmem(e->json, e->len, "\"finished\"", 10) != NULL;
+    pthread_mutex_unlock(&w->mu);
+    if (done)
+        ts_counter_add(&w->finished, 1);
+}
+
+/* An embedder hosts an agent as the server does: registered in the
+ * options, named by a conversation, answering a user message once it runs,
+ * its secret masked in what it says. */
+START_TEST(test_hosted_agent)
+{
+    const char *argv[] = {PARLEY_BINARY_DIR "/parley", "demo-agent", "--no-fs", NULL};
+    pl_agent demo = {.name = "demo", .argv = argv};
+    pl_options o = {.agents = &demo, .nagents = 1};
+    char data[300];
+    pl_instance *p = fresh(data, sizeof(data), &o);
+    pl_conv_options bad = {.agent = "nope"};
+    pl_conv *c;
+    ck_assert_int_eq(pl_conv_create(p, &bad, &c), PL_EINVAL); /* not registered */
+    pl_conv_options co = {.agent = "demo", .secrets_json = "{\"DEMO_TOKEN\": \"tok-5521-zz\"}"};
+    ck_assert_int_eq(pl_conv_create(p, &co, &c), 0);
+    watch w = {0};
+    pthread_mutex_init(&w.mu, NULL);
+    ts_counter_init(&w.finished);
+    pl_sub_callbacks cb = {.event = on_watched};
+    pl_sub *s;
+    ck_assert_int_eq(pl_subscribe(c, 0, &cb, &w, &s), 0);
+    verdict_slot v;
+    const char *m = "{\"id\":\"u1\",\"source\":\"user\",\"kind\":\"MessageEvent\","
+                    "\"llm_message\":{\"role\":\"user\",\"content\":[{\"type\":\"text\","
+                    "\"text\":\"my token is tok-5521-zz\"}]}}";
+    ck_assert_int_eq(append(c, m, &v), PL_COMMITTED);
+    ck_assert_int_eq(control(c, PL_RUN, &v), PL_DONE);
+    ck_assert(ts_counter_wait(&w.finished, 1));
+    pl_unsubscribe(s);
+    ck_assert(w.masked && !w.leaked);
+    pl_info info;
+    ck_assert_int_eq(pl_conv_info(c, &info), 0);
+    ck_assert_ptr_nonnull(strstr(info.meta_json, "\"acp_command\":[\"demo\"]"));
+    ck_assert_ptr_null(strstr(info.meta_json, "tok-5521-zz"));
+    pl_info_clear(&info);
+    pl_conv_release(c);
+    pl_close(p);
+    pthread_mutex_destroy(&w.mu);
+    rm_tmp();
+}
+END_TEST
+
 START_TEST(test_bad_input)
 {
     char data[300];
@@ -813,6 +881,7 @@ int main(void)
     tcase_add_test(tc, test_slow_subscriber);
     tcase_add_test(tc, test_attached_actor_restarts);
     tcase_add_test(tc, test_bad_input);
+    tcase_add_test(tc, test_hosted_agent);
     tcase_add_test(tc, test_parent_and_children);
     suite_add_tcase(s, tc);
     return ts_run_suite(s);
