@@ -571,7 +571,8 @@ START_TEST(test_registry)
     json_decref(m);
     static const char *const good[] = {
         "{\"agent\":{\"kind\":\"ACPAgent\",\"acp_command\":[\"claude\"]}}",
-        "{\"agent\":{\"kind\":\"Agent\",\"llm\":{}}}",
+        "{\"agent\":{\"kind\":\"Agent\",\"llm\":{\"model\":\"m\"},\"tools\":[]}}",
+        "{\"agent\":{\"kind\":\"Agent\"}}",
         "{\"agent_settings\":{\"agent_kind\":\"acp\"}}",
     };
     for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
@@ -583,6 +584,9 @@ START_TEST(test_registry)
     static const char *const refused[] = {
         "{\"agent\":{\"acp_command\":[\"demo\"]}}", /* no kind */
         "{\"agent\":\"demo\"}",
+        "{\"agent\":{\"kind\":\"Agent\",\"llm\":{}}}", /* no model */
+        "{\"agent\":{\"kind\":\"Agent\",\"tools\":{}}}",
+        "{\"agent\":{\"kind\":\"Nope\"}}",
         "{\"agent\":{\"kind\":\"ACPAgent\",\"acp_command\":[\"rm\",\"-rf\"]}}",
         "{\"agent\":{\"kind\":\"ACPAgent\",\"acp_command\":[\"unknown\"]}}",
         "{\"agent\":{\"kind\":\"ACPAgent\"}}",
