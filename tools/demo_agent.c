@@ -27,7 +27,8 @@
 #include <unistd.h>
 
 static const char usage[] =
-    "usage: parley demo-agent [--tool-calls N] [--chunks N] [--no-fs] [--delay-ms N]\n\n"
+    "usage: parley demo-agent [--tool-calls N] [--chunks N] [--no-fs] [--delay-ms N]\n"
+    "                         [--stamp]\n\n"
     "A scripted ACP agent (Agent Client Protocol, version 1) on stdin and stdout, one\n"
     "JSON-RPC message a line, for demos and benchmarks: no LLM. A client spawns it.\n"
     "Each prompt turn sends a thought, a tool call that appends the prompt's text to\n"
@@ -41,6 +42,9 @@ static const char usage[] =
     "  --chunks N      message chunks of the reply, 0..1000 (default 3)\n"
     "  --no-fs         never call the client's fs/* methods\n"
     "  --delay-ms N    pause between the updates of a turn, 0..60000 ms (default 0)\n"
+    "  --stamp         end the text of each message chunk with \" [t=NS]\", NS the\n"
+    "                  CLOCK_REALTIME nanoseconds at which it is sent (for latency\n"
+    "                  benchmarks: bench/hosted_agents.py)\n"
     "  -h, --help      show this help\n\n"
     "Exit status: 0 when stdin ends, 1 if stdout fails, 2 bad usage.\n";
 
@@ -260,6 +264,7 @@ int cmd_demo_agent(int argc, char **argv)
                                          {"chunks", required_argument, NULL, 'c'},
                                          {"no-fs", no_argument, NULL, 'n'},
                                          {"delay-ms", required_argument, NULL, 'd'},
+                                         {"stamp", no_argument, NULL, 's'},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
     da_agent a = {.tool_calls = 1, .chunks = 3};
@@ -282,6 +287,9 @@ int cmd_demo_agent(int argc, char **argv)
             break;
         case 'n':
             a.no_fs = true;
+            break;
+        case 's':
+            a.stamp = true;
             break;
         case 'h':
             fputs(usage, stdout);

@@ -47,6 +47,7 @@ typedef struct da_agent {
     /* options */
     int tool_calls, chunks, delay_ms;
     bool no_fs;
+    bool stamp; /* --stamp: " [t=NS]" (CLOCK_REALTIME at send) ends each message chunk */
     /* what the client declared in initialize */
     bool can_read, can_write;
 

@@ -15,7 +15,8 @@
  * files, the tool calls are `execute` calls that need nothing of the client
  * (they count the prompt's words). A session/cancel stops the turn where
  * it is: no more updates (the client marks open tool calls cancelled
- * itself), and the answer is "cancelled".
+ * itself), and the answer is "cancelled". With --stamp each message chunk's
+ * text ends with " [t=NS]", the CLOCK_REALTIME nanoseconds of its sending.
  */
 #include "demo_agent.h"
 
@@ -25,6 +26,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define DASH "\xe2\x80\x94" /* an em dash */
 
@@ -46,6 +48,23 @@ static void record(da_agent *a, json_t *update)
     }
 }
 
+/* --stamp: " [t=NS]" onto the text of a message chunk, NS the time now. */
+static void stamp(json_t *update)
+{
+    const char *kind = json_string_value(json_object_get(update, "sessionUpdate"));
+    json_t *content = json_object_get(update, "content"), *text = json_object_get(content, "text");
+    if (kind == NULL || strcmp(kind, "agent_message_chunk") != 0 || !json_is_string(text))
+        return;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    rt_text t = {0};
+    rt_text_put(&t, json_string_value(text), json_string_length(text));
+    rt_text_printf(&t, " [t=%lld%09ld]", (long long)ts.tv_sec, ts.tv_nsec);
+    if (!t.failed) /* else unstamped */
+        json_object_set_new(content, "text", json_stringn(t.p, t.len));
+    free(t.p);
+}
+
 /* One update of the turn (stolen): after the pause between updates, taking
  * what comes meanwhile, it is sent and recorded, unless the turn stopped.
  * False if the turn stopped. */
@@ -57,6 +76,8 @@ static bool step(da_agent *a, json_t *update)
         return false;
     }
     a->sent++;
+    if (a->stamp)
+        stamp(update);
     record(a, update);
     da_send_update(a, a->turn->id, update);
     return !a->out_failed;
