@@ -128,8 +128,9 @@ static int copy_events(convs *s, conv_reader *rd, uint64_t end, rt_actor *a, cha
     return 0;
 }
 
-/* The fork's info: the source's, less what is its own, with changes. */
-static rt_buf *fork_meta(st_conv *src, const rt_uuid *id, json_t *changes)
+/* The fork's info: the source's, less what is its own, with changes;
+ * its agent apart (*agent, a new reference, or NULL). */
+static rt_buf *fork_meta(st_conv *src, const rt_uuid *id, json_t *changes, json_t **agent)
 {
     rt_buf *mb = st_conv_meta(src);
     json_t *m = rt_json_read((const char *)rt_buf_data(mb), rt_buf_len(mb), 0, NULL);
@@ -153,9 +154,30 @@ static rt_buf *fork_meta(st_conv *src, const rt_uuid *id, json_t *changes)
     json_object_set_new(m, "id", json_string(dashed));
     json_object_set_new(m, "created_at", json_string(ts));
     json_object_update(m, changes);
+    *agent = json_incref(json_object_get(m, "agent"));
+    json_object_del(m, "agent");
     char *s = json_dumps(m, JSON_COMPACT);
     json_decref(m);
     return s != NULL ? rt_buf_take(s, strlen(s)) : NULL;
+}
+
+/* The agent into the fork's info, then its adapter into its tree. */
+static int give_agent(convs *s, rt_actor *a, const rt_uuid *id, json_t *agent, char *detail,
+                      size_t cap)
+{
+    char *txt = json_dumps(json_pack("{s:O}", "agent", agent), JSON_COMPACT);
+    rt_buf *buf = txt != NULL ? rt_buf_take(txt, strlen(txt)) : NULL;
+    wait w;
+    pl_outcome o = buf != NULL ? ask(s, a, CONV_SET_META, buf, &w) : PL_FAILED;
+    if (o != PL_DONE) {
+        snprintf(detail, cap, "cannot give the fork its agent: %s",
+                 buf != NULL ? w.detail : "out of memory");
+        return -EIO;
+    }
+    int r = convs_attach_host(s, id);
+    if (r < 0)
+        snprintf(detail, cap, "cannot start the fork's agent: %s", strerror(-r));
+    return r;
 }
 
 int convs_fork(convs *s, const rt_uuid *src, const rt_uuid *id, json_t *changes,
@@ -176,7 +198,8 @@ int convs_fork(convs *s, const rt_uuid *src, const rt_uuid *id, json_t *changes,
         }
         end = at + 1;
     }
-    rt_buf *meta = fork_meta(rd.sc, id, changes);
+    json_t *agent = NULL;
+    rt_buf *meta = fork_meta(rd.sc, id, changes, &agent);
     json_t *secrets = convs_secrets(s, src);
     rt_actor *a = NULL;
     bool created = false;
@@ -192,11 +215,14 @@ int convs_fork(convs *s, const rt_uuid *src, const rt_uuid *id, json_t *changes,
         snprintf(detail, cap, "cannot create the fork: %s", strerror(-r));
     } else {
         r = copy_events(s, &rd, end, a, detail, cap);
+        if (r == 0 && agent != NULL)
+            r = give_agent(s, a, id, agent, detail, cap);
         if (r < 0) { /* whole or absent */
             wait w;
             ask(s, a, CONV_DELETE, NULL, &w);
         }
     }
+    json_decref(agent);
     rt_actor_unref(a);
     conv_read_close(&rd);
     return r;

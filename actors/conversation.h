@@ -179,6 +179,11 @@ enum { CONV_SECRETS_MAX = 100, CONV_SECRET_NAME_MAX = 128, CONV_SECRET_VALUE_MAX
 json_t *conv_secrets_parse(json_t *v, char *why, size_t cap);
 json_t *convs_secrets(convs *c, const rt_uuid *id);
 
+/* Start the adapter of the agent the conversation's info names, in its
+ * running tree, if it has none (start does this by itself; a conversation
+ * given its agent after its start needs it). -ENOENT: no running tree. */
+int convs_attach_host(convs *c, const rt_uuid *id);
+
 /* Fork src: a new top-level conversation id whose info is src's (less its
  * id, times, title and agent session) with changes merged over it, whose
  * secrets are src's, and whose log is src's up to and including the event
@@ -187,7 +192,8 @@ json_t *convs_secrets(convs *c, const rt_uuid *id);
  * thread that is no loop's). 0; else, with a line in detail: -ENOENT no
  * src, -ESRCH no from_event in it, -EEXIST id taken, -EPROTO the fork's
  * gate refused an event (the fork is deleted again), -EAGAIN out of files,
- * another -errno. */
+ * another -errno. A hosted agent is given to the fork once its log is
+ * copied, so that it owes only the messages after the agent's last word. */
 int convs_fork(convs *c, const rt_uuid *src, const rt_uuid *id, json_t *changes,
                const char *from_event, char *detail, size_t cap);
 

@@ -25,6 +25,7 @@ typedef struct conv_entry {
     conv_ctx ctx;
     rt_actor *sup;   /* the tree's supervisor */
     json_t *secrets; /* {name: value}, in memory only; NULL: none */
+    bool hosted;     /* the tree has an agent's adapter */
 } conv_entry;
 
 static size_t bucket(const convs *s, const rt_uuid *id)
@@ -118,6 +119,24 @@ static bool hosts_agent(convs *s, const rt_uuid *id)
     return hosted;
 }
 
+/* The adapter of a hosted agent in e's tree, if its info names one (lock
+ * held): last, since it follows the conversation. */
+static int spawn_host(convs *s, conv_entry *e)
+{
+    e->hosted = hosts_agent(s, &e->ctx.id);
+    if (!e->hosted)
+        return 0;
+    rt_spawn_opts ho = {
+        .beh = &acp_host_behaviour, .arg = &e->ctx, .parent = e->sup, .restart = RT_PERMANENT};
+    rt_actor *host;
+    int r = rt_spawn(s->rt, &ho, &host);
+    if (r == 0)
+        rt_actor_unref(host);
+    else
+        e->hosted = false;
+    return r;
+}
+
 /* Start the tree of e's conversation (lock held). */
 static int start(convs *s, conv_entry *e)
 {
@@ -153,14 +172,8 @@ static int start(convs *s, conv_entry *e)
     r = rt_spawn(s->rt, &do_, &det);
     if (r == 0)
         rt_actor_unref(det);
-    if (r == 0 && hosts_agent(s, &e->ctx.id)) { /* last: it follows the conversation */
-        rt_spawn_opts ho = {
-            .beh = &acp_host_behaviour, .arg = &e->ctx, .parent = sup, .restart = RT_PERMANENT};
-        rt_actor *host;
-        r = rt_spawn(s->rt, &ho, &host);
-        if (r == 0)
-            rt_actor_unref(host);
-    }
+    if (r == 0)
+        r = spawn_host(s, e);
     return r;
 }
 
@@ -170,6 +183,15 @@ static conv_entry *find(convs *s, const rt_uuid *id)
         if (rt_uuid_eq(&e->ctx.id, id))
             return e;
     return NULL;
+}
+
+int convs_attach_host(convs *s, const rt_uuid *id)
+{
+    pthread_mutex_lock(&s->mu);
+    conv_entry *e = find(s, id);
+    int r = e == NULL || e->sup == NULL ? -ENOENT : e->hosted ? 0 : spawn_host(s, e);
+    pthread_mutex_unlock(&s->mu);
+    return r;
 }
 
 /* Later names win (lock held). */

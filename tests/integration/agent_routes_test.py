@@ -175,6 +175,19 @@ def fork(c):
     r = c.request("POST", conv_path(cid, "/fork"), {"id": "x"})
     check(r.status == 422, "a bad id: 422", r)
     lint(c, fid)
+    # a hosted fork answers what comes after the copy, and nothing before
+    src = hosted(c, "echo", "first")
+    settle(c, src)
+    say(c, src, "second")
+    settle(c, src)
+    fork2 = c.expect("POST", conv_path(src, "/fork"), 201, {})["id"]
+    check(c.expect("GET", conv_path(fork2), 200)["agent"]["acp_command"] == ["echo"],
+          "the fork hosts the source's agent")
+    say(c, fork2, "third")
+    evs = settle(c, fork2)
+    check(agent_says(evs) == ["first", "second", "third"],
+          "the fork's agent answered only the new message", summarize(evs))
+    lint(c, fork2)
 
 
 def navigate(c):
