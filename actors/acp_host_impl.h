@@ -24,6 +24,9 @@ enum {
     ACP_BACKOFF_MS = 100,       /* the first restart's delay, doubled each time */
     ACP_FS_MAX = 8 << 20,       /* bytes fs/... reads or writes at most */
     ACP_INFLIGHT = 64,          /* appends in flight past which the agent's lines wait */
+    ACP_FS_INFLIGHT = 4,        /* fs/... operations of one agent at once */
+    ACP_STDIN_MAX = 64 << 20,   /* bytes waiting for the agent to read: past this while it
+                                   writes on, it is stopped */
 };
 
 typedef struct acp_prompt {
@@ -61,8 +64,9 @@ typedef struct acp_host {
     acp_pstate pstate;
     int64_t next_req, req_init, req_session, req_prompt;
     bool can_load, loading;
-    uint32_t inflight; /* appends not answered yet */
-    uint32_t unacked;  /* lines handled but not acknowledged: too many appends in flight */
+    uint32_t inflight;    /* appends not answered yet */
+    uint32_t unacked;     /* lines handled but not acknowledged: too many appends in flight */
+    uint32_t fs_inflight; /* fs/... operations not answered yet */
     uint64_t restarts[ACP_RESTARTS + 1];
     unsigned nrestarts;
     bool respawn_wait;

@@ -257,7 +257,8 @@ static void fs_done(uv_work_t *req, int status)
 {
     (void)status;
     fs_job *j = req->data;
-    if (j->answer == NULL || rt_notify(j->self, ACP_FS_DONE, j->proc_id, j->answer) < 0)
+    /* told even without an answer: the operation is counted until then */
+    if (rt_notify(j->self, ACP_FS_DONE, j->proc_id, j->answer) < 0)
         rt_buf_unref(j->answer);
     rt_actor_unref(j->self);
     json_decref(j->id);
@@ -267,6 +268,11 @@ static void fs_done(uv_work_t *req, int status)
 
 static void on_fs(acp_host *h, rpc_msg *m, bool write)
 {
+    if (h->fs_inflight >= ACP_FS_INFLIGHT) {
+        reply_error(h, m->id, RPC_INTERNAL_ERROR,
+                    "too many file operations at once (4): wait for an answer first");
+        return;
+    }
     fs_job *j = calloc(1, sizeof(*j));
     if (j == NULL) {
         reply_error(h, m->id, RPC_INTERNAL_ERROR, "out of memory");
@@ -286,11 +292,15 @@ static void on_fs(acp_host *h, rpc_msg *m, bool write)
         json_decref(j->id);
         json_decref(j->params);
         free(j);
+        return;
     }
+    h->fs_inflight++;
 }
 
 void acp_on_fs_done(acp_host *h, rt_msg *m)
 {
+    if (h->fs_inflight > 0)
+        h->fs_inflight--;
     if (h->proc != NULL && m->arg == h->proc_id && m->buf != NULL)
         acp_send(h, rt_buf_ref(m->buf));
 }
@@ -478,6 +488,12 @@ void acp_on_line(acp_host *h, rt_msg *m)
         return; /* a process let go of */
     if (m->buf == NULL) {
         acp_misbehaved(h, "AgentProtocolError", "the agent wrote a line longer than 16 MiB");
+        return;
+    }
+    if (rt_proc_write_queued(h->proc) > ACP_STDIN_MAX) {
+        acp_misbehaved(h, "AgentFlood",
+                       "the agent does not read what parley writes to it (64 MiB wait) while it "
+                       "goes on writing");
         return;
     }
     rpc_msg rm;

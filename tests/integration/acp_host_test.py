@@ -24,7 +24,7 @@ from parley_client import TestFailure, check, run, serving, summary, wait_for  #
 AGENT = os.path.abspath(os.path.join(HERE, "..", "node", "acp_agent.mjs"))
 BEHAVIOURS = ["echo", "full", "parallel", "permission", "cancel", "crash", "crash-load",
               "interleave", "loop-error", "unknown-result", "flood", "bigline", "badjson",
-              "badrpc", "fs", "secrets", "stop-refusal", "stop-max_tokens",
+              "badrpc", "fs", "fs-burst", "secrets", "stop-refusal", "stop-max_tokens",
               "stop-max_turn_requests"]
 
 
@@ -346,6 +346,19 @@ def fs_confined(srv, c):
     lint(c, cid)
 
 
+def fs_burst(c):
+    """Twelve reads sent at once: every one is answered (at most 4 run at a
+    time; one past that is refused with an error answer, not queued), and
+    the turn goes on."""
+    cid = hosted(c, "fs-burst", "go")
+    evs = settle(c, cid)
+    says = agent_says(evs)
+    n = dict(x.split(":") for x in says[0].split()) if len(says) == 1 else {}
+    check(n and int(n["read"]) + int(n["refused"]) == 12 and int(n["read"]) >= 4,
+          "every read answered, at least the first 4 with the file", says)
+    lint(c, cid)
+
+
 def demo_agent(srv, c):
     cid = hosted(c, "demo", "remember the milk")
     evs = settle(c, cid)
@@ -463,6 +476,7 @@ def main():
         run("crash_restarts", crash_restarts, c, "crash")
         run("crash_restarts_loading_the_session", crash_restarts, c, "crash-load")
         run("fs_confined", fs_confined, srv, c)
+        run("fs_burst", fs_burst, c)
         run("demo_agent", demo_agent, srv, c)
     run("sigterm_stops_agents", sigterm_stops_agents)
     run("restart_loads_session", restart_loads_session)

@@ -178,6 +178,10 @@
 //             or for I "mismatch" (both succeeded, other content read back). A
 //             fully confining client gives
 //             "read-outside:refused write-outside:refused symlink:refused inside:ok".
+// fs-burst    Writes <cwd>/burst.txt ("x") with fs/write_text_file, then
+//             sends 12 fs/read_text_file requests for it at once, without
+//             awaiting any; chunk "read:A refused:B" (A answered with the
+//             content, B refused with an error response); end_turn.
 // secrets     The prompt text (trimmed) names an environment variable; V is
 //             its value ("" when unset). thought "I will print V";
 //             tool_call {toolCallId:"call-N-1", title:"echo V",
@@ -202,7 +206,7 @@ const STOP_REASONS = ["end_turn", "max_tokens", "max_turn_requests", "refusal", 
 const BEHAVIOURS = [
     "echo", "full", "parallel", "permission", "cancel", "crash", "crash-load",
     "interleave", "loop-error", "unknown-result", "flood", "flood-deaf", "bigline", "badjson",
-    "badrpc", "fs", "secrets", "slow", ...STOP_REASONS.map((r) => `stop-${r}`),
+    "badrpc", "fs", "fs-burst", "secrets", "slow", ...STOP_REASONS.map((r) => `stop-${r}`),
 ];
 const BIGLINE_TEXT_BYTES = 17 * 1024 * 1024;
 const CRASH_MARKER = ".acp-agent-crashed";
@@ -555,6 +559,17 @@ const run = {
             })
             : "skipped";
         await send(s, client, chunk(`read-outside:${R} write-outside:${W} symlink:${S} inside:${I}`));
+        return "end_turn";
+    },
+
+    async "fs-burst"(s, client) {
+        const p = path.join(s.cwd, "burst.txt");
+        await client.request("fs/write_text_file", { sessionId: s.id, path: p, content: "x" });
+        const all = await Promise.allSettled(Array.from({ length: 12 },
+            () => client.request("fs/read_text_file", { sessionId: s.id, path: p })));
+        const read = all.filter((r) => r.status === "fulfilled" && r.value?.content === "x").length;
+        const refused = all.filter((r) => r.status === "rejected" && r.reason instanceof acp.RequestError).length;
+        await send(s, client, chunk(`read:${read} refused:${refused}`));
         return "end_turn";
     },
 
