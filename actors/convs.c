@@ -231,9 +231,9 @@ static int get_locked(convs *s, const rt_uuid *id, rt_actor **out, json_t *secre
     return 0;
 }
 
-/* The running tree of a conversation the store has: its actor, or (sup)
- * its supervisor. */
-static int find_running(convs *s, const rt_uuid *id, bool sup, rt_actor **out)
+/* The running tree of a conversation the store has (secrets merged, if
+ * not NULL): its actor, or (sup) its supervisor. */
+static int find_running(convs *s, const rt_uuid *id, bool sup, json_t *secrets, rt_actor **out)
 {
     st_conv *sc;
     int r = st_conv_get(s->store, id, &sc);
@@ -242,7 +242,7 @@ static int find_running(convs *s, const rt_uuid *id, bool sup, rt_actor **out)
     st_conv_release(sc);
     pthread_mutex_lock(&s->mu);
     rt_actor *a;
-    r = get_locked(s, id, &a, NULL);
+    r = get_locked(s, id, &a, secrets);
     if (r == 0 && sup) {
         rt_actor_unref(a);
         a = rt_actor_ref(find(s, id)->sup);
@@ -255,12 +255,12 @@ static int find_running(convs *s, const rt_uuid *id, bool sup, rt_actor **out)
 
 int convs_sup(convs *s, const rt_uuid *id, rt_actor **out)
 {
-    return find_running(s, id, true, out);
+    return find_running(s, id, true, NULL, out);
 }
 
 int convs_get(convs *s, const rt_uuid *id, rt_actor **out)
 {
-    return find_running(s, id, false, out);
+    return find_running(s, id, false, NULL, out);
 }
 
 /* meta's workspace.working_dir (a new reference), or NULL if none. */
@@ -321,22 +321,10 @@ int convs_create(convs *s, const rt_uuid *id, const rt_uuid *parent, rt_buf *met
 
 int convs_set_secrets(convs *s, const rt_uuid *id, json_t *secrets)
 {
-    st_conv *sc;
-    int r = st_conv_get(s->store, id, &sc);
-    if (r < 0)
-        return r;
-    st_conv_release(sc);
-    pthread_mutex_lock(&s->mu);
-    conv_entry *e = find(s, id);
-    if (e == NULL) {
-        rt_actor *a;
-        r = get_locked(s, id, &a, secrets);
-        if (r == 0)
-            rt_actor_unref(a);
-    } else {
-        r = merge_secrets(e, secrets);
-    }
-    pthread_mutex_unlock(&s->mu);
+    rt_actor *a;
+    int r = find_running(s, id, false, secrets, &a);
+    if (r == 0)
+        rt_actor_unref(a);
     return r;
 }
 
