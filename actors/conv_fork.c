@@ -165,7 +165,9 @@ static rt_buf *fork_meta(st_conv *src, const rt_uuid *id, json_t *changes, json_
 static int give_agent(convs *s, rt_actor *a, const rt_uuid *id, json_t *agent, char *detail,
                       size_t cap)
 {
-    char *txt = json_dumps(json_pack("{s:O}", "agent", agent), JSON_COMPACT);
+    json_t *change = json_pack("{s:O}", "agent", agent);
+    char *txt = change != NULL ? json_dumps(change, JSON_COMPACT) : NULL;
+    json_decref(change);
     rt_buf *buf = txt != NULL ? rt_buf_take(txt, strlen(txt)) : NULL;
     wait w;
     pl_outcome o = buf != NULL ? ask(s, a, CONV_SET_META, buf, &w) : PL_FAILED;
