@@ -71,6 +71,11 @@ const json_t *reducer_subagent(reducer *r, const char *ref);
 size_t reducer_subagent_count(const reducer *r);
 const json_t *reducer_subagent_at(const reducer *r, size_t i);
 
+/* s[0..n) without leading and trailing whitespace as JavaScript's
+ * String.trim sees it (the reference's rules compare trimmed text): the
+ * start offset and length. */
+void reducer_trim(const char *s, size_t n, size_t *start, size_t *len);
+
 /* Blocks held, all conversations together. */
 size_t reducer_block_count(const reducer *r);
 

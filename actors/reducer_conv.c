@@ -242,6 +242,26 @@ static bool blank(const char *s, size_t n)
     return true;
 }
 
+void reducer_trim(const char *s, size_t n, size_t *start, size_t *len)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t a = 0, b = n, k;
+    while (a < b && (k = space_len(p + a, b - a)) > 0)
+        a += k;
+    /* From the end: the last space character that ends exactly at b. */
+    for (bool more = true; more && a < b;) {
+        more = false;
+        for (k = 1; k <= 3 && k <= b - a; k++)
+            if (space_len(p + b - k, k) == k) {
+                b -= k;
+                more = true;
+                break;
+            }
+    }
+    *start = a;
+    *len = b - a;
+}
+
 /* An empty text or thinking block, left behind by streaming. */
 static bool ghost(const rd_block *b)
 {

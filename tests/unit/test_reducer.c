@@ -6,6 +6,7 @@
  * Vectors of sources not handled yet are listed, not failed.
  */
 #include "actors/reducer.h"
+#include "actors/reducer_claude.h"
 
 #include "support_sync.h"
 
@@ -216,6 +217,11 @@ static void run_events(reducer *r, json_t *input)
     json_array_foreach(input, i, ev) apply_ok(r, ev);
 }
 
+static void run_claude(reducer *r, json_t *input)
+{
+    ck_assert_int_eq(claude_reduce(r, input, NULL), 0);
+}
+
 typedef struct source {
     const char *name;
     void (*run)(reducer *r, json_t *input);
@@ -223,6 +229,7 @@ typedef struct source {
 
 static const source sources[] = {
     {"events", run_events},
+    {"claude", run_claude},
 };
 
 static const source *source_of(const char *name)
