@@ -73,10 +73,7 @@ static const char *agent_of(const rd_sub *s)
 rd_sub *rd_find_sub(reducer *r, const char *ref)
 {
     rd_sub *s = idmap_get(&r->by_tool, ref);
-    if (s != NULL)
-        return s;
-    s = idmap_get(&r->by_agent, ref);
-    return s;
+    return s != NULL ? s : idmap_get(&r->by_agent, ref);
 }
 
 /* by_agent maps an agent id to the first entry that has it: kept exact

@@ -48,7 +48,7 @@ struct reducer {
     size_t nsub, subcap;
     idmap by_tool;    /* toolUseId -> rd_sub */
     idmap by_agent;   /* agentId -> first rd_sub with it */
-    idmap sub_blocks; /* toolUseId -> a subagent block, checked when used */
+    idmap sub_blocks; /* toolUseId -> the first subagent block that had it */
     json_t *defaults; /* type -> the members a new block of it starts with */
     reducer_now_fn now;
     void *now_ctx;

@@ -482,6 +482,36 @@ START_TEST(test_subagent_events)
 }
 END_TEST
 
+/* F2: a line that cannot be converted is skipped alone, leaving no trace;
+ * the lines around it still count. */
+START_TEST(test_claude_bad_line)
+{
+    claude_conv *c = claude_conv_new();
+    json_t *out = json_array(), *bad = J("{\"type\":\"user\",\"uuid\":\"u1\"}");
+    char why[128] = "";
+    ck_assert_int_eq(claude_conv_line(c, bad, NULL, out, why, sizeof(why)), -EINVAL);
+    ck_assert_uint_eq(json_array_size(out), 0);
+    ck_assert_str_ne(why, "");
+    claude_conv_free(c);
+    json_decref(bad);
+    json_decref(out);
+
+    reducer *r = reducer_new(fixed_now, NULL);
+    json_t *session = J("{\"main\":[{\"type\":\"user\",\"uuid\":\"a\",\"message\":{\"content\":"
+                        "\"hi\"}},{\"type\":\"assistant\",\"uuid\":\"b\"},{\"type\":\"system\","
+                        "\"subtype\":\"error\"},{\"type\":\"assistant\",\"uuid\":\"c\","
+                        "\"message\":{\"id\":\"m\",\"content\":[{\"type\":\"text\",\"text\":"
+                        "\"yo\"}]}}]}");
+    size_t skipped = 0;
+    ck_assert_int_eq(claude_reduce(r, session, &skipped), 0);
+    ck_assert_uint_eq(skipped, 1);
+    ck_assert_uint_eq(reducer_block_count(r), 2);
+    ck_assert_ptr_nonnull(reducer_block(r, "main", "m-0"));
+    json_decref(session);
+    reducer_free(r);
+}
+END_TEST
+
 /* O(1) amortized: 100,000 blocks of 20 deltas each, idles every 100
  * blocks, in a few seconds at most (a linear search per event, or copying
  * the text per delta, would take minutes). */
@@ -534,6 +564,7 @@ int main(void)
     tcase_add_test(tc, test_changes_reported);
     tcase_add_test(tc, test_bad_and_other_events);
     tcase_add_test(tc, test_subagent_events);
+    tcase_add_test(tc, test_claude_bad_line);
     tcase_add_test(tc, test_many_blocks);
     suite_add_tcase(s, tc);
     return ts_run_suite(s);
