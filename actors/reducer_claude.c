@@ -174,6 +174,21 @@ static void spawn(emit *e, const char *id, json_t *input)
     push(e, "subagent:spawned", p);
 }
 
+/* A tool_use content block b as a block (a Task also spawns its subagent). */
+static void tool_use(emit *e, claude_conv *c, const char *sid, json_t *b, const char *status)
+{
+    json_t *input = json_object_get(b, "input");
+    const char *name = str(b, "name") ? str(b, "name") : "";
+    if (strcmp(name, "Task") == 0) {
+        remember_task(c, sid, input);
+        spawn(e, sid, input);
+    }
+    upsert(e,
+           json_pack("{s:s, s:s, s:s, s:s, s:o}", "id", sid, "type", "tool_use", "toolName", name,
+                     "toolUseId", sid, "input", input ? json_deep_copy(input) : json_object()),
+           status);
+}
+
 /* ---------------------------------------------------------- assistant --- */
 
 /* Content block i of an assistant line: ids count the blocks of the
@@ -221,17 +236,7 @@ static int assistant(claude_conv *c, const json_t *line, emit *e)
                 json_pack("{s:s, s:s, s:s}", "id", sid, "type", "thinking", "content", t ? t : ""),
                 "complete");
         } else if (strcmp(type, "tool_use") == 0) {
-            json_t *input = json_object_get(b, "input");
-            const char *name = str(b, "name") ? str(b, "name") : "";
-            if (strcmp(name, "Task") == 0) {
-                remember_task(c, sid, input);
-                spawn(e, sid, input);
-            }
-            upsert(e,
-                   json_pack("{s:s, s:s, s:s, s:s, s:o}", "id", sid, "type", "tool_use", "toolName",
-                             name, "toolUseId", sid, "input",
-                             input ? json_deep_copy(input) : json_object()),
-                   "complete");
+            tool_use(e, c, sid, b, "complete");
         }
         json_decref(id);
     }
@@ -486,17 +491,7 @@ static int stream(claude_conv *c, const json_t *line, emit *e)
         upsert(e, json_pack("{s:s, s:s, s:s}", "id", sid, "type", "thinking", "content", ""),
                "pending");
     } else if (strcmp(cbt, "tool_use") == 0) {
-        json_t *input = json_object_get(cb, "input");
-        const char *name = str(cb, "name") ? str(cb, "name") : "";
-        if (strcmp(name, "Task") == 0) {
-            remember_task(c, sid, input);
-            spawn(e, sid, input);
-        }
-        upsert(e,
-               json_pack("{s:s, s:s, s:s, s:s, s:o}", "id", sid, "type", "tool_use", "toolName",
-                         name, "toolUseId", sid, "input",
-                         input ? json_deep_copy(input) : json_object()),
-               "pending");
+        tool_use(e, c, sid, cb, "pending");
     }
     json_decref(id);
     return 0;
