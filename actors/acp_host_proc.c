@@ -47,6 +47,17 @@ static void reply(acp_host *h, json_t *id, json_t *result)
     acp_send(h, rpc_result(id, result));
 }
 
+/* No permission request pending any more. */
+static void perm_clear(acp_host *h)
+{
+    json_decref(h->perm_id);
+    json_decref(h->perm_options);
+    free(h->perm_call);
+    h->perm_id = h->perm_options = NULL;
+    h->perm_call = NULL;
+    h->perm_asked = h->perm_waiting = false;
+}
+
 static void reply_error(acp_host *h, json_t *id, int code, const char *message)
 {
     acp_send(h, rpc_error(id, code, message));
@@ -74,12 +85,7 @@ void acp_answer_permission(acp_host *h, const char *how)
                           ? json_pack("{s:s, s:s}", "outcome", "selected", "optionId", chosen)
                           : json_pack("{s:s}", "outcome", "cancelled");
     reply(h, h->perm_id, json_pack("{s:o}", "outcome", outcome));
-    json_decref(h->perm_id);
-    json_decref(h->perm_options);
-    free(h->perm_call);
-    h->perm_id = h->perm_options = NULL;
-    h->perm_call = NULL;
-    h->perm_asked = h->perm_waiting = false;
+    perm_clear(h);
 }
 
 static void on_permission(acp_host *h, rpc_msg *m)
@@ -611,10 +617,5 @@ void acp_on_exit(acp_host *h, rt_msg *m)
     h->qhead = q;
     if (h->qtail == NULL)
         h->qtail = q;
-    json_decref(h->perm_id);
-    json_decref(h->perm_options);
-    free(h->perm_call);
-    h->perm_id = h->perm_options = NULL;
-    h->perm_call = NULL;
-    h->perm_asked = h->perm_waiting = false;
+    perm_clear(h);
 }

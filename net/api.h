@@ -105,6 +105,12 @@ typedef void (*net_posted_fn)(net_req *r, rt_msg *refusal);
 int net_post_message(net_req *r, rt_actor *a, const char *role, json_t *content, bool run,
                      net_posted_fn done);
 
+/* In the thread pool: call fn on each event of the request's conversation
+ * (parsed), from the newest if desc, until it returns true; 0, or -1 with
+ * the outcome set (404, 503, 500 as every reader maps them). */
+int net_walk_events(net_req *r, net_outcome *out, bool desc, bool (*fn)(json_t *e, void *ctx),
+                    void *ctx);
+
 /* The OpenAPI description of the routes (openapi.c). */
 json_t *net_openapi(void);
 

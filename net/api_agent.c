@@ -13,19 +13,17 @@
  */
 #include "api.h"
 
-#include "actors/conv_read.h"
 #include "actors/conversation.h"
 #include "actors/event.h"
 #include "runtime/json.h"
 #include "runtime/text.h"
-#include "verdict.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-enum { CHUNK = 128, TITLE_MAX = 200 };
+enum { TITLE_MAX = 200 };
 
 static void reply_success(net_req *r)
 {
@@ -199,43 +197,6 @@ static void security_analyzer(net_req *r)
 
 /* ---- reading the log ------------------------------------------------------------------- */
 
-/* Call fn on each event (parsed), from the end if desc, until it returns
- * true; 0, or -1 with the outcome set. */
-static int walk(net_req *r, net_outcome *out, bool desc, bool (*fn)(json_t *e, void *ctx),
-                void *ctx)
-{
-    conv_reader rd;
-    pl_outcome why;
-    if (conv_read_open(r->api->store, &r->route.conv, &rd, NULL, &why, out->detail,
-                       sizeof(out->detail)) != 0) {
-        out->status = net_outcome_status(why);
-        return -1;
-    }
-    uint64_t n = conv_read_count(&rd), done = 0;
-    bool stop = false;
-    while (done < n && !stop) {
-        uint32_t k = n - done < CHUNK ? (uint32_t)(n - done) : CHUNK;
-        uint64_t first = desc ? n - done - k : done;
-        st_page *pg;
-        if (conv_read_page(&rd, first, k, &pg, &why, out->detail, sizeof(out->detail)) != 0) {
-            out->status = net_outcome_status(why);
-            conv_read_close(&rd);
-            return -1;
-        }
-        for (uint32_t i = 0; i < pg->n && !stop; i++) {
-            const st_event_ref *e = &pg->ev[desc ? pg->n - 1 - i : i];
-            json_t *j =
-                rt_json_read((const char *)rt_buf_data(pg->bytes) + e->off, e->len, 0, NULL);
-            stop = j != NULL && fn(j, ctx);
-            json_decref(j);
-        }
-        done += pg->n > 0 ? pg->n : k;
-        st_page_free(pg);
-    }
-    conv_read_close(&rd);
-    return 0;
-}
-
 static bool is(json_t *e, const char *kind, const char *source)
 {
     const char *k = json_string_value(json_object_get(e, "kind"));
@@ -284,7 +245,7 @@ static bool final_of(json_t *e, void *ctx)
 static void final_response(net_req *r, net_outcome *out)
 {
     char *text = NULL;
-    if (walk(r, out, true, final_of, &text) != 0)
+    if (net_walk_events(r, out, true, final_of, &text) != 0)
         return;
     out->body = net_json_buf(json_pack("{s:s}", "response", text != NULL ? text : ""));
     free(text);
@@ -311,7 +272,7 @@ static void title_work(net_req *r, net_outcome *out)
 {
     long max = (long)(intptr_t)out->arg;
     char *text = NULL;
-    if (walk(r, out, false, first_user, &text) != 0)
+    if (net_walk_events(r, out, false, first_user, &text) != 0)
         return;
     if (text == NULL) {
         net_fail(out, 409, "the conversation has no user message to make a title of");
@@ -481,7 +442,7 @@ static bool head_of(json_t *e, void *ctx)
 static void navigate_work(net_req *r, net_outcome *out)
 {
     heading *h = out->arg;
-    if (walk(r, out, true, head_of, h) != 0)
+    if (net_walk_events(r, out, true, head_of, h) != 0)
         return;
     if (!h->found)
         net_fail(out, 404, "event_id %.80s is not an event of the conversation", h->want);

@@ -16,6 +16,7 @@
 #include "verdict.h"
 
 #include "actors/conv_read.h"
+#include "runtime/json.h"
 #include "runtime/text.h"
 
 #include <errno.h>
@@ -132,6 +133,34 @@ static const st_event_ref *scan_next(scan *s, int *err)
         if (net_event_filter_match(s->f, base + e->off, e->len))
             return e;
     }
+}
+
+int net_walk_events(net_req *r, net_outcome *out, bool desc, bool (*fn)(json_t *e, void *ctx),
+                    void *ctx)
+{
+    conv_reader rd;
+    if (open_log(r, out, &rd) < 0)
+        return -1;
+    net_event_filter all = {0};
+    scan s = {.rd = &rd, .f = &all, .desc = desc, .count = conv_read_count(&rd)};
+    s.at = desc ? s.count - 1 : 0;
+    s.end = s.count == 0;
+    int e = 0;
+    const st_event_ref *ref;
+    bool stop = false;
+    while (!stop && (ref = scan_next(&s, &e)) != NULL) {
+        json_t *j =
+            rt_json_read((const char *)rt_buf_data(s.pg->bytes) + ref->off, ref->len, 0, NULL);
+        stop = j != NULL && fn(j, ctx);
+        json_decref(j);
+    }
+    st_page_free(s.pg);
+    conv_read_close(&rd);
+    if (e < 0) {
+        read_failed(out, s.why, s.detail);
+        return -1;
+    }
+    return 0;
 }
 
 static void search(net_req *r, net_outcome *out)
