@@ -2,6 +2,7 @@
 #include "actors/conversation.h"
 
 #include "actors/gate.h"
+#include "actors/viz.h"
 
 conv_metrics conv_metrics_g;
 
@@ -23,4 +24,7 @@ void conv_metrics_render(rt_text *t)
     rt_metric_gauge(t, "parley_conversations_open",
                     "Conversations with their log open (an idle one closes it: --idle-close).",
                     atomic_load_explicit(&m->open, memory_order_relaxed));
+    rt_metric_gauge(t, "parley_visualizers",
+                    "Visualizers running (one per watched conversation; an idle one stops).",
+                    atomic_load_explicit(&viz_running, memory_order_relaxed));
 }

@@ -107,6 +107,8 @@ typedef struct conv_opts {
     uint64_t sup_period_ms;            /* ...in this window (0: 5 s) */
     const struct acp_registry *agents; /* the agents conversations may host
                                           (acp_registry.h); NULL: none */
+    uint64_t viz_idle_ms;              /* a visualizer nobody watches or asks
+                                          stops after this long; default 60 s */
 } conv_opts;
 
 /* Secrets never reach the disk or an answer: a conversation's info keeps
@@ -146,6 +148,9 @@ const struct acp_registry *convs_agents(const convs *c);
  * (a held reference: rt_actor_unref it). -ENOENT if the store has no such
  * conversation. Any thread. */
 int convs_get(convs *c, const rt_uuid *id, rt_actor **out);
+/* The conversation's visualizer (viz.h), started if it has none: 0,
+ * -ENOENT, or another error. */
+int convs_viz(convs *c, const rt_uuid *id, rt_actor **out);
 /* The supervisor of a conversation's tree (started if need be; a held
  * reference), to attach actors to. -ENOENT if the store has no such
  * conversation. Any thread. */

@@ -12,6 +12,7 @@
 #include "conv_impl.h"
 
 #include "acp_host.h"
+#include "viz.h"
 
 #include "runtime/json.h"
 #include "runtime/log.h"
@@ -24,6 +25,7 @@ typedef struct conv_entry {
     struct conv_entry *next;
     conv_ctx ctx;
     rt_actor *sup;   /* the tree's supervisor */
+    rt_actor *viz;   /* its visualizer, once asked for (maybe stopped) */
     json_t *secrets; /* {name: value}, in memory only; NULL: none */
     bool hosted;     /* the tree has an agent's adapter */
 } conv_entry;
@@ -69,6 +71,8 @@ int convs_new(rt_runtime *rt, st_store *store, const conv_opts *o, convs **out)
         s->o.max_subscribers = 1000;
     if (s->o.idle_close_ms == 0)
         s->o.idle_close_ms = CONV_IDLE_CLOSE_MS;
+    if (s->o.viz_idle_ms == 0)
+        s->o.viz_idle_ms = 60 * 1000;
     s->nbuckets = 1024;
     s->buckets = calloc(s->nbuckets, sizeof(*s->buckets));
     if (s->buckets == NULL) {
@@ -89,6 +93,7 @@ void convs_free(convs *s)
             next = e->next;
             rt_actor_unref(e->ctx.conv);
             rt_actor_unref(e->sup);
+            rt_actor_unref(e->viz);
             json_decref(e->secrets);
             free(e);
         }
@@ -261,6 +266,32 @@ int convs_sup(convs *s, const rt_uuid *id, rt_actor **out)
 int convs_get(convs *s, const rt_uuid *id, rt_actor **out)
 {
     return find_running(s, id, false, NULL, out);
+}
+
+int convs_viz(convs *s, const rt_uuid *id, rt_actor **out)
+{
+    rt_actor *actor = NULL;
+    int r = find_running(s, id, false, NULL, &actor);
+    if (r < 0)
+        return r;
+    rt_actor_unref(actor);
+    pthread_mutex_lock(&s->mu);
+    conv_entry *e = find(s, id);
+    if (e->viz == NULL || rt_actor_closed(e->viz)) {
+        rt_actor_unref(e->viz);
+        e->viz = NULL;
+        /* temporary: one that stopped is started again on next use */
+        rt_spawn_opts vo = {.beh = &viz_behaviour,
+                            .arg = &e->ctx,
+                            .parent = e->sup,
+                            .restart = RT_TEMPORARY,
+                            .mailbox_cap = s->o.mailbox_cap};
+        r = rt_spawn(s->rt, &vo, &e->viz);
+    }
+    if (r == 0)
+        *out = rt_actor_ref(e->viz);
+    pthread_mutex_unlock(&s->mu);
+    return r;
 }
 
 /* meta's workspace.working_dir (a new reference), or NULL if none. */

@@ -106,7 +106,10 @@ int pl_open(const pl_options *o, pl_instance **out, char *err, size_t errlen)
         snprintf(err, errlen, "cannot start the runtime: %s", rt_strerror(r));
         st_store_close(p->store);
     }
-    conv_opts co = {.idle_close_ms = idle, .loops = workers, .agents = &p->agents};
+    conv_opts co = {.idle_close_ms = idle,
+                    .loops = workers,
+                    .agents = &p->agents,
+                    .viz_idle_ms = o != NULL ? o->viz_idle_ms : 0};
     if (o != NULL) {
         co.defer_timeout_ms = o->defer_timeout_ms;
         co.defer_max = o->defer_max;

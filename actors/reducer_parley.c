@@ -377,8 +377,11 @@ static int action(parley_conv *c, const json_t *ev, emit *e)
 static void settle(parley_conv *c, emit *e, const char *tcid, json_t *output, bool error,
                    const char *agent, json_t *meta)
 {
+    /* complete even when it failed: a block's status says its data is
+     * finished (spec §B.1); the failure is the result's isError, as the
+     * Claude and OpenCode converters put it */
     upsert(e, json_pack("{s:s, s:s, s:s}", "id", tcid, "type", "tool_use", "toolUseId", tcid),
-           error ? "error" : "complete", false);
+           "complete", false);
     if (json_object_get(c->delegations, tcid) != NULL) {
         json_t *p =
             json_pack("{s:s, s:s}", "toolUseId", tcid, "status", error ? "failed" : "completed");
@@ -582,7 +585,7 @@ static int acp_tool_call(parley_conv *c, const json_t *ev, emit *e)
                           "input", json_is_object(raw) ? json_deep_copy(raw) : json_object());
     if (b != NULL && !blank(str(ev, "title")))
         set_str(b, "displayName", ev, "title");
-    upsert(e, b, done ? (failed ? "error" : "complete") : NULL, true);
+    upsert(e, b, done ? "complete" : NULL, true);
     if (!done)
         return 0;
     json_t *out = json_object_get(ev, "raw_output");

@@ -42,11 +42,12 @@
  *                               thought), assistant_text <id>-finish (its
  *                               message); their observations make nothing.
  *   ObservationEvent            tool_use <tool_call_id> status complete
- *                               (error if observation.is_error), then
+ *                               (also when it failed: a status says the
+ *                               data is finished, §B.1), then
  *                               tool_result result-<tool_call_id>
  *                               {output: the content's text parts joined,
  *                               else the observation object, isError}.
- *   UserRejectObservation       tool_use error, tool_result isError with
+ *   UserRejectObservation       tool_use complete, tool_result isError with
  *                               the rejection_reason (metadata
  *                               {rejectionSource}).
  *   AgentErrorEvent             with a tool_call_id: as a rejection, the

@@ -6,22 +6,11 @@
  * highlight patterns do), then folded and framed.
  */
 #include "visual.h"
+#include "visual_impl.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-enum { FOLD_DEFAULT = 40, WIDTH_DEFAULT = 80 };
-
-/* ANSI colours */
-#define BLUE          "34"
-#define YELLOW        "33"
-#define RED           "31"
-#define GOLD          "38;5;178"
-#define MAGENTA       "35"
-#define BRIGHT_YELLOW "93"
-#define WHITE         "37"
-#define GREY          "90"
 
 typedef struct kind_style {
     const char *kind, *title, *color;
@@ -48,12 +37,7 @@ static const struct {
     {"Tool:", YELLOW},    {"Result:", YELLOW}, {"Rejection Reason:", RED},
 };
 
-typedef struct lines {
-    char **v;
-    size_t n, cap;
-} lines;
-
-static void add(lines *l, const char *s, size_t len)
+static void add(vis_lines *l, const char *s, size_t len)
 {
     if (l->n == l->cap) {
         size_t cap = l->cap ? 2 * l->cap : 16;
@@ -72,7 +56,7 @@ static void add(lines *l, const char *s, size_t len)
 }
 
 /* Text split at newlines into lines, each after `indent`. */
-static void add_text(lines *l, const char *indent, const char *s)
+void vis_text(vis_lines *l, const char *indent, const char *s)
 {
     size_t il = strlen(indent);
     for (;;) {
@@ -91,7 +75,7 @@ static void add_text(lines *l, const char *indent, const char *s)
     }
 }
 
-static void add_labeled(lines *l, const char *label, const char *text)
+void vis_labeled(vis_lines *l, const char *label, const char *text)
 {
     if (text == NULL || text[0] == '\0')
         return;
@@ -100,7 +84,7 @@ static void add_labeled(lines *l, const char *label, const char *text)
     if (buf == NULL)
         return;
     snprintf(buf, n, "%s %s", label, text);
-    add_text(l, "", buf);
+    vis_text(l, "", buf);
     free(buf);
 }
 
@@ -139,20 +123,20 @@ static char *joined_text(json_t *content)
     return cstr(&t);
 }
 
-static void action(lines *l, json_t *e)
+static void action(vis_lines *l, json_t *e)
 {
     const char *risk = str(e, "security_risk");
     if (risk != NULL && strcmp(risk, "UNKNOWN") != 0)
-        add_labeled(l, "Predicted Security Risk:", risk);
-    add_labeled(l, "Summary:", str(e, "summary"));
-    add_labeled(l, "Reasoning:", str(e, "reasoning_content"));
+        vis_labeled(l, "Predicted Security Risk:", risk);
+    vis_labeled(l, "Summary:", str(e, "summary"));
+    vis_labeled(l, "Reasoning:", str(e, "reasoning_content"));
     char *thought = joined_text(json_object_get(e, "thought"));
-    add_labeled(l, "Thought:", thought);
+    vis_labeled(l, "Thought:", thought);
     free(thought);
     json_t *a = json_object_get(e, "action");
     if (json_is_object(a)) {
-        add_labeled(l, "Action:", str(a, "kind") != NULL ? str(a, "kind") : "?");
-        add_text(l, "", "Arguments:");
+        vis_labeled(l, "Action:", str(a, "kind") != NULL ? str(a, "kind") : "?");
+        vis_text(l, "", "Arguments:");
         const char *k;
         json_t *v;
         json_object_foreach(a, k, v)
@@ -167,44 +151,44 @@ static void action(lines *l, json_t *e)
             char *indent = malloc(n);
             if (indent != NULL && strchr(val, '\n') == NULL) {
                 snprintf(indent, n, "  %s:", k);
-                add_labeled(l, indent, val);
+                vis_labeled(l, indent, val);
             } else if (indent != NULL) { /* a multi-line value under its name */
                 snprintf(indent, n, "  %s:", k);
-                add_text(l, "", indent);
-                add_text(l, "    ", val);
+                vis_text(l, "", indent);
+                vis_text(l, "    ", val);
             }
             free(indent);
             free(val);
         }
     } else {
         json_t *call = json_object_get(e, "tool_call");
-        add_text(l, "", "Function call:");
+        vis_text(l, "", "Function call:");
         char buf[600];
         snprintf(buf, sizeof(buf), "- %s (%s)",
                  str(call, "name") != NULL ? str(call, "name") : str(e, "tool_name"),
                  str(call, "id") != NULL ? str(call, "id") : str(e, "tool_call_id"));
-        add_text(l, "", buf);
+        vis_text(l, "", buf);
     }
 }
 
-static void observation(lines *l, json_t *e)
+static void observation(vis_lines *l, json_t *e)
 {
-    add_labeled(l, "Tool:", str(e, "tool_name"));
-    add_text(l, "", "Result:");
+    vis_labeled(l, "Tool:", str(e, "tool_name"));
+    vis_text(l, "", "Result:");
     json_t *o = json_object_get(e, "observation");
     if (json_is_true(json_object_get(o, "is_error")))
-        add_text(l, "", "\xe2\x9c\x97 [An error occurred during execution.]");
+        vis_text(l, "", "\xe2\x9c\x97 [An error occurred during execution.]");
     char *text = joined_text(json_object_get(o, "content"));
     if (text[0] != '\0')
-        add_text(l, "", text);
+        vis_text(l, "", text);
     free(text);
 }
 
-static void message(lines *l, json_t *e)
+static void message(vis_lines *l, json_t *e)
 {
     json_t *m = json_object_get(e, "llm_message");
     char *text = joined_text(json_object_get(m, "content"));
-    add_text(l, "", text[0] != '\0' ? text : "[no text content]");
+    vis_text(l, "", text[0] != '\0' ? text : "[no text content]");
     free(text);
     json_t *skills = json_object_get(e, "activated_skills");
     if (json_array_size(skills) > 0) {
@@ -217,19 +201,19 @@ static void message(lines *l, json_t *e)
             rt_text_puts(&t, json_is_string(s) ? json_string_value(s) : "?");
         }
         char *joined = cstr(&t);
-        add_labeled(l, "Activated Skills:", joined);
+        vis_labeled(l, "Activated Skills:", joined);
         free(joined);
     }
 }
 
-static void system_prompt(lines *l, json_t *e)
+static void system_prompt(vis_lines *l, json_t *e)
 {
     const char *p = str(json_object_get(e, "system_prompt"), "text");
-    add_text(l, "", p != NULL ? p : "");
+    vis_text(l, "", p != NULL ? p : "");
     json_t *tools = json_object_get(e, "tools");
     char buf[256];
     snprintf(buf, sizeof(buf), "Tools Available: %zu", json_array_size(tools));
-    add_text(l, "", buf);
+    vis_text(l, "", buf);
     size_t i;
     json_t *t;
     json_array_foreach(tools, i, t)
@@ -239,26 +223,26 @@ static void system_prompt(lines *l, json_t *e)
         const char *name = str(t, "title") != NULL ? str(t, "title") : str(t, "kind");
         snprintf(buf, sizeof(buf), "  - %s: %.*s%s", name != NULL ? name : "?",
                  (int)(n > 100 ? 100 : n), d, n > 100 ? "..." : "");
-        add_text(l, "", buf);
+        vis_text(l, "", buf);
     }
 }
 
-static void condensation(lines *l, json_t *e)
+static void condensation(vis_lines *l, json_t *e)
 {
-    add_text(l, "", "Auto Conversation Condensation Triggered.");
+    vis_text(l, "", "Auto Conversation Condensation Triggered.");
     char buf[64];
     snprintf(buf, sizeof(buf), "Forgetting %zu events",
              json_array_size(json_object_get(e, "forgotten_event_ids")));
-    add_text(l, "", buf);
+    vis_text(l, "", buf);
     const char *s = str(e, "summary");
     if (s != NULL) {
-        add_text(l, "", "[Summary of Events Being Forgotten]");
-        add_text(l, "", s);
+        vis_text(l, "", "[Summary of Events Being Forgotten]");
+        vis_text(l, "", s);
     }
 }
 
 /* The block's content lines; the style, or NULL when the event is not shown. */
-static const kind_style *content(json_t *e, lines *l, const char **title, const char **color)
+static const kind_style *content(json_t *e, vis_lines *l, const char **title, const char **color)
 {
     const char *kind = str(e, "kind");
     const kind_style *st = NULL;
@@ -276,11 +260,11 @@ static const kind_style *content(json_t *e, lines *l, const char **title, const 
     } else if (strcmp(kind, "ObservationEvent") == 0) {
         observation(l, e);
     } else if (strcmp(kind, "UserRejectObservation") == 0) {
-        add_labeled(l, "Tool:", str(e, "tool_name"));
-        add_labeled(l, "Rejection Reason:", str(e, "rejection_reason"));
+        vis_labeled(l, "Tool:", str(e, "tool_name"));
+        vis_labeled(l, "Rejection Reason:", str(e, "rejection_reason"));
     } else if (strcmp(kind, "AgentErrorEvent") == 0) {
-        add_text(l, "", "Error Details:");
-        add_text(l, "", str(e, "error") != NULL ? str(e, "error") : "");
+        vis_text(l, "", "Error Details:");
+        vis_text(l, "", str(e, "error") != NULL ? str(e, "error") : "");
     } else if (strcmp(kind, "MessageEvent") == 0) {
         const char *src = str(e, "source") != NULL ? str(e, "source") : "";
         bool agent = strcmp(src, "agent") == 0, user = strcmp(src, "user") == 0;
@@ -293,34 +277,37 @@ static const kind_style *content(json_t *e, lines *l, const char **title, const 
     } else if (strcmp(kind, "SystemPromptEvent") == 0) {
         system_prompt(l, e);
     } else if (strcmp(kind, "PauseEvent") == 0) {
-        add_text(l, "", "Conversation Paused");
+        vis_text(l, "", "Conversation Paused");
     } else if (strcmp(kind, "Condensation") == 0) {
         condensation(l, e);
     } else if (strcmp(kind, "CondensationRequest") == 0) {
-        add_text(l, "", "Conversation condensation requested");
+        vis_text(l, "", "Conversation condensation requested");
     } else { /* ACPToolCallEvent */
-        add_labeled(l, "Tool:", str(e, "title"));
-        add_labeled(l, "Status:", str(e, "status"));
+        vis_labeled(l, "Tool:", str(e, "title"));
+        vis_labeled(l, "Status:", str(e, "status"));
     }
     return st;
 }
 
-static void rule(rt_text *out, const char *title, const char *color, const visual_opts *o)
+static void rule(rt_text *out, const char *title, const char *color, const visual_opts *o,
+                 const char *indent)
 {
     int width = o->width > 0 ? o->width : WIDTH_DEFAULT;
+    rt_text_puts(out, indent);
     rt_text_puts(out, "\xe2\x94\x80\xe2\x94\x80 "); /* "── " */
     if (o->color)
         rt_text_printf(out, "\x1b[1;%sm%s\x1b[0m", color, title);
     else
         rt_text_puts(out, title);
     rt_text_putc(out, ' ');
-    for (int n = (int)strlen(title) + 4; n < width; n++)
+    for (int n = (int)strlen(indent) + (int)strlen(title) + 4; n < width; n++)
         rt_text_puts(out, "\xe2\x94\x80");
     rt_text_putc(out, '\n');
 }
 
-static void line(rt_text *out, const char *s, const visual_opts *o)
+static void line(rt_text *out, const char *s, const visual_opts *o, const char *indent)
 {
+    rt_text_puts(out, indent);
     for (size_t i = 0; o->color && i < sizeof(labels) / sizeof(labels[0]); i++) {
         size_t n = strlen(labels[i].label);
         if (strncmp(s, labels[i].label, n) == 0) {
@@ -332,30 +319,43 @@ static void line(rt_text *out, const char *s, const visual_opts *o)
     rt_text_putc(out, '\n');
 }
 
+void vis_frame(rt_text *out, const char *title, const char *color, const vis_lines *l,
+               const visual_opts *o, const char *indent)
+{
+    size_t keep = o->fold_lines == 0  ? FOLD_DEFAULT
+                  : o->fold_lines < 0 ? l->n
+                                      : (size_t)o->fold_lines;
+    rule(out, title, color, o, indent);
+    rt_text_putc(out, '\n');
+    for (size_t i = 0; i < l->n && i < keep; i++)
+        line(out, l->v[i], o, indent);
+    if (l->n > keep) {
+        rt_text_puts(out, indent);
+        rt_text_printf(out, "%s... (%zu more lines)%s\n", o->color ? "\x1b[2m" : "", l->n - keep,
+                       o->color ? "\x1b[0m" : "");
+    }
+    rt_text_putc(out, '\n');
+}
+
+void vis_lines_free(vis_lines *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        free(l->v[i]);
+    free(l->v);
+    memset(l, 0, sizeof(*l));
+}
+
 bool visual_event(rt_text *out, json_t *event, const visual_opts *o)
 {
     visual_opts d = {0};
     if (o == NULL)
         o = &d;
-    lines l = {0};
+    vis_lines l = {0};
     const char *title = NULL, *color = NULL;
     bool shown = content(event, &l, &title, &color) != NULL && l.n > 0;
-    if (shown) {
-        size_t keep = o->fold_lines == 0  ? FOLD_DEFAULT
-                      : o->fold_lines < 0 ? l.n
-                                          : (size_t)o->fold_lines;
-        rule(out, title, color, o);
-        rt_text_putc(out, '\n');
-        for (size_t i = 0; i < l.n && i < keep; i++)
-            line(out, l.v[i], o);
-        if (l.n > keep)
-            rt_text_printf(out, "%s... (%zu more lines)%s\n", o->color ? "\x1b[2m" : "", l.n - keep,
-                           o->color ? "\x1b[0m" : "");
-        rt_text_putc(out, '\n');
-    }
-    for (size_t i = 0; i < l.n; i++)
-        free(l.v[i]);
-    free(l.v);
+    if (shown)
+        vis_frame(out, title, color, &l, o, "");
+    vis_lines_free(&l);
     return shown;
 }
 

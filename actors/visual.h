@@ -34,6 +34,11 @@ typedef struct visual_opts {
 /* Append the event's block to out; false (nothing appended) for an event
  * that is not shown. */
 bool visual_event(rt_text *out, json_t *event, const visual_opts *o);
+/* Append a block (reducer.h) framed as an event is: a tool_use with its
+ * tool_result (may be NULL) under it, subagents' blocks indented by depth,
+ * thinking folded to a few lines. false for a type it does not know. */
+bool visual_block(rt_text *out, const json_t *block, const json_t *result, int depth,
+                  const visual_opts *o);
 /* A status line, "• status: stuck (rule: monologue)"; rule may be NULL. */
 void visual_status(rt_text *out, const char *status, const char *rule, const visual_opts *o);
 /* Colour on this stream: a terminal, and NO_COLOR unset or empty. */

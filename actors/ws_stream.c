@@ -15,6 +15,7 @@
 #include "ws_stream.h"
 
 #include "actors/conv_read.h"
+#include "actors/viz.h"
 
 #include "actors/event.h"
 #include "runtime/json.h"
@@ -57,6 +58,11 @@ typedef struct wss {
     unsigned seed;      /* for the retries' jitter */
     rt_timer_id auth_timer, stall_timer;
     conv_reader rd; /* the log, once the first subscription answered */
+    /* view=blocks */
+    rt_actor *viz; /* watched */
+    uint64_t sent; /* events folded into what the socket got */
+    bool pulling;  /* a VIZ_PULL is out */
+    bool tick_due; /* the view moved on: pull when the socket has room */
     ws_out *pend;
     size_t npend, pend_cap;
     bool flush_due;
@@ -387,6 +393,118 @@ static void live_event(wss *w, uint64_t index, rt_buf *b)
     }
 }
 
+/* ---- view=blocks ------------------------------------------------------------- */
+
+/* Watch the visualizer: from blocks_from the first time, then from what
+ * the socket has (a visualizer that stopped is replaced by a new one). */
+static void watch(wss *w)
+{
+    rt_actor_unref(w->viz);
+    w->viz = NULL;
+    w->pulling = false;
+    w->state = S_SUBSCRIBING;
+    if (w->conv == NULL) { /* for the client's messages */
+        int e = convs_get(w->o.convs, &w->o.conv, &w->conv);
+        if (e == -ENOENT) {
+            close_with(w, 4004, "Conversation not found", WS_CLOSED_NOT_FOUND);
+            return;
+        }
+    }
+    if (!w->started && w->o.after_id != NULL) {
+        pl_outcome why;
+        char detail[200];
+        uint64_t at;
+        if (conv_read_open(w->o.store, &w->o.conv, &w->rd, NULL, &why, detail, sizeof(detail)) <
+            0) {
+            if (why == PL_NOT_FOUND)
+                close_with(w, 4004, "Conversation not found", WS_CLOSED_NOT_FOUND);
+            else
+                close_with(w, why == PL_BUSY ? 1013 : 1011, detail, WS_CLOSED_OTHER);
+            return;
+        }
+        if (conv_read_find(&w->rd, w->o.after_id, strlen(w->o.after_id), &at) != 0) {
+            snprintf(detail, sizeof(detail), "after_id %.60s is not an event of this conversation",
+                     w->o.after_id);
+            close_with(w, 1008, detail, WS_CLOSED_OTHER);
+            return;
+        }
+        w->o.blocks_from = at + 1;
+    }
+    int e = convs_viz(w->o.convs, &w->o.conv, &w->viz);
+    if (e == -ENOENT) {
+        close_with(w, 4004, "Conversation not found", WS_CLOSED_NOT_FOUND);
+        return;
+    }
+    if (e == 0)
+        e = rt_ask(w->viz, VIZ_WATCH, w->started ? w->sent : w->o.blocks_from, NULL, w->self);
+    if (e == RT_ECLOSED || e == RT_EFULL)
+        retry(w);
+    else if (e < 0)
+        close_with(w, 1011, "cannot watch the conversation", WS_CLOSED_OTHER);
+}
+
+static void pull(wss *w)
+{
+    w->tick_due = false;
+    w->pulling = rt_ask(w->viz, VIZ_PULL, w->sent, NULL, w->self) == 0;
+    if (!w->pulling)
+        watch(w);
+}
+
+/* The visualizer's answer: frames, one per line. */
+static void viewed(wss *w, rt_msg *m)
+{
+    w->pulling = false;
+    if (m->kind == RT_KIND_ERROR || m->status == -ECONNRESET) {
+        w->state = S_SUBSCRIBING;
+        if (m->kind == VIZ_RESULT || m->status == RT_ECLOSED || m->status == RT_EFULL)
+            retry(w);
+        else
+            close_with(w, 1011, "the conversation's visualizer did not answer", WS_CLOSED_OTHER);
+        return;
+    }
+    if (m->status != 0) {
+        if (m->status == -ENOENT)
+            close_with(w, 4004, "Conversation not found", WS_CLOSED_NOT_FOUND);
+        else if (m->status == -EBUSY)
+            close_with(w, 1013, "Too many connections for this conversation", WS_CLOSED_CAP);
+        else
+            close_with(w, 1011, "cannot read the conversation's state", WS_CLOSED_OTHER);
+        return;
+    }
+    w->started = true;
+    w->retries = 0;
+    w->state = S_LIVE;
+    w->sent = m->arg;
+    const char *p = m->buf != NULL ? (const char *)rt_buf_data(m->buf) : "";
+    size_t n = m->buf != NULL ? rt_buf_len(m->buf) : 0, off = 0;
+    while (off < n) {
+        const char *nl = memchr(p + off, '\n', n - off);
+        size_t len = nl != NULL ? (size_t)(nl - (p + off)) : n - off;
+        put(w, m->buf, (uint32_t)off, (uint32_t)len, UINT64_MAX);
+        off += len + 1;
+    }
+    flush(w);
+    if (w->tick_due && !w->blocked)
+        pull(w);
+}
+
+static void ticked(wss *w)
+{
+    w->tick_due = true;
+    if (w->state == S_LIVE && !w->pulling && !w->blocked)
+        pull(w);
+}
+
+/* Where a stream starts once authenticated, and starts again. */
+static void begin(wss *w)
+{
+    if (w->o.blocks)
+        watch(w);
+    else
+        subscribe(w);
+}
+
 /* ---- the client's frames ------------------------------------------------------ */
 
 typedef struct posting {
@@ -477,7 +595,7 @@ static void client_frame(wss *w, int opcode, const rt_buf *b)
     if (w->state == S_AUTH) {
         if (auth && rt_keys_match(w->o.api_keys, w->o.napi_keys, key)) {
             rt_timer_stop(w->self, w->auth_timer);
-            subscribe(w);
+            begin(w);
         } else {
             close_with(w, 4001, "Authentication failed", WS_CLOSED_AUTH);
         }
@@ -536,7 +654,7 @@ static int wss_init(rt_actor *self, void *arg, void **state)
     *state = w;
     atomic_fetch_add_explicit(&ws_metrics_g.open, 1, memory_order_relaxed);
     if (o->napi_keys == 0 || o->authed) {
-        subscribe(w);
+        begin(w);
     } else {
         w->state = S_AUTH;
         w->auth_timer = rt_timer_start(self, o->auth_timeout_ms, 0, WS_AUTH_TIMEOUT, 0);
@@ -551,8 +669,24 @@ static int wss_handle(rt_actor *self, void *state, rt_msg *m)
     switch (m->kind) {
     case CONV_RESULT:
     case RT_KIND_ERROR:
-        if (w->state == S_SUBSCRIBING && (m->kind == CONV_RESULT || m->arg == CONV_SUBSCRIBE))
+        if (m->kind == RT_KIND_ERROR && (m->arg == VIZ_WATCH || m->arg == VIZ_PULL)) {
+            if (w->state == S_SUBSCRIBING || w->state == S_LIVE)
+                viewed(w, m);
+        } else if (w->state == S_SUBSCRIBING &&
+                   (m->kind == CONV_RESULT || m->arg == CONV_SUBSCRIBE)) {
             subscribed(w, m);
+        }
+        break;
+    case VIZ_RESULT:
+        if (w->state == S_SUBSCRIBING || w->state == S_LIVE)
+            viewed(w, m);
+        break;
+    case VIZ_TICK:
+        ticked(w);
+        break;
+    case VIZ_GONE:
+        if (w->state == S_LIVE || w->state == S_SUBSCRIBING)
+            watch(w);
         break;
     case CONV_EVENT:
         if (w->state == S_LIVE)
@@ -577,7 +711,7 @@ static int wss_handle(rt_actor *self, void *state, rt_msg *m)
         break;
     case WS_RETRY:
         if (w->state == S_SUBSCRIBING)
-            subscribe(w);
+            begin(w);
         break;
     case WS_DRAINED:
         w->blocked = false;
@@ -585,6 +719,8 @@ static int wss_handle(rt_actor *self, void *state, rt_msg *m)
             rt_timer_stop(w->self, w->stall_timer);
         w->stall_timer = 0;
         catch_up(w);
+        if (w->tick_due && w->state == S_LIVE && !w->pulling)
+            pull(w);
         break;
     case WS_STALL:
         w->stall_timer = 0;
@@ -607,9 +743,12 @@ static int wss_handle(rt_actor *self, void *state, rt_msg *m)
 static void wss_stop(rt_actor *self, void *state)
 {
     wss *w = state;
-    if (w->conv != NULL) {
+    if (w->conv != NULL && !w->o.blocks)
         rt_ask(w->conv, CONV_UNSUBSCRIBE, 0, NULL, self);
-        rt_actor_unref(w->conv);
+    rt_actor_unref(w->conv);
+    if (w->viz != NULL) {
+        rt_send(w->viz, VIZ_UNWATCH, 0, NULL);
+        rt_actor_unref(w->viz);
     }
     for (size_t i = 0; i < w->npend; i++)
         rt_buf_unref(w->pend[i].body);
@@ -638,6 +777,8 @@ int ws_stream_start(rt_runtime *rt, const ws_stream_opts *o, rt_actor **out)
     }
     w->o = *o;
     w->o.after_id = after;
+    if (w->o.blocks)
+        w->o.envelope = false; /* view frames carry their index */
     rt_spawn_opts so = {.beh = &wss_behaviour, .arg = w, .loop = RT_LOOP_ANY, .mailbox_cap = 1024};
     int e = rt_spawn(rt, &so, out);
     if (e < 0) {

@@ -107,11 +107,18 @@ typedef struct ws_stream_opts {
     rt_uuid conv;
     const char *const *api_keys; /* any of them; none: no key needed */
     size_t napi_keys;            /* (borrowed: the server's) */
-    bool authed;         /* the key came with the upgrade (query or header) */
+    bool authed;                 /* the key came with the upgrade (query or header) */
     ws_replay replay;
     char after_ts[40];    /* server-local naive time; "" with SINCE: nothing */
     const char *after_id; /* with AFTER_ID (copied) */
     bool envelope;        /* {"index": N, "event": ...} */
+    /* view=blocks: the conversation as blocks from its visualizer (viz.h,
+     * view.h's frames) instead of its events: a state frame, then the
+     * changes. blocks_from = N + 1 (or after_id, which names event N):
+     * only the changes after event N; 0: from the whole state. The replay
+     * modes do not apply. */
+    bool blocks;
+    uint64_t blocks_from;
     uint64_t auth_timeout_ms;
     uint64_t stall_timeout_ms;
     size_t queue_bytes;

@@ -153,6 +153,10 @@ typedef struct pl_options {
     const pl_agent *agents;
     size_t nagents;
     const char *default_agent;
+    /* A conversation's visualizer (its block state, GET .../state and the
+     * view=blocks stream) stops after this long unwatched and unasked, and
+     * starts again on next use. 0 = the default, 60 seconds. */
+    unsigned long long viz_idle_ms;
 } pl_options;
 
 /* The library's version, e.g. "0.1.0". */

@@ -68,6 +68,9 @@ void net_api_handle(net_req *r)
     case NET_R_WS_EVENTS:
         net_api_ws(r);
         break;
+    case NET_R_CONV_STATE:
+        net_api_state(r);
+        break;
     case NET_R_CONV_SECRETS:
     case NET_R_CONV_CONFIRM_POLICY:
     case NET_R_CONV_SECURITY:

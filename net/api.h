@@ -119,6 +119,7 @@ void net_api_info(net_req *r);          /* /alive /health /ready /server_info /m
 void net_api_conversations(net_req *r); /* /api/conversations... */
 void net_api_events(net_req *r);        /* /api/conversations/{id}/events... */
 void net_api_ws(net_req *r);            /* /sockets/events/{id} */
+void net_api_state(net_req *r);         /* .../{id}/state */
 void net_api_agent(net_req *r);         /* .../{id}/secrets, fork, navigate... */
 
 /* Answer with a conversation's ConversationInfo (include_skills as the

@@ -10,7 +10,9 @@
  *
  * Query: resend_mode=all|since, after_timestamp (with since), the
  * deprecated resend_all=true and session_api_key; parley's after_id (resume
- * strictly after that event) and envelope=index.
+ * strictly after that event) and envelope=index. view=blocks streams the
+ * conversation as blocks instead (actors/view.h: a state frame, then the
+ * changes), resumed with after_id or after_index.
  */
 #include "api.h"
 
@@ -20,6 +22,7 @@
 #include "server.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* The replay asked for; -1 with the reason in err. */
@@ -61,6 +64,44 @@ static int parse_replay(const net_query *q, ws_stream_opts *o, char *err, size_t
     return 0;
 }
 
+/* view=blocks and its resume point; -1 with the reason in err. */
+static int parse_view(const net_query *q, ws_stream_opts *o, char *err, size_t errlen)
+{
+    const char *view = net_query_get(q, "view");
+    const char *after = net_query_get(q, "after_index");
+    if (view != NULL && strcmp(view, "blocks") != 0 && strcmp(view, "events") != 0)
+        return snprintf(err, errlen, "view must be events or blocks"), -1;
+    o->blocks = view != NULL && strcmp(view, "blocks") == 0;
+    if (!o->blocks) {
+        if (after != NULL)
+            return snprintf(err, errlen,
+                            "after_index is for view=blocks; events resume with "
+                            "after_id"),
+                   -1;
+        return 0;
+    }
+    if (net_query_get(q, "resend_mode") != NULL || net_query_get(q, "resend_all") != NULL ||
+        net_query_get(q, "after_timestamp") != NULL || net_query_get(q, "envelope") != NULL)
+        return snprintf(err, errlen,
+                        "view=blocks starts from the whole state and resumes with "
+                        "after_id or after_index: no resend_mode, after_timestamp "
+                        "or envelope"),
+               -1;
+    if (after != NULL) {
+        char *end;
+        unsigned long long n = strtoull(after, &end, 10);
+        if (after[0] < '0' || after[0] > '9' || *end != '\0' || n >= (1ull << 53))
+            return snprintf(err, errlen,
+                            "after_index must be an event index (a whole number "
+                            ">= 0)"),
+                   -1;
+        if (o->after_id != NULL)
+            return snprintf(err, errlen, "after_id or after_index, not both"), -1;
+        o->blocks_from = n + 1;
+    }
+    return 0;
+}
+
 void net_api_ws(net_req *r)
 {
     char err[200], answer[NET_WS_HANDSHAKE_MAX];
@@ -86,7 +127,8 @@ void net_api_ws(net_req *r)
                         .stall_timeout_ms = so->ws_stall_ms,
                         .queue_bytes = so->ws_queue_bytes,
                         .call_timeout_ms = r->api->call_timeout_ms};
-    if (parse_replay(&r->query, &o, err, sizeof(err)) != 0) {
+    if (parse_replay(&r->query, &o, err, sizeof(err)) != 0 ||
+        parse_view(&r->query, &o, err, sizeof(err)) != 0) {
         net_reply_error(r, 422, "%s", err);
         return;
     }

@@ -57,6 +57,11 @@ static const pattern table[] = {
      "record a security analyzer (parley rates no risk: calls are of unknown risk)", NULL},
     {NET_R_CONV_FINAL, "GET", "/api/conversations/{c}/agent_final_response", false,
      "the agent's last word: {\"response\"}", NULL},
+    {NET_R_CONV_STATE, "GET", "/api/conversations/{c}/state", false,
+     "the conversation as blocks (user and agent messages, tool calls with their results, "
+     "subagents): {index, blocks, subagents, removed}; after_index=N: only what changed after "
+     "event N",
+     "after_index"},
     {NET_R_CONV_TITLE, "POST", "/api/conversations/{c}/generate_title", false,
      "a title from the first user message: {\"title\"}", NULL},
     {NET_R_CONV_FORK, "POST", "/api/conversations/{c}/fork", false,

@@ -59,6 +59,7 @@ typedef enum net_route_id {
     NET_R_CONV_SWITCH_PROFILE, /* POST   .../switch_profile */
     NET_R_CONV_LOAD_PLUGIN,    /* POST   .../load_plugin */
     NET_R_CONV_SWITCH_ACP,     /* POST   .../switch_acp_model */
+    NET_R_CONV_STATE,          /* GET    .../state: the conversation as blocks */
     NET_R_WS_EVENTS,           /* GET    /sockets/events/{c}: the WebSocket stream */
     NET_R_OPENAPI,             /* GET    /openapi.json */
     NET_R_COUNT

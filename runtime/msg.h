@@ -42,6 +42,7 @@ enum {
  *   RT_KIND_RANGE(4)    the client follower (net/follower.h, follower.c)
  *   RT_KIND_RANGE(5)    the HTTP server (net/server.c)
  *   RT_KIND_RANGE(6)    the public API's own actors (actors/parley_*.c)
+ *   RT_KIND_RANGE(7)    the visualizer (actors/viz.h, viz.c)
  *   RT_KIND_RANGE(9)    tools, benchmarks and tests, among their own actors
  *   RT_KIND_RANGE(100)  and up: embedders' own actors (parley.h) */
 #define RT_KIND_RANGE(n) (RT_KIND_USER + 100 * (n))

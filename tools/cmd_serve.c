@@ -26,7 +26,7 @@ static const char serve_usage[] =
     "                    [--log-level LEVEL] [limits...] [--defer-timeout DURATION]\n"
     "                    [--defer-max N] [--hold-timeout DURATION] [--hold-max N]\n"
     "                    [--idle-close DURATION] [--agent NAME=COMMAND]... [--agents FILE]\n"
-    "                    [--default-agent NAME]\n\n"
+    "                    [--default-agent NAME] [--viz-idle DURATION]\n\n"
     "Serve the conversations of a local data directory over HTTP (the OpenHands\n"
     "agent-server API) until SIGINT or SIGTERM. The first line on stdout is\n"
     "`listening on http://HOST:PORT`.\n\n"
@@ -58,6 +58,9 @@ static const char serve_usage[] =
     "                       a conversation without requests this long closes its log\n"
     "                       files and index, and opens them again when next asked\n"
     "                       (default 5m; 0: never)\n"
+    "  --viz-idle DURATION  a conversation's visualizer (GET .../state, view=blocks)\n"
+    "                       stops after this long unwatched, and starts again when\n"
+    "                       next asked (default 60s; at most 1 day)\n"
     "hosted agents (processes speaking the Agent Client Protocol on stdio; a\n"
     "conversation names one with \"agent\": {\"kind\": \"ACPAgent\", \"acp_command\": [NAME]}):\n"
     "  --agent NAME=COMMAND register an agent; COMMAND is split into words as a shell\n"
@@ -190,6 +193,7 @@ int cmd_serve(int argc, char **argv)
                                          {"agent", required_argument, NULL, 8},
                                          {"agents", required_argument, NULL, 9},
                                          {"default-agent", required_argument, NULL, 10},
+                                         {"viz-idle", required_argument, NULL, 11},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
     const char *data = "parley-data", *durability = "full";
@@ -311,6 +315,12 @@ int cmd_serve(int argc, char **argv)
             else if (!parse_duration("--idle-close", optarg, 7 * 86400 * 1000ull,
                                      &po.idle_close_ms))
                 return CLI_USAGE;
+            break;
+        case 11:
+            if (!parse_duration("--viz-idle", optarg, 86400 * 1000ull, &po.viz_idle_ms))
+                return CLI_USAGE;
+            if (po.viz_idle_ms == 0)
+                return cli_usage_error("serve", "--viz-idle must be more than 0");
             break;
         case 8:
             if (acp_registry_add_arg(&agents, optarg, why, sizeof(why)) != 0) {

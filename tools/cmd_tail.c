@@ -12,6 +12,7 @@
 #include "cli.h"
 #include "net/follower.h"
 #include "remote.h"
+#include "tail_blocks.h"
 #include "runtime/units.h"
 
 #include <errno.h>
@@ -25,7 +26,7 @@
 #include <unistd.h>
 
 static const char usage[] =
-    "usage: parley tail URL CONVERSATION_ID [--follow [--until-done]] [--json]\n"
+    "usage: parley tail URL CONVERSATION_ID [--follow [--until-done]] [--json | --blocks]\n"
     "                   [--from-start | --last N] [--cache FILE] [--no-index]\n"
     "                   [--check-interval D] [--stats] [--api-key KEY]\n"
     "                   [--ca-file FILE] [--insecure]\n\n"
@@ -41,6 +42,10 @@ static const char usage[] =
     "                      finished, error or stuck and the copy equals the log\n"
     "  --json              each event as one line of JSON (NDJSON), not as the\n"
     "                      visualizer shows it\n"
+    "  --blocks            show the conversation as blocks, as the server's visualizer\n"
+    "                      folds it (from the first event): each tool call with its\n"
+    "                      result, subagents' blocks indented, thinking folded; a block\n"
+    "                      is printed once settled (what is pending at the end, as is)\n"
     "  --from-start        print every event, from the first\n"
     "  --last N            print the last N events already there (default 10); up to\n"
     "                      100 without a cache, only those are fetched\n"
@@ -70,7 +75,21 @@ typedef struct tail {
     const char *cache;
     long cache_bytes; /* its whole lines */
     int cache_err;
+    tail_blocks *blocks; /* --blocks */
 } tail;
+
+/* --blocks: fold the event, print what it settled. */
+static void print_blocks(tail *t, uint64_t index, const rt_buf *b, bool flush)
+{
+    rt_text out = {0};
+    if (b != NULL)
+        tail_blocks_event(t->blocks, index, b, &out);
+    if (flush)
+        tail_blocks_flush(t->blocks, &out);
+    if (out.len > 0 && !out.failed)
+        fwrite(out.p, 1, out.len, stdout);
+    free(out.p);
+}
 
 static void print_event(tail *t, const rt_buf *b)
 {
@@ -91,9 +110,12 @@ static void print_event(tail *t, const rt_buf *b)
 
 static void on_event(void *ud, uint64_t index, const char *id, const rt_buf *bytes)
 {
-    (void)index, (void)id;
+    (void)id;
     tail *t = ud;
-    if (t->live) {
+    if (t->live && t->blocks != NULL) {
+        print_blocks(t, index, bytes, false);
+        fflush(stdout);
+    } else if (t->live) {
         print_event(t, bytes);
         fflush(stdout);
     }
@@ -110,8 +132,12 @@ static void on_synced(void *ud, const fl *copy)
         uint64_t l = n > (uint64_t)t->last ? n - (uint64_t)t->last : 0;
         from = l < from ? l : from;
     }
-    for (uint64_t i = from; i < n; i++)
-        print_event(t, fl_bytes(copy, i));
+    for (uint64_t i = t->blocks != NULL ? 0 : from; i < n; i++) {
+        if (t->blocks != NULL)
+            print_blocks(t, i, fl_bytes(copy, i), false);
+        else
+            print_event(t, fl_bytes(copy, i));
+    }
     fflush(stdout);
     t->live = true;
 }
@@ -184,6 +210,10 @@ static void on_done(void *ud, int status, const char *why, const fl *copy, const
         t->cache_err = write_cache(t->cache, copy, t->cached, t->cache_bytes);
     t->st.requests = st->requests;
     t->cached = fl_count(copy);
+    if (t->blocks != NULL && t->live) {
+        print_blocks(t, 0, NULL, true);
+        fflush(stdout);
+    }
     kill(getpid(), SIGUSR1);
 }
 
@@ -230,7 +260,7 @@ static int read_cache(const char *path, fl *copy, long *whole, char *err, size_t
 
 int cmd_tail(int argc, char **argv)
 {
-    enum { FOLLOW = 0x100, UNTIL, JSON, START, LAST, CACHE, NOINDEX, CHECK, FOLD, STATS };
+    enum { FOLLOW = 0x100, UNTIL, JSON, START, LAST, CACHE, NOINDEX, CHECK, FOLD, STATS, BLOCKS };
     static const struct option opts[] = {
         {"follow", no_argument, NULL, FOLLOW},
         {"until-done", no_argument, NULL, UNTIL},
@@ -242,6 +272,7 @@ int cmd_tail(int argc, char **argv)
         {"check-interval", required_argument, NULL, CHECK},
         {"fold", required_argument, NULL, FOLD},
         {"stats", no_argument, NULL, STATS},
+        {"blocks", no_argument, NULL, BLOCKS},
         REMOTE_OPTIONS,
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -249,7 +280,7 @@ int cmd_tail(int argc, char **argv)
     const char *cmd = "tail";
     tail t = {.last = -1, .fold = 0};
     remote_opts ro = {0};
-    bool follow = false, until = false, index = true, stats = false;
+    bool follow = false, until = false, index = true, stats = false, blocks = false;
     uint64_t check_ms = 0;
     int o, last = 0;
     optind = 1;
@@ -295,6 +326,9 @@ int cmd_tail(int argc, char **argv)
         case STATS:
             stats = true;
             break;
+        case BLOCKS:
+            blocks = true;
+            break;
         default:
             if (!remote_option(&ro, o, optarg))
                 return cli_usage_error(cmd, "unknown option %s, or its value is missing",
@@ -307,9 +341,13 @@ int cmd_tail(int argc, char **argv)
         return cli_usage_error(cmd, "a URL and a conversation id are needed");
     if (t.from_start && t.last >= 0)
         return cli_usage_error(cmd, "--from-start and --last do not go together");
+    if (blocks && (t.json || t.last >= 0 || t.from_start))
+        return cli_usage_error(cmd,
+                               "--blocks shows the whole conversation: no --json, --last or "
+                               "--from-start with it (GET .../state gives the blocks as JSON)");
     if (until && !follow)
         return cli_usage_error(cmd, "--until-done needs --follow");
-    if (t.last < 0 && !t.from_start && t.cache == NULL)
+    if (t.last < 0 && !t.from_start && t.cache == NULL && !blocks)
         t.last = 10;
     const char *cid = argv[optind + 1];
     if (cid[0] == '\0' || strlen(cid) > 64 || strspn(cid, "0123456789abcdefABCDEF-") != strlen(cid))
@@ -331,12 +369,19 @@ int cmd_tail(int argc, char **argv)
     if (!t.from_start && t.cache == NULL && t.last >= 0 && t.last <= FL_PAGE)
         fo.start_last = t.last > 0 ? (uint32_t)t.last : 1; /* not the whole history */
     t.color = !t.json && visual_color_ok(stdout);
+    visual_opts vo = {.color = t.color, .fold_lines = t.fold};
+    if (blocks && (t.blocks = tail_blocks_new(&vo)) == NULL) {
+        fprintf(stderr, "parley tail: out of memory\n");
+        net_tls_config_free(fo.tls);
+        return CLI_FAIL;
+    }
     char err[400];
     fo.copy = fl_new();
     if (fo.copy == NULL ||
         (t.cache != NULL && read_cache(t.cache, fo.copy, &t.cache_bytes, err, sizeof(err)))) {
         fprintf(stderr, "parley tail: %s\n", fo.copy == NULL ? "out of memory" : err);
         fl_free(fo.copy);
+        tail_blocks_free(t.blocks);
         net_tls_config_free(fo.tls);
         return CLI_FAIL;
     }
@@ -353,6 +398,7 @@ int cmd_tail(int argc, char **argv)
     rt_opts rto = {.loops = 1};
     if (rt_runtime_new(&rto, &rt) != 0 || follower_start(rt, &fo, &a) != 0) {
         fprintf(stderr, "parley tail: cannot start the follower\n");
+        tail_blocks_free(t.blocks);
         if (rt != NULL)
             rt_runtime_free(rt);
         net_tls_config_free(fo.tls);
@@ -371,6 +417,7 @@ int cmd_tail(int argc, char **argv)
     rt_runtime_wait(rt);
     rt_runtime_free(rt);
     net_tls_config_free(fo.tls);
+    tail_blocks_free(t.blocks);
     fflush(stdout);
     if (stats)
         fprintf(stderr,

@@ -328,12 +328,12 @@ START_TEST(test_errors)
                                                        "'kind':'quota','retryable':false},'kind':'"
                                                        "AgentErrorEvent'}]");
     expect_order(&x, "c1 result-c1 c2 result-c2 e3");
-    has(&x, "c1", "status", "error");
+    has(&x, "c1", "status", "complete");
     ck_assert(json_is_true(json_object_get(blk(&x, "result-c1"), "isError")));
     has(&x, "result-c1", "output", "exit 1");
     /* no action: the call's arguments are its input */
     expect_json(json_object_get(blk(&x, "c2"), "input"), "{'path':'a.c'}");
-    has(&x, "c2", "status", "error");
+    has(&x, "c2", "status", "complete");
     has(&x, "result-c2", "output", "invalid arguments");
     ck_assert(json_is_true(json_object_get(blk(&x, "result-c2"), "isError")));
     expect_json(blk(&x, "e3"), "{'id':'e3','type':'error','message':'LLM quota','code':'quota',"
@@ -354,7 +354,7 @@ START_TEST(test_rejection)
                                       "now','rejection_source':'user',"
                                       "'action_id':'a1','kind':'UserRejectObservation'}," STATUS(
                                           "s1", "idle") "]");
-    has(&x, "c1", "status", "error");
+    has(&x, "c1", "status", "complete");
     expect_json(blk(&x, "result-c1"),
                 "{'id':'result-c1','type':'tool_result','toolUseId':'c1','output':'Not now',"
                 "'isError':true,'metadata':{'rejectionSource':'user'},'status':'complete',"
@@ -484,7 +484,7 @@ START_TEST(test_delegation)
                                                  "crashed','kind':'AgentErrorEvent'}]");
     expect_order(&x, "subagent-block-t1 t1 subagent-block-t2 t2");
     has(&x, "t1", "status", "complete");
-    has(&x, "t2", "status", "error");
+    has(&x, "t2", "status", "complete");
     expect_json(blk(&x, "subagent-block-t1"),
                 "{'id':'subagent-block-t1','type':'subagent','toolUseId':'t1','name':'explore',"
                 "'input':'List the tests','description':'find tests','status':'complete',"
@@ -668,7 +668,7 @@ START_TEST(test_acp_turn)
     has(&x, rid, "output", "[~] fix");
     ck_assert_str_eq(field(blk(&x, id_at(evs, 6)), "content"), "All read.");
     /* the call the turn's end closed */
-    has(&x, "tc3", "status", "error");
+    has(&x, "tc3", "status", "complete");
     has(&x, "result-tc3", "output", "the turn was cancelled");
     expect_order(&x, "00000000-0000-4000-8000-000000000001-thought tc1 result-tc1 "
                      "subagent-block-tc2 tc2 00000000-0000-4000-8000-000000000005 "
