@@ -387,6 +387,20 @@ START_TEST(test_changes_reported)
                     "{\"conversation\":\"main\",\"id\":\"t\",\"delta\":\"lo\"}]");
     const json_t *b = reducer_block(r, "main", "t");
     ck_assert_str_eq(json_string_value(json_object_get(b, "content")), "Hello");
+    /* Reading the block folds the deltas in; a later delta starts a new
+     * buffer (a stale capacity once had it write through NULL). */
+    ck_assert_int_eq(apply(r,
+                           "{\"type\":\"block:delta\",\"payload\":{\"blockId\":\"t\",\"delta\":"
+                           "\"!\"},\"context\":{\"sessionId\":\"s\"}}",
+                           NULL),
+                     0);
+    b = reducer_block(r, "main", "t");
+    ck_assert_str_eq(json_string_value(json_object_get(b, "content")), "Hello!");
+    ck_assert_int_eq(apply(r,
+                           "{\"type\":\"block:upsert\",\"payload\":{\"block\":{\"id\":\"t\","
+                           "\"content\":\"Hello\"}},\"context\":{}}",
+                           NULL),
+                     0);
 
     /* An idle completes what is pending and removes empty text. */
     ck_assert_int_eq(apply(r,
