@@ -23,6 +23,7 @@
 #define EV_EVENT_H
 
 #include "runtime/buf.h"
+#include "runtime/text.h"
 
 #include <jansson.h>
 #include <stdbool.h>
@@ -110,6 +111,10 @@ rt_buf *ev_serialize(const ev *e);
  * the base fields go first in the top-level object only. A NUL-terminated
  * string the caller frees with free(); NULL on allocation failure. */
 char *ev_canonical_json(json_t *v);
+/* Any JSON value appended to w by those rules, no field moved (several
+ * times jansson's json_dumps' speed on long strings): 0, or -EINVAL for
+ * a value that has no JSON text (NaN); out of memory is w->failed. */
+int ev_json_append(rt_text *w, json_t *v);
 
 const char *ev_kind_name(ev_kind k);      /* "ActionEvent", ...; NULL if not a kind */
 ev_kind ev_kind_from_name(const char *s); /* EV_INVALID if unknown */

@@ -201,6 +201,11 @@ static char *canonical(json_t *v, size_t *len)
     return w.p;
 }
 
+int ev_json_append(rt_text *w, json_t *v)
+{
+    return v == NULL ? -EINVAL : put_value(w, v, false);
+}
+
 char *ev_canonical_json(json_t *v)
 {
     size_t len;

@@ -11,6 +11,7 @@
  */
 #include "actors/view.h"
 
+#include "actors/event.h"
 #include "actors/idmap.h"
 #include "actors/reducer_parley.h"
 
@@ -323,20 +324,15 @@ static void add_blocks(frames *fs, const char *conv, json_t *blocks)
 
 static void write_frame(rt_text *out, long long index, const pending_frame *f)
 {
-    char *s = json_dumps(f->val, JSON_COMPACT | JSON_ENCODE_ANY);
-    if (s == NULL) {
-        out->failed = true;
-        return;
-    }
     rt_text_printf(out, "{\"index\":%lld", index);
     if (f->conv != NULL) {
         rt_text_puts(out, ",\"conversation\":");
         rt_text_json_string(out, f->conv, strlen(f->conv));
     }
     rt_text_printf(out, ",\"%s\":", f->key);
-    rt_text_puts(out, s);
+    if (ev_json_append(out, f->val) != 0)
+        out->failed = true;
     rt_text_puts(out, "}\n");
-    free(s);
 }
 
 int view_frames(view *v, int64_t after, rt_text *out)

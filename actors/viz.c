@@ -12,6 +12,7 @@
 
 #include "actors/conv_impl.h"
 #include "actors/conv_read.h"
+#include "actors/event.h"
 #include "actors/view.h"
 
 #include "runtime/json.h"
@@ -127,11 +128,13 @@ static void answer(viz *z, rt_promise *p, uint32_t kind, uint64_t arg, uint64_t 
     rt_buf *b = NULL;
     if (kind == VIZ_STATE) {
         json_t *st = view_since(z->v, after);
-        char *s = st != NULL ? json_dumps(st, JSON_COMPACT) : NULL;
+        rt_text t = {0};
+        if (st == NULL || ev_json_append(&t, st) != 0)
+            t.failed = true;
         json_decref(st);
-        b = s != NULL ? rt_buf_take(s, strlen(s)) : NULL;
+        b = t.failed ? NULL : rt_buf_take(t.p, t.len);
         if (b == NULL)
-            free(s);
+            free(t.p);
     } else {
         rt_text t = {0};
         if (next > 0 && after == (int64_t)next - 1) {

@@ -65,8 +65,8 @@ static void fill(char *p, size_t len, uint64_t seed)
     p[len] = '\0';
 }
 
-/* Event `seq` of conversation n: the 4-event cycle of an agent turn. */
-static rt_buf *make_event(int n, uint64_t seq)
+/* See cli.h. */
+rt_buf *bench_cycle_event(int n, uint64_t seq)
 {
     static _Thread_local char pad[4096], out[8192];
     uint64_t turn = seq / 4, seed = seq * 2654435761u + (uint64_t)n;
@@ -119,7 +119,7 @@ static rt_buf *make_event(int n, uint64_t seq)
 
 static void send_next(rt_actor *self, producer *p)
 {
-    rt_buf *b = make_event(p->n, p->sent);
+    rt_buf *b = bench_cycle_event(p->n, p->sent);
     if (b == NULL || rt_ask(p->conv, CONV_APPEND, 0, b, self) < 0) {
         rt_buf_unref(b);
         atomic_fetch_add(&p->s->errors, 1);

@@ -8,6 +8,7 @@
 #define PARLEY_CLI_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 
 enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
@@ -37,6 +38,7 @@ int bench_runtime(int argc, char **argv);
 int bench_store(int argc, char **argv);
 int bench_conversation(int argc, char **argv);
 int bench_ws(int argc, char **argv);
+int bench_view(int argc, char **argv);
 
 /* Benchmarks' command lines: --runs N (1..101), --json, --dir DIR (only
  * when `dir` is not NULL), -h/--help, and the whole-number options of
@@ -50,6 +52,11 @@ typedef struct cli_int_opt {
 } cli_int_opt;
 int cli_bench_args(const char *cmd, const char *usage, int argc, char **argv, int *runs, bool *json,
                    const char **dir, const cli_int_opt *ints, size_t nints);
+
+/* Benchmarks: event `seq` of conversation n, the 4-event cycle of an
+ * agent turn (a user message 0.4-1 KiB, an action with its thought, its
+ * observation 0.9-3.9 KiB, an agent message), as JSON bytes. */
+struct rt_buf *bench_cycle_event(int n, uint64_t seq);
 
 /* Benchmarks: the median of n samples (sorts them in place). */
 double cli_median(double *v, int n);
