@@ -147,7 +147,7 @@ static rd_conv *conv_of(reducer *r, const char *cid)
 
 /* -------------------------------------------------------------- events --- */
 
-static int on_upsert(reducer *r, const char *cid, json_t *payload, json_t *changed)
+static int on_upsert(reducer *r, const char *cid, json_t *payload, json_t *changed, bool owned)
 {
     json_t *block = json_object_get(payload, "block");
     if (!json_is_object(block) || !json_is_string(json_object_get(block, "id")))
@@ -161,7 +161,9 @@ static int on_upsert(reducer *r, const char *cid, json_t *payload, json_t *chang
             return -ENOMEM;
         c = &s->conv;
     }
-    json_t *copy = json_deep_copy(block);
+    /* the state keeps the block's members: copied, unless the caller
+     * drops the event after (nothing else can change them then) */
+    json_t *copy = owned ? json_incref(block) : json_deep_copy(block);
     if (copy == NULL)
         return -ENOMEM;
     int rc = rd_upsert(r, c, copy, changed);
@@ -314,7 +316,7 @@ static int on_completed(reducer *r, json_t *p, json_t *changed)
     return emit_sub(changed, s);
 }
 
-int reducer_apply(reducer *r, const json_t *event, json_t *changed)
+static int apply(reducer *r, const json_t *event, json_t *changed, bool owned)
 {
     if (r == NULL || !json_is_object(event))
         return -EINVAL;
@@ -336,12 +338,22 @@ int reducer_apply(reducer *r, const json_t *event, json_t *changed)
     if (!json_is_object(p))
         return -EINVAL;
     if (strcmp(type, "block:upsert") == 0)
-        return on_upsert(r, cid, p, changed);
+        return on_upsert(r, cid, p, changed, owned);
     if (strcmp(type, "block:delta") == 0)
         return on_delta(r, cid, p, changed);
     if (strcmp(type, "subagent:spawned") == 0)
         return on_spawned(r, cid, ctx, p, changed);
     return on_completed(r, p, changed);
+}
+
+int reducer_apply(reducer *r, const json_t *event, json_t *changed)
+{
+    return apply(r, event, changed, false);
+}
+
+int reducer_apply_owned(reducer *r, json_t *event, json_t *changed)
+{
+    return apply(r, event, changed, true);
 }
 
 /* --------------------------------------------------------------- reads --- */

@@ -56,6 +56,10 @@ void reducer_free(reducer *r);
  * reducer should be dropped.
  */
 int reducer_apply(reducer *r, const json_t *event, json_t *changed);
+/* The same for an event the caller drops once this returns and no one
+ * else holds: the state takes the block's members instead of copying
+ * them (the text of a block is then never copied twice). */
+int reducer_apply_owned(reducer *r, json_t *event, json_t *changed);
 
 /* The whole state, {"blocks", "subagents"}, a new object the caller owns
  * (a copy: later events do not change it). NULL if out of memory. */

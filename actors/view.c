@@ -178,11 +178,12 @@ int view_apply(view *v, uint64_t index, const json_t *event)
     json_array_foreach(v->out, i, se)
     {
         json_array_clear(v->changed);
-        rc = reducer_apply(v->r, se, v->changed);
+        rc = reducer_apply_owned(v->r, se, v->changed);
         if (rc == -ENOMEM || mark_changes(v, index) != 0)
             return -ENOMEM;
         skipped |= rc < 0;
     }
+    json_array_clear(v->out); /* the state took what it keeps */
     v->skipped += skipped;
     v->next = index + 1;
     return 0;

@@ -56,8 +56,10 @@ int bench_view(int argc, char **argv)
         evs[i] = bench_cycle_event(0, (uint64_t)i);
         bytes += (double)rt_buf_len(evs[i]);
     }
-    double *rate = calloc((size_t)runs, sizeof(double)), *heap = calloc((size_t)runs, sizeof(double));
-    double *whole = calloc((size_t)runs, sizeof(double)), *poll = calloc((size_t)runs, sizeof(double));
+    double *rate = calloc((size_t)runs, sizeof(double)),
+           *heap = calloc((size_t)runs, sizeof(double));
+    double *whole = calloc((size_t)runs, sizeof(double)),
+           *poll = calloc((size_t)runs, sizeof(double));
     double state_bytes = 0;
     int status = CLI_OK;
     for (int run = 0; run < runs && status == CLI_OK; run++) {
@@ -66,7 +68,8 @@ int bench_view(int argc, char **argv)
         view *v = view_new(NULL, NULL);
         double t0 = cli_now_s();
         for (int i = 0; i < events && v != NULL; i++) {
-            json_t *e = rt_json_read((const char *)rt_buf_data(evs[i]), rt_buf_len(evs[i]), 0, NULL);
+            json_t *e =
+                rt_json_read((const char *)rt_buf_data(evs[i]), rt_buf_len(evs[i]), 0, NULL);
             if (e == NULL || view_apply(v, (uint64_t)i, e) != 0)
                 status = CLI_FAIL;
             json_decref(e);
@@ -90,7 +93,8 @@ int bench_view(int argc, char **argv)
         rt_buf_unref(evs[i]);
     free(evs);
     if (status != CLI_OK) {
-        fprintf(stderr, "parley bench view: the fold failed (out of memory, or an event skipped)\n");
+        fprintf(stderr,
+                "parley bench view: the fold failed (out of memory, or an event skipped)\n");
     } else if (json) {
         printf("{\"events\": %d, \"event_bytes\": %.0f, \"events_per_s\": %.0f, \"heap_bytes\": "
                "%.0f, \"heap_per_event\": %.1f, \"state_bytes\": %.0f, \"whole_state_ms\": %.2f, "
@@ -99,7 +103,8 @@ int bench_view(int argc, char **argv)
                cli_median(heap, runs) / events, state_bytes, cli_median(whole, runs),
                cli_median(poll, runs));
     } else {
-        printf("fold %d events (%.1f MB of JSON), medians of %d runs:\n", events, bytes / 1e6, runs);
+        printf("fold %d events (%.1f MB of JSON), medians of %d runs:\n", events, bytes / 1e6,
+               runs);
         printf("  fold (parse, convert, reduce)  %.0f events/s\n", cli_median(rate, runs));
         printf("  block state held               %.1f MB (%.0f bytes/event; the text kept)\n",
                cli_median(heap, runs) / 1e6, cli_median(heap, runs) / events);
