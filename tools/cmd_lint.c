@@ -99,10 +99,6 @@ typedef struct view {
     char where[48]; /* its place in the source ("line 12"), or "" */
 } view;
 
-/* Where an input event came from (lint.h: in_where), by position. */
-typedef struct src_pos {
-    int32_t line, msg, part;
-} src_pos;
 
 typedef struct lint {
     replay *rp;
@@ -112,8 +108,7 @@ typedef struct lint {
     bool stuck_now;
     counts n;
     int fatal;    /* an errno that stopped the replay (allocation failure) */
-    src_pos *src; /* by position - 1 */
-    size_t nsrc, capsrc;
+    const input *in; /* where positions came from */
 } lint;
 
 /* An input event's token: its position, and whether it came with an id. */
@@ -129,13 +124,10 @@ static uint64_t pos_of(void *token)
 
 static void where_of(const lint *l, uint64_t pos, char *out, size_t cap)
 {
-    input at = {0};
-    if (pos >= 1 && pos <= l->nsrc) {
-        at.at_line = l->src[pos - 1].line;
-        at.at_msg = l->src[pos - 1].msg;
-        at.at_part = l->src[pos - 1].part;
-    }
-    in_where(&at, out, cap);
+    if (l->in != NULL)
+        in_where(l->in, pos, out, cap);
+    else if (cap > 0)
+        out[0] = '\0';
 }
 
 static view view_of(const lint *l, const ev *e, void *token)
@@ -518,23 +510,6 @@ static const char *str_member(json_t *o, const char *key)
 
 /* One value from the input (takes v). why: a reason the framing found it
  * invalid ("duplicate object key"), or "". */
-/* Where input event pos came from, kept for what is reported of it later. */
-static void note_source(lint *l, const input *in, uint64_t pos)
-{
-    if (l->nsrc + 1 > l->capsrc) {
-        size_t cap = l->capsrc ? 2 * l->capsrc : 1024;
-        src_pos *p = realloc(l->src, cap * sizeof(*p));
-        if (p == NULL) {
-            l->fatal = ENOMEM;
-            return;
-        }
-        l->src = p;
-        l->capsrc = cap;
-    }
-    l->src[l->nsrc++] = (src_pos){(int32_t)in->at_line, (int32_t)in->at_msg, (int32_t)in->at_part};
-    (void)pos;
-}
-
 static void lint_value(lint *l, json_t *v, const char *why)
 {
     uint64_t pos = ++l->n.events;
@@ -663,7 +638,6 @@ static int play(lint *l, input *in, bool pretty)
                 fwrite(t.p, 1, t.len, stdout);
             free(t.p);
         }
-        note_source(l, in, l->n.events + 1);
         lint_value(l, v, why);
     }
     return in_fail(in, "stopped: %s", strerror(l->fatal));
@@ -739,6 +713,7 @@ int cmd_lint(int argc, char **argv)
         return CLI_USAGE;
     }
     int rc = in_open(in, argv[optind]);
+    l.in = in;
     if (!has_th && in->has_th)
         th = in->th;
     else if (!has_th)
@@ -767,7 +742,6 @@ int cmd_lint(int argc, char **argv)
     if (rc != 0)
         fprintf(stderr, "parley lint: %s\n", in->err);
     replay_free(l.rp);
-    free(l.src);
     in_close(in);
     free(in);
     return status;

@@ -69,6 +69,12 @@ typedef struct input {
     /* Where the transcript event in_next gave last came from: a line (0:
      * not a transcript), or an OpenCode message and part (0: none). */
     long at_line, at_msg, at_part;
+    /* The same for every value given so far, by position from 1
+     * (transcripts only: 12 bytes an event). */
+    struct in_src {
+        int32_t line, msg, part;
+    } *src;
+    size_t nsrc, capsrc;
     json_t *vec; /* IN_VECTOR */
     size_t vi;
     bool steps;
@@ -87,8 +93,9 @@ int in_open(input *in, const char *path);
  * (in->err). */
 int in_next(input *in, json_t **v, char *why, size_t whylen);
 void in_close(input *in);
-/* "line 12", "message 3, part 2", or "" (the last value's source). */
-void in_where(const input *in, char *out, size_t cap);
+/* "line 12", "message 3, part 2", or "": where the value in_next gave as
+ * its pos-th came from (from 1; 0: the last one). */
+void in_where(const input *in, uint64_t pos, char *out, size_t cap);
 /* Say why the input cannot be read (into in->err); returns -1. */
 int in_fail(input *in, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

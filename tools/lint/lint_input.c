@@ -336,6 +336,22 @@ static int open_opencode(input *in)
     return 0;
 }
 
+/* A transcript's event given: where it came from, kept by position. */
+static int keep_source(input *in)
+{
+    if (in->nsrc == in->capsrc) {
+        size_t cap = in->capsrc ? 2 * in->capsrc : 1024;
+        struct in_src *p = realloc(in->src, cap * sizeof(*p));
+        if (p == NULL)
+            return in_fail(in, "out of memory");
+        in->src = p;
+        in->capsrc = cap;
+    }
+    in->src[in->nsrc++] =
+        (struct in_src){(int32_t)in->at_line, (int32_t)in->at_msg, (int32_t)in->at_part};
+    return 1;
+}
+
 /* The next record's event, its source noted; 0 when none is left. */
 static int next_record(input *in, json_t **v)
 {
@@ -349,6 +365,10 @@ static int next_record(input *in, json_t **v)
         in->at_line = (long)json_integer_value(json_object_get(rec, "line"));
         in->at_msg = (long)json_integer_value(json_object_get(rec, "message"));
         in->at_part = (long)json_integer_value(json_object_get(rec, "part"));
+        if (keep_source(in) < 0) {
+            json_decref(*v);
+            return -1;
+        }
         return 1;
     }
     json_array_clear(in->recs);
@@ -394,14 +414,21 @@ static int next_claude(input *in, json_t **v, char *why, size_t whylen)
     }
 }
 
-void in_where(const input *in, char *out, size_t cap)
+void in_where(const input *in, uint64_t pos, char *out, size_t cap)
 {
-    if (in->at_msg > 0 && in->at_part > 0)
-        snprintf(out, cap, "message %ld, part %ld", in->at_msg, in->at_part);
-    else if (in->at_msg > 0)
-        snprintf(out, cap, "message %ld", in->at_msg);
-    else if (in->at_line > 0)
-        snprintf(out, cap, "line %ld", in->at_line);
+    long line = in->at_line, msg = in->at_msg, part = in->at_part;
+    if (pos >= 1) {
+        const struct in_src *p = pos <= in->nsrc ? &in->src[pos - 1] : NULL;
+        line = p != NULL ? p->line : 0;
+        msg = p != NULL ? p->msg : 0;
+        part = p != NULL ? p->part : 0;
+    }
+    if (msg > 0 && part > 0)
+        snprintf(out, cap, "message %ld, part %ld", msg, part);
+    else if (msg > 0)
+        snprintf(out, cap, "message %ld", msg);
+    else if (line > 0)
+        snprintf(out, cap, "line %ld", line);
     else if (cap > 0)
         out[0] = '\0';
 }
@@ -608,6 +635,7 @@ void in_close(input *in)
     json_decref(in->vec);
     json_decref(in->recs);
     tr_claude_free(in->claude);
+    free(in->src);
     for (size_t i = 0; i < in->nfiles; i++)
         free(in->files[i].name);
     free(in->files);
