@@ -43,14 +43,22 @@ static bool is(const json_t *o, const char *key, const char *want)
     return v != NULL && strcmp(v, want) == 0;
 }
 
+/* The delta buffer goes with its capacity: a later delta must allocate
+ * anew, not write into a buffer it believes is still there. */
+static void drop_text(rd_block *b)
+{
+    free(b->text);
+    b->text = NULL;
+    b->len = b->cap = 0;
+}
+
 int rd_sync(rd_block *b)
 {
     if (b->text == NULL)
         return 0;
     if (json_object_set_new(b->obj, "content", json_stringn(b->text, b->len)) != 0)
         return -ENOMEM;
-    free(b->text);
-    b->text = NULL;
+    drop_text(b);
     return 0;
 }
 
@@ -173,10 +181,8 @@ int rd_upsert(reducer *r, rd_conv *c, json_t *partial, json_t *changed)
 {
     rd_block *b = idmap_get(&c->ids, str_of(partial, "id"));
     if (b != NULL) {
-        if (json_object_get(partial, "content") != NULL) {
-            free(b->text); /* the partial's content replaces what deltas made */
-            b->text = NULL;
-        }
+        if (json_object_get(partial, "content") != NULL)
+            drop_text(b); /* the partial's content replaces what deltas made */
         if (rd_sync(b) != 0 || json_object_update(b->obj, partial) != 0)
             return -ENOMEM;
     } else if ((b = add_block(r, c, partial)) == NULL) {

@@ -7,6 +7,7 @@
  */
 #include "actors/reducer.h"
 #include "actors/reducer_claude.h"
+#include "actors/reducer_opencode.h"
 
 #include "support_sync.h"
 
@@ -222,6 +223,20 @@ static void run_claude(reducer *r, json_t *input)
     ck_assert_int_eq(claude_reduce(r, input, NULL), 0);
 }
 
+static void run_opencode(reducer *r, json_t *input)
+{
+    size_t skipped = 0;
+    ck_assert_int_eq(opencode_reduce(r, input, &skipped), 0);
+    ck_assert_uint_eq(skipped, 0);
+}
+
+static void run_opencode_live(reducer *r, json_t *input)
+{
+    size_t skipped = 0;
+    ck_assert_int_eq(opencode_live_reduce(r, input, &skipped), 0);
+    ck_assert_uint_eq(skipped, 0);
+}
+
 typedef struct source {
     const char *name;
     void (*run)(reducer *r, json_t *input);
@@ -230,6 +245,8 @@ typedef struct source {
 static const source sources[] = {
     {"events", run_events},
     {"claude", run_claude},
+    {"opencode", run_opencode},
+    {"opencode-live", run_opencode_live},
 };
 
 static const source *source_of(const char *name)
@@ -387,6 +404,20 @@ START_TEST(test_changes_reported)
                     "{\"conversation\":\"main\",\"id\":\"t\",\"delta\":\"lo\"}]");
     const json_t *b = reducer_block(r, "main", "t");
     ck_assert_str_eq(json_string_value(json_object_get(b, "content")), "Hello");
+    /* Reading the block folds the deltas in; a later delta starts a new
+     * buffer (a stale capacity once had it write through NULL). */
+    ck_assert_int_eq(apply(r,
+                           "{\"type\":\"block:delta\",\"payload\":{\"blockId\":\"t\",\"delta\":"
+                           "\"!\"},\"context\":{\"sessionId\":\"s\"}}",
+                           NULL),
+                     0);
+    b = reducer_block(r, "main", "t");
+    ck_assert_str_eq(json_string_value(json_object_get(b, "content")), "Hello!");
+    ck_assert_int_eq(apply(r,
+                           "{\"type\":\"block:upsert\",\"payload\":{\"block\":{\"id\":\"t\","
+                           "\"content\":\"Hello\"}},\"context\":{}}",
+                           NULL),
+                     0);
 
     /* An idle completes what is pending and removes empty text. */
     ck_assert_int_eq(apply(r,
@@ -512,6 +543,151 @@ START_TEST(test_claude_bad_line)
 }
 END_TEST
 
+/* Malformed OpenCode input is refused with a reason and leaves no trace;
+ * in a whole session only the bad message is skipped. */
+START_TEST(test_opencode_bad_input)
+{
+    static const char *exports[] = {
+        "[]",
+        "{\"messages\":{}}",
+        "{\"messages\":[7]}",
+        "{\"messages\":[{\"info\":{\"role\":\"user\"},\"parts\":[]}]}",
+        "{\"messages\":[{\"info\":{\"id\":\"m\",\"role\":\"user\"},\"parts\":{}}]}",
+        "{\"messages\":[{\"info\":{\"id\":\"m\",\"role\":\"user\"},\"parts\":[\"x\"]}]}",
+        "{\"messages\":[{\"info\":{\"id\":\"m\",\"role\":\"assistant\"},\"parts\":[{\"type\":"
+        "\"text\",\"text\":\"hi\"}]}]}",
+        "{\"messages\":[{\"info\":{\"id\":\"m\",\"role\":\"assistant\"},\"parts\":[{\"id\":\"p\","
+        "\"type\":\"tool\",\"state\":{}}]}]}",
+    };
+    json_t *out = J("[1]");
+    for (size_t i = 0; i < sizeof(exports) / sizeof(exports[0]); i++) {
+        char why[128] = "";
+        json_t *x = J(exports[i]);
+        ck_assert_int_eq(opencode_export_events(x, "main", NULL, out, why, sizeof(why)), -EINVAL);
+        ck_assert_uint_eq(json_array_size(out), 1);
+        ck_assert_msg(why[0] != '\0', "no reason for %s", exports[i]);
+        json_decref(x);
+    }
+    static const char *events[] = {
+        "[]",
+        "{\"properties\":{}}",
+        "{\"type\":\"message.updated\",\"properties\":{\"info\":{\"role\":\"user\"}}}",
+        "{\"type\":\"message.part.updated\",\"properties\":{\"part\":[]}}",
+        "{\"type\":\"message.part.updated\",\"properties\":{\"part\":{\"sessionID\":\"s\","
+        "\"messageID\":\"m\",\"type\":\"text\"}}}",
+        "{\"type\":\"message.part.updated\",\"properties\":{\"part\":{\"id\":\"p\","
+        "\"type\":\"text\"},\"delta\":\"x\"}}",
+        "{\"type\":\"session.idle\",\"properties\":{}}",
+    };
+    opencode_live *l = opencode_live_new("s");
+    for (size_t i = 0; i < sizeof(events) / sizeof(events[0]); i++) {
+        char why[128] = "";
+        json_t *x = J(events[i]);
+        ck_assert_int_eq(opencode_live_event(l, x, out, why, sizeof(why)), -EINVAL);
+        ck_assert_uint_eq(json_array_size(out), 1);
+        ck_assert_msg(why[0] != '\0', "no reason for %s", events[i]);
+        json_decref(x);
+    }
+    opencode_live_free(l);
+    json_decref(out);
+
+    reducer *r = reducer_new(fixed_now, NULL);
+    json_t *session = J("{\"main\":{\"messages\":[{\"info\":{\"id\":\"u\",\"role\":\"user\"},"
+                        "\"parts\":[{\"id\":\"p1\",\"type\":\"text\",\"text\":\"hi\"}]},"
+                        "{\"info\":{\"id\":\"a\",\"role\":\"assistant\"},\"parts\":[5]}]},"
+                        "\"subagents\":[{\"transcript\":{}}]}");
+    size_t skipped = 0;
+    ck_assert_int_eq(opencode_reduce(r, session, &skipped), 0);
+    ck_assert_uint_eq(skipped, 2);
+    ck_assert_uint_eq(reducer_block_count(r), 1);
+    json_decref(session);
+    reducer_free(r);
+}
+END_TEST
+
+/* A task's typed summary parts fill its subagent, complete and under the
+ * agent id known from the spawn (F11), unless the child's export is
+ * given; a user message with an image keeps its parts in order (F9). */
+START_TEST(test_opencode_summary_and_images)
+{
+    const char *task =
+        "{\"id\":\"pt\",\"type\":\"tool\",\"tool\":\"task\",\"callID\":\"c1\",\"state\":{"
+        "\"status\":\"completed\",\"input\":{\"prompt\":\"go\"},\"output\":\"done\",\"metadata\":{"
+        "\"sessionId\":\"ses_child\",\"summary\":[{\"id\":\"s0\",\"tool\":\"read\"},{\"id\":\"s1\","
+        "\"type\":\"text\",\"text\":\"sub text\"}]}}}";
+    char text[2048];
+    snprintf(
+        text, sizeof(text),
+        "{\"main\":{\"messages\":[{\"info\":{\"id\":\"u\",\"role\":\"user\",\"time\":{"
+        "\"created\":0}},\"parts\":[{\"id\":\"p1\",\"type\":\"text\",\"text\":\"see\"},{\"id\":"
+        "\"p2\",\"type\":\"file\",\"mime\":\"image/png\",\"url\":\"data:image/png;base64,QUJD\"},"
+        "{\"id\":\"p3\",\"type\":\"file\",\"mime\":\"image/gif\",\"url\":\"https://x/y.gif\"}]},"
+        "{\"info\":{\"id\":\"a\",\"role\":\"assistant\",\"time\":{\"created\":1000}},\"parts\":"
+        "[%s]}]}}",
+        task);
+    json_t *session = J(text);
+    reducer *r = reducer_new(fixed_now, NULL);
+    ck_assert_int_eq(opencode_reduce(r, session, NULL), 0);
+    expect_json((json_t *)reducer_block(r, "main", "u"),
+                "{\"id\":\"u\",\"type\":\"user_message\",\"status\":\"complete\",\"timestamp\":"
+                "\"1970-01-01T00:00:00.000Z\",\"content\":[{\"type\":\"text\",\"text\":\"see\"},"
+                "{\"type\":\"image\",\"source\":{\"type\":\"base64\",\"data\":\"QUJD\","
+                "\"mediaType\":\"image/png\"}},{\"type\":\"image\",\"source\":{\"type\":\"url\","
+                "\"data\":\"https://x/y.gif\",\"mediaType\":\"image/gif\"}}]}");
+    ck_assert_uint_eq(reducer_subagent_count(r), 1);
+    const json_t *b = reducer_block(r, "ses_child", "s1");
+    ck_assert_ptr_nonnull(b);
+    ck_assert_str_eq(json_string_value(json_object_get(b, "status")), "complete");
+    ck_assert_str_eq(json_string_value(json_object_get(b, "timestamp")),
+                     "1970-01-01T00:00:01.000Z");
+    reducer_free(r);
+
+    /* With the child's export, the summary is not used. */
+    json_object_set_new(session, "subagents",
+                        J("[{\"id\":\"ses_child\",\"transcript\":{\"messages\":[]}}]"));
+    r = reducer_new(fixed_now, NULL);
+    ck_assert_int_eq(opencode_reduce(r, session, NULL), 0);
+    ck_assert_ptr_null(reducer_block(r, "ses_child", "s1"));
+    ck_assert_str_eq(json_string_value(json_object_get(reducer_subagent(r, "ses_child"), "status")),
+                     "success");
+    reducer_free(r);
+    json_decref(session);
+}
+END_TEST
+
+/* Live: a task's child session is its subagent's conversation, and an idle
+ * completes only its own session's blocks, then forgets its parts. */
+START_TEST(test_opencode_live_child)
+{
+    json_t *input = J(
+        "{\"mainSessionId\":\"m\",\"events\":["
+        "{\"type\":\"message.part.updated\",\"properties\":{\"part\":{\"id\":\"pt\",\"sessionID\":"
+        "\"m\",\"messageID\":\"a\",\"type\":\"tool\",\"tool\":\"task\",\"callID\":\"c1\",\"state\":"
+        "{"
+        "\"status\":\"running\",\"input\":{\"description\":\"d\",\"subagent_type\":\"general\"},"
+        "\"metadata\":{\"sessionId\":\"ch\"},\"time\":{\"start\":5}}}}},"
+        "{\"type\":\"message.part.updated\",\"properties\":{\"part\":{\"id\":\"ct\",\"sessionID\":"
+        "\"ch\",\"messageID\":\"b\",\"type\":\"text\",\"text\":\"\"},\"delta\":\"child\"}},"
+        "{\"type\":\"message.part.updated\",\"properties\":{\"part\":{\"id\":\"mt\",\"sessionID\":"
+        "\"m\",\"messageID\":\"a\",\"type\":\"text\",\"text\":\"\"},\"delta\":\"main\"}},"
+        "{\"type\":\"session.idle\",\"properties\":{\"sessionID\":\"ch\"}}]}");
+    reducer *r = reducer_new(fixed_now, NULL);
+    ck_assert_int_eq(opencode_live_reduce(r, input, NULL), 0);
+    json_t *st = reducer_state(r);
+    expect_json(json_object_get(st, "subagents"),
+                "[{\"toolUseId\":\"c1\",\"agentId\":\"ch\",\"status\":\"running\",\"prompt\":\"d\","
+                "\"blocks\":[{\"id\":\"ct\",\"type\":\"assistant_text\",\"content\":\"child\","
+                "\"status\":\"complete\",\"timestamp\":\"2000-01-01T00:00:00.000Z\",\"metadata\":"
+                "{\"opencodeMessageId\":\"b\"}}]}]");
+    const json_t *mt = reducer_block(r, "main", "mt");
+    ck_assert_str_eq(json_string_value(json_object_get(mt, "status")), "pending");
+    ck_assert_str_eq(json_string_value(json_object_get(mt, "content")), "main");
+    json_decref(st);
+    reducer_free(r);
+    json_decref(input);
+}
+END_TEST
+
 /* O(1) amortized: 100,000 blocks of 20 deltas each, idles every 100
  * blocks, in a few seconds at most (a linear search per event, or copying
  * the text per delta, would take minutes). */
@@ -565,6 +741,9 @@ int main(void)
     tcase_add_test(tc, test_bad_and_other_events);
     tcase_add_test(tc, test_subagent_events);
     tcase_add_test(tc, test_claude_bad_line);
+    tcase_add_test(tc, test_opencode_bad_input);
+    tcase_add_test(tc, test_opencode_summary_and_images);
+    tcase_add_test(tc, test_opencode_live_child);
     tcase_add_test(tc, test_many_blocks);
     suite_add_tcase(s, tc);
     return ts_run_suite(s);
