@@ -8,15 +8,23 @@
  *   shared/vectors/reducer/README.md says, "finalize" included;
  * - a Claude Code session (JSONL). Its subagents' transcripts are read
  *   too when Claude Code's layout has them: SESSION/subagents/agent-*.jsonl
- *   beside SESSION.jsonl (in name order).
+ *   beside SESSION.jsonl (in name order);
+ * - an OpenCode export (`opencode export`);
+ * - parley's own events: an OpenHands conversation directory, a JSON
+ *   array or NDJSON of events (read as `parley lint` reads them,
+ *   lint/lint.h), each converted by actors/reducer_parley.h.
  * A line that cannot be converted is skipped and said on stderr with its
  * line number (as the reducer's F2 wants: the rest still counts); a file
  * that is not JSON at all, or larger than 1 GiB, is an input error.
  */
 #include "cli.h"
 
+#include "lint/lint.h"
+
 #include "actors/reducer.h"
 #include "actors/reducer_claude.h"
+#include "actors/reducer_opencode.h"
+#include "actors/reducer_parley.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -35,8 +43,10 @@ static const char blocks_usage[] =
     "FILE (detected; at most 1 GiB):\n"
     "  a Claude Code session (JSONL); SESSION/subagents/agent-*.jsonl beside\n"
     "  SESSION.jsonl are its subagents' transcripts, read too\n"
+    "  an OpenCode export (opencode export)\n"
+    "  parley events: an OpenHands conversation directory (DIR), a JSON array or NDJSON\n"
     "  a reducer test vector ({\"source\", \"input\", \"finalize\"?}), run as the vectors'\n"
-    "  README says (sources claude and events)\n\n"
+    "  README says\n\n"
     "A line that cannot be converted is skipped, and said on stderr.\n"
     "Exit status: 0 printed, 2 bad usage or unreadable input.\n";
 
@@ -151,40 +161,18 @@ static int idle(reducer *r, const char *conv)
     return rc;
 }
 
-/* A reducer test vector, run as its README says. */
-static int run_vector(reducer *r, const json_t *v, const char *path)
+typedef int (*reduce_fn)(reducer *r, const json_t *session, size_t *skipped);
+
+/* A whole session (taken) reduced by fn; what it skipped said. */
+static int reduce_session(reducer *r, const char *path, json_t *session, reduce_fn fn,
+                          const char *what)
 {
-    const char *src = json_string_value(json_object_get(v, "source"));
-    json_t *input = json_object_get(v, "input");
-    size_t skipped = 0, i;
-    json_t *e;
-    int rc = 0;
-    if (strcmp(src, "claude") == 0) {
-        rc = claude_reduce(r, input, &skipped);
-    } else if (strcmp(src, "events") == 0) {
-        json_array_foreach(input, i, e)
-        {
-            int k = reducer_apply(r, e, NULL);
-            if (k == -ENOMEM)
-                return k;
-            if (k != 0)
-                fprintf(stderr, "parley blocks: %s: event %zu cannot be reduced: skipped\n", path,
-                        i + 1);
-        }
-    } else {
-        fprintf(stderr, "parley blocks: %s: source '%s' is not handled yet (claude, events)\n",
-                path, src);
-        return -EINVAL;
-    }
+    size_t skipped = 0;
+    int rc = session != NULL ? fn(r, session, &skipped) : -ENOMEM;
     if (skipped > 0)
-        fprintf(stderr, "parley blocks: %s: %zu line%s cannot be converted: skipped\n", path,
-                skipped, skipped == 1 ? "" : "s");
-    if (rc == 0 && json_is_true(json_object_get(v, "finalize"))) {
-        rc = idle(r, "main");
-        for (i = 0; rc == 0 && i < reducer_subagent_count(r); i++)
-            rc =
-                idle(r, json_string_value(json_object_get(reducer_subagent_at(r, i), "toolUseId")));
-    }
+        fprintf(stderr, "parley blocks: %s: %zu %s%s cannot be converted: skipped\n", path, skipped,
+                what, skipped == 1 ? "" : "s");
+    json_decref(session);
     return rc;
 }
 
@@ -198,12 +186,128 @@ static int run_claude(reducer *r, const char *path, char *buf, size_t len)
         return -EINVAL;
     }
     json_t *session = json_pack("{s:o, s:o}", "main", main_lines, "subagents", subagents_of(path));
-    size_t skipped = 0;
-    int rc = session != NULL ? claude_reduce(r, session, &skipped) : -ENOMEM;
-    if (skipped > 0)
-        fprintf(stderr, "parley blocks: %s: %zu line%s cannot be converted: skipped\n", path,
-                skipped, skipped == 1 ? "" : "s");
-    json_decref(session);
+    return reduce_session(r, path, session, claude_reduce, "line");
+}
+
+/* An OpenCode export, alone (its children's exports are not at hand). */
+static int run_opencode(reducer *r, const char *path, json_t *x)
+{
+    json_t *session = json_pack("{s:O, s:[]}", "main", x, "subagents");
+    return reduce_session(r, path, session, opencode_reduce, "message");
+}
+
+/* A reducer test vector, run as its README says. */
+static int run_vector(reducer *r, const json_t *v, const char *path)
+{
+    const char *src = json_string_value(json_object_get(v, "source"));
+    json_t *in = json_object_get(v, "input");
+    size_t i;
+    json_t *e;
+    int rc = 0;
+    if (strcmp(src, "claude") == 0) {
+        rc = reduce_session(r, path, json_incref(in), claude_reduce, "line");
+    } else if (strcmp(src, "opencode") == 0) {
+        rc = reduce_session(r, path, json_incref(in), opencode_reduce, "message");
+    } else if (strcmp(src, "opencode-live") == 0) {
+        rc = reduce_session(r, path, json_incref(in), opencode_live_reduce, "event");
+    } else if (strcmp(src, "events") == 0) {
+        json_array_foreach(in, i, e)
+        {
+            int k = reducer_apply(r, e, NULL);
+            if (k == -ENOMEM)
+                return k;
+            if (k != 0)
+                fprintf(stderr, "parley blocks: %s: event %zu cannot be reduced: skipped\n", path,
+                        i + 1);
+        }
+    } else {
+        fprintf(stderr,
+                "parley blocks: %s: unknown source '%s' (claude, opencode, opencode-live, "
+                "events)\n",
+                path, src);
+        return -EINVAL;
+    }
+    if (rc == 0 && json_is_true(json_object_get(v, "finalize"))) {
+        rc = idle(r, "main");
+        for (i = 0; rc == 0 && i < reducer_subagent_count(r); i++)
+            rc =
+                idle(r, json_string_value(json_object_get(reducer_subagent_at(r, i), "toolUseId")));
+    }
+    return rc;
+}
+
+/* parley's own events, read as lint reads them, one at a time. */
+static int run_events(reducer *r, input *in)
+{
+    parley_conv *pc = parley_conv_new();
+    json_t *out = json_array();
+    int rc = pc != NULL && out != NULL ? 0 : -ENOMEM;
+    for (unsigned long n = 1; rc == 0; n++) {
+        json_t *v = NULL;
+        char why[256];
+        int k = in_next(in, &v, why, sizeof(why));
+        if (k < 0) {
+            fprintf(stderr, "parley blocks: %s\n", in->err);
+            rc = -EINVAL;
+        }
+        if (k <= 0)
+            break;
+        if (k == 2) /* a test vector's restart: the state goes on */
+            continue;
+        k = parley_conv_event(pc, v, out, why, sizeof(why));
+        if (k == -EINVAL)
+            fprintf(stderr, "parley blocks: %s: event %lu: %s: skipped\n", in->name, n, why);
+        rc = k == -ENOMEM ? k : 0;
+        size_t i;
+        json_t *e;
+        json_array_foreach(out, i, e) if (rc == 0 && reducer_apply(r, e, NULL) == -ENOMEM) rc =
+            -ENOMEM;
+        json_array_clear(out);
+        json_decref(v);
+    }
+    json_decref(out);
+    parley_conv_free(pc);
+    return rc;
+}
+
+/* What FILE is, and its state reduced into r. */
+static int run_file(reducer *r, const char *path)
+{
+    struct stat st;
+    input *in = calloc(1, sizeof(*in));
+    int rc = in != NULL ? 0 : -ENOMEM;
+    if (rc == 0 && stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        if (in_open(in, path) != 0) {
+            fprintf(stderr, "parley blocks: %s\n", in->err);
+            rc = -EINVAL;
+        } else {
+            rc = run_events(r, in);
+        }
+        in_close(in);
+        free(in);
+        return rc;
+    }
+    size_t len = 0;
+    char *buf = rc == 0 ? slurp(path, &len) : NULL;
+    json_t *whole = buf != NULL ? json_loadb(buf, len, 0, NULL) : NULL;
+    if (buf == NULL)
+        rc = rc != 0 ? rc : -EINVAL;
+    else if (json_is_object(whole) && json_is_string(json_object_get(whole, "source")) &&
+             json_object_get(whole, "input") != NULL)
+        rc = run_vector(r, whole, path);
+    else if (tr_detect(whole) == TR_OPENCODE)
+        rc = run_opencode(r, path, whole);
+    else if (in_open(in, path) != 0)
+        rc = (fprintf(stderr, "parley blocks: %s\n", in->err), -EINVAL);
+    else if (in->mode == IN_CLAUDE)
+        rc = run_claude(r, path, buf, len);
+    else
+        rc = run_events(r, in);
+    if (in != NULL)
+        in_close(in);
+    free(in);
+    json_decref(whole);
+    free(buf);
     return rc;
 }
 
@@ -217,29 +321,8 @@ int cmd_blocks(int argc, char **argv)
     if (argc != 2 || argv[1][0] == '-')
         return cli_usage_error(cmd, argc < 2 ? "which file? give one FILE"
                                              : "one FILE, and no options but --help");
-    const char *path = argv[1];
-    size_t len = 0;
-    char *buf = slurp(path, &len);
-    if (buf == NULL)
-        return CLI_USAGE;
     reducer *r = reducer_new(NULL, NULL);
-    json_t *whole = json_loadb(buf, len, 0, NULL);
-    int rc;
-    if (r == NULL)
-        rc = -ENOMEM;
-    else if (json_is_object(whole) && json_is_string(json_object_get(whole, "source")) &&
-             json_object_get(whole, "input") != NULL)
-        rc = run_vector(r, whole, path);
-    else if (json_is_object(whole) && json_is_array(json_object_get(whole, "messages")))
-        rc = (fprintf(stderr, "parley blocks: %s: OpenCode exports are not handled yet\n", path),
-              -EINVAL);
-    else if (json_is_array(whole))
-        rc = (fprintf(stderr, "parley blocks: %s: parley events are not handled yet\n", path),
-              -EINVAL);
-    else
-        rc = run_claude(r, path, buf, len);
-    json_decref(whole);
-    free(buf);
+    int rc = r != NULL ? run_file(r, argv[1]) : -ENOMEM;
     json_t *state = rc == 0 ? reducer_state(r) : NULL;
     char *s = state != NULL ? json_dumps(state, JSON_COMPACT) : NULL;
     if (s != NULL)

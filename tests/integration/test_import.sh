@@ -129,23 +129,49 @@ expect_status 0 "$PARLEY" import "$TEST_TMP/opencode.json" --url "$url"
 get "/api/conversations/$(cat "$TEST_TMP/out")/events/search?limit=100"
 expect_grep '"id":"prt_2a1b2c3d0006-result"' "$TEST_TMP/get"
 
+# the imported log, as NDJSON and as an OpenHands conversation directory
+get "/api/conversations/$cid/events/search?limit=100"
+/usr/bin/python3 - "$TEST_TMP/get" "$TEST_TMP/log.ndjson" "$TEST_TMP/ohdir" <<'EOF'
+import json, os, sys
+items = json.load(open(sys.argv[1]))["items"]
+open(sys.argv[2], "w").write("".join(json.dumps(e) + "\n" for e in items))
+os.makedirs(sys.argv[3] + "/events")
+for i, e in enumerate(items):
+    json.dump(e, open("%s/events/event-%05d-%s.json" % (sys.argv[3], i, e["id"]), "w"))
+EOF
+
 kill -TERM "$SRV_PID"
 wait "$SRV_PID" || fail "serve did not stop cleanly"
 
 # ---- blocks ----------------------------------------------------------------
 n=0
-for v in "$VEC"/claude_*.json "$VEC"/events_*.json; do
+for v in "$VEC"/*.json; do
     expect_status 0 "$PARLEY" blocks "$v"
     /usr/bin/python3 "$here/blocks_compare.py" "$v" "$TEST_TMP/out" >"$TEST_TMP/diff" ||
         fail "parley blocks $(basename "$v") differs from its expected: $(cat "$TEST_TMP/diff")"
     n=$((n + 1))
 done
-[ "$n" -ge 20 ] || fail "only $n vectors compared"
+[ "$n" -ge 27 ] || fail "only $n vectors compared"
 # the transcript file itself reduces as its vector does
 expect_status 0 "$PARLEY" blocks "$good"
 cp "$TEST_TMP/out" "$TEST_TMP/from_file.json"
 expect_status 0 "$PARLEY" blocks "$VEC/claude_parallel_tools.json"
 cmp -s "$TEST_TMP/out" "$TEST_TMP/from_file.json" || fail "blocks of the JSONL differ from the vector's"
+# the imported events reduce to the blocks the transcript does (ids aside:
+# the transcript's are the API message's, the log's the events')
+expect_status 0 "$PARLEY" blocks "$TEST_TMP/log.ndjson"
+cp "$TEST_TMP/out" "$TEST_TMP/from_log.json"
+expect_status 0 "$PARLEY" blocks "$TEST_TMP/ohdir"
+cmp -s "$TEST_TMP/out" "$TEST_TMP/from_log.json" || fail "blocks of the directory differ from the NDJSON's"
+/usr/bin/python3 - "$TEST_TMP/from_log.json" "$TEST_TMP/from_file.json" <<'EOF' ||
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:])
+strip = lambda s: [(x["type"], x.get("content"), x.get("toolUseId"), x.get("isError")) for x in s["blocks"]]
+assert strip(a) == strip(b), (strip(a), strip(b))
+EOF
+    fail "the imported log reduces to other blocks than its transcript"
+expect_status 0 "$PARLEY" blocks "$TEST_TMP/opencode.json"
+expect_grep '"id":"result-prt_2a1b2c3d0006"' "$TEST_TMP/out"
 expect_status 2 "$PARLEY" blocks "$TEST_TMP/nope.jsonl"
 expect_status 2 "$PARLEY" blocks
 echo "ok"
