@@ -28,6 +28,8 @@ bool cli_parse_int(const char *cmd, const char *opt, const char *val, int min, i
 int cmd_serve(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_lint(int argc, char **argv);
+int cmd_import(int argc, char **argv);
+int cmd_blocks(int argc, char **argv);
 int cmd_load(int argc, char **argv);
 int cmd_tail(int argc, char **argv);
 int cmd_send(int argc, char **argv);

@@ -55,8 +55,11 @@ static const char lint_usage[] =
     "the status), and every committed event is fed to the stuck detector. One line per\n"
     "finding, in the order a live conversation would produce them, then a summary.\n\n"
     "Input (detected; at most " LINT_MAX_INPUT_TEXT "):\n"
-    "  FILE   a JSON array of events, NDJSON (one event object per line), or a test vector\n"
-    "         (an object with \"steps\" or \"events\")\n"
+    "  FILE   a JSON array of events, NDJSON (one event object per line), a test vector\n"
+    "         (an object with \"steps\" or \"events\"), or an agent transcript, converted\n"
+    "         to the events its agent would have posted: a Claude Code session (JSONL) or\n"
+    "         an OpenCode export (opencode export); findings then name the source line\n"
+    "         (\"(line 12)\"), or the message and part\n"
     "  DIR    an OpenHands conversation: DIR/events/event-NNNNN-<id>.json (or\n"
     "         DIR/event-*.json), in the order of the index in the file names\n"
     "  -      standard input, read as FILE\n\n"
@@ -93,7 +96,9 @@ typedef struct view {
     bool own;       /* the conversation's own event */
     const char *id; /* NULL: the input gave none */
     const char *kind, *source;
+    char where[48]; /* its place in the source ("line 12"), or "" */
 } view;
+
 
 typedef struct lint {
     replay *rp;
@@ -102,7 +107,8 @@ typedef struct lint {
     view cur; /* the input event being played, for what it causes */
     bool stuck_now;
     counts n;
-    int fatal; /* an errno that stopped the replay (allocation failure) */
+    int fatal;    /* an errno that stopped the replay (allocation failure) */
+    const input *in; /* where positions came from */
 } lint;
 
 /* An input event's token: its position, and whether it came with an id. */
@@ -116,13 +122,28 @@ static uint64_t pos_of(void *token)
     return (uint64_t)(uintptr_t)token >> 1;
 }
 
+static void where_of(const lint *l, uint64_t pos, char *out, size_t cap)
+{
+    if (l->in != NULL)
+        in_where(l->in, pos, out, cap);
+    else if (cap > 0)
+        out[0] = '\0';
+}
+
 static view view_of(const lint *l, const ev *e, void *token)
 {
-    if (token == NULL)
-        return (view){l->cur.pos, true, NULL, ev_kind_name(e->kind), ev_source_name(e->source)};
-    bool had_id = ((uintptr_t)token & 1) != 0;
-    return (view){pos_of(token), false, had_id ? e->id : NULL, ev_kind_name(e->kind),
-                  ev_source_name(e->source)};
+    view v = {l->cur.pos, true, NULL, ev_kind_name(e->kind), ev_source_name(e->source), ""};
+    if (token != NULL) {
+        bool had_id = ((uintptr_t)token & 1) != 0;
+        v = (view){pos_of(token),
+                   false,
+                   had_id ? e->id : NULL,
+                   ev_kind_name(e->kind),
+                   ev_source_name(e->source),
+                   ""};
+    }
+    where_of(l, v.pos, v.where, sizeof(v.where));
+    return v;
 }
 
 /* ------------------------------------------------------------ output --- */
@@ -160,6 +181,8 @@ static void put_colored(const lint *l, int color, const char *word)
 static void put_prefix(const view *v)
 {
     printf("#%" PRIu64 " ", v->pos);
+    if (v->where[0] != '\0')
+        printf("(%s) ", v->where);
     if (v->own)
         fputs("+ ", stdout);
     if (v->id != NULL) {
@@ -203,6 +226,8 @@ static json_t *json_view(const view *v)
         set_string(o, "id", v->id);
         set_string(o, "kind", v->kind);
         set_string(o, "source", v->source);
+        if (v->where[0] != '\0')
+            set_string(o, "at", v->where);
     }
     return o;
 }
@@ -494,7 +519,9 @@ static void lint_value(lint *l, json_t *v, const char *why)
     if (reason == NULL && seq_event(v, &e, err, sizeof(err)) != 0)
         reason = err;
     if (reason != NULL) {
-        view vw = {pos, false, str_member(v, "id"), str_member(v, "kind"), str_member(v, "source")};
+        view vw = {pos, false, str_member(v, "id"), str_member(v, "kind"), str_member(v, "source"),
+                   ""};
+        where_of(l, pos, vw.where, sizeof(vw.where));
         finding d = {"rejected", C_RED, gate_rule_name(GATE_INVALID_EVENT), reason, SEQ_NEW,
                      false,      -1};
         l->n.rejected++;
@@ -503,7 +530,8 @@ static void lint_value(lint *l, json_t *v, const char *why)
         return;
     }
     json_decref(v); /* the ev holds its own reference */
-    l->cur = (view){pos, false, e.id, ev_kind_name(e.kind), ev_source_name(e.source)};
+    l->cur = (view){pos, false, e.id, ev_kind_name(e.kind), ev_source_name(e.source), ""};
+    where_of(l, pos, l->cur.where, sizeof(l->cur.where));
     char id[256] = "";
     if (e.id != NULL) { /* the view outlives the event */
         snprintf(id, sizeof(id), "%s", e.id);
@@ -685,6 +713,7 @@ int cmd_lint(int argc, char **argv)
         return CLI_USAGE;
     }
     int rc = in_open(in, argv[optind]);
+    l.in = in;
     if (!has_th && in->has_th)
         th = in->th;
     else if (!has_th)
@@ -701,6 +730,11 @@ int cmd_lint(int argc, char **argv)
     if (rc == 0) {
         replay_end(l.rp);
         summary(&l);
+        if (in->sub_skipped > 0)
+            fprintf(stderr,
+                    "parley lint: %" PRIu64 " event%s of subagents (sidechain lines) not "
+                    "checked: each is a conversation of its own\n",
+                    in->sub_skipped, in->sub_skipped == 1 ? "" : "s");
     }
     if (fflush(stdout) != 0 && rc == 0)
         rc = in_fail(in, "cannot write the report: %s", strerror(errno));

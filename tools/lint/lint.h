@@ -1,17 +1,22 @@
 /*
- * lint.h - `parley lint`'s input: a recorded conversation read one JSON
- * value at a time, whatever its form (detected): a JSON array, NDJSON or a
- * sequence of values, a test vector (shared/vectors), or an OpenHands
- * conversation directory (DIR/events/event-<index>-<id>.json, or
- * DIR/event-*.json, in index order). An array is split into its elements
- * without building the whole tree, so memory is one event at a time. Bad
- * framing is an input error with its line and column; a framed value that
- * is not a valid event is the caller's to judge.
+ * lint.h - `parley lint`'s (and `parley import`'s) input: a recorded
+ * conversation read one JSON value at a time, whatever its form
+ * (detected): a JSON array, NDJSON or a sequence of values, a test vector
+ * (shared/vectors), an OpenHands conversation directory
+ * (DIR/events/event-<index>-<id>.json, or DIR/event-*.json, in index
+ * order), or an agent transcript converted to events (actors/transcript.h):
+ * a Claude Code session JSONL (line by line) or an OpenCode export. An
+ * array is split into its elements without building the whole tree, so
+ * memory is one event at a time (an OpenCode export is one value, held
+ * whole). Bad framing, and a transcript line that cannot be converted, is
+ * an input error with its line; a framed value that is not a valid event
+ * is the caller's to judge.
  */
 #ifndef LINT_H
 #define LINT_H
 
 #include "actors/stuck.h"
+#include "actors/transcript.h"
 
 #include <jansson.h>
 #include <limits.h>
@@ -39,7 +44,7 @@ typedef struct reader {
     size_t len, cap;
 } reader;
 
-typedef enum in_mode { IN_ARRAY, IN_SEQ, IN_VECTOR, IN_DIR } in_mode;
+typedef enum in_mode { IN_ARRAY, IN_SEQ, IN_VECTOR, IN_DIR, IN_CLAUDE, IN_OPENCODE } in_mode;
 
 typedef struct ev_file {
     unsigned long long index;
@@ -53,8 +58,23 @@ typedef struct input {
     reader r;
     uint64_t total;
     bool started, done;
-    json_t *first; /* IN_SEQ: the first value, read ahead */
+    json_t *first; /* IN_SEQ, IN_CLAUDE: the first value, read ahead */
     char first_why[256];
+    long first_line;
+    tr_claude *claude; /* IN_CLAUDE */
+    json_t *recs;      /* IN_CLAUDE, IN_OPENCODE: records converted, not given yet */
+    size_t ri;
+    bool ended;
+    uint64_t sub_skipped; /* events of subagents left out (their own conversations) */
+    /* Where the transcript event in_next gave last came from: a line (0:
+     * not a transcript), or an OpenCode message and part (0: none). */
+    long at_line, at_msg, at_part;
+    /* The same for every value given so far, by position from 1
+     * (transcripts only: 12 bytes an event). */
+    struct in_src {
+        int32_t line, msg, part;
+    } *src;
+    size_t nsrc, capsrc;
     json_t *vec; /* IN_VECTOR */
     size_t vi;
     bool steps;
@@ -73,6 +93,9 @@ int in_open(input *in, const char *path);
  * (in->err). */
 int in_next(input *in, json_t **v, char *why, size_t whylen);
 void in_close(input *in);
+/* "line 12", "message 3, part 2", or "": where the value in_next gave as
+ * its pos-th came from (from 1; 0: the last one). */
+void in_where(const input *in, uint64_t pos, char *out, size_t cap);
 /* Say why the input cannot be read (into in->err); returns -1. */
 int in_fail(input *in, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

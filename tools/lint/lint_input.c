@@ -298,6 +298,141 @@ static int open_dir(input *in, const char *path)
     return rc;
 }
 
+/* ------------------------------------------------------ transcripts --- */
+
+static int open_claude(input *in)
+{
+    in->mode = IN_CLAUDE;
+    in->claude = tr_claude_new();
+    in->recs = json_array();
+    return in->claude != NULL && in->recs != NULL ? 0 : in_fail(in, "out of memory");
+}
+
+/* An export is one value: the whole of it, converted at once. */
+static int open_opencode(input *in)
+{
+    reader *r = &in->r;
+    rd_skip_ws(r);
+    if (rd_peek(r) != EOF || r->too_big || r->io_err)
+        return r->too_big || r->io_err
+                   ? in_eof(in, in->name, "")
+                   : in_fail(in,
+                             "%s: line %ld, column %ld: more than one JSON value after an "
+                             "OpenCode export",
+                             in->name, r->line, r->col);
+    in->mode = IN_OPENCODE;
+    in->recs = json_array();
+    char why[256];
+    if (in->recs == NULL)
+        return in_fail(in, "out of memory");
+    int rc = tr_opencode(in->first, in->recs, why, sizeof(why));
+    json_decref(in->first);
+    in->first = NULL;
+    if (rc == -ENOMEM)
+        return in_fail(in, "out of memory");
+    if (rc != 0)
+        return in_fail(in, "%s: %s", in->name, why);
+    in->ended = true;
+    return 0;
+}
+
+/* A transcript's event given: where it came from, kept by position. */
+static int keep_source(input *in)
+{
+    if (in->nsrc == in->capsrc) {
+        size_t cap = in->capsrc ? 2 * in->capsrc : 1024;
+        struct in_src *p = realloc(in->src, cap * sizeof(*p));
+        if (p == NULL)
+            return in_fail(in, "out of memory");
+        in->src = p;
+        in->capsrc = cap;
+    }
+    in->src[in->nsrc++] =
+        (struct in_src){(int32_t)in->at_line, (int32_t)in->at_msg, (int32_t)in->at_part};
+    return 1;
+}
+
+/* The next record's event, its source noted; 0 when none is left. */
+static int next_record(input *in, json_t **v)
+{
+    while (in->ri < json_array_size(in->recs)) {
+        json_t *rec = json_array_get(in->recs, in->ri++);
+        if (json_object_get(rec, "sub") != NULL) {
+            in->sub_skipped++;
+            continue;
+        }
+        *v = json_incref(json_object_get(rec, "event"));
+        in->at_line = (long)json_integer_value(json_object_get(rec, "line"));
+        in->at_msg = (long)json_integer_value(json_object_get(rec, "message"));
+        in->at_part = (long)json_integer_value(json_object_get(rec, "part"));
+        if (keep_source(in) < 0) {
+            json_decref(*v);
+            return -1;
+        }
+        return 1;
+    }
+    json_array_clear(in->recs);
+    in->ri = 0;
+    return 0;
+}
+
+/* Claude Code: line after line converted, until one gives events. */
+static int next_claude(input *in, json_t **v, char *why, size_t whylen)
+{
+    char bad[512];
+    for (;;) {
+        if (next_record(in, v) == 1)
+            return 1;
+        if (in->ended)
+            return 0;
+        json_t *line = NULL;
+        long at = in->first_line;
+        if (in->first != NULL) {
+            line = in->first;
+            in->first = NULL;
+        } else {
+            rd_skip_ws(&in->r);
+            int rc = read_value(in, in->name);
+            if (rc < 0)
+                return -1;
+            if (rc > 0) {
+                in->ended = true;
+                if (tr_claude_end(in->claude, in->recs) != 0)
+                    return in_fail(in, "out of memory");
+                continue;
+            }
+            at = in->r.vline;
+            if (parse_value(in, in->name, &line, why, whylen) != 0)
+                return -1;
+        }
+        int rc = tr_claude_line(in->claude, line, at, in->recs, bad, sizeof(bad));
+        json_decref(line);
+        if (rc == -ENOMEM)
+            return in_fail(in, "out of memory");
+        if (rc != 0)
+            return in_fail(in, "%s: line %ld: %s", in->name, at, bad);
+    }
+}
+
+void in_where(const input *in, uint64_t pos, char *out, size_t cap)
+{
+    long line = in->at_line, msg = in->at_msg, part = in->at_part;
+    if (pos >= 1) {
+        const struct in_src *p = pos <= in->nsrc ? &in->src[pos - 1] : NULL;
+        line = p != NULL ? p->line : 0;
+        msg = p != NULL ? p->msg : 0;
+        part = p != NULL ? p->part : 0;
+    }
+    if (msg > 0 && part > 0)
+        snprintf(out, cap, "message %ld, part %ld", msg, part);
+    else if (msg > 0)
+        snprintf(out, cap, "message %ld", msg);
+    else if (line > 0)
+        snprintf(out, cap, "line %ld", line);
+    else if (cap > 0)
+        out[0] = '\0';
+}
+
 /* Opens path ("-": stdin) and finds what it holds. */
 int in_open(input *in, const char *path)
 {
@@ -338,6 +473,12 @@ int in_open(input *in, const char *path)
     if (read_value(in, in->name) != 0 ||
         parse_value(in, in->name, &in->first, in->first_why, sizeof(in->first_why)) != 0)
         return -1;
+    in->first_line = r->vline;
+    tr_format fmt = tr_detect(in->first);
+    if (fmt == TR_CLAUDE)
+        return open_claude(in);
+    if (fmt == TR_OPENCODE)
+        return open_opencode(in);
     if (!vector_like(in->first))
         return 0;
     rd_skip_ws(r);
@@ -467,7 +608,12 @@ int in_next(input *in, json_t **v, char *why, size_t whylen)
     why[0] = '\0';
     if (in->done)
         return 0;
+    in->at_line = in->at_msg = in->at_part = 0;
     switch (in->mode) {
+    case IN_CLAUDE:
+        return next_claude(in, v, why, whylen);
+    case IN_OPENCODE:
+        return next_record(in, v);
     case IN_ARRAY: {
         int rc = next_array(in, v, why, whylen);
         return in->done ? 0 : rc;
@@ -487,6 +633,9 @@ void in_close(input *in)
         fclose(in->f);
     json_decref(in->first);
     json_decref(in->vec);
+    json_decref(in->recs);
+    tr_claude_free(in->claude);
+    free(in->src);
     for (size_t i = 0; i < in->nfiles; i++)
         free(in->files[i].name);
     free(in->files);
