@@ -349,7 +349,7 @@ static int post_all(input *in, target *t, uint64_t total, char *err, size_t cap)
         char why[256];
         int r = in_next(in, &v, why, sizeof(why));
         if (r < 0) {
-            snprintf(err, cap, "%s", in->err);
+            snprintf(err, cap, "%.1000s", in->err);
             rc = -1;
             break;
         }
