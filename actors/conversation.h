@@ -109,6 +109,9 @@ typedef struct conv_opts {
                                           (acp_registry.h); NULL: none */
     uint64_t viz_idle_ms;              /* a visualizer nobody watches or asks
                                           stops after this long; default 60 s */
+    uint64_t viz_max_blocks;           /* a conversation folding into more blocks
+                                          than this has no view (its visualizer
+                                          answers -E2BIG); default 500,000 */
 } conv_opts;
 
 /* Secrets never reach the disk or an answer: a conversation's info keeps

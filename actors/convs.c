@@ -73,6 +73,8 @@ int convs_new(rt_runtime *rt, st_store *store, const conv_opts *o, convs **out)
         s->o.idle_close_ms = CONV_IDLE_CLOSE_MS;
     if (s->o.viz_idle_ms == 0)
         s->o.viz_idle_ms = 60 * 1000;
+    if (s->o.viz_max_blocks == 0)
+        s->o.viz_max_blocks = 500000;
     s->nbuckets = 1024;
     s->buckets = calloc(s->nbuckets, sizeof(*s->buckets));
     if (s->buckets == NULL) {

@@ -109,7 +109,8 @@ int pl_open(const pl_options *o, pl_instance **out, char *err, size_t errlen)
     conv_opts co = {.idle_close_ms = idle,
                     .loops = workers,
                     .agents = &p->agents,
-                    .viz_idle_ms = o != NULL ? o->viz_idle_ms : 0};
+                    .viz_idle_ms = o != NULL ? o->viz_idle_ms : 0,
+                    .viz_max_blocks = o != NULL ? o->viz_max_blocks : 0};
     if (o != NULL) {
         co.defer_timeout_ms = o->defer_timeout_ms;
         co.defer_max = o->defer_max;

@@ -58,6 +58,7 @@ typedef struct viz {
     view *v;
     conv_reader rd;
     bool rd_open, subscribed, more_due, used;
+    bool too_big; /* past viz_max_blocks: the view is dropped */
     uint64_t known;
     int retries;
     watcher *w;
@@ -114,6 +115,15 @@ static void drop_watcher(viz *z, uint64_t id)
 static void answer(viz *z, rt_promise *p, uint32_t kind, uint64_t arg, uint64_t sender,
                    rt_actor *asker)
 {
+    if (z->too_big) {
+        char why[160];
+        snprintf(why, sizeof(why),
+                 "the conversation folds into more than %llu blocks, the visualizer's limit "
+                 "(--viz-max-blocks)",
+                 (unsigned long long)z->ctx->svc->o.viz_max_blocks);
+        fail(p, -E2BIG, why);
+        return;
+    }
     uint64_t next = view_next(z->v);
     /* a later index than the last answers as the last: nothing changed
      * (with nothing folded, that is the whole, empty, state) */
@@ -161,7 +171,7 @@ static void answer(viz *z, rt_promise *p, uint32_t kind, uint64_t arg, uint64_t 
 
 static bool caught_up(const viz *z)
 {
-    return z->subscribed && view_next(z->v) >= z->known;
+    return z->too_big || (z->subscribed && view_next(z->v) >= z->known);
 }
 
 /* Everything known is folded: answer who waits, tell watchers. */
@@ -175,6 +185,8 @@ static void settle(viz *z)
         rt_actor_unref(q->watcher);
     }
     z->nq = 0;
+    if (z->too_big)
+        return;
     uint64_t next = view_next(z->v);
     for (size_t i = 0; i < z->nw; i++) {
         watcher *w = &z->w[i];
@@ -233,6 +245,17 @@ static int fold_one(viz *z, uint64_t index, const char *json, size_t len)
     json_t *e = rt_json_read(json, len, 0, NULL);
     int r = view_apply(z->v, index, e != NULL ? e : json_null());
     json_decref(e);
+    if (r == 0 && view_blocks(z->v) > z->ctx->svc->o.viz_max_blocks) {
+        /* a bound on what the view holds: it goes, and every question is
+         * told why until the visualizer stops (idle) */
+        rt_log(RT_LOG_WARN, "viz", "a conversation folds into more than %llu blocks: no view",
+               (unsigned long long)z->ctx->svc->o.viz_max_blocks);
+        z->too_big = true;
+        view_free(z->v);
+        z->v = NULL;
+        for (size_t i = 0; i < z->nw; i++)
+            rt_notify(z->w[i].a, VIZ_TICK, 0, NULL); /* their pull gets the answer */
+    }
     return r;
 }
 
@@ -240,8 +263,8 @@ static int fold_one(viz *z, uint64_t index, const char *json, size_t len)
 static int fold(viz *z)
 {
     z->more_due = false;
-    uint64_t end = view_next(z->v) + SLICE;
-    while (view_next(z->v) < z->known && view_next(z->v) < end) {
+    uint64_t end = z->too_big ? 0 : view_next(z->v) + SLICE;
+    while (!z->too_big && view_next(z->v) < z->known && view_next(z->v) < end) {
         uint64_t next = view_next(z->v), n = z->known - next;
         st_page *p;
         pl_outcome why;
@@ -253,7 +276,7 @@ static int fold(viz *z)
             st_page_free(p);
             return give_up(z, -EIO, "the log ends before its count");
         }
-        for (uint32_t i = 0; i < p->n; i++) {
+        for (uint32_t i = 0; i < p->n && !z->too_big; i++) {
             const st_event_ref *r = &p->ev[i];
             if (fold_one(z, r->index, (const char *)rt_buf_data(p->bytes) + r->off, r->len) != 0) {
                 st_page_free(p);
@@ -262,7 +285,7 @@ static int fold(viz *z)
         }
         st_page_free(p);
     }
-    if (view_next(z->v) < z->known)
+    if (!z->too_big && view_next(z->v) < z->known)
         z->more_due = rt_notify(z->self, VIZ_MORE, 0, NULL) == 0;
     settle(z);
     return 0;
@@ -317,6 +340,8 @@ static int subscribed(viz *z, rt_msg *m)
 
 static int published(viz *z, uint64_t index, const rt_buf *b)
 {
+    if (z->too_big)
+        return 0;
     if (index + 1 > z->known)
         z->known = index + 1;
     if (index == view_next(z->v) && b != NULL) {

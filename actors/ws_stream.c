@@ -468,6 +468,9 @@ static void viewed(wss *w, rt_msg *m)
             close_with(w, 4004, "Conversation not found", WS_CLOSED_NOT_FOUND);
         else if (m->status == -EBUSY)
             close_with(w, 1013, "Too many connections for this conversation", WS_CLOSED_CAP);
+        else if (m->status == -E2BIG)
+            close_with(w, 1011, "the conversation has more blocks than the visualizer holds",
+                       WS_CLOSED_OTHER);
         else
             close_with(w, 1011, "cannot read the conversation's state", WS_CLOSED_OTHER);
         return;

@@ -157,6 +157,10 @@ typedef struct pl_options {
      * view=blocks stream) stops after this long unwatched and unasked, and
      * starts again on next use. 0 = the default, 60 seconds. */
     unsigned long long viz_idle_ms;
+    /* A conversation that folds into more blocks than this has no view
+     * (its state is refused, saying so): a bound on a visualizer's memory
+     * (about 2.6 KB a block of agent turns). 0 = the default, 500,000. */
+    unsigned long long viz_max_blocks;
 } pl_options;
 
 /* The library's version, e.g. "0.1.0". */

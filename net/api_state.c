@@ -44,6 +44,7 @@ static void answered(void *ctx, rt_msg *m)
                                                               : rt_strerror(m->status);
     int len = m->kind == VIZ_RESULT && m->buf != NULL ? (int)rt_buf_len(m->buf) : (int)strlen(why);
     int st = m->kind == VIZ_RESULT && m->status == -ENOENT           ? 404
+             : m->kind == VIZ_RESULT && m->status == -E2BIG          ? 507
              : m->kind == VIZ_RESULT && m->status == -EIO            ? 500
              : m->kind == RT_KIND_ERROR && m->status == RT_ETIMEDOUT ? 504
                                                                      : 503;

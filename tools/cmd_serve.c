@@ -26,7 +26,7 @@ static const char serve_usage[] =
     "                    [--log-level LEVEL] [limits...] [--defer-timeout DURATION]\n"
     "                    [--defer-max N] [--hold-timeout DURATION] [--hold-max N]\n"
     "                    [--idle-close DURATION] [--agent NAME=COMMAND]... [--agents FILE]\n"
-    "                    [--default-agent NAME] [--viz-idle DURATION]\n\n"
+    "                    [--default-agent NAME] [--viz-idle DURATION] [--viz-max-blocks N]\n\n"
     "Serve the conversations of a local data directory over HTTP (the OpenHands\n"
     "agent-server API) until SIGINT or SIGTERM. The first line on stdout is\n"
     "`listening on http://HOST:PORT`.\n\n"
@@ -61,6 +61,9 @@ static const char serve_usage[] =
     "  --viz-idle DURATION  a conversation's visualizer (GET .../state, view=blocks)\n"
     "                       stops after this long unwatched, and starts again when\n"
     "                       next asked (default 60s; at most 1 day)\n"
+    "  --viz-max-blocks N   a conversation folding into more blocks than this has no\n"
+    "                       view (its state is refused, 507): a bound on a visualizer's\n"
+    "                       memory, about 2.6 KB a block; 1..100000000 (default 500000)\n"
     "hosted agents (processes speaking the Agent Client Protocol on stdio; a\n"
     "conversation names one with \"agent\": {\"kind\": \"ACPAgent\", \"acp_command\": [NAME]}):\n"
     "  --agent NAME=COMMAND register an agent; COMMAND is split into words as a shell\n"
@@ -194,6 +197,7 @@ int cmd_serve(int argc, char **argv)
                                          {"agents", required_argument, NULL, 9},
                                          {"default-agent", required_argument, NULL, 10},
                                          {"viz-idle", required_argument, NULL, 11},
+                                         {"viz-max-blocks", required_argument, NULL, 12},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
     const char *data = "parley-data", *durability = "full";
@@ -321,6 +325,11 @@ int cmd_serve(int argc, char **argv)
                 return CLI_USAGE;
             if (po.viz_idle_ms == 0)
                 return cli_usage_error("serve", "--viz-idle must be more than 0");
+            break;
+        case 12:
+            if (!cli_parse_int("serve", "--viz-max-blocks", optarg, 1, 100000000, &n))
+                return CLI_USAGE;
+            po.viz_max_blocks = (unsigned long long)n;
             break;
         case 8:
             if (acp_registry_add_arg(&agents, optarg, why, sizeof(why)) != 0) {

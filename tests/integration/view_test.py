@@ -358,6 +358,22 @@ def t_tail_blocks(srv, api):
     check(bad.returncode == 2 and b"--blocks" in bad.stderr, "--blocks --json", bad.stderr)
 
 
+def t_too_many_blocks(srv, api):
+    cid = api.conversation()
+    api.append(cid, turn(1))  # 6 blocks: within the bound of 10
+    check(len(state(api, cid)["blocks"]) == 6, "under the bound")
+    c = Blocks(srv.port, cid)
+    c.next()
+    api.append(cid, turn(2))  # 12: past it
+    st, b = api.call("GET", "/api/conversations/%s/state" % cid)
+    check(st == 507 and "viz-max-blocks" in b["detail"], "past the bound: 507 saying why", st, b)
+    code = c.r.close_code()
+    check(code == 1011, "the view closes, saying why", code)
+    c.close()
+    st, b = api.call("POST", "/api/conversations/%s/events/append" % cid, turn(3))
+    check(st == 201, "the conversation itself goes on", st, b)
+
+
 def main():
     t0 = time.monotonic()
     with serving("stop", args=["--viz-idle", "200ms"]) as srv:
@@ -372,6 +388,8 @@ def main():
         run("idle_stop", t_idle_stop, srv, api)
         run("long_log", t_long_log, api)
         run("tail_blocks", t_tail_blocks, srv, api)
+    with serving("stop_bounded", args=["--viz-max-blocks", "10"]) as srv:
+        run("too_many_blocks", t_too_many_blocks, srv, Api(srv.port))
     sys.exit(summary(t0))
 
 
