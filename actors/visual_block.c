@@ -52,7 +52,9 @@ static void parts(vis_lines *l, const json_t *content)
 
 static void tool(vis_lines *l, const json_t *b, const json_t *result)
 {
-    vis_labeled(l, "Summary:", str(b, "description"));
+    const char *d = str(b, "description"), *title = str(b, "displayName");
+    if (d != NULL && (title == NULL || strcmp(d, title) != 0)) /* not the title again */
+        vis_labeled(l, "Summary:", d);
     value(l, "Arguments:", json_object_get(b, "input"));
     if (result != NULL) {
         vis_text(l, "",

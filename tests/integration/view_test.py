@@ -374,9 +374,39 @@ def t_too_many_blocks(srv, api):
     check(st == 201, "the conversation itself goes on", st, b)
 
 
+def t_hosted_agent(srv, api):
+    """A conversation the bundled demo agent answers (ACP through the
+    adapter) reads as blocks: the user's message, the agent's tool calls
+    each with its result, its message."""
+    cid = api.conversation()
+    st, b = api.call("POST", "/api/conversations/%s/events" % cid,
+                     {"role": "user", "content": [{"type": "text", "text": "hello"}],
+                      "run": True})
+    check(st == 200, "post", st, b)
+
+    def finished():
+        b = state(api, cid)
+        done = [x for x in b["blocks"] if x["type"] == "system"
+                and x.get("metadata", {}).get("executionStatus") == "finished"]
+        return b if done else None
+    b = wait_for("the demo agent's turn to finish", finished)
+    types = [x["type"] for x in b["blocks"]]
+    check(types[0] == "user_message" and "assistant_text" in types, "who said what", types)
+    calls = [x for x in b["blocks"] if x["type"] == "tool_use"]
+    check(calls, "the agent's tool calls", types)
+    by_id = {x["id"]: x for x in b["blocks"]}
+    for c in calls:
+        r = by_id.get("result-" + c["toolUseId"])
+        check(c["status"] == "complete" and r is not None
+              and types.index("tool_result", types.index("tool_use")) > 0,
+              "each call complete with its result", c, r)
+    check(all(x["status"] != "pending" for x in b["blocks"]), "nothing left pending", b)
+
+
 def main():
     t0 = time.monotonic()
-    with serving("stop", args=["--viz-idle", "200ms"]) as srv:
+    demo = ["--agent", "demo='%s' demo-agent" % os.environ["PARLEY"]]
+    with serving("stop", args=["--viz-idle", "200ms"] + demo) as srv:
         api = Api(srv.port)
         run("state_whole", t_state_whole, api)
         run("state_after_index", t_state_after_index, api)
@@ -388,6 +418,8 @@ def main():
         run("idle_stop", t_idle_stop, srv, api)
         run("long_log", t_long_log, api)
         run("tail_blocks", t_tail_blocks, srv, api)
+        hosted = Api(srv.port, body={"agent": {"kind": "ACPAgent", "acp_command": ["demo"]}})
+        run("hosted_agent", t_hosted_agent, srv, hosted)
     with serving("stop_bounded", args=["--viz-max-blocks", "10"]) as srv:
         run("too_many_blocks", t_too_many_blocks, srv, Api(srv.port))
     sys.exit(summary(t0))
