@@ -22,8 +22,12 @@
  *    each, at most BATCH_EVENTS events or BATCH_BYTES bytes). If the
  *    server refuses anything after all, or the connection fails, the
  *    conversation is deleted and the import fails: nothing is left
- *    half-imported. An import interrupted by a signal can leave one
- *    behind; its events keep their ids, so a reader can tell.
+ *    half-imported.
+ * An import cut short (a signal, a lost machine) leaves whole arrays
+ * behind; `--into ID` finishes it: the conversation exists, and each
+ * array whose last event (by id) it holds already is skipped, one lookup
+ * an array, so the import goes on where it stopped (the events keep
+ * their ids, so this is exact). A failure then deletes nothing.
  * The new conversation's id goes to stdout, progress to stderr. The
  * input is read twice, so it must be a file or a directory, not stdin.
  */
@@ -35,6 +39,7 @@
 #include "parley.h"
 #include "runtime/log.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -51,11 +56,12 @@ enum {
     SHOWN_VIOLATIONS = 1000, /* rule lines printed; the rest counted */
 };
 
-enum { OPT_URL = 0x400, OPT_DATA, OPT_POLICY, OPT_TITLE };
+enum { OPT_URL = 0x400, OPT_DATA, OPT_POLICY, OPT_TITLE, OPT_INTO };
 
 static const char import_usage[] =
     "usage: parley import FILE|DIR (--url URL | --data DIR) [--policy reject|observe]\n"
-    "                     [--title TITLE] [--api-key KEY] [--ca-file FILE] [--insecure]\n\n"
+    "                     [--title TITLE] [--into ID] [--api-key KEY] [--ca-file FILE]\n"
+    "                     [--insecure]\n\n"
     "Make a recorded conversation a new parley conversation: its events go through the\n"
     "compliance gate like any producer's, keeping their ids and timestamps. Prints the\n"
     "new conversation's id.\n\n"
@@ -68,11 +74,13 @@ static const char import_usage[] =
     "  --policy POLICY     the new conversation's compliance policy: reject (default):\n"
     "                      a transcript that breaks a tool-call rule is not imported at all;\n"
     "                      observe: it is, with each violation recorded\n"
-    "  --title TITLE       the conversation's title (default: the input's file name)\n" REMOTE_HELP
-    "  -h, --help          show this help\n\n"
+    "  --title TITLE       the conversation's title (default: the input's file name)\n"
+    "  --into ID           finish an import that was cut short: the conversation ID it\n"
+    "                      printed on stderr exists, and what it holds already is "
+    "skipped\n" REMOTE_HELP "  -h, --help          show this help\n\n"
     "All or nothing: the events are checked offline first (each problem reported on\n"
     "stderr with its source line, as parley lint reports it), and a conversation the\n"
-    "server refuses part of is deleted again.\n"
+    "server refuses part of is deleted again (not one given by --into).\n"
     "Exit status: 0 imported, 1 violations (nothing imported) or the server refused,\n"
     "2 bad usage or unreadable input.\n";
 
@@ -246,6 +254,46 @@ static int target_create(target *t, json_t *meta, bool observe, char *err, size_
     return 0;
 }
 
+/* --into: the conversation exists. 0, or -1 with why. */
+static int target_open(target *t, const char *id, char *err, size_t cap)
+{
+    snprintf(t->id, sizeof(t->id), "%s", id);
+    if (t->rm != NULL) {
+        char path[200];
+        const char *answer;
+        snprintf(path, sizeof(path), "/api/conversations/%.64s", id);
+        int st = remote_call(t->rm, "GET", path, NULL, &answer);
+        if (st == 200)
+            return 0;
+        refusal(st, answer, err, cap);
+        return -1;
+    }
+    int rc = pl_conv_open(t->pl, id, &t->conv);
+    if (rc != 0)
+        snprintf(err, cap, "cannot open conversation %.64s: %s", id, pl_strerror(rc));
+    return rc == 0 ? 0 : -1;
+}
+
+/* Does the conversation hold the event with this id? 1, 0, or -1 with why. */
+static int target_has(target *t, const char *event_id, char *err, size_t cap)
+{
+    if (t->rm == NULL) {
+        uint64_t at;
+        return pl_find(t->conv, event_id, &at) == 0;
+    }
+    char path[600], *q = path;
+    q += snprintf(path, sizeof(path), "/api/conversations/%s/events/", t->id);
+    for (const unsigned char *c = (const unsigned char *)event_id; *c && q < path + 590; c++)
+        q += (size_t)(isalnum(*c) || strchr("-._~", *c) ? snprintf(q, 2, "%c", *c)
+                                                        : snprintf(q, 4, "%%%02X", *c));
+    const char *answer;
+    int st = remote_call(t->rm, "GET", path, NULL, &answer);
+    if (st == 200 || st == 404)
+        return st == 200;
+    refusal(st, answer, err, cap);
+    return -1;
+}
+
 /* Post an array of events: 0, or -1 with why. */
 static int target_append(target *t, const char *json, size_t len, char *err, size_t cap)
 {
@@ -298,6 +346,7 @@ static void target_delete(target *t, const char *cmd)
 typedef struct batch {
     char *buf;
     size_t len, cap, n;
+    char last[300]; /* the id of its last event ("" if it had none) */
 } batch;
 
 static int batch_add(batch *b, json_t *e)
@@ -318,6 +367,8 @@ static int batch_add(batch *b, json_t *e)
         b->buf = p;
         b->cap = cap;
     }
+    const char *id = json_string_value(json_object_get(e, "id"));
+    snprintf(b->last, sizeof(b->last), "%s", id != NULL ? id : "");
     b->buf[b->len++] = b->n++ == 0 ? '[' : ',';
     memcpy(b->buf + b->len, s, n);
     b->len += n;
@@ -325,10 +376,27 @@ static int batch_add(batch *b, json_t *e)
     return 0;
 }
 
-static int batch_post(target *t, batch *b, char *err, size_t cap)
+/* Post the array; with *resuming, skip it if the conversation has its
+ * last event (arrays are all or nothing: it has all of it), and stop
+ * resuming at the first it has not. */
+static int batch_post(target *t, batch *b, bool *resuming, char *err, size_t cap)
 {
     if (b->n == 0)
         return 0;
+    if (*resuming) {
+        if (b->last[0] == '\0') {
+            snprintf(err, cap, "cannot resume: the input's events have no ids");
+            return -1;
+        }
+        int has = target_has(t, b->last, err, cap);
+        if (has < 0)
+            return -1;
+        *resuming = has == 1;
+        if (has == 1) {
+            b->len = b->n = 0;
+            return 0;
+        }
+    }
     b->buf[b->len] = ']';
     b->buf[b->len + 1] = '\0';
     int rc = target_append(t, b->buf, b->len + 1, err, cap);
@@ -338,7 +406,7 @@ static int batch_post(target *t, batch *b, char *err, size_t cap)
 
 /* Post every event of the input, in arrays: 0, or -1 with why (in->err
  * for the input's). */
-static int post_all(input *in, target *t, uint64_t total, char *err, size_t cap)
+static int post_all(input *in, target *t, uint64_t total, bool resuming, char *err, size_t cap)
 {
     batch b = {0};
     uint64_t sent = 0;
@@ -362,7 +430,7 @@ static int post_all(input *in, target *t, uint64_t total, char *err, size_t cap)
         json_decref(v);
         if (rc == 0 && (r == 0 || b.n >= BATCH_EVENTS || b.len >= BATCH_BYTES)) {
             sent += b.n;
-            rc = batch_post(t, &b, err, cap);
+            rc = batch_post(t, &b, &resuming, err, cap);
             if (rc == 0 && total >= PROGRESS_FROM && (cli_now_s() - last >= 1 || r == 0)) {
                 fprintf(stderr, "parley import: %" PRIu64 " of %" PRIu64 " events\n", sent, total);
                 last = cli_now_s();
@@ -443,7 +511,7 @@ static void close_target(target *t)
 
 /* Both passes over an opened input; the exit status. */
 static int import(const char *cmd, input *in, const char *path, bool observe, const char *title,
-                  target *t)
+                  const char *into, target *t)
 {
     check c = {.in = in, .name = in->name, .observe = observe};
     if (check_input(in, &c) != 0) {
@@ -473,17 +541,29 @@ static int import(const char *cmd, input *in, const char *path, bool observe, co
         fprintf(stderr, "parley %s: %s\n", cmd, in->err);
         return CLI_USAGE;
     }
-    json_t *meta = meta_of(in, path, title);
     char err[1200];
-    if (meta == NULL || target_create(t, meta, observe, err, sizeof(err)) != 0) {
-        fprintf(stderr, "parley %s: %s\n", cmd, meta == NULL ? "out of memory" : err);
+    if (into != NULL) {
+        if (target_open(t, into, err, sizeof(err)) != 0) {
+            fprintf(stderr, "parley %s: %s\n", cmd, err);
+            return CLI_FAIL;
+        }
+    } else {
+        json_t *meta = meta_of(in, path, title);
+        if (meta == NULL || target_create(t, meta, observe, err, sizeof(err)) != 0) {
+            fprintf(stderr, "parley %s: %s\n", cmd, meta == NULL ? "out of memory" : err);
+            json_decref(meta);
+            return CLI_FAIL;
+        }
         json_decref(meta);
-        return CLI_FAIL;
+        if (c.events >= PROGRESS_FROM)
+            fprintf(stderr, "parley %s: importing into %s (if cut short, --into %s finishes it)\n",
+                    cmd, t->id, t->id);
     }
-    json_decref(meta);
-    if (post_all(in, t, c.events, err, sizeof(err)) != 0) {
-        fprintf(stderr, "parley %s: %s: %s: the conversation is deleted again\n", cmd, path, err);
-        target_delete(t, cmd);
+    if (post_all(in, t, c.events, into != NULL, err, sizeof(err)) != 0) {
+        fprintf(stderr, "parley %s: %s: %s%s\n", cmd, path, err,
+                into != NULL ? "" : ": the conversation is deleted again");
+        if (into == NULL)
+            target_delete(t, cmd);
         return CLI_FAIL;
     }
     if (c.observed > 0)
@@ -500,11 +580,12 @@ int cmd_import(int argc, char **argv)
                                          {"data", required_argument, NULL, OPT_DATA},
                                          {"policy", required_argument, NULL, OPT_POLICY},
                                          {"title", required_argument, NULL, OPT_TITLE},
+                                         {"into", required_argument, NULL, OPT_INTO},
                                          REMOTE_OPTIONS,
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
     remote_opts ro = {0};
-    const char *url = NULL, *data = NULL, *title = NULL;
+    const char *url = NULL, *data = NULL, *title = NULL, *into = NULL;
     bool observe = false;
     int o;
     optind = 1;
@@ -524,6 +605,12 @@ int cmd_import(int argc, char **argv)
             break;
         case OPT_TITLE:
             title = optarg;
+            break;
+        case OPT_INTO:
+            into = optarg;
+            if (into[0] == '\0' || strlen(into) > 64 ||
+                strspn(into, "0123456789abcdefABCDEF-") != strlen(into))
+                return cli_usage_error(cmd, "--into wants a conversation id, not '%s'", into);
             break;
         case 'h':
             fputs(import_usage, stdout);
@@ -560,7 +647,7 @@ int cmd_import(int argc, char **argv)
         target t = {0};
         rc = open_target(cmd, &t, url, data, &ro);
         if (rc == CLI_OK)
-            rc = import(cmd, in, path, observe, title, &t);
+            rc = import(cmd, in, path, observe, title, into, &t);
         close_target(&t);
     }
     in_close(in);

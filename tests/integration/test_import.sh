@@ -140,6 +140,36 @@ for i, e in enumerate(items):
     json.dump(e, open("%s/events/event-%05d-%s.json" % (sys.argv[3], i, e["id"]), "w"))
 EOF
 
+# cut short, then finished with --into: the same log as an import in one go
+big="$TEST_TMP/big.jsonl"
+/usr/bin/python3 -c 'import sys; sys.path.insert(0, sys.argv[1]); import import_rate; import_rate.transcript(sys.argv[2], 1500)' \
+    "$(dirname "$0")/../../bench" "$big"
+expect_status 0 "$PARLEY" import "$big" --url "$url"
+get "/api/conversations/$(cat "$TEST_TMP/out")/events/count"
+whole=$(cat "$TEST_TMP/get")
+"$PARLEY" import "$big" --url "$url" >/dev/null 2>"$TEST_TMP/cut.err" &
+ipid=$!
+for _ in $(seq 6000); do # until it says where it imports (or it is done): then SIGKILL
+    grep -q 'importing into' "$TEST_TMP/cut.err" && break
+    kill -0 "$ipid" 2>/dev/null || break
+    sleep 0.01 # a poll of its stderr, not a wait for time to pass
+done
+kill -KILL "$ipid" 2>/dev/null || true
+wait "$ipid" || true
+cut=$(sed -n 's/.*importing into \([0-9a-f-]*\) .*/\1/p' "$TEST_TMP/cut.err")
+[ -n "$cut" ] || fail "no 'importing into ID' from a long import: $(cat "$TEST_TMP/cut.err")"
+expect_status 0 "$PARLEY" import "$big" --url "$url" --into "$cut"
+[ "$(cat "$TEST_TMP/out")" = "$cut" ] || fail "--into printed $(cat "$TEST_TMP/out"), not $cut"
+get "/api/conversations/$cut/events/count"
+[ "$(cat "$TEST_TMP/get")" = "$whole" ] || fail "resumed: $(cat "$TEST_TMP/get") events, not $whole"
+expect_status 0 "$PARLEY" import "$big" --url "$url" --into "$cut" # nothing left to do
+get "/api/conversations/$cut/events/count"
+[ "$(cat "$TEST_TMP/get")" = "$whole" ] || fail "a second --into added events"
+expect_status 1 "$PARLEY" import "$big" --url "$url" --into 00000000000000000000000000000000
+expect_grep "404" "$TEST_TMP/err"
+expect_status 2 "$PARLEY" import "$big" --url "$url" --into nonsense
+expect_grep "wants a conversation id" "$TEST_TMP/err"
+
 kill -TERM "$SRV_PID"
 wait "$SRV_PID" || fail "serve did not stop cleanly"
 
