@@ -48,19 +48,33 @@ expect_status 1 "$PARLEY" serve --data "$TEST_TMP/tls" --tls-cert /nonexistent/c
     --tls-key /nonexistent/k.pem --listen 127.0.0.1:0
 expect_grep "/nonexistent/c.pem" "$TEST_TMP/err"
 
+# start_serve NAME ARGS...: `parley serve ARGS` in the background, its
+# stdout on a fifo read through srv_fd; srv_pid is its pid. (Not a coproc:
+# bash clears a coproc's variables by name when it reaps it, which can be
+# after the next coproc of that name has started, and unsets its pid.)
+start_serve() {
+    local fifo="$TEST_TMP/$1.out"
+    shift
+    mkfifo "$fifo"
+    "$PARLEY" serve "$@" >"$fifo" &
+    srv_pid=$!
+    exec {srv_fd}<"$fifo"
+}
+
 # serve: waits for the announcement on stdout (no sleeping), then a signal.
 for sig in TERM INT; do
     data="$TEST_TMP/data-$sig"
-    coproc SRV { exec "$PARLEY" serve --data "$data" --workers 2 --log-level warn \
-        --listen 127.0.0.1:0 --defer-timeout 90s --defer-max 8 --hold-timeout 250ms --hold-max 8; }
-    pid=$SRV_PID
-    read -r -t 60 -u "${SRV[0]}" line || fail "serve printed nothing within 60 s"
+    start_serve "serve-$sig" --data "$data" --workers 2 --log-level warn \
+        --listen 127.0.0.1:0 --defer-timeout 90s --defer-max 8 --hold-timeout 250ms --hold-max 8
+    pid=$srv_pid
+    read -r -t 60 -u "$srv_fd" line || fail "serve printed nothing within 60 s"
     [[ "$line" =~ ^listening\ on\ http://127\.0\.0\.1:[0-9]+$ ]] || fail "unexpected first line: $line"
     [ -d "$data" ] || fail "serve did not create its data directory"
     kill -"$sig" "$pid"
     rc=0
     wait "$pid" || rc=$?
     [ "$rc" -eq 0 ] || fail "serve exited $rc after SIG$sig, wanted 0"
+    exec {srv_fd}<&-
 done
 
 # a data directory that cannot be created is a clear failure, not a crash
@@ -70,12 +84,13 @@ expect_grep "cannot create $TEST_TMP/file/sub: Not a directory" "$TEST_TMP/err"
 
 # one server per data directory: a second one says who has it
 data="$TEST_TMP/shared"
-coproc SRV { exec "$PARLEY" serve --data "$data" --durability interval=50ms --log-level warn \
-    --listen 127.0.0.1:0; }
-read -r -t 60 -u "${SRV[0]}" line || fail "serve printed nothing within 60 s"
+start_serve shared --data "$data" --durability interval=50ms --log-level warn \
+    --listen 127.0.0.1:0
+read -r -t 60 -u "$srv_fd" line || fail "serve printed nothing within 60 s"
 [[ "$line" == "listening on http://127.0.0.1:"* ]] || fail "unexpected first line: $line"
 expect_status 1 "$PARLEY" serve --data "$data" --listen 127.0.0.1:0
-expect_grep "data directory $data is in use by another process \\(pid $SRV_PID\\)" "$TEST_TMP/err"
-kill -TERM "$SRV_PID"
-wait "$SRV_PID" || fail "serve did not stop cleanly"
+expect_grep "data directory $data is in use by another process \\(pid $srv_pid\\)" "$TEST_TMP/err"
+kill -TERM "$srv_pid"
+wait "$srv_pid" || fail "serve did not stop cleanly"
+exec {srv_fd}<&-
 echo "ok"
