@@ -32,7 +32,7 @@ enum {
     VIZ_IDLE,
     VIZ_RETRY,
     PAGE = 100,
-    SLICE = 2000,      /* events folded before the loop gets a turn */
+    SLICE = 500,       /* events folded before the loop gets a turn: ~15 ms */
     WAITING_MAX = 1024 /* requests waiting for the fold */
 };
 
