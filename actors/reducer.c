@@ -358,21 +358,33 @@ int reducer_apply_owned(reducer *r, json_t *event, json_t *changed)
 
 /* --------------------------------------------------------------- reads --- */
 
-json_t *reducer_state(reducer *r)
+static json_t *state(reducer *r, bool shared)
 {
     json_t *subs = json_array(),
-           *st = json_pack("{s:o, s:o}", "blocks", rd_conv_blocks(&r->main), "subagents", subs);
+           *st = json_pack("{s:o, s:o}", "blocks", rd_conv_blocks(&r->main, shared), "subagents",
+                           subs);
     if (st == NULL)
         return NULL;
     for (size_t i = 0; i < r->nsub; i++) {
-        json_t *e = json_deep_copy(r->sub[i]->obj);
-        if (e == NULL || json_object_set_new(e, "blocks", rd_conv_blocks(&r->sub[i]->conv)) != 0 ||
+        json_t *e = shared ? json_copy(r->sub[i]->obj) : json_deep_copy(r->sub[i]->obj);
+        if (e == NULL ||
+            json_object_set_new(e, "blocks", rd_conv_blocks(&r->sub[i]->conv, shared)) != 0 ||
             json_array_append_new(subs, e) != 0) {
             json_decref(st);
             return NULL;
         }
     }
     return st;
+}
+
+json_t *reducer_state(reducer *r)
+{
+    return state(r, false);
+}
+
+json_t *reducer_state_shared(reducer *r)
+{
+    return state(r, true);
 }
 
 const json_t *reducer_block(reducer *r, const char *conv, const char *id)

@@ -64,6 +64,10 @@ int reducer_apply_owned(reducer *r, json_t *event, json_t *changed);
 /* The whole state, {"blocks", "subagents"}, a new object the caller owns
  * (a copy: later events do not change it). NULL if out of memory. */
 json_t *reducer_state(reducer *r);
+/* The same, but the blocks in it are the reducer's own (and the subagent
+ * entries' members): read-only, and only until the next reducer_apply.
+ * For serializing at once: a long state is not copied first. */
+json_t *reducer_state_shared(reducer *r);
 
 /* Block id of conversation conv ("main" or a subagent reference), with
  * all deltas folded in; borrowed as the records of reducer_apply. */

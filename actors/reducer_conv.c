@@ -342,12 +342,14 @@ int rd_idle(reducer *r, rd_conv *c, json_t *changed)
 
 /* --------------------------------------------------------------- reads --- */
 
-json_t *rd_conv_blocks(rd_conv *c)
+json_t *rd_conv_blocks(rd_conv *c, bool shared)
 {
     json_t *a = json_array();
     for (size_t i = 0; a != NULL && i < c->n; i++) {
         rd_block *b = c->slot[i];
-        if (b != NULL && (rd_sync(b) != 0 || json_array_append_new(a, json_deep_copy(b->obj)))) {
+        if (b != NULL &&
+            (rd_sync(b) != 0 ||
+             json_array_append_new(a, shared ? json_incref(b->obj) : json_deep_copy(b->obj)))) {
             json_decref(a);
             a = NULL;
         }

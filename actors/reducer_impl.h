@@ -66,8 +66,8 @@ int rd_idle(reducer *r, rd_conv *c, json_t *changed);
 rd_block *rd_find_subagent_block(reducer *r, const char *tool);
 int rd_sync(rd_block *b); /* 0 or -ENOMEM */
 int rd_emit_block(rd_block *b, json_t *changed);
-/* Copies of c's blocks, in order. */
-json_t *rd_conv_blocks(rd_conv *c);
+/* c's blocks, in order: copies, or (shared) the blocks themselves. */
+json_t *rd_conv_blocks(rd_conv *c, bool shared);
 void rd_conv_free(rd_conv *c); /* the blocks only: indexes are not kept */
 json_t *rd_defaults_new(void);
 

@@ -227,7 +227,7 @@ static json_t *entry_in(view *v, json_t *subs, json_t *index_of, const char *ref
     if (e != NULL)
         return e;
     const json_t *s = reducer_subagent(v->r, ref);
-    e = s ? json_deep_copy(s) : NULL;
+    e = s ? json_copy((json_t *)s) : NULL;
     if (e == NULL || json_object_set_new(e, "blocks", json_array()) != 0 ||
         json_array_append(subs, e) != 0 || json_object_set(index_of, ref, e) != 0) {
         json_decref(e);
@@ -245,7 +245,7 @@ static json_t *index_value(const view *v)
 json_t *view_since(view *v, int64_t after)
 {
     if (after < 0) {
-        json_t *st = reducer_state(v->r);
+        json_t *st = reducer_state_shared(v->r);
         if (st == NULL || json_object_set_new(st, "index", index_value(v)) != 0 ||
             json_object_set_new(st, "removed", json_array()) != 0) {
             json_decref(st);
@@ -274,7 +274,7 @@ json_t *view_since(view *v, int64_t after)
             json_t *in = strcmp(m->conv, "main") == 0
                              ? blocks
                              : json_object_get(entry_in(v, subs, index_of, m->conv), "blocks");
-            ok = b == NULL || (in != NULL && json_array_append_new(in, json_deep_copy(b)) == 0);
+            ok = b == NULL || (in != NULL && json_array_append(in, (json_t *)b) == 0);
         }
     }
     free(a);

@@ -56,7 +56,9 @@ size_t view_blocks(const view *v); /* blocks held */
 const json_t *view_block(view *v, const char *conv, const char *id);
 
 /* The answers above; after: -1, or an index below view_next (a later one
- * answers as if it were the last). NULL if out of memory. */
+ * answers as if it were the last). NULL if out of memory. The blocks in
+ * it are the view's own, not copies (a long state is serialized without
+ * being copied first): read them only, before the next view_apply. */
 json_t *view_since(view *v, int64_t after);
 /* Appends the frames to out, each ending in '\n'; nothing when nothing
  * changed. 0 or -ENOMEM. */
