@@ -387,6 +387,25 @@ json_t *reducer_state_shared(reducer *r)
     return state(r, true);
 }
 
+int reducer_range(reducer *r, const char *conv, size_t from, size_t limit, json_t *out,
+                  size_t *total)
+{
+    rd_conv *c = conv_of(r, conv);
+    if (c == NULL)
+        return -ENOENT;
+    *total = c->live;
+    size_t seen = 0;
+    for (size_t i = 0; i < c->n && limit > 0; i++) {
+        rd_block *b = c->slot[i];
+        if (b == NULL || seen++ < from)
+            continue;
+        if (rd_sync(b) != 0 || json_array_append(out, b->obj) != 0)
+            return -ENOMEM;
+        limit--;
+    }
+    return 0;
+}
+
 const json_t *reducer_block(reducer *r, const char *conv, const char *id)
 {
     rd_conv *c = conv_of(r, conv);

@@ -69,6 +69,13 @@ json_t *reducer_state(reducer *r);
  * For serializing at once: a long state is not copied first. */
 json_t *reducer_state_shared(reducer *r);
 
+/* Blocks [from, from + limit) of conversation conv ("main" or a subagent
+ * reference), in order, appended to out (the reducer's own: read-only
+ * until the next reducer_apply); *total: how many it has. 0, -ENOENT for
+ * a conversation it does not know, -ENOMEM. O(from + limit). */
+int reducer_range(reducer *r, const char *conv, size_t from, size_t limit, json_t *out,
+                  size_t *total);
+
 /* Block id of conversation conv ("main" or a subagent reference), with
  * all deltas folded in; borrowed as the records of reducer_apply. */
 const json_t *reducer_block(reducer *r, const char *conv, const char *id);

@@ -286,6 +286,20 @@ json_t *view_since(view *v, int64_t after)
     return st;
 }
 
+json_t *view_range(view *v, const char *conv, size_t from, size_t limit, int *err)
+{
+    size_t total = 0;
+    json_t *blocks = json_array();
+    *err = blocks != NULL ? reducer_range(v->r, conv, from, limit, blocks, &total) : -ENOMEM;
+    json_t *st = *err == 0 ? json_pack("{s:o, s:s, s:I, s:I, s:o}", "index", index_value(v),
+                                       "conversation", conv, "total", (json_int_t)total, "from",
+                                       (json_int_t)from, "blocks", blocks)
+                           : (json_decref(blocks), NULL);
+    if (st == NULL && *err == 0)
+        *err = -ENOMEM;
+    return st;
+}
+
 /* ---------------------------------------------------------------- frames --- */
 
 /* The frames of an answer before they are written: conversation (NULL

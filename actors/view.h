@@ -60,6 +60,12 @@ const json_t *view_block(view *v, const char *conv, const char *id);
  * it are the view's own, not copies (a long state is serialized without
  * being copied first): read them only, before the next view_apply. */
 json_t *view_since(view *v, int64_t after);
+/* A page of one conversation's blocks, for a client that shows a long
+ * conversation a screenful at a time: {"index", "conversation", "total",
+ * "from", "blocks": [blocks from..from+limit-1]} (the view's own blocks,
+ * as above). NULL with *err -ENOENT for an unknown conversation, -ENOMEM. */
+json_t *view_range(view *v, const char *conv, size_t from, size_t limit, int *err);
+
 /* Appends the frames to out, each ending in '\n'; nothing when nothing
  * changed. 0 or -ENOMEM. */
 int view_frames(view *v, int64_t after, rt_text *out);

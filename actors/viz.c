@@ -49,6 +49,7 @@ typedef struct waiting {
     rt_promise p;
     uint32_t kind;
     uint64_t arg, sender;
+    rt_buf *buf;       /* VIZ_RANGE: the question (held) */
     rt_actor *watcher; /* VIZ_WATCH: the asker (held) */
 } waiting;
 
@@ -112,8 +113,32 @@ static void drop_watcher(viz *z, uint64_t id)
 }
 
 /* Answer a request now (everything known is folded). */
+/* A page of blocks, serialized; NULL with *status set if it cannot be. */
+static rt_buf *range_of(viz *z, const rt_buf *q, int *status)
+{
+    viz_range r;
+    if (q == NULL || rt_buf_len(q) != sizeof(r)) {
+        *status = -EINVAL;
+        return NULL;
+    }
+    memcpy(&r, rt_buf_data(q), sizeof(r));
+    r.conv[sizeof(r.conv) - 1] = '\0';
+    json_t *st = view_range(z->v, r.conv, r.from, r.limit, status);
+    rt_text t = {0};
+    if (st != NULL && ev_json_append(&t, st) != 0)
+        t.failed = true;
+    json_decref(st);
+    rt_buf *b = st != NULL && !t.failed ? rt_buf_take(t.p, t.len) : NULL;
+    if (b == NULL) {
+        free(t.p);
+        if (*status == 0)
+            *status = -ENOMEM;
+    }
+    return b;
+}
+
 static void answer(viz *z, rt_promise *p, uint32_t kind, uint64_t arg, uint64_t sender,
-                   rt_actor *asker)
+                   rt_actor *asker, const rt_buf *q)
 {
     if (z->too_big) {
         char why[160];
@@ -136,7 +161,15 @@ static void answer(viz *z, rt_promise *p, uint32_t kind, uint64_t arg, uint64_t 
         }
     }
     rt_buf *b = NULL;
-    if (kind == VIZ_STATE) {
+    if (kind == VIZ_RANGE) {
+        int status = 0;
+        b = range_of(z, q, &status);
+        if (b == NULL) {
+            fail(p, status,
+                 status == -ENOENT ? "no such subagent in this conversation" : "bad question");
+            return;
+        }
+    } else if (kind == VIZ_STATE) {
         json_t *st = view_since(z->v, after);
         rt_text t = {0};
         if (st == NULL || ev_json_append(&t, st) != 0)
@@ -181,8 +214,9 @@ static void settle(viz *z)
         return;
     for (size_t i = 0; i < z->nq; i++) {
         waiting *q = &z->q[i];
-        answer(z, &q->p, q->kind, q->arg, q->sender, q->watcher);
+        answer(z, &q->p, q->kind, q->arg, q->sender, q->watcher, q->buf);
         rt_actor_unref(q->watcher);
+        rt_buf_unref(q->buf);
     }
     z->nq = 0;
     if (z->too_big)
@@ -206,7 +240,7 @@ static void request(viz *z, rt_msg *m)
     rt_actor *asker = m->reply_to;
     rt_promise p = rt_msg_promise(m);
     if (caught_up(z)) {
-        answer(z, &p, m->kind, m->arg, m->sender, asker);
+        answer(z, &p, m->kind, m->arg, m->sender, asker, m->buf);
         return;
     }
     if (z->nq == WAITING_MAX) {
@@ -223,8 +257,12 @@ static void request(viz *z, rt_msg *m)
         z->q = q;
         z->qcap = cap;
     }
-    z->q[z->nq++] =
-        (waiting){p, m->kind, m->arg, m->sender, m->kind == VIZ_WATCH ? rt_actor_ref(asker) : NULL};
+    z->q[z->nq++] = (waiting){p,
+                              m->kind,
+                              m->arg,
+                              m->sender,
+                              m->buf != NULL ? rt_buf_ref(m->buf) : NULL,
+                              m->kind == VIZ_WATCH ? rt_actor_ref(asker) : NULL};
 }
 
 /* ---------------------------------------------------------------- folding --- */
@@ -235,6 +273,7 @@ static int give_up(viz *z, int status, const char *why)
     for (size_t i = 0; i < z->nq; i++) {
         fail(&z->q[i].p, status, why);
         rt_actor_unref(z->q[i].watcher);
+        rt_buf_unref(z->q[i].buf);
     }
     z->nq = 0;
     return RT_DONE;
@@ -397,6 +436,7 @@ static int viz_handle(rt_actor *self, void *state, rt_msg *m)
         subscribe(z);
         return 0;
     case VIZ_STATE:
+    case VIZ_RANGE:
     case VIZ_WATCH:
     case VIZ_PULL:
         request(z, m);

@@ -41,7 +41,15 @@ enum {
     VIZ_RESULT,
     VIZ_TICK, /* arg: the events folded */
     VIZ_GONE, /* to watchers: the visualizer stopped; watch again */
+    /* buf: a viz_range; answered as VIZ_STATE, buf: view_range's JSON
+     * (-ENOENT too for a conversation the view does not have) */
+    VIZ_RANGE,
 };
+
+typedef struct viz_range {
+    uint64_t from, limit;
+    char conv[256]; /* "main" or a subagent's toolUseId */
+} viz_range;
 
 /* arg: the conversation's conv_ctx (conv_impl.h). */
 extern const rt_behaviour viz_behaviour;

@@ -4,8 +4,11 @@
  *
  * {"index", "blocks", "subagents", "removed"} (actors/view.h): the whole
  * state, or with ?after_index=N only what changed after event N, so a
- * client polls at the cost of what changed. A visualizer that stopped
- * between the lookup and the question (idle) is asked again once.
+ * client polls at the cost of what changed. With ?from=K (&limit=N, at
+ * most 1,000, default 100; &conversation=C for a subagent's blocks) a
+ * page of blocks, {"index", "conversation", "total", "from", "blocks"},
+ * so a long conversation is shown a screenful at a time. A visualizer
+ * that stopped between the lookup and the question (idle) is asked again.
  */
 #include "api.h"
 
@@ -17,10 +20,14 @@
 
 enum { TRIES = 3 };
 
+enum { RANGE_DEFAULT = 100, RANGE_MAX = 1000 };
+
 typedef struct asking {
     net_req *r;
     uint64_t arg;
     int tries;
+    bool range;
+    viz_range q;
 } asking;
 
 static void ask(asking *a);
@@ -44,6 +51,7 @@ static void answered(void *ctx, rt_msg *m)
                                                               : rt_strerror(m->status);
     int len = m->kind == VIZ_RESULT && m->buf != NULL ? (int)rt_buf_len(m->buf) : (int)strlen(why);
     int st = m->kind == VIZ_RESULT && m->status == -ENOENT           ? 404
+             : m->kind == VIZ_RESULT && m->status == -EINVAL         ? 422
              : m->kind == VIZ_RESULT && m->status == -E2BIG          ? 507
              : m->kind == VIZ_RESULT && m->status == -EIO            ? 500
              : m->kind == RT_KIND_ERROR && m->status == RT_ETIMEDOUT ? 504
@@ -57,8 +65,13 @@ static void ask(asking *a)
     rt_actor *viz;
     int e = convs_viz(r->api->convs, &r->route.conv, &viz);
     if (e == 0) {
-        e = rt_call(r->api->rt, RT_LOOP_ANY, viz, VIZ_STATE, a->arg, NULL, r->api->call_timeout_ms,
-                    answered, a);
+        rt_buf *q = a->range ? rt_buf_copy(&a->q, sizeof(a->q)) : NULL;
+        e = a->range && q == NULL
+                ? RT_ENOMEM
+                : rt_call(r->api->rt, RT_LOOP_ANY, viz, a->range ? VIZ_RANGE : VIZ_STATE, a->arg, q,
+                          r->api->call_timeout_ms, answered, a);
+        if (e != 0)
+            rt_buf_unref(q);
         rt_actor_unref(viz);
         if (e == 0)
             return;
@@ -73,24 +86,51 @@ static void ask(asking *a)
     }
 }
 
+/* A whole number query value in [0, max]: 1 (set), 0 (absent), -1 (bad). */
+static int whole(net_req *r, const char *name, uint64_t max, uint64_t *out)
+{
+    const char *s = net_query_get(&r->query, name);
+    if (s == NULL)
+        return 0;
+    char *end;
+    unsigned long long n = strtoull(s, &end, 10);
+    if (s[0] < '0' || s[0] > '9' || *end != '\0' || n > max)
+        return -1;
+    *out = n;
+    return 1;
+}
+
 void net_api_state(net_req *r)
 {
-    const char *s = net_query_get(&r->query, "after_index");
-    uint64_t arg = 0;
-    if (s != NULL) {
-        char *end;
-        unsigned long long n = strtoull(s, &end, 10);
-        if (s[0] < '0' || s[0] > '9' || *end != '\0' || n >= (1ull << 53)) {
-            net_reply_error(r, 422, "after_index must be an event index (a whole number >= 0)");
-            return;
-        }
-        arg = n + 1;
+    uint64_t after = 0, from = 0, limit = RANGE_DEFAULT;
+    int ha = whole(r, "after_index", (1ull << 53) - 1, &after);
+    int hf = whole(r, "from", (1ull << 53) - 1, &from);
+    int hl = whole(r, "limit", RANGE_MAX, &limit);
+    const char *conv = net_query_get(&r->query, "conversation");
+    const char *bad = ha < 0   ? "after_index must be an event index (a whole number >= 0)"
+                      : hf < 0 ? "from must be a block's position (a whole number >= 0)"
+                      : hl < 0 || (hl > 0 && limit == 0) ? "limit must be from 1 to 1000"
+                      : ha > 0 && (hf > 0 || hl > 0 || conv != NULL)
+                          ? "after_index asks what changed; from, limit and conversation ask "
+                            "for a page: one or the other"
+                      : hf == 0 && (hl > 0 || conv != NULL) ? "a page starts somewhere: from=K"
+                      : conv != NULL && (conv[0] == '\0' || strlen(conv) > 255)
+                          ? "conversation must be main or a subagent's tool use id"
+                          : NULL;
+    if (bad != NULL) {
+        net_reply_error(r, 422, "%s", bad);
+        return;
     }
-    asking *a = malloc(sizeof(*a));
+    asking *a = calloc(1, sizeof(*a));
     if (a == NULL) {
         net_reply_error(r, 500, "out of memory");
         return;
     }
-    *a = (asking){r, arg, 0};
+    a->r = r;
+    a->arg = ha > 0 ? after + 1 : 0;
+    a->range = hf > 0;
+    a->q.from = from;
+    a->q.limit = limit;
+    snprintf(a->q.conv, sizeof(a->q.conv), "%s", conv != NULL ? conv : "main");
     ask(a);
 }

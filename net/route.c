@@ -60,8 +60,9 @@ static const pattern table[] = {
     {NET_R_CONV_STATE, "GET", "/api/conversations/{c}/state", false,
      "the conversation as blocks (user and agent messages, tool calls with their results, "
      "subagents): {index, blocks, subagents, removed}; after_index=N: only what changed after "
-     "event N",
-     "after_index"},
+     "event N; from=K&limit=N(&conversation=C): a page of blocks {index, conversation, total, "
+     "from, blocks}",
+     "after_index,from,limit,conversation"},
     {NET_R_CONV_TITLE, "POST", "/api/conversations/{c}/generate_title", false,
      "a title from the first user message: {\"title\"}", NULL},
     {NET_R_CONV_FORK, "POST", "/api/conversations/{c}/fork", false,

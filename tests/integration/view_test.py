@@ -193,6 +193,25 @@ def t_state_errors(api):
     check(st == 405, "POST", st, b)
 
 
+def t_state_range(api):
+    cid = api.conversation()
+    api.append(cid, turn(1) + turn(2) + turn(3))  # 18 blocks
+    whole = state(api, cid)["blocks"]
+    st, b = api.call("GET", "/api/conversations/%s/state?from=4&limit=5" % cid)
+    check(st == 200 and b["total"] == 18 and b["from"] == 4 and b["index"] == 14
+          and b["conversation"] == "main" and b["blocks"] == whole[4:9], "a page", st, b)
+    st, b = api.call("GET", "/api/conversations/%s/state?from=16" % cid)
+    check(st == 200 and b["blocks"] == whole[16:], "the last page, limit 100 by default", b)
+    st, b = api.call("GET", "/api/conversations/%s/state?from=99" % cid)
+    check(st == 200 and b["blocks"] == [] and b["total"] == 18, "past the end: none", b)
+    st, b = api.call("GET", "/api/conversations/%s/state?from=0&conversation=nope" % cid)
+    check(st == 404 and "subagent" in b["detail"], "an unknown subagent", st, b)
+    for q in ["from=-1", "from=0&limit=0", "from=0&limit=1001", "limit=5",
+              "conversation=main", "after_index=1&from=0"]:
+        st, b = api.call("GET", "/api/conversations/%s/state?%s" % (cid, q))
+        check(st == 422, "refused: " + q, st, b)
+
+
 def t_view_live(srv, api):
     cid = api.conversation()
     api.append(cid, turn(1))
@@ -335,6 +354,8 @@ def t_long_log(api):
     b = state(api, cid)
     check(b["index"] == 4999 and len(b["blocks"]) == 6000, "all folded", b["index"],
           len(b["blocks"]))
+    st, page = api.call("GET", "/api/conversations/%s/state?from=3000&limit=1000" % cid)
+    check(st == 200 and page["blocks"] == b["blocks"][3000:4000], "a page of a long one", st)
     b = state(api, cid, after=4994)
     check(ids(b["blocks"]) == ["u999", "a999-thought", "c999", "result-c999", "m999", "n999"],
           "the last turn only", ids(b["blocks"]))
@@ -411,6 +432,7 @@ def main():
         run("state_whole", t_state_whole, api)
         run("state_after_index", t_state_after_index, api)
         run("state_errors", t_state_errors, api)
+        run("state_range", t_state_range, api)
         run("view_live", t_view_live, srv, api)
         run("view_resume", t_view_resume, srv, api)
         run("view_while_appending", t_view_while_appending, srv, api)
