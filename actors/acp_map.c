@@ -3,6 +3,7 @@
  * ACP prompts (acp_map.h).
  */
 #include "acp_map.h"
+#include "acp_map_impl.h"
 
 #include "runtime/uuid.h"
 
@@ -12,11 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-typedef struct text {
-    char *s;
-    size_t len, cap;
-} text;
 
 typedef struct call {
     char *id;        /* toolCallId */
@@ -30,7 +26,7 @@ struct acp_turn {
     acp_limits l;
     acp_id_fn ids;
     void *ctx;
-    text msg, thought;
+    acp_text msg, thought;
     bool msg_open;
     char *msg_id; /* the open message's messageId, if it had one */
     call *calls;
@@ -41,7 +37,7 @@ struct acp_turn {
 
 /* ---- small things ---------------------------------------------------------- */
 
-static int text_add(text *t, const char *s, size_t n, size_t max)
+int acp__text_add(acp_text *t, const char *s, size_t n, size_t max)
 {
     if (t->len + n > max)
         return -E2BIG;
@@ -61,7 +57,19 @@ static int text_add(text *t, const char *s, size_t n, size_t max)
     return 0;
 }
 
-static void text_reset(text *t)
+void acp__text_put(acp_text *t, const char *s, size_t n, size_t max)
+{
+    if (t->len >= max)
+        return;
+    if (n > max - t->len) {
+        n = max - t->len;
+        while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80)
+            n--; /* s[n] continues a character: cut before that character */
+    }
+    acp__text_add(t, s, n, max);
+}
+
+void acp__text_reset(acp_text *t)
 {
     t->len = 0;
     if (t->s != NULL)
@@ -89,7 +97,7 @@ static void random_id(void *ctx, char out[37])
     rt_uuid_dashed(&u, out);
 }
 
-static const char *str(json_t *o, const char *k)
+const char *acp__str(const json_t *o, const char *k)
 {
     return json_string_value(json_object_get(o, k));
 }
@@ -126,7 +134,7 @@ static size_t est_size(json_t *v, size_t max)
 }
 
 /* v (a new reference), or a note of its size if it is too big. */
-static json_t *bounded(json_t *v, size_t max)
+json_t *acp__bounded(json_t *v, size_t max)
 {
     if (v == NULL)
         return NULL;
@@ -137,9 +145,9 @@ static json_t *bounded(json_t *v, size_t max)
                      "the agent's value was larger than parley keeps");
 }
 
-static void set_bounded(json_t *o, const char *k, json_t *v, size_t max)
+void acp__set_bounded(json_t *o, const char *k, json_t *v, size_t max)
 {
-    json_t *b = bounded(v, max);
+    json_t *b = acp__bounded(v, max);
     if (b != NULL && !json_is_null(b))
         json_object_set_new(o, k, b);
     else
@@ -148,9 +156,9 @@ static void set_bounded(json_t *o, const char *k, json_t *v, size_t max)
 
 /* ---- rendering the agent's content as text ------------------------------- */
 
-static void block_text(text *t, json_t *b, size_t max)
+static void block_text(acp_text *t, json_t *b, size_t max)
 {
-    const char *type = str(b, "type");
+    const char *type = acp__str(b, "type");
     char tmp[600];
     const char *s = NULL;
     size_t n = 0;
@@ -158,8 +166,9 @@ static void block_text(text *t, json_t *b, size_t max)
         s = json_string_value(json_object_get(b, "text"));
         n = json_string_length(json_object_get(b, "text"));
     } else if (type != NULL && strcmp(type, "resource_link") == 0) {
-        snprintf(tmp, sizeof(tmp), "[%.200s](%.300s)", str(b, "name") ? str(b, "name") : "",
-                 str(b, "uri") ? str(b, "uri") : "");
+        snprintf(tmp, sizeof(tmp), "[%.200s](%.300s)",
+                 acp__str(b, "name") ? acp__str(b, "name") : "",
+                 acp__str(b, "uri") ? acp__str(b, "uri") : "");
         s = tmp;
     } else if (type != NULL && strcmp(type, "resource") == 0) {
         json_t *r = json_object_get(b, "resource");
@@ -167,7 +176,8 @@ static void block_text(text *t, json_t *b, size_t max)
             s = json_string_value(json_object_get(r, "text"));
             n = json_string_length(json_object_get(r, "text"));
         } else {
-            snprintf(tmp, sizeof(tmp), "[resource %.300s]", str(r, "uri") ? str(r, "uri") : "");
+            snprintf(tmp, sizeof(tmp), "[resource %.300s]",
+                     acp__str(r, "uri") ? acp__str(r, "uri") : "");
             s = tmp;
         }
     } else {
@@ -176,20 +186,19 @@ static void block_text(text *t, json_t *b, size_t max)
     }
     if (s == tmp)
         n = strlen(tmp);
-    if (text_add(t, s, n, max) == -E2BIG) /* rendered for reading: cut, not refused */
-        text_add(t, s, max > t->len ? max - t->len : 0, max);
+    acp__text_put(t, s, n, max);
 }
 
 /* ToolCallContent[] as one text. */
-static void render_content(text *t, json_t *content, size_t max)
+static void render_content(acp_text *t, json_t *content, size_t max)
 {
     size_t i;
     json_t *c;
     json_array_foreach(content, i, c)
     {
         if (t->len > 0)
-            text_add(t, "\n", 1, max);
-        const char *type = str(c, "type");
+            acp__text_add(t, "\n", 1, max);
+        const char *type = acp__str(c, "type");
         char tmp[512];
         if (type != NULL && strcmp(type, "content") == 0) {
             block_text(t, json_object_get(c, "content"), max);
@@ -198,13 +207,13 @@ static void render_content(text *t, json_t *content, size_t max)
         if (type != NULL && strcmp(type, "diff") == 0)
             snprintf(tmp, sizeof(tmp), "%s %.400s",
                      json_is_string(json_object_get(c, "oldText")) ? "edited" : "created",
-                     str(c, "path") ? str(c, "path") : "?");
+                     acp__str(c, "path") ? acp__str(c, "path") : "?");
         else if (type != NULL && strcmp(type, "terminal") == 0)
             snprintf(tmp, sizeof(tmp), "terminal %.200s",
-                     str(c, "terminalId") ? str(c, "terminalId") : "?");
+                     acp__str(c, "terminalId") ? acp__str(c, "terminalId") : "?");
         else
             snprintf(tmp, sizeof(tmp), "[%.40s]", type != NULL ? type : "content");
-        text_add(t, tmp, strlen(tmp), max);
+        acp__text_add(t, tmp, strlen(tmp), max);
     }
 }
 
@@ -226,7 +235,7 @@ static json_t *take_thought(acp_turn *t)
     json_t *a = json_array();
     if (t->thought.len > 0)
         json_array_append_new(a, text_part(t->thought.s, t->thought.len));
-    text_reset(&t->thought);
+    acp__text_reset(&t->thought);
     return a;
 }
 
@@ -247,8 +256,8 @@ static void flush_message(acp_turn *t, json_t *out, bool always)
     json_array_append_new(out, json_pack("{s:s, s:s, s:s, s:o, s:s}", "kind", "MessageEvent", "id",
                                          id, "source", "agent", "llm_message", m, "llm_response_id",
                                          t->resp));
-    text_reset(&t->msg);
-    text_reset(&t->thought);
+    acp__text_reset(&t->msg);
+    acp__text_reset(&t->thought);
     t->msg_open = false;
     free(t->msg_id);
     t->msg_id = NULL;
@@ -256,19 +265,19 @@ static void flush_message(acp_turn *t, json_t *out, bool always)
 
 static const char *tool_name_of(json_t *st)
 {
-    const char *k = str(st, "kind");
+    const char *k = acp__str(st, "kind");
     return k != NULL && k[0] != '\0' ? k : "other";
 }
 
 static void action_event(acp_turn *t, call *c, json_t *out)
 {
     json_t *st = c->st, *raw = json_object_get(st, "rawInput");
-    const char *title = str(st, "title") ? str(st, "title") : "";
+    const char *title = acp__str(st, "title") ? acp__str(st, "title") : "";
     json_t *action = json_pack("{s:s, s:s, s:s}", "kind", "ACPToolCallAction", "title", title,
                                "tool_kind", tool_name_of(st));
-    set_bounded(action, "raw_input", raw, t->l.value_max);
-    set_bounded(action, "locations", json_object_get(st, "locations"), t->l.value_max);
-    set_bounded(action, "content", json_object_get(st, "content"), t->l.value_max);
+    acp__set_bounded(action, "raw_input", raw, t->l.value_max);
+    acp__set_bounded(action, "locations", json_object_get(st, "locations"), t->l.value_max);
+    acp__set_bounded(action, "content", json_object_get(st, "content"), t->l.value_max);
     json_t *shown = json_object_get(action, "raw_input");
     char *args = shown != NULL ? json_dumps(shown, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
     json_t *tc = json_pack("{s:s, s:s, s:s, s:s}", "id", c->id, "name", tool_name_of(st),
@@ -287,8 +296,8 @@ static void result_event(acp_turn *t, const char *call_id, const char *action_id
 {
     char id[37];
     new_id(t, id);
-    const char *status = str(st, "status");
-    text r = {0};
+    const char *status = acp__str(st, "status");
+    acp_text r = {0};
     render_content(&r, json_object_get(st, "content"), t->l.text_max);
     if (why != NULL || (status != NULL && strcmp(status, "failed") == 0)) {
         const char *err = why != NULL ? why : r.len > 0 ? r.s : "the tool call failed";
@@ -300,10 +309,10 @@ static void result_event(acp_turn *t, const char *call_id, const char *action_id
         return;
     }
     json_t *obs = json_pack("{s:s, s:s, s:s, s:[o]}", "kind", "ACPToolCallObservation", "title",
-                            str(st, "title") ? str(st, "title") : "", "status", "completed",
-                            "content", text_part(r.s, r.len));
-    set_bounded(obs, "acp_content", json_object_get(st, "content"), t->l.value_max);
-    set_bounded(obs, "raw_output", json_object_get(st, "rawOutput"), t->l.value_max);
+                            acp__str(st, "title") ? acp__str(st, "title") : "", "status",
+                            "completed", "content", text_part(r.s, r.len));
+    acp__set_bounded(obs, "acp_content", json_object_get(st, "content"), t->l.value_max);
+    acp__set_bounded(obs, "raw_output", json_object_get(st, "rawOutput"), t->l.value_max);
     json_array_append_new(out, json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:o}", "kind",
                                          "ObservationEvent", "id", id, "source", "environment",
                                          "tool_name", tool_name_of(st), "tool_call_id", call_id,
@@ -313,7 +322,7 @@ static void result_event(acp_turn *t, const char *call_id, const char *action_id
 
 static bool terminal(json_t *st)
 {
-    const char *s = str(st, "status");
+    const char *s = acp__str(st, "status");
     return s != NULL && (strcmp(s, "completed") == 0 || strcmp(s, "failed") == 0);
 }
 
@@ -339,7 +348,7 @@ static void merge(json_t *st, json_t *u)
 
 static int on_tool_call(acp_turn *t, json_t *u, json_t *out, char *why, size_t wl)
 {
-    const char *id = str(u, "toolCallId");
+    const char *id = acp__str(u, "toolCallId");
     if (id == NULL || !json_is_string(json_object_get(u, "title"))) {
         say(why, wl, "a tool_call needs a string toolCallId and title");
         return -EINVAL;
@@ -382,7 +391,7 @@ static int on_tool_call(acp_turn *t, json_t *u, json_t *out, char *why, size_t w
 
 static int on_tool_call_update(acp_turn *t, json_t *u, json_t *out, char *why, size_t wl)
 {
-    const char *id = str(u, "toolCallId");
+    const char *id = acp__str(u, "toolCallId");
     if (id == NULL) {
         say(why, wl, "a tool_call_update needs a string toolCallId");
         return -EINVAL;
@@ -413,22 +422,22 @@ static void on_plan(acp_turn *t, json_t *entries, json_t *out)
     char aid[37], oid[37];
     new_id(t, aid);
     new_id(t, oid);
-    text r = {0};
+    acp_text r = {0};
     size_t i;
     json_t *e;
     json_array_foreach(entries, i, e)
     {
-        const char *st = str(e, "status"), *c = str(e, "content");
+        const char *st = acp__str(e, "status"), *c = acp__str(e, "content");
         const char *mark = st != NULL && strcmp(st, "completed") == 0     ? "[x] "
                            : st != NULL && strcmp(st, "in_progress") == 0 ? "[~] "
                                                                           : "[ ] ";
         if (r.len > 0)
-            text_add(&r, "\n", 1, t->l.text_max);
-        text_add(&r, mark, 4, t->l.text_max);
+            acp__text_add(&r, "\n", 1, t->l.text_max);
+        acp__text_add(&r, mark, 4, t->l.text_max);
         if (c != NULL)
-            text_add(&r, c, strlen(c), t->l.text_max);
+            acp__text_add(&r, c, strlen(c), t->l.text_max);
     }
-    json_t *kept = bounded(entries, t->l.value_max);
+    json_t *kept = acp__bounded(entries, t->l.value_max);
     json_t *tc = json_pack("{s:s, s:s, s:s, s:s}", "id", aid, "name", "plan", "arguments", "{}",
                            "origin", "completion");
     json_array_append_new(
@@ -445,16 +454,16 @@ static void on_plan(acp_turn *t, json_t *entries, json_t *out)
 }
 
 /* A chunk's text into `into`: -E2BIG past the bound. */
-static int add_chunk(acp_turn *t, text *into, json_t *u, const char *what, char *why, size_t wl)
+static int add_chunk(acp_turn *t, acp_text *into, json_t *u, const char *what, char *why, size_t wl)
 {
     json_t *b = json_object_get(u, "content");
     if (!json_is_object(b)) {
         say(why, wl, "an %s needs a content block", what);
         return -EINVAL;
     }
-    text scratch = {0};
+    acp_text scratch = {0};
     block_text(&scratch, b, SIZE_MAX);
-    int r = text_add(into, scratch.s != NULL ? scratch.s : "", scratch.len, t->l.text_max);
+    int r = acp__text_add(into, scratch.s != NULL ? scratch.s : "", scratch.len, t->l.text_max);
     free(scratch.s);
     if (r == -E2BIG)
         say(why, wl, "the agent's %s grew past %zu bytes", what, t->l.text_max);
@@ -463,7 +472,7 @@ static int add_chunk(acp_turn *t, text *into, json_t *u, const char *what, char 
 
 int acp_turn_update(acp_turn *t, json_t *u, json_t *out, char *why, size_t wl)
 {
-    const char *kind = str(u, "sessionUpdate");
+    const char *kind = acp__str(u, "sessionUpdate");
     if (!json_is_object(u) || kind == NULL) {
         say(why, wl, "a session/update needs an update object with a sessionUpdate");
         return -EINVAL;
@@ -475,7 +484,7 @@ int acp_turn_update(acp_turn *t, json_t *u, json_t *out, char *why, size_t wl)
     json_t *made = json_array();
     int r = 0;
     if (strcmp(kind, "agent_message_chunk") == 0) {
-        const char *mid = str(u, "messageId");
+        const char *mid = acp__str(u, "messageId");
         if (t->msg_open && mid != NULL && (t->msg_id == NULL || strcmp(mid, t->msg_id) != 0))
             flush_message(t, made, false); /* a new message */
         r = add_chunk(t, &t->msg, u, "agent_message_chunk", why, wl);
@@ -538,6 +547,18 @@ bool acp_turn_started(const acp_turn *t)
     return t->started;
 }
 
+acp_limits acp__limits(const acp_limits *l)
+{
+    acp_limits d = {.text_max = 1u << 20, .value_max = 1u << 20, .updates_max = 100000};
+    if (l != NULL && l->text_max)
+        d.text_max = l->text_max;
+    if (l != NULL && l->value_max)
+        d.value_max = l->value_max;
+    if (l != NULL && l->updates_max)
+        d.updates_max = l->updates_max;
+    return d;
+}
+
 acp_turn *acp_turn_new(const char *response_id, const acp_limits *l, acp_id_fn ids, void *ctx)
 {
     acp_turn *t = calloc(1, sizeof(*t));
@@ -545,9 +566,7 @@ acp_turn *acp_turn_new(const char *response_id, const acp_limits *l, acp_id_fn i
         free(t);
         return NULL;
     }
-    t->l.text_max = l != NULL && l->text_max ? l->text_max : (1u << 20);
-    t->l.value_max = l != NULL && l->value_max ? l->value_max : (1u << 20);
-    t->l.updates_max = l != NULL && l->updates_max ? l->updates_max : 100000;
+    t->l = acp__limits(l);
     t->ids = ids != NULL ? ids : random_id;
     t->ctx = ctx;
     return t;
@@ -571,23 +590,34 @@ void acp_turn_free(acp_turn *t)
 
 /* ---- stop reasons, prompts, secrets ----------------------------------------------- */
 
+/* Each stop reason, the status it leaves, and the error that says why. */
+static const struct {
+    const char *reason, *status, *why;
+} stops[] = {
+    {"end_turn", "finished", NULL},
+    {"cancelled", NULL, NULL},
+    {"refusal", "error", "the agent refused to go on (stop reason: refusal)"},
+    {"max_tokens", "error", "the agent reached its token limit (stop reason: max_tokens)"},
+    {"max_turn_requests", "error",
+     "the agent reached its limit of requests in one turn (stop reason: max_turn_requests)"},
+};
+#define NSTOPS (sizeof(stops) / sizeof(stops[0]))
+
+const char *acp__stop_reason_of_why(const char *why)
+{
+    for (size_t i = 0; why != NULL && i < NSTOPS; i++)
+        if (stops[i].why != NULL && strcmp(why, stops[i].why) == 0)
+            return stops[i].reason;
+    return NULL;
+}
+
 const char *acp_stop_status(const char *stop_reason, const char **why)
 {
-    static const struct {
-        const char *reason, *status, *why;
-    } map[] = {
-        {"end_turn", "finished", NULL},
-        {"cancelled", NULL, NULL},
-        {"refusal", "error", "the agent refused to go on (stop reason: refusal)"},
-        {"max_tokens", "error", "the agent reached its token limit (stop reason: max_tokens)"},
-        {"max_turn_requests", "error",
-         "the agent reached its limit of requests in one turn (stop reason: max_turn_requests)"},
-    };
-    for (size_t i = 0; stop_reason != NULL && i < sizeof(map) / sizeof(map[0]); i++)
-        if (strcmp(stop_reason, map[i].reason) == 0) {
+    for (size_t i = 0; stop_reason != NULL && i < NSTOPS; i++)
+        if (strcmp(stop_reason, stops[i].reason) == 0) {
             if (why != NULL)
-                *why = map[i].why;
-            return map[i].status;
+                *why = stops[i].why;
+            return stops[i].status;
         }
     if (why != NULL)
         *why = "the agent ended its turn with an unknown stop reason";
@@ -596,12 +626,12 @@ const char *acp_stop_status(const char *stop_reason, const char **why)
 
 json_t *acp_prompt_of(json_t *e)
 {
-    const char *kind = str(e, "kind"), *src = str(e, "source");
+    const char *kind = acp__str(e, "kind"), *src = acp__str(e, "source");
     if (kind == NULL || strcmp(kind, "MessageEvent") != 0 || src == NULL ||
         (strcmp(src, "user") != 0 && strcmp(src, "environment") != 0))
         return NULL;
     json_t *m = json_object_get(e, "llm_message"), *content = json_object_get(m, "content");
-    const char *role = str(m, "role");
+    const char *role = acp__str(m, "role");
     if (role != NULL && strcmp(role, "user") != 0)
         return NULL;
     json_t *blocks = json_array();
@@ -611,7 +641,7 @@ json_t *acp_prompt_of(json_t *e)
     json_t *c, *url;
     json_array_foreach(content, i, c)
     {
-        const char *type = str(c, "type");
+        const char *type = acp__str(c, "type");
         if (type == NULL || strcmp(type, "text") == 0) {
             if (json_is_string(json_object_get(c, "text")))
                 json_array_append_new(blocks, json_pack("{s:s, s:O}", "type", "text", "text",
@@ -647,7 +677,7 @@ static void mask_string(json_t *s, const char *const *secrets, size_t n)
               memmem(v, len, secrets[k], strlen(secrets[k])) != NULL;
     if (!any)
         return;
-    text out = {0};
+    acp_text out = {0};
     bool changed = false;
     size_t i = 0;
     while (i < len) {
@@ -658,11 +688,11 @@ static void mask_string(json_t *s, const char *const *secrets, size_t n)
                 hit = sl;
         }
         if (hit > 0) {
-            text_add(&out, ACP_SECRET_MASK, sizeof(ACP_SECRET_MASK) - 1, SIZE_MAX);
+            acp__text_add(&out, ACP_SECRET_MASK, sizeof(ACP_SECRET_MASK) - 1, SIZE_MAX);
             i += hit;
             changed = true;
         } else {
-            text_add(&out, v + i, 1, SIZE_MAX);
+            acp__text_add(&out, v + i, 1, SIZE_MAX);
             i++;
         }
     }
