@@ -5,7 +5,9 @@
 // the list shows the conversation; the conversation page shows its blocks
 // in order, a tool call beside its result, a long result collapsed until
 // opened, an event appended later without a reload, markup in an event as
-// text (no dialog, no script element), a message sent from the box; with
+// text (no dialog, no script element), a message sent from the box, a
+// dropped socket resumed with after_index (the server stopped and started
+// again on its port) ending where /state is; with
 // a key, the key prompt, then the blocks. No console errors anywhere.
 // Screenshots go to ARTIFACTS. Every wait is a condition with a deadline.
 // Usage: node web_test.js PARLEY_BINARY TMP_DIR ARTIFACTS_DIR
@@ -40,11 +42,13 @@ function check(cond, msg, ...details) {
 
 // ---- a server --------------------------------------------------------------
 
-function serve(name, extra) {
+// A server on data dir tmp/NAME; port: 0 (the OS chooses) or the port a
+// stopped server of that name had, to start it again.
+function serve(name, extra, port = 0) {
   return new Promise((resolve, reject) => {
     const dir = path.join(tmp, name);
-    const err = fs.openSync(path.join(tmp, name + '.err'), 'w');
-    const child = spawn(parley, ['serve', '--data', dir, '--listen', '127.0.0.1:0',
+    const err = fs.openSync(path.join(tmp, name + '.err'), 'a');
+    const child = spawn(parley, ['serve', '--data', dir, '--listen', '127.0.0.1:' + port,
       '--log-level', 'warn', ...extra], {stdio: ['ignore', 'pipe', err]});
     const exited = new Promise((r) => child.once('exit', (code, sig) => r({code, sig})));
     const srv = {
@@ -58,6 +62,7 @@ function serve(name, extra) {
       },
     };
     servers.push(srv);
+    exited.then(() => servers.splice(servers.indexOf(srv) >>> 0, 1));
     const timer = setTimeout(() => reject(new Error(`serve ${name} printed nothing in ${T} ms`)), T);
     child.once('exit', (code) => reject(new Error(`serve ${name} exited ${code}: ` +
       fs.readFileSync(path.join(tmp, name + '.err'), 'utf8'))));
@@ -139,6 +144,7 @@ async function shot(page, name) {
 
 // ---- the tests -------------------------------------------------------------
 
+// srv is stopped and started again on its port midway (a dropped socket).
 async function withoutKey(srv) {
   const cid = await conversation(srv);
   await append(srv, null, cid, [user('u1', 'list the files'), action('a1', 'c1', 'ls', 'r1'),
@@ -199,10 +205,27 @@ async function withoutKey(srv) {
   await page.click('#send-button');
   await page.waitForFunction(() => [...document.querySelectorAll('.b-user_message .text')]
     .some((t) => t.textContent === 'typed in the page'));
-  check(await page.inputValue('#text') === '', 'the box is emptied');
+  await page.waitForFunction(() => document.getElementById('text').value === ''); // once sent
   await page.click('#pause');
   await page.waitForFunction(() => document.getElementById('status').textContent === 'paused');
   await shot(page, 'conversation-live');
+
+  // a dropped socket: the page reconnects with after_index and catches up
+  // with what came while it was away; it then holds what /state says
+  const port = srv.port;
+  await srv.stop();
+  await page.locator('#live:not(.on)').waitFor();
+  srv = await serve('open', [], port);
+  await append(srv, null, cid, [agent('m4', 'after the reconnect')]);
+  await page.locator('[data-id="m4"]').waitFor();
+  await page.locator('#live.on').waitFor();
+  // what the browser logs of the outage itself is not the page's error
+  page.problems = page.problems.filter((p) =>
+    !/ERR_CONNECTION_REFUSED|WebSocket connection to .* failed/.test(p));
+  const [sst, view] = await api(srv, null, 'GET', `/api/conversations/${cid}/state`);
+  check(sst === 200, 'GET state', sst);
+  check(JSON.stringify(await order(page)) === JSON.stringify(view.blocks.map((b) => b.id)),
+    'the page holds what /state says', await order(page), view.blocks.map((b) => b.id));
 
   // dark and narrow
   await page.emulateMedia({colorScheme: 'dark'});
