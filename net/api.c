@@ -24,7 +24,8 @@ void net_api_handle(net_req *r)
 {
     net_route *rt = &r->route;
     net_route_match(r->http->method, r->http->target, rt);
-    if (rt->id == NET_R_WS_EVENTS && rt->status == 422) { /* no such stream */
+    if ((rt->id == NET_R_WS_EVENTS || rt->id == NET_R_WEB_CONV) && rt->status == 422) {
+        /* no such stream, no such page */
         net_reply_error(r, 404, "%s", rt->detail);
         return;
     }
@@ -64,6 +65,11 @@ void net_api_handle(net_req *r)
     case NET_R_EV_APPEND:
     case NET_R_EV_CONFIRM:
         net_api_events(r);
+        break;
+    case NET_R_WEB_LIST:
+    case NET_R_WEB_CONV:
+    case NET_R_WEB_ASSET:
+        net_api_web(r);
         break;
     case NET_R_WS_EVENTS:
         net_api_ws(r);

@@ -121,6 +121,7 @@ void net_api_events(net_req *r);        /* /api/conversations/{id}/events... */
 void net_api_ws(net_req *r);            /* /sockets/events/{id} */
 void net_api_state(net_req *r);         /* .../{id}/state */
 void net_api_agent(net_req *r);         /* .../{id}/secrets, fork, navigate... */
+void net_api_web(net_req *r);           /* / /conversations/{id} /assets/{name} */
 
 /* Answer with a conversation's ConversationInfo (include_skills as the
  * request asks), status 200 or 201; 404 if there is no such conversation. */

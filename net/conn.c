@@ -163,8 +163,7 @@ static void raw_write(net_conn *c, uv_buf_t *b, int n, char *head, rt_buf **keep
 {
     out_req *o = NULL;
     ssize_t w = write_now(c, b, &n);
-    if (w >= 0 && n > 0 &&
-        (o = malloc(sizeof(*o) + (size_t)nkeep * sizeof(rt_buf *))) != NULL) {
+    if (w >= 0 && n > 0 && (o = malloc(sizeof(*o) + (size_t)nkeep * sizeof(rt_buf *))) != NULL) {
         o->c = c;
         o->head = head;
         o->nkeep = nkeep;
@@ -252,6 +251,8 @@ static const char *status_text(int s)
         return "Accepted";
     case 204:
         return "No Content";
+    case 304:
+        return "Not Modified";
     case 400:
         return "Bad Request";
     case 401:
@@ -328,8 +329,10 @@ static void send_answer(net_conn *c, int status, rt_buf *body, const char *ctype
     p = put_str(p, status_text(status));
     p = put_str(p, "\r\nContent-Type: ");
     p = put_str(p, ctype != NULL ? ctype : "application/json");
-    p = put_str(p, "\r\nContent-Length: ");
-    p = put_uint(p, body != NULL ? rt_buf_len(body) : 0);
+    if (status != 304) { /* a 304's length would be the representation's */
+        p = put_str(p, "\r\nContent-Length: ");
+        p = put_uint(p, body != NULL ? rt_buf_len(body) : 0);
+    }
     p = put_str(p, close_after ? "\r\nConnection: close\r\n" : "\r\n");
     p = put_str(p, extra != NULL ? extra : "");
     /* every 503 says when to come back (a body may have said longer) */

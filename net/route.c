@@ -25,6 +25,11 @@ static const pattern table[] = {
     {NET_R_SERVER_INFO, "GET", "/server_info", true, "what the server is", NULL},
     {NET_R_METRICS, "GET", "/metrics", true, "figures, as Prometheus text", NULL},
     {NET_R_OPENAPI, "GET", "/openapi.json", true, "this description of the API", NULL},
+    /* the web pages hold no data (their scripts ask the API, with the key) */
+    {NET_R_WEB_LIST, "GET", "/", true, "the web page of conversations (HTML)", NULL},
+    {NET_R_WEB_CONV, "GET", "/conversations/{c}", true, "a conversation's live web page (HTML)",
+     NULL},
+    {NET_R_WEB_ASSET, "GET", "/assets/{e}", true, "a script or style sheet of the web pages", NULL},
     {NET_R_CONV_CREATE, "POST", "/api/conversations", false,
      "start a conversation (a StartConversationRequest): its ConversationInfo, 201 (200 if it "
      "existed)",

@@ -62,6 +62,9 @@ typedef enum net_route_id {
     NET_R_CONV_STATE,          /* GET    .../state: the conversation as blocks */
     NET_R_WS_EVENTS,           /* GET    /sockets/events/{c}: the WebSocket stream */
     NET_R_OPENAPI,             /* GET    /openapi.json */
+    NET_R_WEB_LIST,            /* GET    /: the web page of conversations */
+    NET_R_WEB_CONV,            /* GET    /conversations/{c}: a conversation's page */
+    NET_R_WEB_ASSET,           /* GET    /assets/{e}: the pages' scripts and styles */
     NET_R_COUNT
 } net_route_id;
 

@@ -21,6 +21,9 @@ packages=(
     curl python3 openssl
     # WebSocket interop tests: Python's websockets (Debian; run with /usr/bin/python3)
     python3-websockets
+    # the web pages' tests open them in a real browser (headless; Debian's
+    # own build, driven by playwright-core from tests/node)
+    chromium
     # HTTP benchmarks (tools/bench_http.sh)
     wrk
 )

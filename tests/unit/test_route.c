@@ -5,6 +5,7 @@
 #include "net/event_filter.h"
 #include "net/query.h"
 #include "net/route.h"
+#include "net/web.h"
 
 #include "support_sync.h"
 
@@ -60,11 +61,45 @@ START_TEST(test_routes)
     ck_assert_int_eq(route("GET", "http://h/alive"), NET_R_ALIVE);
     ck_assert_int_eq(route("GET", "HTTPS://h:8000/api/conversations/count?status=idle"),
                      NET_R_CONV_COUNT);
-    ck_assert_int_eq(net_route_match("GET", "http://h?ids=x", &r), 404); /* the path is "/" */
+    ck_assert_int_eq(net_route_match("GET", "http://h?ids=x", &r), 0); /* the path is "/" */
+    ck_assert_int_eq(r.id, NET_R_WEB_LIST);
     ck_assert_str_eq(r.query, "ids=x");
     ck_assert_int_eq(net_route_match("POST", "/alive", &r), 405);
     ck_assert_str_eq(r.allow, "GET");
     ck_assert(strchr(r.detail, '\n') == NULL);
+}
+END_TEST
+
+/* The web pages: open routes, literal before parameter, files compiled in. */
+START_TEST(test_web_routes)
+{
+    char t[256];
+    net_route r;
+    ck_assert_int_eq(net_route_match("GET", "/", &r), 0);
+    ck_assert_int_eq(r.id, NET_R_WEB_LIST);
+    ck_assert(r.open);
+    snprintf(t, sizeof(t), "/conversations/%s", cid);
+    ck_assert_int_eq(net_route_match("GET", t, &r), 0);
+    ck_assert_int_eq(r.id, NET_R_WEB_CONV);
+    ck_assert(r.open && r.has_conv);
+    ck_assert_int_eq(route("GET", "/conversations/nope"), -422); /* api.c answers 404 */
+    ck_assert_int_eq(net_route_match("GET", "/assets/app.css", &r), 0);
+    ck_assert_int_eq(r.id, NET_R_WEB_ASSET);
+    ck_assert_str_eq(r.event_id, "app.css");
+    ck_assert_int_eq(route("POST", "/"), -405);
+    ck_assert_int_eq(route("GET", "/assets"), -404);
+    const char *want[] = {"index.html", "conversation.html", "app.css",
+                          "api.js",     "list.js",           "conversation.js"};
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+        const net_web_asset *a = net_web_asset_find(want[i]);
+        ck_assert_msg(a != NULL && a->len > 0, "%s is compiled in", want[i]);
+        ck_assert_int_eq(a->data[a->len], 0);
+        ck_assert_int_eq(strlen(a->etag), 18);
+    }
+    ck_assert_str_eq(net_web_asset_find("app.css")->ctype, "text/css; charset=utf-8");
+    ck_assert_str_eq(net_web_asset_find("list.js")->ctype, "text/javascript; charset=utf-8");
+    ck_assert_ptr_null(net_web_asset_find("embed.cmake"));
+    ck_assert_ptr_null(net_web_asset_find("../route.c"));
 }
 END_TEST
 
@@ -181,6 +216,7 @@ int main(void)
     Suite *s = suite_create("route");
     TCase *tc = tcase_create("rest");
     tcase_add_test(tc, test_routes);
+    tcase_add_test(tc, test_web_routes);
     tcase_add_test(tc, test_query);
     tcase_add_test(tc, test_filters);
     suite_add_tcase(s, tc);
