@@ -251,6 +251,13 @@ void acp_end_turn(acp_host *h, const char *stop_reason, const char *code, const 
         acp_fail(h, "AgentStopped", why);
     else if (status != NULL && h->qhead == NULL && h->status == CONV_RUNNING)
         set_status(h, CONV_FINISHED); /* with more to answer, it runs on */
+    else if (status != NULL && h->qhead == NULL && h->status == CONV_IDLE) {
+        /* a rejection made it idle and the agent ended its turn before we
+         * said it runs on (acp_advance waits while a turn is over): what
+         * the other order gives, running then finished */
+        acp_append(h, status_event(conv_status_name(CONV_RUNNING)));
+        acp_append(h, status_event(conv_status_name(CONV_FINISHED)));
+    }
     acp_advance(h);
 }
 
