@@ -20,6 +20,7 @@
 
 typedef struct call {
     char *id, *action, *tool;
+    char *title; /* as the editor was told (NULL: the tool's name) */
 } call;
 
 typedef struct session {
@@ -115,6 +116,7 @@ static void forget_calls(session *s)
         free(s->calls[i].id);
         free(s->calls[i].action);
         free(s->calls[i].tool);
+        free(s->calls[i].title);
     }
     s->ncalls = 0;
 }
@@ -153,8 +155,9 @@ static bool is(const char *a, const char *b)
     return a != NULL && strcmp(a, b) == 0;
 }
 
-/* Pending tool calls, for a permission's toolCall and a rejection. */
-static void track_calls(session *s, json_t *e)
+/* Pending tool calls, for a permission's toolCall and a rejection; out:
+ * the event's updates (a tool_call's title). */
+static void track_calls(session *s, json_t *e, json_t *out)
 {
     const char *kind = str(e, "kind"), *tc = str(e, "tool_call_id");
     if (tc == NULL)
@@ -173,6 +176,14 @@ static void track_calls(session *s, json_t *e)
             free(c->tool);
             return;
         }
+        size_t i;
+        json_t *u;
+        json_array_foreach(out, i, u)
+        {
+            if (is(str(u, "sessionUpdate"), "tool_call") && c->title == NULL &&
+                str(u, "title") != NULL)
+                c->title = strdup(str(u, "title"));
+        }
         s->ncalls++;
         return;
     }
@@ -181,6 +192,7 @@ static void track_calls(session *s, json_t *e)
             free(s->calls[i].id);
             free(s->calls[i].action);
             free(s->calls[i].tool);
+            free(s->calls[i].title);
             s->calls[i] = s->calls[--s->ncalls];
             return;
         }
@@ -192,11 +204,11 @@ static void ask_permission(acpa *a, session *s)
         return;
     call *c = &s->calls[s->ncalls - 1];
     s->perm_id = ++a->next_id;
-    json_t *p =
-        json_pack("{s:s, s:{s:s, s:s, s:s}, s:[{s:s, s:s, s:s}, {s:s, s:s, s:s}]}", "sessionId",
-                  s->cid, "toolCall", "toolCallId", c->id, "title", c->tool, "status", "pending",
-                  "options", "optionId", "allow", "name", "Allow", "kind", "allow_once", "optionId",
-                  "reject", "name", "Reject", "kind", "reject_once");
+    json_t *p = json_pack("{s:s, s:{s:s, s:s, s:s}, s:[{s:s, s:s, s:s}, {s:s, s:s, s:s}]}",
+                          "sessionId", s->cid, "toolCall", "toolCallId", c->id, "title",
+                          c->title != NULL ? c->title : c->tool, "status", "pending", "options",
+                          "optionId", "allow", "name", "Allow", "kind", "allow_once", "optionId",
+                          "reject", "name", "Reject", "kind", "reject_once");
     emit(a, rpc_request(s->perm_id, "session/request_permission", p));
 }
 
@@ -230,7 +242,7 @@ void acpa_event(acpa *a, const char *cid, const char *json, size_t len)
     json_t *u;
     if (!echo || s->load_id != NULL)
         json_array_foreach(out, i, u) update(a, s, u);
-    track_calls(s, e);
+    track_calls(s, e, out);
     if (status && is(str(e, "value"), "waiting_for_confirmation") && s->load_id == NULL)
         ask_permission(a, s);
     if (stop != NULL && s->armed)

@@ -31,6 +31,7 @@ sys.path.insert(0, HERE)
 from parley_client import check, run, serving, summary  # noqa: E402
 
 PARLEY = os.environ["PARLEY"]
+AGENT = os.path.abspath(os.path.join(HERE, "..", "node", "acp_agent.mjs"))
 CLIENT = os.path.abspath(os.path.join(HERE, "..", "node", "acp_client.mjs"))
 DEMO = "demo=%s demo-agent" % PARLEY
 SLOW = "slow=%s demo-agent --delay-ms 400 --chunks 6" % PARLEY
@@ -219,16 +220,52 @@ def other_client(srv):
         r.close()
 
 
+def permission(srv, option):
+    """A conversation that waits for confirmation asks the editor; its
+    answer (allow, reject) is what the hosted agent hears."""
+    r = Raw([PARLEY, "acp", "--url", srv.url(), "--agent", "permission"])
+    try:
+        r.call(1, "initialize", {"protocolVersion": 1})
+        sid = r.call(2, "session/new", {"cwd": TMP, "mcpServers": []})["result"]["sessionId"]
+        srv.client().expect("POST", "/api/conversations/%s/confirmation_policy" % sid, 200,
+                            {"policy": {"kind": "AlwaysConfirm"}})
+        r.send({"jsonrpc": "2.0", "id": 3, "method": "session/prompt",
+                "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "clean up"}]}})
+        ask = r.until(lambda m: m.get("method") == "session/request_permission")
+        call = ask["params"]["toolCall"]
+        check(call["toolCallId"] == "call-1-1" and call["title"] == "$ rm -rf build",
+              "the call to confirm", ask)
+        r.send({"jsonrpc": "2.0", "id": ask["id"],
+                "result": {"outcome": {"outcome": "selected", "optionId": option}}})
+        seen = []
+        end = r.until(lambda m: seen.append(m) or m.get("id") == 3)
+        check(end.get("result") == {"stopReason": "end_turn"}, "the turn ends", end)
+        text = "".join(m["params"]["update"]["content"]["text"] for m in seen
+                       if m.get("method") == "session/update" and
+                       m["params"]["update"]["sessionUpdate"] == "agent_message_chunk")
+        want = {"allow": "allowed", "reject": ""}[option]
+        check(text == want, "the agent heard the editor's answer", text, seen)
+        res = [m["params"]["update"] for m in seen if m.get("method") == "session/update" and
+               m["params"]["update"]["sessionUpdate"] == "tool_call_update"]
+        check(res and res[-1]["status"] == ("completed" if option == "allow" else "failed"),
+              "the call's result", res)
+    finally:
+        r.close()
+
+
 def main():
     t0 = time.monotonic()
     try:
         with serving("serve_stops", args=["--agent", DEMO, "--agent", SLOW,
+                                          "--agent", "permission=node %s permission" % AGENT,
                                           "--default-agent", "demo"]) as srv:
             srv.url = lambda: "http://127.0.0.1:%d" % srv.port
             run("url_turns_and_load", turns_url, srv)
             run("url_cancel", cancel, [PARLEY, "acp", "--url", srv.url(), "--agent", "slow"])
             run("url_malformed", malformed, [PARLEY, "acp", "--url", srv.url()])
             run("url_other_client", other_client, srv)
+            run("url_permission_allow", permission, srv, "allow")
+            run("url_permission_reject", permission, srv, "reject")
         run("data_turns_and_load", turns_data)
         run("data_cancel", cancel, [PARLEY, "acp", "--data", tempfile.mkdtemp(dir=TMP),
                                     "--agent", SLOW])
