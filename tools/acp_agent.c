@@ -166,6 +166,7 @@ static void track_calls(session *s, json_t *e, json_t *out)
         if (s->ncalls == ACPA_CALLS_MAX)
             return;
         call *c = &s->calls[s->ncalls];
+        c->title = NULL;
         const char *action = str(e, "id"), *tool = str(e, "tool_name");
         c->id = strdup(tc);
         c->action = strdup(action != NULL ? action : "");
@@ -194,6 +195,7 @@ static void track_calls(session *s, json_t *e, json_t *out)
             free(s->calls[i].tool);
             free(s->calls[i].title);
             s->calls[i] = s->calls[--s->ncalls];
+            s->calls[s->ncalls] = (call){0};
             return;
         }
 }
