@@ -36,6 +36,11 @@ int cmd_send(int argc, char **argv);
 int cmd_append(int argc, char **argv);
 int cmd_conversations(int argc, char **argv);
 int cmd_demo_agent(int argc, char **argv);
+int cmd_acp(int argc, char **argv);
+
+/* serve's --agents FILE: its agents into r; 0, or -1 with why. */
+struct acp_registry;
+int serve_read_agents(const char *path, struct acp_registry *r, char *why, size_t cap);
 int bench_runtime(int argc, char **argv);
 int bench_store(int argc, char **argv);
 int bench_conversation(int argc, char **argv);

@@ -135,8 +135,7 @@ static bool parse_listen(const char *v, char *host, size_t cap, int *port)
     return true;
 }
 
-/* --agents FILE: its agents into r. */
-static int read_agents(const char *path, acp_registry *r, char *why, size_t cap)
+int serve_read_agents(const char *path, acp_registry *r, char *why, size_t cap)
 {
     FILE *f = fopen(path, "rb");
     if (f == NULL) {
@@ -338,7 +337,7 @@ int cmd_serve(int argc, char **argv)
             }
             break;
         case 9:
-            if (read_agents(optarg, &agents, why, sizeof(why)) != 0) {
+            if (serve_read_agents(optarg, &agents, why, sizeof(why)) != 0) {
                 acp_registry_clear(&agents);
                 return cli_usage_error("serve", "--agents %s: %s", optarg, why);
             }

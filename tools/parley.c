@@ -25,6 +25,8 @@ static const cli_cmd commands[] = {
     {"send", "post a user message to a conversation on a server", cmd_send},
     {"append", "post events (NDJSON) through the producer route, a verdict each", cmd_append},
     {"conversations", "list the conversations on a server", cmd_conversations},
+    {"acp", "an Agent Client Protocol agent on stdio for editors: sessions are conversations",
+     cmd_acp},
     {"demo-agent", "a scripted ACP agent on stdio, for demos and benchmarks", cmd_demo_agent},
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
