@@ -112,7 +112,6 @@ static void drop_watcher(viz *z, uint64_t id)
     *w = z->w[--z->nw];
 }
 
-/* Answer a request now (everything known is folded). */
 /* A page of blocks, serialized; NULL with *status set if it cannot be. */
 static rt_buf *range_of(viz *z, const rt_buf *q, int *status)
 {
@@ -137,6 +136,7 @@ static rt_buf *range_of(viz *z, const rt_buf *q, int *status)
     return b;
 }
 
+/* Answer a request now (everything known is folded). */
 static void answer(viz *z, rt_promise *p, uint32_t kind, uint64_t arg, uint64_t sender,
                    rt_actor *asker, const rt_buf *q)
 {
