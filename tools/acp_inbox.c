@@ -9,24 +9,31 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+enum { CUT_MAX = 64 }; /* conversations remembered as cut off */
 
 struct acp_inbox {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     acp_item *head, *tail;
+    size_t held, max; /* bytes of events waiting, and the bound */
+    char cut[CUT_MAX][64];
+    size_t ncut;
     pthread_t reader;
     bool reading;
     int fd;
 };
 
-acp_inbox *acp_inbox_new(void)
+acp_inbox *acp_inbox_new(size_t max)
 {
     acp_inbox *in = calloc(1, sizeof(*in));
     if (in == NULL)
         return NULL;
+    in->max = max;
     pthread_mutex_init(&in->mu, NULL);
     pthread_cond_init(&in->cv, NULL);
     return in;
@@ -49,9 +56,43 @@ void acp_inbox_free(acp_inbox *in)
     free(in);
 }
 
+static bool is_cut(const acp_inbox *in, const char *cid)
+{
+    for (size_t k = 0; k < in->ncut; k++)
+        if (strcmp(in->cut[k], cid) == 0)
+            return true;
+    return false;
+}
+
+/* An event (lock held): false to drop it; past the bound, the first of a
+ * conversation becomes its end instead (i, made with room for the reason,
+ * is rewritten in place). */
+static bool admit(acp_inbox *in, acp_item *i)
+{
+    if (is_cut(in, i->cid))
+        return false;
+    if (in->held + i->len <= in->max) {
+        in->held += i->len;
+        return true;
+    }
+    if (in->ncut < CUT_MAX)
+        snprintf(in->cut[in->ncut++], sizeof(in->cut[0]), "%s", i->cid);
+    char why[160];
+    int n = snprintf(why, sizeof(why),
+                     "the editor is not reading: more than %zu bytes of updates wait for it; "
+                     "load the session again to go on",
+                     in->max);
+    fprintf(stderr, "parley acp: conversation %s: %s\n", i->cid, why);
+    i->kind = ACPI_ENDED;
+    memcpy(i->data, why, (size_t)n + 1);
+    i->len = (size_t)n;
+    return true;
+}
+
 int acp_inbox_push(acp_inbox *in, acp_item_kind kind, const char *cid, const void *data, size_t len)
 {
-    acp_item *i = malloc(sizeof(*i) + len + 1);
+    /* an event has room for the reason that may replace it (admit) */
+    acp_item *i = malloc(sizeof(*i) + (kind == ACPI_EVENT && len < 160 ? 160 : len) + 1);
     if (i == NULL)
         return -1;
     i->next = NULL;
@@ -66,6 +107,11 @@ int acp_inbox_push(acp_inbox *in, acp_item_kind kind, const char *cid, const voi
         memcpy(i->data, data, len);
     i->data[len] = '\0';
     pthread_mutex_lock(&in->mu);
+    if (kind == ACPI_EVENT && !admit(in, i)) {
+        pthread_mutex_unlock(&in->mu);
+        free(i);
+        return 0;
+    }
     if (in->tail != NULL)
         in->tail->next = i;
     else
@@ -85,6 +131,8 @@ acp_item *acp_inbox_pop(acp_inbox *in)
     in->head = i->next;
     if (in->head == NULL)
         in->tail = NULL;
+    if (i->kind == ACPI_EVENT)
+        in->held -= i->len;
     pthread_mutex_unlock(&in->mu);
     return i;
 }

@@ -3,9 +3,12 @@
  * lines (read from stdin by a thread of their own) and the conversations'
  * events (pushed by a follower's loop or by parley's callback thread), in
  * one queue, so the protocol core (acp_agent.h) runs on one thread and
- * needs no locks. The lines are bounded (ACPA_LINE_MAX); the events are
- * not: a conversation's event rate is its agent's, and the core keeps up
- * with what it only turns into lines.
+ * needs no locks. The lines are bounded (ACPA_LINE_MAX), and so are the
+ * events waiting: the core turns them into lines for stdout, and an editor
+ * that stops reading stops it. Past `max` bytes of events waiting, a
+ * conversation's next event is replaced by its end (ACPI_ENDED, saying
+ * why, also on stderr at once), and its later ones are dropped: the
+ * editor loads the session again to go on, and memory stays bounded.
  */
 #ifndef PARLEY_ACP_INBOX_H
 #define PARLEY_ACP_INBOX_H
@@ -31,7 +34,10 @@ typedef struct acp_item {
 
 typedef struct acp_inbox acp_inbox;
 
-acp_inbox *acp_inbox_new(void);
+/* Events a conversation may have waiting before it is cut off. */
+#define ACP_PENDING_DEFAULT (256u << 20)
+
+acp_inbox *acp_inbox_new(size_t max);
 /* Free it and what it holds (the reader stopped first). */
 void acp_inbox_free(acp_inbox *in);
 /* Any thread. Data copied; cid may be NULL. 0, or -1 out of memory. */

@@ -14,6 +14,7 @@
 #include "actors/acp_registry.h"
 #include "cli.h"
 #include "remote.h"
+#include "runtime/units.h"
 
 #include <getopt.h>
 #include <stdio.h>
@@ -24,7 +25,8 @@
 static const char usage[] =
     "usage: parley acp --url URL [--api-key KEY] [--agent NAME]\n"
     "       parley acp --data DIR [--agent NAME=COMMAND]... [--agents FILE]\n"
-    "                  [--default-agent NAME]\n\n"
+    "                  [--default-agent NAME]\n"
+    "       (both take --max-pending SIZE)\n\n"
     "An Agent Client Protocol (version 1) agent on stdin and stdout, one JSON-RPC\n"
     "message a line, for editors to spawn: each session is a parley conversation.\n"
     "session/new creates one (its id is the session id), session/load replays one\n"
@@ -46,6 +48,9 @@ static const char usage[] =
     "  --agent NAME         sessions host the registered agent NAME\n"
     "  --agents FILE        register the agents of a JSON file (as parley serve's)\n"
     "  --default-agent NAME the agent sessions host (default: the only one)\n\n"
+    "  --max-pending SIZE   updates waiting for an editor that does not read, per\n"
+    "                       process, before a conversation is cut off (its prompt\n"
+    "                       fails; load the session again) (default 256M)\n"
     "  -h, --help           show this help\n\n"
     "Exit status: 0 when stdin ends, 1 if it cannot start, 2 bad usage.\n";
 
@@ -94,10 +99,12 @@ int cmd_acp(int argc, char **argv)
                                          {"agent", required_argument, NULL, 'a'},
                                          {"agents", required_argument, NULL, 'A'},
                                          {"default-agent", required_argument, NULL, 'D'},
+                                         {"max-pending", required_argument, NULL, 'P'},
                                          {"help", no_argument, NULL, 'h'},
                                          REMOTE_OPTIONS,
                                          {NULL, 0, NULL, 0}};
     const char *url = NULL, *data = NULL, *agent = NULL, *def = NULL;
+    uint64_t pending = ACP_PENDING_DEFAULT;
     remote_opts ro = {0};
     acp_registry reg = {0};
     char why[512];
@@ -129,6 +136,13 @@ int cmd_acp(int argc, char **argv)
             break;
         case 'D':
             def = optarg;
+            break;
+        case 'P':
+            if (rt_parse_bytes(optarg, &pending) != 0 || pending < 4096 || pending > (1ull << 40)) {
+                cli_usage_error("acp", "--max-pending wants a size from 4K to 1T, not '%s'",
+                                optarg);
+                goto out;
+            }
             break;
         case 'h':
             fputs(usage, stdout);
@@ -162,7 +176,7 @@ int cmd_acp(int argc, char **argv)
         goto out;
     }
 
-    acp_inbox *in = acp_inbox_new();
+    acp_inbox *in = acp_inbox_new(pending);
     acpa_backend b;
     acp_remote *r = NULL;
     acp_local *l = NULL;

@@ -28,7 +28,7 @@ import time
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from parley_client import check, run, serving, summary  # noqa: E402
+from parley_client import check, run, serving, summary, wait_for  # noqa: E402
 
 PARLEY = os.environ["PARLEY"]
 AGENT = os.path.abspath(os.path.join(HERE, "..", "node", "acp_agent.mjs"))
@@ -220,6 +220,39 @@ def other_client(srv):
         r.close()
 
 
+def not_reading(srv):
+    """An editor that stops reading: past --max-pending its conversation is
+    cut off (said on stderr, its prompt fails), not held in memory; once
+    the editor reads again the process serves on and exits 0 at EOF."""
+    err = os.path.join(TMP, "raw.err")
+    before = os.path.getsize(err) if os.path.exists(err) else 0
+    r = Raw([PARLEY, "acp", "--url", srv.url(), "--max-pending", "64K"])
+    try:
+        r.call(1, "initialize", {"protocolVersion": 1})
+        sid = r.call(2, "session/new", {"cwd": TMP, "mcpServers": []})["result"]["sessionId"]
+        c = srv.client()
+        big = "x" * 20000
+        for n in range(100):  # 2 MB of updates; the editor reads none of them
+            c.expect("POST", "/api/conversations/%s/events" % sid, 200,
+                     {"role": "user", "content": [{"type": "text", "text": "%d %s" % (n, big)}],
+                      "run": False})
+
+        def said():
+            with open(err, "rb") as f:
+                f.seek(before)
+                return b"the editor is not reading" in f.read()
+        wait_for("parley acp to cut the conversation off", said)
+        # the editor reads again: what was held before the cut, then the answer
+        got = []
+        r.send({"jsonrpc": "2.0", "id": 9, "method": "initialize",
+                "params": {"protocolVersion": 1}})
+        m = r.until(lambda m: got.append(m) or m.get("id") == 9, timeout=60)
+        check(m.get("result", {}).get("protocolVersion") == 1, "serves on", m)
+        check(len(got) - 1 < 100, "the updates past the bound were not kept", len(got))
+    finally:
+        r.close()
+
+
 def permission(srv, option):
     """A conversation that waits for confirmation asks the editor; its
     answer (allow, reject) is what the hosted agent hears."""
@@ -264,6 +297,7 @@ def main():
             run("url_cancel", cancel, [PARLEY, "acp", "--url", srv.url(), "--agent", "slow"])
             run("url_malformed", malformed, [PARLEY, "acp", "--url", srv.url()])
             run("url_other_client", other_client, srv)
+            run("url_not_reading", not_reading, srv)
             run("url_permission_allow", permission, srv, "allow")
             run("url_permission_reject", permission, srv, "reject")
         run("data_turns_and_load", turns_data)
