@@ -6,11 +6,11 @@
  * the events on parley's callback thread to the inbox.
  */
 #include "acp_backend.h"
+#include "cli.h"
 
 #include "actors/event.h"
 
 #include <errno.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,50 +31,6 @@ struct acp_local {
     sub_ud **subs;
     size_t n;
 };
-
-/* ---- a verdict, waited for ---------------------------------------------------------------- */
-
-typedef struct waiter {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    bool done;
-    pl_outcome outcome;
-    char detail[300];
-} waiter;
-
-static void verdict(void *ctx, const pl_verdict *v)
-{
-    waiter *w = ctx;
-    pthread_mutex_lock(&w->mu);
-    w->outcome = v->outcome;
-    snprintf(w->detail, sizeof(w->detail), "%s%s%s", pl_outcome_name(v->outcome),
-             v->detail[0] ? ": " : "", v->detail);
-    w->done = true;
-    pthread_cond_signal(&w->cv);
-    pthread_mutex_unlock(&w->mu);
-}
-
-/* pl_append (json) or pl_control (op), waited for: the outcome, or -1. */
-static int wait_for(pl_conv *c, const char *json, pl_control_op op, char *why, size_t n)
-{
-    waiter w = {.done = false};
-    pthread_mutex_init(&w.mu, NULL);
-    pthread_cond_init(&w.cv, NULL);
-    int e = json != NULL ? pl_append(c, json, strlen(json), verdict, &w)
-                         : pl_control(c, op, verdict, &w);
-    if (e == 0) {
-        pthread_mutex_lock(&w.mu);
-        while (!w.done)
-            pthread_cond_wait(&w.cv, &w.mu);
-        pthread_mutex_unlock(&w.mu);
-        snprintf(why, n, "%s", w.detail);
-    } else {
-        snprintf(why, n, "%s", pl_strerror(e));
-    }
-    pthread_mutex_destroy(&w.mu);
-    pthread_cond_destroy(&w.cv);
-    return e == 0 ? (int)w.outcome : -1;
-}
 
 /* ---- events ------------------------------------------------------------------------------------
  */
@@ -175,11 +131,11 @@ static int post(void *ud, const char *cid, json_t *content, char *why, size_t n)
         snprintf(why, n, "out of memory");
         return -ENOMEM;
     }
-    int o = wait_for(s->c, json, 0, why, n);
+    int o = cli_pl_wait(s->c, json, strlen(json), 0, why, n);
     free(json);
     if (o != PL_COMMITTED && o != PL_DUPLICATE && o != PL_DEFERRED)
         return -EIO;
-    o = wait_for(s->c, NULL, PL_RUN, why, n);
+    o = cli_pl_wait(s->c, NULL, 0, PL_RUN, why, n);
     return o == PL_DONE || o == PL_CONFLICT ? 0 : -EIO; /* conflict: it runs already */
 }
 
@@ -190,7 +146,7 @@ static int pause_(void *ud, const char *cid, char *why, size_t n)
         snprintf(why, n, "not attached");
         return -ENOENT;
     }
-    return wait_for(s->c, NULL, PL_PAUSE, why, n) == PL_DONE ? 0 : -EBUSY;
+    return cli_pl_wait(s->c, NULL, 0, PL_PAUSE, why, n) == PL_DONE ? 0 : -EBUSY;
 }
 
 static int confirm(void *ud, const char *cid, bool accept, const char *reason,
@@ -202,7 +158,7 @@ static int confirm(void *ud, const char *cid, bool accept, const char *reason,
         return -ENOENT;
     }
     if (accept)
-        return wait_for(s->c, NULL, PL_RUN, why, n) == PL_DONE ? 0 : -EIO;
+        return cli_pl_wait(s->c, NULL, 0, PL_RUN, why, n) == PL_DONE ? 0 : -EIO;
     /* as the server's respond_to_confirmation: the pending calls refused */
     json_t *evs = json_array();
     for (size_t i = 0; i < ncalls; i++)
@@ -213,7 +169,8 @@ static int confirm(void *ud, const char *cid, bool accept, const char *reason,
                            "rejection_reason", reason, "rejection_source", "user"));
     char *json = json_dumps(evs, JSON_COMPACT);
     json_decref(evs);
-    int o = json != NULL && ncalls > 0 ? wait_for(s->c, json, 0, why, n) : PL_COMMITTED;
+    int o = json != NULL && ncalls > 0 ? cli_pl_wait(s->c, json, strlen(json), 0, why, n)
+                                       : PL_COMMITTED;
     free(json);
     return o == PL_COMMITTED || o == PL_DUPLICATE ? 0 : -EIO;
 }

@@ -7,6 +7,8 @@
 #ifndef PARLEY_CLI_H
 #define PARLEY_CLI_H
 
+#include "parley.h"
+
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -59,6 +61,12 @@ typedef struct cli_int_opt {
 } cli_int_opt;
 int cli_bench_args(const char *cmd, const char *usage, int argc, char **argv, int *runs, bool *json,
                    const char **dir, const cli_int_opt *ints, size_t nints);
+
+/* pl_append(json, len) or, json NULL, pl_control(op), waited for on the
+ * calling thread (one of the command's own, never a runtime loop): the
+ * verdict's outcome (pl_outcome), or -1 when it could not be asked; why
+ * says what it was ("outcome: detail", a rejection's rule first). */
+int cli_pl_wait(pl_conv *c, const char *json, size_t len, pl_control_op op, char *why, size_t n);
 
 /* Benchmarks: event `seq` of conversation n, the 4-event cycle of an
  * agent turn (a user message 0.4-1 KiB, an action with its thought, its

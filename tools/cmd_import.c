@@ -43,7 +43,6 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
-#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -186,28 +185,7 @@ typedef struct target {
     pl_instance *pl;
     pl_conv *conv;
     char id[64];
-    /* the answer of an append in this process */
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    bool done;
-    int outcome;
-    char detail[1024];
 } target;
-
-static void answered(void *ctx, const pl_verdict *v)
-{
-    target *t = ctx;
-    pthread_mutex_lock(&t->mu);
-    t->outcome = v->outcome;
-    if (v->outcome == PL_REJECTED)
-        snprintf(t->detail, sizeof(t->detail), "%s: %s", v->rule != NULL ? v->rule : "rejected",
-                 v->detail);
-    else
-        snprintf(t->detail, sizeof(t->detail), "%s: %s", pl_outcome_name(v->outcome), v->detail);
-    t->done = true;
-    pthread_cond_signal(&t->cv);
-    pthread_mutex_unlock(&t->mu);
-}
 
 /* The detail of a refusal (the server's JSON answer), for one line. */
 static void refusal(int status, const char *body, char *err, size_t cap)
@@ -307,20 +285,7 @@ static int target_append(target *t, const char *json, size_t len, char *err, siz
         refusal(st, answer, err, cap);
         return -1;
     }
-    t->done = false;
-    int rc = pl_append(t->conv, json, len, answered, t);
-    if (rc != 0) {
-        snprintf(err, cap, "%s", pl_strerror(rc));
-        return -1;
-    }
-    pthread_mutex_lock(&t->mu);
-    while (!t->done)
-        pthread_cond_wait(&t->cv, &t->mu);
-    pthread_mutex_unlock(&t->mu);
-    if (t->outcome == PL_COMMITTED)
-        return 0;
-    snprintf(err, cap, "%s", t->detail);
-    return -1;
+    return cli_pl_wait(t->conv, json, len, 0, err, cap) == PL_COMMITTED ? 0 : -1;
 }
 
 /* Take back a conversation that could not be imported whole. */
@@ -476,8 +441,6 @@ static json_t *meta_of(const input *in, const char *path, const char *title)
 static int open_target(const char *cmd, target *t, const char *url, const char *data,
                        remote_opts *ro)
 {
-    pthread_mutex_init(&t->mu, NULL);
-    pthread_cond_init(&t->cv, NULL);
     if (url != NULL) {
         net_url u;
         if (remote_setup(cmd, url, ro, &u, &t->tls) != 0)
@@ -505,8 +468,6 @@ static void close_target(target *t)
     net_tls_config_free(t->tls);
     pl_conv_release(t->conv);
     pl_close(t->pl);
-    pthread_mutex_destroy(&t->mu);
-    pthread_cond_destroy(&t->cv);
 }
 
 /* Both passes over an opened input; the exit status. */
