@@ -86,26 +86,12 @@ static void ask(asking *a)
     }
 }
 
-/* A whole number query value in [0, max]: 1 (set), 0 (absent), -1 (bad). */
-static int whole(net_req *r, const char *name, uint64_t max, uint64_t *out)
-{
-    const char *s = net_query_get(&r->query, name);
-    if (s == NULL)
-        return 0;
-    char *end;
-    unsigned long long n = strtoull(s, &end, 10);
-    if (s[0] < '0' || s[0] > '9' || *end != '\0' || n > max)
-        return -1;
-    *out = n;
-    return 1;
-}
-
 void net_api_state(net_req *r)
 {
     uint64_t after = 0, from = 0, limit = RANGE_DEFAULT;
-    int ha = whole(r, "after_index", (1ull << 53) - 1, &after);
-    int hf = whole(r, "from", (1ull << 53) - 1, &from);
-    int hl = whole(r, "limit", RANGE_MAX, &limit);
+    int ha = net_query_uint(&r->query, "after_index", (1ull << 53) - 1, &after);
+    int hf = net_query_uint(&r->query, "from", (1ull << 53) - 1, &from);
+    int hl = net_query_uint(&r->query, "limit", RANGE_MAX, &limit);
     const char *conv = net_query_get(&r->query, "conversation");
     const char *bad = ha < 0   ? "after_index must be an event index (a whole number >= 0)"
                       : hf < 0 ? "from must be a block's position (a whole number >= 0)"

@@ -22,7 +22,6 @@
 #include "server.h"
 
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 /* The replay asked for; -1 with the reason in err. */
@@ -87,10 +86,9 @@ static int parse_view(const net_query *q, ws_stream_opts *o, char *err, size_t e
                         "after_id or after_index: no resend_mode, after_timestamp "
                         "or envelope"),
                -1;
+    uint64_t n;
     if (after != NULL) {
-        char *end;
-        unsigned long long n = strtoull(after, &end, 10);
-        if (after[0] < '0' || after[0] > '9' || *end != '\0' || n >= (1ull << 53))
+        if (net_query_uint(q, "after_index", (1ull << 53) - 1, &n) != 1)
             return snprintf(err, errlen,
                             "after_index must be an event index (a whole number "
                             ">= 0)"),

@@ -1,6 +1,8 @@
 /* query.c - query strings: split, decode, look up. */
 #include "query.h"
 
+#include <errno.h>
+
 #include "route.h"
 
 #include <stdio.h>
@@ -69,6 +71,20 @@ const char *net_query_nth(const net_query *q, const char *name, size_t i)
 const char *net_query_get(const net_query *q, const char *name)
 {
     return net_query_nth(q, name, 0);
+}
+
+int net_query_uint(const net_query *q, const char *name, uint64_t max, uint64_t *out)
+{
+    const char *s = net_query_get(q, name);
+    if (s == NULL)
+        return 0;
+    char *end;
+    errno = 0;
+    unsigned long long n = strtoull(s, &end, 10);
+    if (s[0] < '0' || s[0] > '9' || *end != '\0' || errno != 0 || n > max)
+        return -1;
+    *out = n;
+    return 1;
 }
 
 int net_query_limit(const net_query *q, long *limit, char *err, size_t errlen)

@@ -10,6 +10,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 enum { NET_QUERY_MAX = 128, NET_PAGE_MAX = 100 };
 
@@ -28,6 +29,10 @@ void net_query_free(net_query *q);
 const char *net_query_get(const net_query *q, const char *name);
 /* The i-th value of name (from 0), or NULL past the last. */
 const char *net_query_nth(const net_query *q, const char *name, size_t i);
+
+/* name as a whole number from 0 to max (digits only): 1 with *out set,
+ * 0 when absent, -1 when it is something else. */
+int net_query_uint(const net_query *q, const char *name, uint64_t max, uint64_t *out);
 
 /* The `limit` of a page: 1 to NET_PAGE_MAX, NET_PAGE_MAX when absent. 0,
  * or -1 with one line in err (for a 422). */
