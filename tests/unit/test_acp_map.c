@@ -10,6 +10,7 @@
 #include "actors/acp_registry.h"
 #include "actors/acp_rpc.h"
 #include "actors/replay.h"
+#include "support_json.h"
 
 #include <check.h>
 #include <errno.h>
@@ -27,17 +28,9 @@ static void seq_ids(void *ctx, char out[37])
     snprintf(out, 37, "00000000-0000-4000-8000-%012d", ++next_id);
 }
 
-static json_t *J(const char *text)
-{
-    json_error_t e;
-    json_t *v = json_loads(text, 0, &e);
-    ck_assert_msg(v != NULL, "bad test JSON: %s: %s", e.text, text);
-    return v;
-}
-
 static json_t *update(acp_turn *t, const char *u, json_t *out)
 {
-    json_t *v = J(u);
+    json_t *v = tj_json(u);
     char why[200] = "";
     int r = acp_turn_update(t, v, out, why, sizeof(why));
     ck_assert_msg(r == 0, "update refused (%d: %s): %s", r, why, u);
@@ -80,9 +73,9 @@ static void judge(json_t *evs, judged *j)
                       .stuck_off = true};
     replay_hooks h = {.ctx = j, .answered = on_answer};
     replay *rp = replay_new(&ro, &h);
-    json_t *user = J("{\"kind\":\"MessageEvent\",\"id\":\"u1\",\"source\":\"user\","
-                     "\"llm_message\":{\"role\":\"user\",\"content\":[{\"type\":\"text\","
-                     "\"text\":\"go\"}]}}");
+    json_t *user = tj_json("{\"kind\":\"MessageEvent\",\"id\":\"u1\",\"source\":\"user\","
+                           "\"llm_message\":{\"role\":\"user\",\"content\":[{\"type\":\"text\","
+                           "\"text\":\"go\"}]}}");
     ev e;
     char err[256];
     ck_assert_int_eq(seq_event(user, &e, err, sizeof(err)), 0);
@@ -157,7 +150,7 @@ START_TEST(test_rpc_lines)
         rpc_clear(&m);
     }
     /* written lines: compact, one newline, at the end only */
-    rt_buf *b = rpc_request(3, "session/prompt", J("{\"text\":\"two\\nlines\"}"));
+    rt_buf *b = rpc_request(3, "session/prompt", tj_json("{\"text\":\"two\\nlines\"}"));
     const char *s = (const char *)rt_buf_data(b);
     size_t n = rt_buf_len(b);
     ck_assert(n > 0 && s[n - 1] == '\n' && memchr(s, '\n', n - 1) == NULL);
@@ -396,8 +389,8 @@ START_TEST(test_bounds_and_bad_updates)
     acp_turn *t = acp_turn_new("t", &l, NULL, NULL);
     json_t *out = json_array();
     char why[200];
-    json_t *u = J("{\"sessionUpdate\":\"agent_message_chunk\",\"content\":{\"type\":\"text\","
-                  "\"text\":\"123456\"}}");
+    json_t *u = tj_json("{\"sessionUpdate\":\"agent_message_chunk\",\"content\":{\"type\":\"text\","
+                        "\"text\":\"123456\"}}");
     ck_assert_int_eq(acp_turn_update(t, u, out, why, sizeof(why)), 0);
     ck_assert_int_eq(acp_turn_update(t, u, out, why, sizeof(why)), -E2BIG);
     ck_assert(strstr(why, "10 bytes") != NULL);
@@ -409,12 +402,12 @@ START_TEST(test_bounds_and_bad_updates)
         "{\"sessionUpdate\":\"tool_call_update\"}",
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        u = J(bad[i]);
+        u = tj_json(bad[i]);
         ck_assert_int_eq(acp_turn_update(t, u, out, why, sizeof(why)), -EINVAL);
         json_decref(u);
     }
     ck_assert_uint_eq(json_array_size(out), 0); /* nothing half-made */
-    u = J("{\"sessionUpdate\":\"usage_update\",\"used\":1,\"size\":2}");
+    u = tj_json("{\"sessionUpdate\":\"usage_update\",\"used\":1,\"size\":2}");
     ck_assert_int_eq(acp_turn_update(t, u, out, why, sizeof(why)), -E2BIG); /* the 6th */
     ck_assert(strstr(why, "5 session updates") != NULL);
     json_decref(u);
@@ -448,10 +441,11 @@ END_TEST
 
 START_TEST(test_prompts)
 {
-    json_t *e = J("{\"kind\":\"MessageEvent\",\"source\":\"user\",\"llm_message\":{\"role\":"
-                  "\"user\",\"content\":[{\"type\":\"text\",\"text\":\"hi\"},{\"type\":\"image\","
-                  "\"image_urls\":[\"https://x/y.png\"]}]},\"extended_content\":[{\"type\":"
-                  "\"text\",\"text\":\"ctx\"}]}");
+    json_t *e =
+        tj_json("{\"kind\":\"MessageEvent\",\"source\":\"user\",\"llm_message\":{\"role\":"
+                "\"user\",\"content\":[{\"type\":\"text\",\"text\":\"hi\"},{\"type\":\"image\","
+                "\"image_urls\":[\"https://x/y.png\"]}]},\"extended_content\":[{\"type\":"
+                "\"text\",\"text\":\"ctx\"}]}");
     json_t *p = acp_prompt_of(e);
     ck_assert_uint_eq(json_array_size(p), 3);
     ck_assert_str_eq(json_string_value(json_object_get(json_array_get(p, 0), "text")), "hi");
@@ -460,17 +454,17 @@ START_TEST(test_prompts)
     ck_assert_str_eq(json_string_value(json_object_get(json_array_get(p, 2), "text")), "ctx");
     json_decref(p);
     json_decref(e);
-    e = J("{\"kind\":\"MessageEvent\",\"source\":\"agent\",\"llm_message\":{\"role\":"
-          "\"assistant\",\"content\":[]}}");
+    e = tj_json("{\"kind\":\"MessageEvent\",\"source\":\"agent\",\"llm_message\":{\"role\":"
+                "\"assistant\",\"content\":[]}}");
     ck_assert_ptr_null(acp_prompt_of(e));
     json_decref(e);
-    e = J("{\"kind\":\"MessageEvent\",\"source\":\"environment\",\"llm_message\":{\"role\":"
-          "\"user\",\"content\":[]}}"); /* a nudge, even empty */
+    e = tj_json("{\"kind\":\"MessageEvent\",\"source\":\"environment\",\"llm_message\":{\"role\":"
+                "\"user\",\"content\":[]}}"); /* a nudge, even empty */
     p = acp_prompt_of(e);
     ck_assert_uint_eq(json_array_size(p), 1);
     json_decref(p);
     json_decref(e);
-    e = J("{\"kind\":\"PauseEvent\",\"source\":\"user\"}");
+    e = tj_json("{\"kind\":\"PauseEvent\",\"source\":\"user\"}");
     ck_assert_ptr_null(acp_prompt_of(e));
     json_decref(e);
 }
@@ -478,8 +472,9 @@ END_TEST
 
 START_TEST(test_mask)
 {
-    json_t *v = J("{\"a\":\"the key is s3cr3t-v4lue, s3cr3t-v4lue!\",\"b\":[\"xs3cr3t-v4luex\","
-                  "{\"s3cr3t-v4lue\":\"t0k\"}],\"c\":7}");
+    json_t *v =
+        tj_json("{\"a\":\"the key is s3cr3t-v4lue, s3cr3t-v4lue!\",\"b\":[\"xs3cr3t-v4luex\","
+                "{\"s3cr3t-v4lue\":\"t0k\"}],\"c\":7}");
     const char *const secrets[] = {"s3cr3t-v4lue", "t0k", ""};
     acp_mask(v, secrets, 3);
     ck_assert_str_eq(json_string_value(json_object_get(v, "a")),
@@ -560,7 +555,7 @@ START_TEST(test_registry)
     ck_assert_str_eq(a->cwd, "/srv");
     ck_assert_int_eq(acp_registry_set_default(&r, "nope", err, sizeof(err)), -1);
     /* a conversation's agent */
-    json_t *m = J("{}");
+    json_t *m = tj_json("{}");
     ck_assert_int_eq(acp_registry_meta(&r, m, NULL, err, sizeof(err)), 0);
     ck_assert_ptr_null(json_object_get(m, "agent")); /* no default: no agent */
     ck_assert_int_eq(acp_registry_set_default(&r, "demo", err, sizeof(err)), 0);
@@ -576,7 +571,7 @@ START_TEST(test_registry)
         "{\"agent_settings\":{\"agent_kind\":\"acp\"}}",
     };
     for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
-        m = J(good[i]);
+        m = tj_json(good[i]);
         ck_assert_msg(acp_registry_meta(&r, m, NULL, err, sizeof(err)) == 0, "%s: %s", good[i],
                       err);
         json_decref(m);
@@ -594,14 +589,14 @@ START_TEST(test_registry)
         "{\"agent_settings\":\"not-a-settings-object\"}",
     };
     for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
-        m = J(refused[i]);
+        m = tj_json(refused[i]);
         err[0] = '\0';
         ck_assert_msg(acp_registry_meta(&r, m, NULL, err, sizeof(err)) == -1, "accepted %s",
                       refused[i]);
         ck_assert(err[0] != '\0');
         json_decref(m);
     }
-    m = J("{}");
+    m = tj_json("{}");
     ck_assert_int_eq(acp_registry_meta(&r, m, "nope", err, sizeof(err)), -1);
     ck_assert(strstr(err, "demo, claude") != NULL); /* the message lists what there is */
     json_decref(m);

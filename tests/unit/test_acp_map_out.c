@@ -7,6 +7,7 @@
  * right stop reason.
  */
 #include "actors/acp_map.h"
+#include "support_json.h"
 
 #include <check.h>
 #include <errno.h>
@@ -14,18 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-static json_t *J(const char *text)
-{
-    json_error_t e;
-    json_t *v = json_loads(text, 0, &e);
-    ck_assert_msg(v != NULL, "bad test JSON: %s: %s", e.text, text);
-    return v;
-}
-
 /* The updates for one event (given as JSON text), appended to out. */
 static const char *feed(acp_out *o, const char *event, json_t *out)
 {
-    json_t *e = J(event);
+    json_t *e = tj_json(event);
     const char *stop = NULL;
     ck_assert_int_eq(acp_out_event(o, e, out, &stop), 0);
     json_decref(e);
@@ -55,7 +48,7 @@ static const char *content_text(json_t *u)
 
 static void equal_json(json_t *got, const char *want)
 {
-    json_t *w = J(want);
+    json_t *w = tj_json(want);
     char *g = json_dumps(got, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
     char *ws = json_dumps(w, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
     ck_assert_msg(json_equal(got, w), "got %s, want %s", g, ws);
@@ -100,7 +93,7 @@ static json_t *through_parley(acp_out *o, const char **stop)
     acp_turn *t = acp_turn_new("turn-1", NULL, NULL, NULL);
     json_t *events = json_array();
     for (size_t i = 0; i < sizeof(agent_turn) / sizeof(agent_turn[0]); i++) {
-        json_t *u = J(agent_turn[i]);
+        json_t *u = tj_json(agent_turn[i]);
         char why[200] = "";
         ck_assert_msg(acp_turn_update(t, u, events, why, sizeof(why)) == 0, "%s", why);
         json_decref(u);

@@ -10,6 +10,7 @@
 #include "actors/reducer_opencode.h"
 
 #include "support_sync.h"
+#include "support_json.h"
 
 #include <check.h>
 #include <dirent.h>
@@ -25,14 +26,6 @@ static void fixed_now(void *ctx, char out[32])
 {
     (void)ctx;
     snprintf(out, 32, "2000-01-01T00:00:00.000Z");
-}
-
-static json_t *J(const char *text)
-{
-    json_error_t e;
-    json_t *v = json_loads(text, 0, &e);
-    ck_assert_msg(v != NULL, "bad test JSON: %s: %s", e.text, text);
-    return v;
 }
 
 static char *vector_dir(void)
@@ -360,7 +353,7 @@ END_TEST
 
 static int apply(reducer *r, const char *ev, json_t *changed)
 {
-    json_t *e = J(ev);
+    json_t *e = tj_json(ev);
     int rc = reducer_apply(r, e, changed);
     json_decref(e);
     return rc;
@@ -368,7 +361,7 @@ static int apply(reducer *r, const char *ev, json_t *changed)
 
 static void expect_json(json_t *got, const char *want)
 {
-    json_t *w = J(want);
+    json_t *w = tj_json(want);
     char *g = json_dumps(got, JSON_COMPACT | JSON_SORT_KEYS);
     ck_assert_msg(same(w, got), "got %s, want %s", g, want);
     free(g);
@@ -518,7 +511,7 @@ END_TEST
 START_TEST(test_claude_bad_line)
 {
     claude_conv *c = claude_conv_new();
-    json_t *out = json_array(), *bad = J("{\"type\":\"user\",\"uuid\":\"u1\"}");
+    json_t *out = json_array(), *bad = tj_json("{\"type\":\"user\",\"uuid\":\"u1\"}");
     char why[128] = "";
     ck_assert_int_eq(claude_conv_line(c, bad, NULL, out, why, sizeof(why)), -EINVAL);
     ck_assert_uint_eq(json_array_size(out), 0);
@@ -528,11 +521,12 @@ START_TEST(test_claude_bad_line)
     json_decref(out);
 
     reducer *r = reducer_new(fixed_now, NULL);
-    json_t *session = J("{\"main\":[{\"type\":\"user\",\"uuid\":\"a\",\"message\":{\"content\":"
-                        "\"hi\"}},{\"type\":\"assistant\",\"uuid\":\"b\"},{\"type\":\"system\","
-                        "\"subtype\":\"error\"},{\"type\":\"assistant\",\"uuid\":\"c\","
-                        "\"message\":{\"id\":\"m\",\"content\":[{\"type\":\"text\",\"text\":"
-                        "\"yo\"}]}}]}");
+    json_t *session =
+        tj_json("{\"main\":[{\"type\":\"user\",\"uuid\":\"a\",\"message\":{\"content\":"
+                "\"hi\"}},{\"type\":\"assistant\",\"uuid\":\"b\"},{\"type\":\"system\","
+                "\"subtype\":\"error\"},{\"type\":\"assistant\",\"uuid\":\"c\","
+                "\"message\":{\"id\":\"m\",\"content\":[{\"type\":\"text\",\"text\":"
+                "\"yo\"}]}}]}");
     size_t skipped = 0;
     ck_assert_int_eq(claude_reduce(r, session, &skipped), 0);
     ck_assert_uint_eq(skipped, 1);
@@ -559,10 +553,10 @@ START_TEST(test_opencode_bad_input)
         "{\"messages\":[{\"info\":{\"id\":\"m\",\"role\":\"assistant\"},\"parts\":[{\"id\":\"p\","
         "\"type\":\"tool\",\"state\":{}}]}]}",
     };
-    json_t *out = J("[1]");
+    json_t *out = tj_json("[1]");
     for (size_t i = 0; i < sizeof(exports) / sizeof(exports[0]); i++) {
         char why[128] = "";
-        json_t *x = J(exports[i]);
+        json_t *x = tj_json(exports[i]);
         ck_assert_int_eq(opencode_export_events(x, "main", NULL, out, why, sizeof(why)), -EINVAL);
         ck_assert_uint_eq(json_array_size(out), 1);
         ck_assert_msg(why[0] != '\0', "no reason for %s", exports[i]);
@@ -582,7 +576,7 @@ START_TEST(test_opencode_bad_input)
     opencode_live *l = opencode_live_new("s");
     for (size_t i = 0; i < sizeof(events) / sizeof(events[0]); i++) {
         char why[128] = "";
-        json_t *x = J(events[i]);
+        json_t *x = tj_json(events[i]);
         ck_assert_int_eq(opencode_live_event(l, x, out, why, sizeof(why)), -EINVAL);
         ck_assert_uint_eq(json_array_size(out), 1);
         ck_assert_msg(why[0] != '\0', "no reason for %s", events[i]);
@@ -592,10 +586,10 @@ START_TEST(test_opencode_bad_input)
     json_decref(out);
 
     reducer *r = reducer_new(fixed_now, NULL);
-    json_t *session = J("{\"main\":{\"messages\":[{\"info\":{\"id\":\"u\",\"role\":\"user\"},"
-                        "\"parts\":[{\"id\":\"p1\",\"type\":\"text\",\"text\":\"hi\"}]},"
-                        "{\"info\":{\"id\":\"a\",\"role\":\"assistant\"},\"parts\":[5]}]},"
-                        "\"subagents\":[{\"transcript\":{}}]}");
+    json_t *session = tj_json("{\"main\":{\"messages\":[{\"info\":{\"id\":\"u\",\"role\":\"user\"},"
+                              "\"parts\":[{\"id\":\"p1\",\"type\":\"text\",\"text\":\"hi\"}]},"
+                              "{\"info\":{\"id\":\"a\",\"role\":\"assistant\"},\"parts\":[5]}]},"
+                              "\"subagents\":[{\"transcript\":{}}]}");
     size_t skipped = 0;
     ck_assert_int_eq(opencode_reduce(r, session, &skipped), 0);
     ck_assert_uint_eq(skipped, 2);
@@ -625,7 +619,7 @@ START_TEST(test_opencode_summary_and_images)
         "{\"info\":{\"id\":\"a\",\"role\":\"assistant\",\"time\":{\"created\":1000}},\"parts\":"
         "[%s]}]}}",
         task);
-    json_t *session = J(text);
+    json_t *session = tj_json(text);
     reducer *r = reducer_new(fixed_now, NULL);
     ck_assert_int_eq(opencode_reduce(r, session, NULL), 0);
     expect_json((json_t *)reducer_block(r, "main", "u"),
@@ -644,7 +638,7 @@ START_TEST(test_opencode_summary_and_images)
 
     /* With the child's export, the summary is not used. */
     json_object_set_new(session, "subagents",
-                        J("[{\"id\":\"ses_child\",\"transcript\":{\"messages\":[]}}]"));
+                        tj_json("[{\"id\":\"ses_child\",\"transcript\":{\"messages\":[]}}]"));
     r = reducer_new(fixed_now, NULL);
     ck_assert_int_eq(opencode_reduce(r, session, NULL), 0);
     ck_assert_ptr_null(reducer_block(r, "ses_child", "s1"));
@@ -659,7 +653,7 @@ END_TEST
  * completes only its own session's blocks, then forgets its parts. */
 START_TEST(test_opencode_live_child)
 {
-    json_t *input = J(
+    json_t *input = tj_json(
         "{\"mainSessionId\":\"m\",\"events\":["
         "{\"type\":\"message.part.updated\",\"properties\":{\"part\":{\"id\":\"pt\",\"sessionID\":"
         "\"m\",\"messageID\":\"a\",\"type\":\"tool\",\"tool\":\"task\",\"callID\":\"c1\",\"state\":"
@@ -694,10 +688,10 @@ END_TEST
 START_TEST(test_many_blocks)
 {
     reducer *r = reducer_new(fixed_now, NULL);
-    json_t *up = J("{\"type\":\"block:upsert\",\"payload\":{\"block\":{\"type\":"
-                   "\"assistant_text\"}},\"context\":{}}");
-    json_t *delta = J("{\"type\":\"block:delta\",\"payload\":{},\"context\":{}}");
-    json_t *idle_ev = J("{\"type\":\"session:idle\",\"payload\":{}}");
+    json_t *up = tj_json("{\"type\":\"block:upsert\",\"payload\":{\"block\":{\"type\":"
+                         "\"assistant_text\"}},\"context\":{}}");
+    json_t *delta = tj_json("{\"type\":\"block:delta\",\"payload\":{},\"context\":{}}");
+    json_t *idle_ev = tj_json("{\"type\":\"session:idle\",\"payload\":{}}");
     json_t *block = json_object_get(json_object_get(up, "payload"), "block");
     json_t *dp = json_object_get(delta, "payload");
     char id[32];

@@ -12,6 +12,7 @@
 #include "actors/reducer_parley.h"
 
 #include "support_sync.h"
+#include "support_json.h"
 
 #include <check.h>
 #include <errno.h>
@@ -28,20 +29,6 @@ static void fixed_now(void *ctx, char out[32])
 {
     (void)ctx;
     snprintf(out, 32, "%s", NOW);
-}
-
-/* JSON written with ' for " (the test texts have no apostrophes). */
-static json_t *Q(const char *text)
-{
-    char *s = strdup(text);
-    for (char *p = s; *p; p++)
-        if (*p == '\'')
-            *p = '"';
-    json_error_t e;
-    json_t *v = json_loads(s, 0, &e);
-    ck_assert_msg(v != NULL, "bad test JSON: %s: %s", e.text, s);
-    free(s);
-    return v;
 }
 
 typedef struct run {
@@ -91,7 +78,7 @@ static void feed(run *x, const json_t *events)
 
 static void feed_q(run *x, const char *events)
 {
-    json_t *v = Q(events);
+    json_t *v = tj_jsonq(events);
     feed(x, v);
     json_decref(v);
 }
@@ -134,7 +121,7 @@ static void expect_order(run *x, const char *want)
 
 static void expect_json(const json_t *got, const char *want)
 {
-    json_t *w = Q(want);
+    json_t *w = tj_jsonq(want);
     char *g = json_dumps(got, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
     ck_assert_msg(json_equal(w, (json_t *)got), "got %s, want %s", g, want);
     free(g);
@@ -509,7 +496,7 @@ END_TEST
  * state. */
 START_TEST(test_refeed)
 {
-    json_t *evs = Q("[" USER_MSG("u1", "go") "," TERMINAL_ACTION(
+    json_t *evs = tj_jsonq("[" USER_MSG("u1", "go") "," TERMINAL_ACTION(
         "a1", "c1", "r", "{'type':'text','text':'ok'}",
         "ls") "," OBSERVATION("o1", "c1", "x",
                               "false") ",{'id':'f1'," TS(5) ","
@@ -553,9 +540,9 @@ START_TEST(test_malformed)
         "{'id':'x','key':'execution_status','value':3,'kind':'ConversationStateUpdateEvent'}",
     };
     parley_conv *c = parley_conv_new();
-    json_t *out = Q("[{'type':'earlier'}]");
+    json_t *out = tj_jsonq("[{'type':'earlier'}]");
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        json_t *ev = Q(bad[i]);
+        json_t *ev = tj_jsonq(bad[i]);
         char why[200] = "";
         ck_assert_int_eq(parley_conv_event(c, ev, out, why, sizeof(why)), -EINVAL);
         ck_assert_msg(why[0] != '\0', "no reason for %s", bad[i]);
@@ -563,10 +550,10 @@ START_TEST(test_malformed)
         json_decref(ev);
     }
     /* kinds that make nothing are not refused */
-    json_t *ev = Q("{'id':'x','kind':'SomeFutureEvent'}");
+    json_t *ev = tj_jsonq("{'id':'x','kind':'SomeFutureEvent'}");
     ck_assert_int_eq(parley_conv_event(c, ev, out, NULL, 0), 0);
     json_decref(ev);
-    ev = Q("{'id':'t','prompt_token_ids':[],'response_token_ids':[],'kind':'TokenEvent'}");
+    ev = tj_jsonq("{'id':'t','prompt_token_ids':[],'response_token_ids':[],'kind':'TokenEvent'}");
     ck_assert_int_eq(parley_conv_event(c, ev, out, NULL, 0), 0);
     ck_assert_uint_eq(json_array_size(out), 1);
     json_decref(ev);
@@ -587,7 +574,7 @@ static void seq_ids(void *ctx, char out[37])
 
 static void update(acp_turn *t, const char *u, json_t *out)
 {
-    json_t *v = Q(u);
+    json_t *v = tj_jsonq(u);
     char why[200] = "";
     int r = acp_turn_update(t, v, out, why, sizeof(why));
     ck_assert_msg(r == 0, "update refused (%d: %s): %s", r, why, u);

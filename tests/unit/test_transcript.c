@@ -9,6 +9,7 @@
  */
 #include "actors/replay.h"
 #include "actors/transcript.h"
+#include "support_json.h"
 
 #include <check.h>
 #include <errno.h>
@@ -17,14 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static json_t *J(const char *text)
-{
-    json_error_t e;
-    json_t *v = json_loads(text, 0, &e);
-    ck_assert_msg(v != NULL, "bad test JSON: %s: %s", e.text, text);
-    return v;
-}
 
 static json_t *vector(const char *name)
 {
@@ -232,16 +225,16 @@ END_TEST
  * "<uuid>-<k>" for the others. */
 START_TEST(test_claude_derived_ids)
 {
-    json_t *lines = J("["
-                      "{\"type\":\"assistant\",\"uuid\":\"u1\",\"timestamp\":\"T1\","
-                      " \"message\":{\"id\":\"m1\",\"content\":["
-                      "  {\"type\":\"thinking\",\"thinking\":\"hmm\",\"signature\":\"s\"},"
-                      "  {\"type\":\"text\",\"text\":\"hi\"},"
-                      "  {\"type\":\"tool_use\",\"id\":\"t1\",\"name\":\"Bash\","
-                      "   \"input\":{\"command\":\"ls\",\"description\":\"List\"}}]}},"
-                      "{\"type\":\"user\",\"uuid\":\"u2\",\"timestamp\":\"T2\","
-                      " \"message\":{\"content\":\"stop\"}}"
-                      "]");
+    json_t *lines = tj_json("["
+                            "{\"type\":\"assistant\",\"uuid\":\"u1\",\"timestamp\":\"T1\","
+                            " \"message\":{\"id\":\"m1\",\"content\":["
+                            "  {\"type\":\"thinking\",\"thinking\":\"hmm\",\"signature\":\"s\"},"
+                            "  {\"type\":\"text\",\"text\":\"hi\"},"
+                            "  {\"type\":\"tool_use\",\"id\":\"t1\",\"name\":\"Bash\","
+                            "   \"input\":{\"command\":\"ls\",\"description\":\"List\"}}]}},"
+                            "{\"type\":\"user\",\"uuid\":\"u2\",\"timestamp\":\"T2\","
+                            " \"message\":{\"content\":\"stop\"}}"
+                            "]");
     json_t *recs = claude_records(lines);
     ck_assert_uint_eq(json_array_size(recs), 5);
     ck_assert_str_eq(s_at(recs, 0, "id"), "u1");
@@ -287,14 +280,14 @@ START_TEST(test_claude_bad_lines)
         "without a message", "without content", "has no id",
         "has no tool_use_id"};
     for (size_t i = 0; bad[i] != NULL; i++) {
-        json_t *l = J(bad[i]);
+        json_t *l = tj_json(bad[i]);
         ck_assert_int_eq(tr_claude_line(c, l, 1, out, why, sizeof(why)), -EINVAL);
         ck_assert_msg(strstr(why, says[i]) != NULL, "%s: %s", bad[i], why);
         ck_assert_uint_eq(json_array_size(out), 0);
         json_decref(l);
     }
     /* lines that say nothing make nothing, and are fine */
-    json_t *quiet = J("{\"type\":\"summary\",\"summary\":\"x\"}");
+    json_t *quiet = tj_json("{\"type\":\"summary\",\"summary\":\"x\"}");
     ck_assert_int_eq(tr_claude_line(c, quiet, 2, out, why, sizeof(why)), 0);
     ck_assert_uint_eq(json_array_size(out), 0);
     json_decref(quiet);
@@ -305,11 +298,11 @@ END_TEST
 
 START_TEST(test_detect)
 {
-    json_t *a = J("{\"type\":\"user\",\"message\":{}}");
-    json_t *b = J("{\"info\":{},\"messages\":[]}");
-    json_t *c = J("{\"kind\":\"MessageEvent\",\"type\":\"user\"}");
-    json_t *d = J("{\"steps\":[]}");
-    json_t *e = J("{\"type\":\"brand-new\",\"sessionId\":\"s\"}");
+    json_t *a = tj_json("{\"type\":\"user\",\"message\":{}}");
+    json_t *b = tj_json("{\"info\":{},\"messages\":[]}");
+    json_t *c = tj_json("{\"kind\":\"MessageEvent\",\"type\":\"user\"}");
+    json_t *d = tj_json("{\"steps\":[]}");
+    json_t *e = tj_json("{\"type\":\"brand-new\",\"sessionId\":\"s\"}");
     ck_assert_int_eq(tr_detect(a), TR_CLAUDE);
     ck_assert_int_eq(tr_detect(b), TR_OPENCODE);
     ck_assert_int_eq(tr_detect(c), TR_NONE);
@@ -389,7 +382,7 @@ START_TEST(test_opencode_bad)
         "[{\"id\":\"p\",\"type\":\"tool\",\"tool\":\"bash\"}]}]}",
         NULL};
     for (size_t i = 0; bad[i] != NULL; i++) {
-        json_t *x = J(bad[i]), *out = json_array();
+        json_t *x = tj_json(bad[i]), *out = json_array();
         char why[256];
         ck_assert_int_eq(tr_opencode(x, out, why, sizeof(why)), -EINVAL);
         ck_assert_uint_eq(json_array_size(out), 0);

@@ -6,6 +6,7 @@
  * holds exactly the state the view has; and the frames say the same.
  */
 #include "actors/view.h"
+#include "support_json.h"
 
 #include <check.h>
 #include <jansson.h>
@@ -17,19 +18,6 @@ static void fixed_now(void *ctx, char out[32])
 {
     (void)ctx;
     snprintf(out, 32, "2000-01-01T00:00:00.000Z");
-}
-
-static json_t *Q(const char *text)
-{
-    char *s = strdup(text);
-    for (char *p = s; *p; p++)
-        if (*p == '\'')
-            *p = '"';
-    json_error_t e;
-    json_t *v = json_loads(s, 0, &e);
-    ck_assert_msg(v != NULL, "bad test JSON: %s: %s", e.text, s);
-    free(s);
-    return v;
 }
 
 #define TS "'timestamp':'2026-08-22T10:15:00.000001'"
@@ -61,7 +49,7 @@ static view *folded(size_t n)
     view *v = view_new(fixed_now, NULL);
     ck_assert_ptr_nonnull(v);
     for (size_t i = 0; i < n; i++) {
-        json_t *e = Q(LOG[i]);
+        json_t *e = tj_jsonq(LOG[i]);
         ck_assert_int_eq(view_apply(v, i, e), 0);
         json_decref(e);
     }
@@ -226,13 +214,13 @@ END_TEST
 START_TEST(test_skipped)
 {
     view *v = view_new(fixed_now, NULL);
-    json_t *bad = Q("{'id':'x','kind':'ObservationEvent'}");
+    json_t *bad = tj_jsonq("{'id':'x','kind':'ObservationEvent'}");
     ck_assert_int_eq(view_apply(v, 0, bad), 0);
     json_decref(bad);
     ck_assert_uint_eq(view_skipped(v), 1);
     ck_assert_uint_eq(view_blocks(v), 0);
-    json_t *e = Q("{'id':'m1'," TS ",'source':'agent','kind':'MessageEvent','llm_message':{"
-                  "'role':'assistant','content':[{'type':'text','text':'hi'}]}}");
+    json_t *e = tj_jsonq("{'id':'m1'," TS ",'source':'agent','kind':'MessageEvent','llm_message':{"
+                         "'role':'assistant','content':[{'type':'text','text':'hi'}]}}");
     ck_assert_int_eq(view_apply(v, 1, e), 0);
     json_decref(e);
     json_t *since = view_since(v, 0);
