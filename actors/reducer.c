@@ -406,6 +406,13 @@ int reducer_range(reducer *r, const char *conv, size_t from, size_t limit, json_
     return 0;
 }
 
+long long reducer_position(reducer *r, const char *conv, const char *id)
+{
+    rd_conv *c = conv_of(r, conv);
+    rd_block *b = c ? idmap_get(&c->ids, id) : NULL;
+    return b != NULL ? (long long)rd_position(c, b) : -1;
+}
+
 const json_t *reducer_block(reducer *r, const char *conv, const char *id)
 {
     rd_conv *c = conv_of(r, conv);

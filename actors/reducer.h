@@ -76,6 +76,10 @@ json_t *reducer_state_shared(reducer *r);
 int reducer_range(reducer *r, const char *conv, size_t from, size_t limit, json_t *out,
                   size_t *total);
 
+/* The position of block id among conversation conv's blocks (what
+ * reducer_range counts from), or -1 if there is no such block. */
+long long reducer_position(reducer *r, const char *conv, const char *id);
+
 /* Block id of conversation conv ("main" or a subagent reference), with
  * all deltas folded in; borrowed as the records of reducer_apply. */
 const json_t *reducer_block(reducer *r, const char *conv, const char *id);

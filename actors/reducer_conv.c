@@ -5,9 +5,11 @@
  * thinking removed, pending made complete), and the index of subagent
  * blocks by toolUseId that subagent events look them up in.
  *
- * Blocks keep their position for life; an idle's removal leaves a hole
- * that is squeezed out once holes are half the slots, so removal is
- * O(1) amortized and ids keep pointing at their blocks.
+ * Blocks keep their slot for life; an idle's removal leaves a hole that
+ * is squeezed out once holes are half the slots, so removal is O(1)
+ * amortized and ids keep pointing at their blocks. The holes are kept in
+ * order, so a block's position (its slot less the holes before it) costs
+ * a binary search.
  */
 #include "actors/reducer_impl.h"
 
@@ -290,12 +292,36 @@ static void free_block(rd_block *b)
     free(b);
 }
 
+/* How many holes are before slot pos. */
+static size_t holes_before(const rd_conv *c, size_t pos)
+{
+    size_t lo = 0, hi = c->nholes;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (c->holes[mid] < pos)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+size_t rd_position(const rd_conv *c, const rd_block *b)
+{
+    return b->pos - holes_before(c, b->pos);
+}
+
 static int remove_block(reducer *r, rd_conv *c, rd_block *b, json_t *changed)
 {
     const char *id = str_of(b->obj, "id");
-    if (changed != NULL && json_array_append_new(changed, json_pack("{s:s, s:s}", "conversation",
-                                                                    c->name, "removed", id)) != 0)
+    if (rt_grow((void **)&c->holes, &c->hcap, c->nholes + 1, sizeof(*c->holes), 16) != 0 ||
+        (changed != NULL && json_array_append_new(changed, json_pack("{s:s, s:s}", "conversation",
+                                                                     c->name, "removed", id)) != 0))
         return -ENOMEM;
+    size_t at = holes_before(c, b->pos);
+    memmove(c->holes + at + 1, c->holes + at, (c->nholes - at) * sizeof(*c->holes));
+    c->holes[at] = b->pos;
+    c->nholes++;
     c->slot[b->pos] = NULL;
     c->live--;
     idmap_del(&c->ids, id);
@@ -316,6 +342,7 @@ static void squeeze(rd_conv *c)
             c->slot[k++] = c->slot[i];
         }
     c->n = k;
+    c->nholes = 0;
 }
 
 int rd_idle(reducer *r, rd_conv *c, json_t *changed)
@@ -363,6 +390,7 @@ void rd_conv_free(rd_conv *c)
         if (c->slot[i] != NULL)
             free_block(c->slot[i]);
     free(c->slot);
+    free(c->holes);
     free(c->watch);
     idmap_free(&c->ids);
     free(c->name);

@@ -29,6 +29,9 @@ typedef struct rd_conv {
     char *name;      /* "main" or the subagent's toolUseId */
     rd_block **slot; /* in order; NULL where an idle removed a block */
     size_t n, cap, live;
+    size_t *holes; /* the NULL slots, ascending: a block's position is its
+                    * slot less the holes before it */
+    size_t nholes, hcap;
     idmap ids; /* block id -> rd_block */
     /* Blocks upserted since the last idle: the only ones an idle can
      * complete or remove, so an idle costs what came since the last. */
@@ -68,6 +71,8 @@ int rd_sync(rd_block *b); /* 0 or -ENOMEM */
 int rd_emit_block(rd_block *b, json_t *changed);
 /* c's blocks, in order: copies, or (shared) the blocks themselves. */
 json_t *rd_conv_blocks(rd_conv *c, bool shared);
+/* The block's position among its conversation's blocks. O(log holes). */
+size_t rd_position(const rd_conv *c, const rd_block *b);
 void rd_conv_free(rd_conv *c); /* the blocks only: indexes are not kept */
 json_t *rd_defaults_new(void);
 

@@ -337,12 +337,16 @@ static void add_blocks(frames *fs, const char *conv, json_t *blocks)
     json_array_foreach(blocks, i, b) add(fs, conv, "upsert", b);
 }
 
-static void write_frame(rt_text *out, long long index, const pending_frame *f)
+static void write_frame(view *v, rt_text *out, long long index, const pending_frame *f)
 {
     rt_text_printf(out, "{\"index\":%lld", index);
     if (f->conv != NULL) {
         rt_text_puts(out, ",\"conversation\":");
         rt_text_json_string(out, f->conv, strlen(f->conv));
+    }
+    if (strcmp(f->key, "upsert") == 0) {
+        const char *id = json_string_value(json_object_get(f->val, "id"));
+        rt_text_printf(out, ",\"at\":%lld", id ? reducer_position(v->r, f->conv, id) : -1);
     }
     rt_text_printf(out, ",\"%s\":", f->key);
     if (ev_json_append(out, f->val) != 0)
@@ -386,7 +390,7 @@ int view_frames(view *v, int64_t after, rt_text *out)
             blocks = json_incref(json_object_get(f->val, "blocks"));
             json_object_del(f->val, "blocks");
         }
-        write_frame(out, i + 1 == fs.n ? index : (long long)after, f);
+        write_frame(v, out, i + 1 == fs.n ? index : (long long)after, f);
         if (blocks != NULL) {
             json_object_set_new(f->val, "blocks", blocks);
         }

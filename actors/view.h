@@ -19,9 +19,12 @@
  *
  * view_frames(v, after) is the same as WebSocket frames, one JSON text per
  * line: {"index", "state"} for the whole state; otherwise, per change,
- * {"index", "subagent": entry}, {"index", "conversation", "upsert": block}
- * or {"index", "conversation", "removed": id}, entries before the blocks
- * that live in them. A frame's index is where a client that has it (and
+ * {"index", "subagent": entry}, {"index", "conversation", "at", "upsert":
+ * block} or {"index", "conversation", "removed": id}, entries before the
+ * blocks that live in them. "at" is the block's position in its
+ * conversation now (what view_range counts from), so a client holding
+ * only some pages of a long conversation knows where an upsert goes; a
+ * removal shifts the blocks after it down by one. A frame's index is where a client that has it (and
  * those before it) resumes from: `after` on every frame but the last,
  * which says I. So the state is whole at I once a frame saying I is in,
  * and a client cut off in the middle resumes from `after` and gets the

@@ -715,8 +715,51 @@ START_TEST(test_many_blocks)
     const json_t *b = reducer_block(r, "main", "b99998");
     ck_assert_uint_eq(json_string_length(json_object_get(b, "content")), 38 * 5);
     ck_assert_ptr_null(reducer_block(r, "main", "b99999"));
+    ck_assert_int_eq(reducer_position(r, "main", "b99998"), 49999);
+    ck_assert_int_eq(reducer_position(r, "main", "b99999"), -1);
     json_decref(up);
     json_decref(delta);
+    json_decref(idle_ev);
+    reducer_free(r);
+}
+END_TEST
+
+/* A block's position is where reducer_range shows it, while idles leave
+ * holes (a third of the blocks removed: never squeezed) and after. */
+START_TEST(test_positions)
+{
+    reducer *r = reducer_new(fixed_now, NULL);
+    json_t *up = tj_json("{\"type\":\"block:upsert\",\"payload\":{\"block\":{\"type\":"
+                         "\"assistant_text\"}},\"context\":{}}");
+    json_t *idle_ev = tj_json("{\"type\":\"session:idle\",\"payload\":{}}");
+    json_t *block = json_object_get(json_object_get(up, "payload"), "block");
+    char id[32];
+    int bad = 0;
+    for (int i = 0; i < 600; i++) {
+        snprintf(id, sizeof(id), "b%d", i);
+        json_object_set_new(block, "id", json_string(id));
+        json_object_set_new(block, "content", json_string(i % 3 == 1 ? "" : "text"));
+        bad += reducer_apply(r, up, NULL) != 0;
+        if (i % 50 != 49)
+            continue;
+        bad += reducer_apply(r, idle_ev, NULL) != 0;
+        json_t *all = json_array();
+        size_t total, k;
+        json_t *b;
+        bad += reducer_range(r, "main", 0, 1000, all, &total) != 0;
+        bad += total != json_array_size(all);
+        json_array_foreach(all, k, b)
+        {
+            const char *bid = json_string_value(json_object_get(b, "id"));
+            bad += reducer_position(r, "main", bid) != (long long)k;
+        }
+        json_decref(all);
+    }
+    ck_assert_int_eq(bad, 0);
+    ck_assert_int_eq(reducer_position(r, "main", "b1"), -1);
+    ck_assert_int_eq(reducer_position(r, "main", "b599"), 399);
+    ck_assert_int_eq(reducer_position(r, "nobody", "b0"), -1);
+    json_decref(up);
     json_decref(idle_ev);
     reducer_free(r);
 }
@@ -739,6 +782,7 @@ int main(void)
     tcase_add_test(tc, test_opencode_summary_and_images);
     tcase_add_test(tc, test_opencode_live_child);
     tcase_add_test(tc, test_many_blocks);
+    tcase_add_test(tc, test_positions);
     suite_add_tcase(s, tc);
     return ts_run_suite(s);
 }

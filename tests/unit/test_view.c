@@ -190,7 +190,7 @@ START_TEST(test_frames)
     rt_text_putc(&t, '\0');
     /* every frame but the last says where the batch began: 3 */
     const char *want[] = {"{\"index\":3,\"subagent\":{",
-                          "{\"index\":6,\"conversation\":\"main\",\"upsert\":{"};
+                          "{\"index\":6,\"conversation\":\"main\",\"at\":"};
     ck_assert(strncmp(t.p, want[0], strlen(want[0])) == 0);
     size_t lines = 0;
     for (char *p = t.p; *p; p++)
@@ -206,6 +206,51 @@ START_TEST(test_frames)
     ck_assert_int_eq(view_frames(v, 6, &t), 0);
     ck_assert_uint_eq(t.len, 0);
     free(t.p);
+    view_free(v);
+}
+END_TEST
+
+/* Every upsert frame's "at" is where the whole state has its block, in
+ * the main conversation or its subagent's. */
+START_TEST(test_frames_at)
+{
+    view *v = folded(NLOG);
+    json_t *whole = view_since(v, -1);
+    int bad = 0, seen = 0;
+    for (int after = 0; after < NLOG; after++) {
+        rt_text t = {0};
+        ck_assert_int_eq(view_frames(v, after, &t), 0);
+        rt_text_putc(&t, '\0');
+        for (char *line = t.p, *nl; line != NULL && *line; line = nl ? nl + 1 : NULL) {
+            nl = strchr(line, '\n');
+            json_t *f = json_loadb(line, nl ? (size_t)(nl - line) : strlen(line), 0, NULL);
+            json_t *b = json_object_get(f, "upsert");
+            if (b != NULL) {
+                const char *conv = json_string_value(json_object_get(f, "conversation"));
+                json_t *list = json_object_get(whole, "blocks"), *e;
+                size_t i, k;
+                if (strcmp(conv, "main") != 0)
+                    json_array_foreach(json_object_get(whole, "subagents"), i, e)
+                    {
+                        if (strcmp(json_string_value(json_object_get(e, "toolUseId")), conv) == 0)
+                            list = json_object_get(e, "blocks");
+                    }
+                long long at = -1;
+                json_array_foreach(list, k, e)
+                {
+                    if (json_equal(json_object_get(e, "id"), json_object_get(b, "id")))
+                        at = (long long)k;
+                }
+                bad += at < 0 || json_integer_value(json_object_get(f, "at")) != at;
+                seen++;
+            }
+            json_decref(f);
+        }
+        free(t.p);
+    }
+    ck_assert_int_eq(bad, 0);
+    ck_assert_int_gt(seen, NLOG);
+    json_decref(whole);
     view_free(v);
 }
 END_TEST
@@ -239,6 +284,7 @@ int main(void)
     tcase_add_test(tc, test_since_every_index);
     tcase_add_test(tc, test_since_is_small);
     tcase_add_test(tc, test_frames);
+    tcase_add_test(tc, test_frames_at);
     tcase_add_test(tc, test_skipped);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
