@@ -53,6 +53,8 @@ function serve(name, extra, port = 0) {
     const exited = new Promise((r) => child.once('exit', (code, sig) => r({code, sig})));
     const srv = {
       child,
+      name,
+      extra,
       async stop() {
         if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
         const timer = setTimeout(() => child.kill('SIGKILL'), T);
@@ -105,6 +107,24 @@ async function append(srv, key, cid, events) {
   check(st === 201, 'append', st, b);
 }
 
+async function hostedConversation(srv, behaviour, body = {}) {
+  const [st, b] = await api(srv, null, 'POST', '/api/conversations',
+    Object.assign({agent: {kind: 'ACPAgent', acp_command: [behaviour]}}, body));
+  check(st === 201, 'POST /api/conversations with ' + behaviour, st, b);
+  return b.id;
+}
+
+// Until f() is true (polled: for what is not in the page), or fail.
+async function until(what, f) {
+  const end = Date.now() + T;
+  for (;;) {
+    const v = await f();
+    if (v) return v;
+    if (Date.now() > end) throw new Error('timed out waiting for ' + what);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
 // Events as parley takes them (tests/integration/view_test.py's helpers).
 const TS = '2026-08-22T10:15:00.000001';
 const user = (id, text) => ({id, timestamp: TS, source: 'user', kind: 'MessageEvent',
@@ -119,6 +139,15 @@ const action = (id, call, cmd, resp) => ({id, timestamp: TS, source: 'agent', ki
 const observation = (id, call, aid, out) => ({id, timestamp: TS, source: 'environment',
   kind: 'ObservationEvent', tool_name: 'terminal', tool_call_id: call, action_id: aid,
   observation: {kind: 'TerminalObservation', is_error: false, content: [{type: 'text', text: out}]}});
+
+const task = (id, call, prompt, resp) => ({id, timestamp: TS, source: 'agent', kind: 'ActionEvent',
+  thought: [{type: 'text', text: 'delegating'}],
+  tool_name: 'task', tool_call_id: call, llm_response_id: resp,
+  tool_call: {id: call, name: 'task', arguments: JSON.stringify({prompt}), origin: 'completion'},
+  action: {kind: 'TaskAction', prompt, subagent_type: 'explore'}});
+const taskDone = (id, call, aid, out) => ({id, timestamp: TS, source: 'environment',
+  kind: 'ObservationEvent', tool_name: 'task', tool_call_id: call, action_id: aid,
+  observation: {kind: 'TaskObservation', content: [{type: 'text', text: out}], task_id: 'sub-1'}});
 
 // ---- a page ----------------------------------------------------------------
 
@@ -135,11 +164,12 @@ async function openPage(context) {
 }
 
 // The blocks of the conversation page in reading order (a pair's call, then its result).
-const order = (page) => page.$$eval('#blocks > *', (rows) => rows.flatMap((r) =>
+const order = (page) => page.$$eval('#blocks > .chunk > *', (rows) => rows.flatMap((r) =>
   r.classList.contains('pair') ? [...r.children].map((c) => c.dataset.id) : [r.dataset.id]));
 
-async function shot(page, name) {
-  await page.screenshot({path: path.join(artifacts, name + '.png'), fullPage: true});
+// fullPage false for a long conversation: its page is hundreds of screens.
+async function shot(page, name, fullPage = true) {
+  await page.screenshot({path: path.join(artifacts, name + '.png'), fullPage});
 }
 
 // ---- the tests -------------------------------------------------------------
@@ -215,7 +245,7 @@ async function withoutKey(srv) {
   const port = srv.port;
   await srv.stop();
   await page.locator('#live:not(.on)').waitFor();
-  srv = await serve('open', [], port);
+  srv = await serve(srv.name, srv.extra, port);
   await append(srv, null, cid, [agent('m4', 'after the reconnect')]);
   await page.locator('[data-id="m4"]').waitFor();
   await page.locator('#live.on').waitFor();
@@ -238,6 +268,141 @@ async function withoutKey(srv) {
   check(page.dialogs.length === 0, 'no dialog fired', page.dialogs);
   check(page.problems.length === 0, 'no console errors', page.problems);
   await context.close();
+}
+
+// Markdown drawn as elements, safely; a subagent's call shown as one.
+async function markdownAndSubagent(srv, context) {
+  const cid = await conversation(srv);
+  const md = '### Plan\n\nThis is **bold**, *em* and `code`; see [docs](https://example.com/d) ' +
+    'and [bad](javascript:alert(1)).\n\n- one\n- two\n\n```sh\nls <dir>\n```\n\n> quoted <b>x</b>';
+  await append(srv, null, cid, [user('u1', 'plan it'), agent('m1', md),
+    task('t1', 'k1', 'count the lines', 'r1'), taskDone('o1', 'k1', 't1', '12 lines')]);
+  const page = await openPage(context);
+  await page.goto(`${srv.base}/conversations/${cid}`);
+  const m = page.locator('[data-id="m1"] .md');
+  await m.waitFor();
+  check(await m.locator('h5').textContent() === 'Plan', 'a heading (### under the page\'s own: h5)');
+  check(await m.locator('strong').textContent() === 'bold', 'bold');
+  check(await m.locator('em').textContent() === 'em', 'emphasis');
+  check(await m.locator('p code').textContent() === 'code', 'inline code');
+  check(await m.locator('a').count() === 1, 'one link: javascript: is not one', await m.innerHTML());
+  check(await m.locator('a').getAttribute('href') === 'https://example.com/d', 'the link');
+  check((await m.locator('p').first().textContent()).includes('[bad](javascript:alert(1))'),
+    'the unsafe link kept as text');
+  check(await m.locator('li').count() === 2, 'a list');
+  check(await m.locator('pre code').textContent() === 'ls <dir>', 'a code block, as text');
+  check(await m.locator('blockquote').textContent() === 'quoted <b>x</b>', 'a quote, markup as text');
+  check(await m.locator('b').count() === 0, 'no element from the text');
+  // the task call is a subagent block, with its prompt and its result
+  const s = page.locator('.b-subagent');
+  await s.waitFor();
+  check((await s.textContent()).includes('count the lines') && (await s.textContent()).includes('12 lines'),
+    'the subagent with its prompt and result', await s.textContent());
+  await shot(page, 'markdown-subagent');
+  check(page.problems.length === 0, 'no console errors', page.problems);
+  await page.close();
+}
+
+// A conversation of a hosted scripted agent, driven from the page: the
+// box sends, the agent's turn is drawn live (thinking, calls beside their
+// results, its message); a confirmation is answered with the buttons.
+async function hosted(srv, context) {
+  const cid = await hostedConversation(srv, 'full');
+  const page = await openPage(context);
+  await page.goto(`${srv.base}/conversations/${cid}`);
+  await page.locator('#live.on').waitFor();
+  await page.fill('#text', 'fix the typo');
+  await page.click('#send-button');
+  await page.waitForFunction(() => document.body.dataset.status === 'finished');
+  const pair = page.locator('.pair[data-call="call-1-1"]');
+  await pair.waitFor();
+  check(await pair.locator('.b-tool_use .name').textContent() === '$ ls', 'the call\'s title', await pair.textContent());
+  check((await pair.locator('.b-tool_result').textContent()).includes('file1.txt'), 'beside its result',
+    await pair.textContent());
+  check(await page.locator('details.thinking').count() >= 1, 'thinking, collapsed');
+  check(await page.locator('details.thinking[open]').count() === 0, 'collapsed until opened');
+  check(await page.locator('.b-user_message .md').first().textContent() === 'fix the typo', 'the prompt');
+  await shot(page, 'hosted');
+  await page.close();
+
+  // a confirmation: Confirm and Reject show while it waits, and answer it
+  const pid = await hostedConversation(srv, 'permission', {confirmation_policy: {kind: 'AlwaysConfirm'}});
+  const p2 = await openPage(context);
+  await p2.goto(`${srv.base}/conversations/${pid}`);
+  await p2.locator('#live.on').waitFor();
+  check(await p2.locator('#confirm').isHidden(), 'no Confirm while nothing waits');
+  for (const [button, said] of [['#confirm', 'allowed'], ['#reject', 'rejected']]) {
+    await p2.fill('#text', 'clean up');
+    await p2.click('#send-button');
+    await p2.locator(button).waitFor({state: 'visible'});
+    await shot(p2, 'waiting-for-confirmation');
+    await p2.click(button);
+    await p2.waitForFunction((t) => [...document.querySelectorAll('.b-assistant_text .md')]
+      .some((e) => e.textContent === t), said);
+    await p2.waitForFunction(() => document.body.dataset.status === 'finished');
+    check(await p2.locator('#confirm').isHidden(), 'Confirm goes once answered');
+  }
+  check(p2.problems.length === 0, 'no console errors', p2.problems);
+  await p2.close();
+
+  // a stuck agent, and one that breaks the rules under observe: marked
+  const sid = await hostedConversation(srv, 'loop-error');
+  const vid = await hostedConversation(srv, 'interleave', {compliance_policy: 'observe'});
+  for (const [c, t] of [[sid, 'read it'], [vid, 'build']]) {
+    const [st] = await api(srv, null, 'POST', `/api/conversations/${c}/events`,
+      {role: 'user', content: [{type: 'text', text: t}], run: true});
+    check(st === 200, 'a message to ' + c, st);
+  }
+  const p3 = await openPage(context);
+  await p3.goto(`${srv.base}/conversations/${sid}`);
+  await p3.locator('.block.is-stuck .kind').filter({hasText: 'Stuck'}).waitFor();
+  await p3.waitForFunction(() => document.getElementById('status').textContent === 'stuck');
+  await shot(p3, 'stuck');
+  await p3.goto(`${srv.base}/conversations/${vid}`);
+  const v = p3.locator('.block.is-violation');
+  await v.waitFor();
+  check((await v.textContent()).includes('interleaved'), 'the violation names its rule', await v.textContent());
+  await shot(p3, 'violation');
+  check(p3.problems.length === 0, 'no console errors', p3.problems);
+  await p3.close();
+}
+
+// A long conversation: the page draws the pages near the screen only,
+// opens at the end, fetches what the reader scrolls to, and keeps up with
+// what comes while the reader is elsewhere.
+async function longConversation(srv, context) {
+  const N = 3000;
+  const cid = await conversation(srv);
+  for (let i = 0; i < N; i += 500) {
+    const evs = [];
+    for (let k = i; k < i + 500; k += 2) evs.push(user('v' + k, 'question ' + k), agent('v' + (k + 1), 'answer ' + (k + 1)));
+    await append(srv, null, cid, evs);
+  }
+  const page = await openPage(context);
+  await page.goto(`${srv.base}/conversations/${cid}`);
+  await page.locator(`[data-id="v${N - 1}"]`).waitFor();
+  await page.locator('#live.on').waitFor();
+  const drawn = () => page.locator('#blocks .block').count();
+  check(await page.evaluate(() => document.getElementById('blocks').dataset.total) === String(N), 'the total');
+  check(await drawn() < 1000, 'only pages near the screen are drawn', await drawn());
+  // to the top: the first blocks come
+  await page.evaluate(() => window.scrollTo(0, 0));
+  await page.locator('[data-id="v0"]').waitFor();
+  check(await drawn() < 1000, 'still a few pages', await drawn());
+  // an append while the reader is at the top: counted, not scrolled to
+  await append(srv, null, cid, [user('w0', 'one more')]);
+  await page.waitForFunction((n) => document.getElementById('blocks').dataset.total === String(n), N + 1);
+  check(await page.locator('[data-id="v0"]').isVisible(), 'the reader stays where they were');
+  // the middle, by scrolling there
+  await page.evaluate(() => window.scrollTo(0, document.documentElement.scrollHeight / 2));
+  await page.waitForFunction(() => [...document.querySelectorAll('#blocks .block')]
+    .some((b) => /^v1[2-8]\d\d$/.test(b.dataset.id)));
+  // the end again: the new block is there
+  await page.evaluate(() => window.scrollTo(0, document.documentElement.scrollHeight));
+  await page.locator('[data-id="w0"]').waitFor();
+  await shot(page, 'long', false);
+  check(page.problems.length === 0, 'no console errors', page.problems);
+  await page.close();
 }
 
 async function withKey(srv, key) {
@@ -275,7 +440,16 @@ async function withKey(srv, key) {
   fs.mkdirSync(artifacts, {recursive: true});
   browser = await chromium.launch({executablePath: CHROMIUM, args: ['--no-sandbox', '--headless=new'],
     timeout: T});
-  await withoutKey(await serve('open', []));
+  const agent = path.join(__dirname, '..', 'node', 'acp_agent.mjs');
+  const agents = ['full', 'permission', 'loop-error', 'interleave'].flatMap((b) =>
+    ['--agent', `${b}=node '${agent}' ${b}`]);
+  const open = await serve('open', agents);
+  const context = await browser.newContext();
+  await markdownAndSubagent(open, context);
+  await hosted(open, context);
+  await longConversation(open, context);
+  await context.close();
+  await withoutKey(open);
   await withKey(await serve('keyed', ['--api-key', 'webkey']), 'webkey');
   await stopAll();
   console.log('web: ok; screenshots in ' + artifacts);
