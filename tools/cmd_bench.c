@@ -17,6 +17,8 @@ static const cli_cmd benches[] = {
     {"store", "durable appends, page reads anywhere in a 1M-event log, opening it", bench_store},
     {"conversation", "the full path of an event through the actors; opening a big conversation",
      bench_conversation},
+    {"conversations", "100,000 conversations in one process: creation rate, memory and fds each",
+     bench_convs},
     {"view", "the visualizer's fold of a long conversation into blocks, its memory, /state's cost",
      bench_view},
     {"ws", "WebSocket fan-out and idle connections against a running `parley serve`", bench_ws},
