@@ -146,10 +146,9 @@ static void answer_waiters(conv *c, int err)
         }
         *pp = w->next;
         json_t *ids = json_pack("[s]", w->id);
-        conv_answer(w->reply, err != 0 ? conv_reply_detail(PL_FAILED, 0,
-                                                           "cannot keep the deferred message: %s",
-                                                           strerror(err))
-                                       : events_reply(c, PL_DEFERRED, ids, deferred_detail));
+        conv_answer(w->reply, err != 0
+                                  ? conv_reply_store_error(err, "cannot keep the deferred message")
+                                  : events_reply(c, PL_DEFERRED, ids, deferred_detail));
         json_decref(ids);
         free(w->reply);
         free(w->id);
@@ -357,16 +356,16 @@ void conv_stored(conv *c, uint64_t first)
     conv_recovered(c);
 }
 
-void conv_refuse_waiting(conv *c, const char *why)
+void conv_refuse_waiting(conv *c, pl_outcome o, const char *why)
 {
     seq_unit *u;
     while (c->sq != NULL && (u = seq_abandon(c->sq)) != NULL) {
         if (u->token != NULL) {
-            conv_answer(u->token, conv_reply_detail(PL_BUSY, 0, "%s", why));
+            conv_answer(u->token, conv_reply_detail(o, 0, "%s", why));
             free(u->token);
         }
         for (seq_echo *x = u->echoes; x != NULL; x = x->next) {
-            conv_answer(x->token, conv_reply_detail(PL_BUSY, 0, "%s", why));
+            conv_answer(x->token, conv_reply_detail(o, 0, "%s", why));
             free(x->token);
         }
         seq_unit_free(u);
@@ -382,7 +381,7 @@ void conv_refuse_waiting(conv *c, const char *why)
     }
     for (conv_waiter *w = c->waiters, *next; w != NULL; w = next) {
         next = w->next;
-        conv_answer(w->reply, conv_reply_detail(PL_BUSY, 0, "%s", why));
+        conv_answer(w->reply, conv_reply_detail(o, 0, "%s", why));
         free(w->reply);
         free(w->id);
         free(w);

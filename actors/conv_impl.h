@@ -168,7 +168,7 @@ seq_log conv_seq_log(conv *c);
 void conv_answer_verdict(conv *c, rt_promise *p, const seq_verdict *v);
 /* Answer everything that waits for units, deferred saves or holds with
  * BUSY (why): the actor stops, or fails. */
-void conv_refuse_waiting(conv *c, const char *why);
+void conv_refuse_waiting(conv *c, pl_outcome o, const char *why);
 
 /* conv_subs.c */
 void conv_subscribe(conv *c, rt_promise *reply, uint64_t arg);
@@ -185,7 +185,7 @@ conv_reply conv_info(const conv *c);
 /* conv_meta.c: changes of the stored info, one at a time */
 void conv_set_meta(conv *c, const rt_buf *changes, rt_promise *reply);
 void conv_meta_saved(conv *c, int err);
-void conv_refuse_meta(conv *c, const char *why);
+void conv_refuse_meta(conv *c, pl_outcome o, const char *why);
 
 /* conv_idle.c */
 void conv_set_open(conv *c, bool open);

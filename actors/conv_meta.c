@@ -214,19 +214,18 @@ void conv_meta_saved(conv *c, int err)
                     err == 0 ? conv_reply_new(&(conv_reply_spec){.outcome = PL_DONE})
                     : err == ENOENT
                         ? conv_reply_detail(PL_NOT_FOUND, 0, "Conversation not found: %s", id)
-                        : conv_reply_detail(PL_FAILED, 0, "cannot update conversation %s: %s", id,
-                                            strerror(err)));
+                        : conv_reply_store_error(err, "cannot update conversation %s", id));
         rt_buf_unref(m->changes);
         free(m);
     }
     next_change(c);
 }
 
-void conv_refuse_meta(conv *c, const char *why)
+void conv_refuse_meta(conv *c, pl_outcome o, const char *why)
 {
     for (meta_change *m = c->meta_queue, *next; m != NULL; m = next) {
         next = m->next;
-        conv_answer(&m->reply, conv_reply_detail(PL_BUSY, 0, "%s", why));
+        conv_answer(&m->reply, conv_reply_detail(o, 0, "%s", why));
         rt_buf_unref(m->changes);
         free(m);
     }

@@ -1,5 +1,6 @@
 /* conv_read.c - reading a conversation's log (conv_read.h). */
 #include "actors/conv_read.h"
+#include "actors/conv_reply.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -17,8 +18,10 @@ static void fail(int err, const rt_uuid *id, const char *what, const char *more,
     } else if (err == -EMFILE || err == -ENFILE || err == -ENOMEM) {
         *why = PL_BUSY;
         snprintf(detail, cap, "cannot %s conversation %s: %s", what, hex, strerror(-err));
+    } else if ((*why = conv_store_outcome(err)) == PL_NO_SPACE) {
+        snprintf(detail, cap, "the disk is full: cannot %s conversation %s (%s)", what, hex,
+                 strerror(-err));
     } else {
-        *why = PL_FAILED;
         snprintf(detail, cap, "cannot %s conversation %s: %s", what, hex,
                  more != NULL && more[0] != '\0' ? more : strerror(-err));
     }

@@ -18,12 +18,18 @@ static const char *const outcome_names[] = {
     [PL_COMMITTED] = "committed", [PL_DUPLICATE] = "duplicate", [PL_DEFERRED] = "deferred",
     [PL_HELD] = "held",           [PL_REJECTED] = "rejected",   [PL_INVALID] = "invalid",
     [PL_CONFLICT] = "conflict",   [PL_NOT_FOUND] = "not_found", [PL_BUSY] = "busy",
-    [PL_FAILED] = "failed",       [PL_DONE] = "done",
+    [PL_FAILED] = "failed",       [PL_DONE] = "done",           [PL_NO_SPACE] = "no_space",
 };
 
 const char *pl_outcome_name(pl_outcome o)
 {
-    return (unsigned)o <= PL_DONE ? outcome_names[o] : "unknown";
+    return (unsigned)o <= PL_NO_SPACE ? outcome_names[o] : "unknown";
+}
+
+pl_outcome conv_store_outcome(int err)
+{
+    return err == ENOSPC || err == -ENOSPC || err == EDQUOT || err == -EDQUOT ? PL_NO_SPACE
+                                                                              : PL_FAILED;
 }
 
 static size_t slen(const char *s)
@@ -90,6 +96,20 @@ rt_buf *conv_reply_detail(pl_outcome o, unsigned retry_after, const char *fmt, .
     va_end(ap);
     return conv_reply_new(
         &(conv_reply_spec){.outcome = o, .detail = detail, .retry_after = retry_after});
+}
+
+rt_buf *conv_reply_store_error(int err, const char *fmt, ...)
+{
+    char what[1000];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof(what), fmt, ap);
+    va_end(ap);
+    err = err < 0 ? -err : err;
+    pl_outcome o = conv_store_outcome(err);
+    return o == PL_NO_SPACE
+               ? conv_reply_detail(o, 0, "the disk is full: %s (%s)", what, strerror(err))
+               : conv_reply_detail(o, 0, "%s: %s", what, strerror(err));
 }
 
 const conv_reply *conv_reply_of(const rt_msg *m)

@@ -45,6 +45,14 @@ rt_buf *conv_reply_new(const conv_reply_spec *s);
 /* Just an outcome and a one-line detail (printf). */
 rt_buf *conv_reply_detail(pl_outcome o, unsigned retry_after, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* The outcome of a store error (errno, either sign): NO_SPACE when the
+ * disk is full (ENOSPC, EDQUOT), FAILED otherwise. */
+pl_outcome conv_store_outcome(int err);
+
+/* A store error (errno, either sign) while doing what fmt says: NO_SPACE
+ * "the disk is full: <what> (<strerror>)", or FAILED "<what>: <strerror>". */
+rt_buf *conv_reply_store_error(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /* The reply a CONV_RESULT carries, or NULL if m is something else. */
 const conv_reply *conv_reply_of(const rt_msg *m);
 

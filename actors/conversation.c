@@ -320,7 +320,8 @@ static int conv_handle(rt_actor *self, void *state, rt_msg *m)
     if (m->kind == CONV_STORE_FAILED) {
         rt_log(RT_LOG_ERROR, "conversation", "an append failed (%s): restarting from the log",
                strerror((int)m->arg));
-        return -(int)m->arg;
+        c->failed = -(int)m->arg; /* what conv_stop tells those who wait */
+        return c->failed;
     }
     rt_promise reply = rt_msg_promise(m);
     conv_dispatch(c, m->kind, m->arg, m->buf, &reply);
@@ -333,16 +334,20 @@ static void conv_stop(rt_actor *self, void *state)
     (void)self;
     conv *c = state;
     bool inflight = c->sq != NULL && seq_inflight(c->sq);
-    /* deferrals stay in deferred.json for the next incarnation */
-    conv_refuse_waiting(c, "the conversation is restarting: retry");
+    /* deferrals stay in deferred.json for the next incarnation; a full
+     * disk is said as such (507), anything else is a restart (503) */
+    pl_outcome o = conv_store_outcome(c->failed) == PL_NO_SPACE ? PL_NO_SPACE : PL_BUSY;
+    const char *why = o == PL_NO_SPACE ? "the disk is full (No space left on device): nothing was "
+                                         "appended; retry once space is freed"
+                                       : "the conversation is restarting: retry";
+    conv_refuse_waiting(c, o, why);
     for (conv_flush *s = c->syncs, *next; s != NULL; s = next) {
         next = s->next;
-        conv_answer(&s->reply,
-                    conv_reply_detail(PL_BUSY, 0, "the conversation is restarting: retry"));
+        conv_answer(&s->reply, conv_reply_detail(o, 0, "%s", why));
         free(s);
     }
-    conv_run_early(c, PL_BUSY, "the conversation is restarting: retry");
-    conv_refuse_meta(c, "the conversation is restarting: retry");
+    conv_run_early(c, o, why);
+    conv_refuse_meta(c, o, why);
     while (c->nsubs > 0)
         conv_drop_sub(c, c->nsubs - 1, 1);
     free(c->subs);

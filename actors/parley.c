@@ -256,6 +256,8 @@ static int outcome_err(pl_outcome o)
     case PL_INVALID:
     case PL_CONFLICT:
         return RT_EINVAL;
+    case PL_NO_SPACE:
+        return -ENOSPC;
     default:
         return -EIO;
     }
