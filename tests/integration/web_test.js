@@ -214,7 +214,8 @@ async function withoutKey(srv) {
   // live: appended after the page was drawn, no reload
   await page.evaluate(() => { window.notReloaded = true; });
   const evil = '<script>alert(1)</script><img src=x onerror="alert(2)">';
-  await append(srv, null, cid, [agent('m2', 'and one more thing'), agent('m3', evil)]);
+  // m3e is empty: the idle that ends the run (stuck: a monologue) removes it
+  await append(srv, null, cid, [agent('m2', 'and one more thing'), agent('m3', evil), agent('m3e', '')]);
   await page.locator('[data-id="m3"]').waitFor();
   check(await page.evaluate(() => window.notReloaded === true), 'no reload');
   check(await page.locator('[data-id="m2"] .text').textContent() === 'and one more thing', 'live text');
@@ -256,6 +257,7 @@ async function withoutKey(srv) {
   check(sst === 200, 'GET state', sst);
   check(JSON.stringify(await order(page)) === JSON.stringify(view.blocks.map((b) => b.id)),
     'the page holds what /state says', await order(page), view.blocks.map((b) => b.id));
+  check(!view.blocks.some((b) => b.id === 'm3e'), 'the empty message was removed', view.blocks);
 
   // dark and narrow
   await page.emulateMedia({colorScheme: 'dark'});
