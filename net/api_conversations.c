@@ -5,7 +5,9 @@
  * A conversation's info (ConversationInfo) is its stored meta (what the
  * creator sent, plus id, created_at, title and tags) with what its actor
  * knows now: execution_status and updated_at (its last event's time, or
- * its last update's, whichever is later). So
+ * its last update's, whichever is later), and parley's own event_count,
+ * violations (ComplianceViolation records) and stuck_findings
+ * (StuckPatternDetected), all of the durable log. So
  * asking about a conversation starts its actor (opening its log from the
  * last checkpoint); lists ask all of theirs at once and answer when the
  * last one has. Searches sorted by creation without a status filter ask
@@ -146,6 +148,13 @@ static void on_status(void *ctx, rt_msg *m)
             if (cr->updated[0] != '\0' && (upd == NULL || strcmp(cr->updated, upd) > 0))
                 upd = cr->updated;
             json_object_set_new(info, "updated_at", upd != NULL ? json_string(upd) : json_null());
+            /* parley's own: what a list of conversations shows without
+             * asking each one again */
+            json_object_set_new(info, "event_count", json_integer((json_int_t)cr->count));
+            json_object_set_new(info, "violations",
+                                json_integer((json_int_t)cr->findings.violations));
+            json_object_set_new(info, "stuck_findings",
+                                json_integer((json_int_t)cr->findings.stuck));
             g->info[i] = info;
         }
     } else if (!(cr != NULL && cr->v.outcome == PL_NOT_FOUND) && !g->failed) {
