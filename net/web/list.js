@@ -112,7 +112,7 @@
     const st = info.execution_status || '';
     const v = count(info.violations);
     const s = count(info.stuck_findings);
-    put(c.status, st, 'status status-' + st);
+    put(c.status, st.replace(/_/g, ' '), 'status status-' + st);
     put(c.link, info.title || '(untitled)');
     put(c.agent, agentName(info.agent));
     put(c.count, count(info.event_count));
