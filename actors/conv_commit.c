@@ -218,10 +218,11 @@ static void save_deferred(conv *c)
 
 void conv_checkpoint(conv *c)
 {
-    put_file(
-        c, CONV_STATE_FILE,
-        conv_state_json(seq_count(c->sq), seq_status_committed(c->sq), seq_gate_committed(c->sq)),
-        0);
+    conv_findings f = seq_findings(c->sq);
+    put_file(c, CONV_STATE_FILE,
+             conv_state_json(seq_count(c->sq), seq_status_committed(c->sq),
+                             seq_gate_committed(c->sq), &f),
+             0);
     c->since_ckpt = 0;
 }
 

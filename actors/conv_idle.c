@@ -159,6 +159,7 @@ static int on_opened(conv *c, conv_opened *o)
         conv_opened_free(o);
         return RT_ENOMEM;
     }
+    seq_set_findings(c->sq, o->findings);
     seq_on_decided(c->sq, conv_count_decision, NULL);
     seq_set_time(c->sq, conv_mono_ms(), conv_wall_ms());
     memcpy(c->updated, o->updated, sizeof(c->updated));

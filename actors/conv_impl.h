@@ -63,10 +63,11 @@ typedef struct conv_opened {
     st_log *log; /* valid while sc is held */
     gate *g;     /* the state after the last durable event */
     conv_status status;
-    uint64_t count;   /* events in the log */
-    char updated[40]; /* the last event's timestamp, "" if none */
-    json_t *deferred; /* [{"event": {...}, "deadline": ms}] not yet in the log */
-    int policy;       /* its stored CONV_META_POLICY, or -1 */
+    uint64_t count;         /* events in the log */
+    char updated[40];       /* the last event's timestamp, "" if none */
+    conv_findings findings; /* in the log */
+    json_t *deferred;       /* [{"event": {...}, "deadline": ms}] not yet in the log */
+    int policy;             /* its stored CONV_META_POLICY, or -1 */
 } conv_opened;
 
 /* Open the conversation's log and rebuild its state in the thread pool of
@@ -76,10 +77,11 @@ typedef struct conv_opened {
 int conv_open_start(const conv_ctx *ctx, rt_actor *self, uv_loop_t *loop, bool log_only);
 void conv_opened_free(conv_opened *o);
 
-/* The state checkpoint's file, and building one: {"index", "status", "gate"}. */
+/* The state checkpoint's file, and building one:
+ * {"index", "status", "gate", "findings": {"violations", "stuck"}}. */
 #define CONV_STATE_FILE    "state.json"
 #define CONV_DEFERRED_FILE "deferred.json"
-rt_buf *conv_state_json(uint64_t index, conv_status status, const gate *g);
+rt_buf *conv_state_json(uint64_t index, conv_status status, const gate *g, const conv_findings *f);
 
 uint64_t conv_wall_ms(void);
 uint64_t conv_mono_ms(void);

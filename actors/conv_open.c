@@ -2,10 +2,12 @@
  * conv_open.c - opening a conversation off the loop.
  *
  * Opening reads the log (store), then rebuilds the conversation's state
- * (status, and the gate: pending calls, their turn, the head) from the last
- * state checkpoint plus the events after it, never from a scan of the whole
- * history; a checkpoint that cannot be used is reported and the state is
- * rebuilt from the start instead. Then it reads the deferred messages still
+ * (status, the gate: pending calls, their turn, the head, and the count of
+ * findings: violations and stuck findings) from the last state checkpoint
+ * plus the events after it, never from a scan of the whole history; a
+ * checkpoint that cannot be used is reported and the state is rebuilt from
+ * the start instead. So is one written before checkpoints counted
+ * findings: once, and the next checkpoint has them. Then it reads the deferred messages still
  * waiting to be committed. All of this is blocking I/O, so it runs in
  * libuv's thread pool; the conversation actor gets the result as a message.
  */
@@ -24,10 +26,11 @@
 #include <string.h>
 #include <time.h>
 
-rt_buf *conv_state_json(uint64_t index, conv_status status, const gate *g)
+rt_buf *conv_state_json(uint64_t index, conv_status status, const gate *g, const conv_findings *f)
 {
-    json_t *j = json_pack("{s:I, s:s, s:o}", "index", (json_int_t)index, "status",
-                          conv_status_name(status), "gate", gate_save(g));
+    json_t *j = json_pack("{s:I, s:s, s:o, s:{s:I, s:I}}", "index", (json_int_t)index, "status",
+                          conv_status_name(status), "gate", gate_save(g), "findings", "violations",
+                          (json_int_t)f->violations, "stuck", (json_int_t)f->stuck);
     char *s = j != NULL ? json_dumps(j, JSON_COMPACT) : NULL;
     json_decref(j);
     if (s == NULL)
@@ -69,6 +72,7 @@ static int replay(conv_opened *o, uint64_t from)
             int s = conv_status_of(&e);
             if (s >= 0)
                 o->status = (conv_status)s;
+            conv_findings_add(&o->findings, &e);
             ev_free(&e);
         }
         at += p->n > 0 ? p->n : 1;
@@ -88,17 +92,26 @@ static uint64_t load_checkpoint(conv_opened *o)
     free(data);
     json_t *index = json_object_get(j, "index");
     int status = conv_status_parse(json_string_value(json_object_get(j, "status")));
+    json_t *f = json_object_get(j, "findings");
+    json_t *nv = json_object_get(f, "violations"), *ns = json_object_get(f, "stuck");
     uint64_t at = 0;
     if (json_is_integer(index) && json_integer_value(index) >= 0 &&
-        (uint64_t)json_integer_value(index) <= o->count && status >= 0 &&
+        (uint64_t)json_integer_value(index) <= o->count && status >= 0 && json_is_integer(nv) &&
+        json_integer_value(nv) >= 0 && json_is_integer(ns) && json_integer_value(ns) >= 0 &&
         gate_load(o->g, json_object_get(j, "gate")) == 0) {
         at = (uint64_t)json_integer_value(index);
         o->status = (conv_status)status;
+        o->findings =
+            (conv_findings){(uint64_t)json_integer_value(nv), (uint64_t)json_integer_value(ns)};
     } else {
         gate_free(o->g);
         o->g = gate_new();
-        rt_log(RT_LOG_WARN, "conversation",
-               "ignoring an unusable state checkpoint, rebuilding from the first event");
+        if (f == NULL) /* an older parley's: expected, once */
+            rt_log(RT_LOG_INFO, "conversation",
+                   "state checkpoint without findings, counting them from the first event");
+        else
+            rt_log(RT_LOG_WARN, "conversation",
+                   "ignoring an unusable state checkpoint, rebuilding from the first event");
     }
     json_decref(j);
     return at;

@@ -19,12 +19,13 @@
 
 typedef struct conv_reply {
     pl_verdict v;
-    conv_status status; /* STATUS: live; SUBSCRIBE: durable */
-    uint64_t count;     /* durable events (SUBSCRIBE: the index of the first
-                           event the subscriber gets live) */
-    uint32_t pending;   /* STATUS: tool calls pending */
-    uint64_t gate_ns;   /* STATUS: time in the gate (conv_opts.measure) */
-    char updated[40];   /* STATUS: the last durable event's timestamp, or "" */
+    conv_status status;     /* STATUS: live; SUBSCRIBE: durable */
+    uint64_t count;         /* durable events (SUBSCRIBE: the index of the first
+                               event the subscriber gets live) */
+    uint32_t pending;       /* STATUS: tool calls pending */
+    uint64_t gate_ns;       /* STATUS: time in the gate (conv_opts.measure) */
+    char updated[40];       /* STATUS: the last durable event's timestamp, or "" */
+    conv_findings findings; /* STATUS: violations and stuck findings in the log */
 } conv_reply;
 
 /* What goes into a reply; strings and arrays are copied. */

@@ -1,4 +1,5 @@
-/* conv_status.c - statuses and their transitions (conv_status.h). */
+/* conv_status.c - statuses, their transitions and the findings a log
+ * records (conv_status.h). */
 #include "actors/conv_status.h"
 
 #include "actors/event.h"
@@ -33,6 +34,19 @@ int conv_status_of(const ev *e)
         strcmp(e->state_key, "execution_status") != 0)
         return -1;
     return conv_status_parse(json_string_value(json_object_get(e->obj, "value")));
+}
+
+void conv_findings_add(conv_findings *f, const ev *e)
+{
+    if (e->kind != EV_CONVERSATION_ERROR)
+        return;
+    const char *code = json_string_value(json_object_get(e->obj, "code"));
+    if (code == NULL)
+        return;
+    if (strcmp(code, CONV_CODE_VIOLATION) == 0)
+        f->violations++;
+    else if (strcmp(code, CONV_CODE_STUCK) == 0)
+        f->stuck++;
 }
 
 /* Spec §2.4. A run starts from idle, paused, error, stuck (and finished: a

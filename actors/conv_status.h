@@ -1,11 +1,13 @@
 /*
  * conv_status.h - a conversation's status, its transitions (spec §2.4),
- * its compliance policy and the controls a client may ask for. Pure.
+ * its compliance policy, the controls a client may ask for, and the
+ * findings its log records. Pure.
  */
 #ifndef CONV_STATUS_H
 #define CONV_STATUS_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 typedef enum conv_policy {
     CONV_REJECT = 0, /* default: violations are refused */
@@ -31,6 +33,21 @@ int conv_status_parse(const char *s); /* -1 if unknown */
 int conv_status_of(const struct ev *e);
 /* May the status go from `from` to `to` (spec §2.4)? */
 bool conv_transition_ok(conv_status from, conv_status to);
+
+/* The codes of the ConversationErrorEvents a conversation records about
+ * itself: a violation appended in observe mode, a stuck finding. */
+#define CONV_CODE_VIOLATION "ComplianceViolation"
+#define CONV_CODE_STUCK     "StuckPatternDetected"
+
+/* What a log holds of them: counted from the events themselves (whoever
+ * appended them), so the log alone gives the same counts after a restart. */
+typedef struct conv_findings {
+    uint64_t violations; /* ComplianceViolation */
+    uint64_t stuck;      /* StuckPatternDetected */
+} conv_findings;
+
+/* Count e into f, if it is one of them. */
+void conv_findings_add(conv_findings *f, const struct ev *e);
 
 typedef enum conv_control {
     CONV_RUN = 1,      /* status -> running */

@@ -24,7 +24,8 @@ conv_reply conv_info(const conv *c)
     conv_reply r = {.status = seq_status(c->sq),
                     .count = seq_count(c->sq),
                     .pending = (uint32_t)gate_pending_count(seq_gate(c->sq)),
-                    .gate_ns = seq_gate_ns(c->sq)};
+                    .gate_ns = seq_gate_ns(c->sq),
+                    .findings = seq_findings(c->sq)};
     memcpy(r.updated, c->updated, sizeof(r.updated));
     return r;
 }

@@ -42,8 +42,9 @@ struct sequencer {
     gate *g;  /* live: everything accepted */
     gate *gc; /* committed: everything durable */
     conv_status status, status_c;
-    uint64_t count;    /* durable events */
-    uint64_t accepted; /* durable, plus those in units */
+    conv_findings findings_c; /* in the durable log */
+    uint64_t count;           /* durable events */
+    uint64_t accepted;        /* durable, plus those in units */
     held *holds;
     size_t nholds;
     deferred *defs;

@@ -43,6 +43,7 @@ seq_unit *seq_durable(sequencer *s)
         int st = conv_status_of(&u->items[i].e);
         if (st >= 0)
             s->status_c = (conv_status)st;
+        conv_findings_add(&s->findings_c, &u->items[i].e);
     }
     s->count += u->n;
     return u;
@@ -102,6 +103,16 @@ const gate *seq_gate_committed(const sequencer *s)
 uint64_t seq_count(const sequencer *s)
 {
     return s->count;
+}
+
+conv_findings seq_findings(const sequencer *s)
+{
+    return s->findings_c;
+}
+
+void seq_set_findings(sequencer *s, conv_findings f)
+{
+    s->findings_c = f;
 }
 
 bool seq_inflight(const sequencer *s)

@@ -59,7 +59,7 @@ void seq__back_to_idle(sequencer *s)
  * it names are those of that moment), recorded right after the event. */
 void seq__record_violation(sequencer *s, const char *text)
 {
-    seq__offer_own(s, error_event("ComplianceViolation", text));
+    seq__offer_own(s, error_event(CONV_CODE_VIOLATION, text));
 }
 
 /* ------------------------------------------------------- the rest ------- */
@@ -144,7 +144,7 @@ void seq_stuck(sequencer *s, stuck_rule rule)
     char detail[256];
     snprintf(detail, sizeof(detail), "stuck: %s: the agent repeats itself without progress",
              stuck_rule_name(rule));
-    seq__offer_own(s, error_event("StuckPatternDetected", detail));
+    seq__offer_own(s, error_event(CONV_CODE_STUCK, detail));
     seq__set_status(s, CONV_STUCK);
     seq__settle(s);
 }

@@ -224,8 +224,13 @@ conv_status seq_status_committed(const sequencer *s); /* durable */
 const gate *seq_gate(const sequencer *s);             /* live */
 const gate *seq_gate_committed(const sequencer *s);   /* durable: for checkpoints */
 uint64_t seq_count(const sequencer *s);               /* durable events */
-bool seq_inflight(const sequencer *s);                /* units not durable yet */
-bool seq_waiting(const sequencer *s);                 /* holds or deferrals */
+/* The findings in the durable log (conv_status.h): counted as units
+ * become durable, from what the driver says the log held when it was
+ * opened (seq_set_findings; a new sequencer starts from none). */
+conv_findings seq_findings(const sequencer *s);
+void seq_set_findings(sequencer *s, conv_findings f);
+bool seq_inflight(const sequencer *s); /* units not durable yet */
+bool seq_waiting(const sequencer *s);  /* holds or deferrals */
 size_t seq_held(const sequencer *s);
 size_t seq_deferred(const sequencer *s);
 /* Changes whenever the deferred set does: save it when it moved (the

@@ -107,6 +107,22 @@ const Parley = (() => {
     }
   }
 
+  // GET path -> the answer as text (/metrics is not JSON), with the key as
+  // call sends it.
+  async function callText(path) {
+    for (;;) {
+      const k = key();
+      const res = await fetch(path, {headers: k ? {'X-Session-API-Key': k} : {}});
+      if (res.status === 401) {
+        await askKey(k !== '');
+        continue;
+      }
+      const text = await res.text();
+      if (!res.ok) throw new ApiError(res.status, text);
+      return text;
+    }
+  }
+
   // "3 s ago", "5 min ago"...; the exact time goes in a title.
   function ago(iso) {
     const t = Date.parse(/[zZ]|[+-]\d\d:?\d\d$/.test(iso) ? iso : iso + 'Z');
@@ -125,5 +141,5 @@ const Parley = (() => {
     p.textContent = err ? String(err.message || err) : '';
   }
 
-  return {key, el, call, askKey, ago, showError};
+  return {key, el, call, callText, askKey, ago, showError};
 })();

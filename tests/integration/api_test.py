@@ -533,6 +533,57 @@ def search_conversations(c):
         check(b2["items"][0]["id"] == dashed, "a dashed page_id works too", b2)
 
 
+def stuck_turns(c, cid, first, n):
+    """n identical action/observation turns: the stuck detector's first rule."""
+    for i in range(first, first + n):
+        append(c, cid, [action("sa%d" % i, "sc%d" % i, "sr%d" % i),
+                        observation("so%d" % i, "sc%d" % i)])
+
+
+def conversation_findings(c):
+    """parley's own info fields: event_count, violations, stuck_findings, the same in
+    GET, the batch get and the search, and moving as events are appended."""
+    fields = ("event_count", "violations", "stuck_findings")
+    cid = new_conv(c, title="findings")
+    info = c.expect("GET", conv_path(cid), 200)
+    check(all(info.get(f) == 0 for f in fields), "a new conversation: all zero", info)
+    append(c, cid, [user_msg("u1"), action("a1", "c1", "r1"), observation("o1", "c1")])
+    info = c.expect("GET", conv_path(cid), 200)
+    check(info["event_count"] == 3 == event_count(c, cid), "event_count is the log's", info)
+
+    obs = new_conv(c, title="observed", compliance_policy="observe")
+    append(c, obs, action("a1", "c1", "r1"))
+    append(c, obs, agent_msg("m1", "too soon", "r2"))  # interleaved_message, observed
+    # the record is the conversation's own event, durable right after m1's answer
+    info = wait_for("the violation to be counted",
+                    lambda: (lambda i: i if i["violations"] == 1 else None)(
+                        c.expect("GET", conv_path(obs), 200)))
+    evs = all_events(c, obs)
+    codes = [e.get("code") for e in evs if e["kind"] == "ConversationErrorEvent"]
+    check(codes == ["ComplianceViolation"], "observe mode records the violation", codes)
+    check((info["event_count"], info["stuck_findings"]) == (len(evs), 0),
+          "the violation is counted with its event", info)
+
+    st = new_conv(c, title="stuck")
+    append(c, st, user_msg("u1", say="list the files"))
+    stuck_turns(c, st, 1, 4)
+    info = wait_for("the stuck finding to be counted",
+                    lambda: (lambda i: i if i["stuck_findings"] == 1 else None)(
+                        c.expect("GET", conv_path(st), 200)))
+    check(info["execution_status"] == "stuck" and info["violations"] == 0,
+          "a stuck conversation, its finding counted", info)
+    check(info["event_count"] == event_count(c, st), "its event_count is the log's", info)
+
+    many = c.expect("GET", "/api/conversations?" + qs({"ids": [obs, st]}), 200)
+    found = {i["id"]: i for i in c.expect("GET", "/api/conversations/search?limit=100", 200)
+             ["items"]}
+    for i in many:
+        check(all(i.get(f) == c.expect("GET", conv_path(i["id"]), 200)[f] for f in fields),
+              "the batch get carries them", i)
+        check(all(found[i["id"]].get(f) == i[f] for f in fields), "so does the search",
+              found[i["id"]])
+
+
 def UUIDify(h):
     return "%s-%s-%s-%s-%s" % (h[:8], h[8:12], h[12:16], h[16:20], h[20:])
 
@@ -1402,11 +1453,23 @@ def restart_keeps_everything(srv):
     mom = c.expect("POST", "/api/conversations", 201, {"workspace": ws})["id"]
     kid = c.expect("POST", "/api/conversations", 201,
                    {"workspace": ws, "parent_conversation_id": mom})["id"]
-    convs = [a, b, f, big, p, mom, kid]
+    # findings are counted from the log again after the restart
+    obs = new_conv(c, title="observed", compliance_policy="observe")
+    append(c, obs, [action("a1", "c1", "r1"), agent_msg("m1", "too soon", "r2")])
+    wait_for("the violation", lambda: c.expect("GET", conv_path(obs), 200)["violations"] == 1)
+    st = new_conv(c, title="stuck")
+    append(c, st, user_msg("u1", say="list the files"))
+    stuck_turns(c, st, 1, 4)
+    wait_for("the stuck finding",
+             lambda: c.expect("GET", conv_path(st), 200)["stuck_findings"] == 1)
+    convs = [a, b, f, big, p, mom, kid, obs, st]
     before = {x: c.expect("GET", conv_path(x), 200) for x in convs}
     check(before[mom]["sub_conversation_ids"] == [kid], "a parent and its child", before[mom])
     events = {x: all_events(c, x) for x in convs}
     listing = walk_conversations(c, 100)
+    check((before[obs]["violations"], before[st]["stuck_findings"]) == (1, 1),
+          "findings before", before[obs], before[st])
+    check(before[big]["event_count"] == 150, "event_count before", before[big])
     check(before[b]["execution_status"] == "paused" and
           before[f]["execution_status"] == "finished", "statuses before", before)
 
@@ -1497,7 +1560,8 @@ def main():
                    secrets_not_echoed, include_skills, create_bad_requests, title_counts_characters,
                    create_with_initial_message, get_conversation, get_many, search_conversations,
                    count_conversations, status_filter, patch_conversation, run_pause_interrupt,
-                   pause_when_paused, conversation_delete, parent_and_children):
+                   pause_when_paused, conversation_delete, parent_and_children,
+                   conversation_findings):
             run(fn.__name__, fn, c)
         # 4. events
         run("post_message", post_message, c)

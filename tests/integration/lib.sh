@@ -24,3 +24,18 @@ expect_status() {
 expect_grep() {
     grep -qE -- "$1" "$2" || fail "no '$1' in $2: $(head -c 2000 "$2")"
 }
+
+# run_browser_test SCRIPT NAME : node tests/integration/SCRIPT PARLEY TMP
+# ARTIFACTS, a test of the web pages on Debian's chromium (headless) through
+# playwright-core from tests/node (both installed by tools/bootstrap.sh);
+# its screenshots go to test-artifacts/NAME next to $PARLEY, or to
+# $PARLEY_ARTIFACTS/NAME.
+run_browser_test() {
+    local here chromium=${CHROMIUM:-/usr/bin/chromium}
+    here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+    [ -d "$here/../node/node_modules/playwright-core" ] ||
+        fail "playwright-core is missing: run tools/bootstrap.sh"
+    [ -x "$chromium" ] || fail "$chromium is missing: run tools/bootstrap.sh"
+    CHROMIUM=$chromium node "$here/$1" "$PARLEY" "$TEST_TMP" \
+        "${PARLEY_ARTIFACTS:-$(dirname "$PARLEY")/test-artifacts}/$2"
+}

@@ -77,10 +77,12 @@ static void on_reply(void *ctx, rt_msg *m)
         s->code = m->kind == RT_KIND_ERROR ? m->status : RT_EFAIL;
     } else if (cr->v.outcome == PL_DONE) { /* the verdict and what it knows */
         s->code = 200;
-        json_t *j = json_pack("{s:b, s:s, s:I, s:I, s:i, s:I}", "success", 1, "status",
-                              conv_status_name(cr->status), "events", (json_int_t)cr->count,
-                              "count", (json_int_t)cr->count, "pending_tool_calls",
-                              (int)cr->pending, "gate_ns", (json_int_t)cr->gate_ns);
+        json_t *j =
+            json_pack("{s:b, s:s, s:I, s:I, s:i, s:I, s:I, s:I}", "success", 1, "status",
+                      conv_status_name(cr->status), "events", (json_int_t)cr->count, "count",
+                      (json_int_t)cr->count, "pending_tool_calls", (int)cr->pending, "gate_ns",
+                      (json_int_t)cr->gate_ns, "violations", (json_int_t)cr->findings.violations,
+                      "stuck_findings", (json_int_t)cr->findings.stuck);
         if (cr->updated[0] != '\0')
             json_object_set_new(j, "updated_at", json_string(cr->updated));
         s->body = json_dumps(j, JSON_COMPACT);
@@ -208,6 +210,17 @@ void tc_status(tc_env *e, char *status, size_t cap, int *pending)
         snprintf(status, cap, "%s", json_string_value(json_object_get(j, "status")));
     if (pending != NULL)
         *pending = (int)json_integer_value(json_object_get(j, "pending_tool_calls"));
+    json_decref(j);
+}
+
+void tc_findings(tc_env *e, uint64_t *violations, uint64_t *stuck)
+{
+    char *text = NULL;
+    ck_assert_int_eq(tc_call(e, CONV_STATUS, 0, NULL, &text), 200);
+    json_t *j = tc_json(text);
+    free(text);
+    *violations = (uint64_t)json_integer_value(json_object_get(j, "violations"));
+    *stuck = (uint64_t)json_integer_value(json_object_get(j, "stuck_findings"));
     json_decref(j);
 }
 

@@ -69,6 +69,8 @@ int tc_append(tc_env *e, const char *body, json_t **out);
 void tc_sync(tc_env *e);
 /* CONV_STATUS: the status name (into `status`) and the pending calls. */
 void tc_status(tc_env *e, char *status, size_t cap, int *pending);
+/* CONV_STATUS: the violations and stuck findings its log records. */
+void tc_findings(tc_env *e, uint64_t *violations, uint64_t *stuck);
 
 /* ---- events as producers send them (malloc'd JSON text) ------------------ */
 

@@ -6,8 +6,9 @@
  * the observe policy, status transitions (CONV_CONTROL, agent-posted
  * status, user messages, restarts), crash recovery (a child process killed
  * mid-run, with and without a state checkpoint), the gate's memory with
- * 100 000 completed tool calls, the stuck detector's settings, and
- * subscribers (replay, order, CONV_SYNC).
+ * 100 000 completed tool calls, the stuck detector's settings,
+ * subscribers (replay, order, CONV_SYNC), and the findings counted
+ * (violations, stuck findings) across restarts.
  *
  * The shared vectors (test_vectors.c) pin the verdicts; these cases pin the
  * rest: what the answers say, what the log holds afterwards (own events
@@ -2256,6 +2257,114 @@ START_TEST(test_idle_close_and_wake)
 }
 END_TEST
 
+/* ------------------------------------------------------------ findings --- */
+
+#define ASSERT_FINDINGS(e, want_v, want_s)                                                         \
+    do {                                                                                           \
+        uint64_t v_, s_;                                                                           \
+        tc_findings((e), &v_, &s_);                                                                \
+        ck_assert_msg(v_ == (want_v) && s_ == (want_s),                                            \
+                      "%llu violations and %llu stuck findings, expected %d and %d",               \
+                      (unsigned long long)v_, (unsigned long long)s_, (want_v), (want_s));         \
+    } while (0)
+
+static char *read_text(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    ck_assert_ptr_nonnull(f);
+    char *s = calloc(1, 1 << 16);
+    ck_assert_ptr_nonnull(s);
+    size_t n = fread(s, 1, (1 << 16) - 1, f);
+    ck_assert(n > 0 && feof(f));
+    fclose(f);
+    return s;
+}
+
+static void write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(text, 1, strlen(text), f), strlen(text));
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+/* Observed violations are counted as they become durable, and again from
+ * the log on every way of opening it: a checkpoint, a checkpoint plus the
+ * events after it, an older parley's checkpoint (no findings in it), none. */
+START_TEST(test_findings_violations_survive_restart)
+{
+    tc_env e = {0};
+    conv_opts o = {.policy = CONV_OBSERVE};
+    tc_start(&e, NULL, &o, ST_FULL);
+    ASSERT_FINDINGS(&e, 0, 0);
+    OK(&e, act("a1", "c1", "r1"));
+    OK(&e, msg("m1", "agent")); /* interleaved_message */
+    OK(&e, obs("o1", "c1", "a1"));
+    OK(&e, obs("o1b", "c1", "a1")); /* duplicate_tool_result */
+    tc_sync(&e);
+    ASSERT_FINDINGS(&e, 2, 0);
+    tc_restart(&e); /* a clean stop checkpoints */
+    ASSERT_FINDINGS(&e, 2, 0);
+    char path[4096];
+    conv_file(&e, "state.json", path, sizeof(path));
+    char *old = read_text(path);
+    json_t *ck = tc_json(old);
+    ck_assert_int_eq(json_integer_value(json_object_get(ck, "index")), 6);
+    json_decref(ck);
+
+    OK(&e, obs("o9", "c9", "a9")); /* unmatched_tool_result */
+    tc_sync(&e);
+    ASSERT_FINDINGS(&e, 3, 0);
+    tc_stop(&e);
+    write_text(path, old); /* at event 6: the two after it are replayed */
+    free(old);
+    tc_start(&e, NULL, NULL, ST_FULL);
+    ASSERT_FINDINGS(&e, 3, 0);
+
+    OK(&e, act("a2", "c2", "r2"));
+    OK(&e, act("a3", "c3", "r3")); /* interleaved_action */
+    tc_sync(&e);                   /* its record too: the stop checkpoints what is durable */
+    tc_stop(&e);
+    ck = conv_json_file(&e, "state.json");
+    ck_assert_int_eq(json_integer_value(json_object_get(ck, "index")), 11);
+    ck_assert_int_eq(json_object_del(ck, "findings"), 0);
+    ck_assert_int_eq(json_dump_file(ck, path, JSON_COMPACT), 0);
+    json_decref(ck);
+    tc_start(&e, NULL, NULL, ST_FULL);
+    ASSERT_FINDINGS(&e, 4, 0);
+    ASSERT_STATUS(&e, "idle", 2); /* the gate too, rebuilt from the first event */
+
+    tc_stop(&e);
+    ck_assert_int_eq(unlink(path), 0);
+    tc_start(&e, NULL, NULL, ST_FULL);
+    ASSERT_FINDINGS(&e, 4, 0);
+    ck_assert_uint_eq(log_count(&e, "ConversationErrorEvent", "code", "ComplianceViolation"), 4);
+    finish(&e);
+}
+END_TEST
+
+/* Each time the detector finds the conversation stuck counts, and the count
+ * survives a restart. */
+START_TEST(test_findings_stuck_counted)
+{
+    tc_env e = {0};
+    tc_start(&e, NULL, NULL, ST_FULL);
+    OK(&e, user("u0", "list the files"));
+    same_turns(&e, 1, 4);
+    tc_sync(&e);
+    ASSERT_STATUS(&e, "stuck", 0);
+    ASSERT_FINDINGS(&e, 0, 1);
+    OK(&e, user("u1", "try something else"));
+    same_turns(&e, 5, 4);
+    tc_sync(&e);
+    ASSERT_STATUS(&e, "stuck", 0);
+    ASSERT_FINDINGS(&e, 0, 2);
+    tc_restart(&e);
+    ASSERT_FINDINGS(&e, 0, 2);
+    finish(&e);
+}
+END_TEST
+
 /* ---------------------------------------------------------------- main --- */
 
 int main(void)
@@ -2294,6 +2403,7 @@ int main(void)
         {"stuck", {test_stuck_default, test_stuck_detection_off, test_stuck_thresholds}},
         {"subscribers", {test_subscribe_replay_and_order, test_sync_waits_for_subscribers}},
         {"idle", {test_idle_close_and_wake}},
+        {"findings", {test_findings_violations_survive_restart, test_findings_stuck_counted}},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         TCase *tc = tcase_create(cases[i].name);

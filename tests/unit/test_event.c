@@ -4,11 +4,13 @@
  * way upstream refuses it, unknown members refused at the top and accepted
  * where upstream ignores them, the canonical bytes (order, nulls, kind
  * last, numbers, escapes), stamping and the timestamp format, the name
- * tables, and every event of every published vector.
+ * tables, every event of every published vector, and which events a
+ * conversation counts as findings (conv_status.h).
  *
  * Examples are written with ' for " (see jq) so that they stay readable;
  * a literal apostrophe is written \u0027 inside the JSON.
  */
+#include "actors/conv_status.h"
 #include "actors/event.h"
 
 #include "support_sync.h"
@@ -1523,6 +1525,46 @@ START_TEST(test_vectors_parse)
 }
 END_TEST
 
+/* What counts: a ConversationErrorEvent by its code, whoever appended it. */
+START_TEST(test_findings_of_events)
+{
+    static const struct {
+        const char *json;
+        conv_findings want;
+    } cases[] = {
+        {"{\"source\":\"environment\",\"code\":\"ComplianceViolation\",\"detail\":\"x\","
+         "\"kind\":\"ConversationErrorEvent\"}",
+         {1, 0}},
+        {"{\"source\":\"environment\",\"code\":\"StuckPatternDetected\",\"detail\":\"x\","
+         "\"kind\":\"ConversationErrorEvent\"}",
+         {0, 1}},
+        {"{\"source\":\"agent\",\"code\":\"ComplianceViolation\",\"detail\":\"x\","
+         "\"kind\":\"ConversationErrorEvent\"}",
+         {1, 0}},
+        {"{\"source\":\"environment\",\"code\":\"DeferredMessageExpired\",\"detail\":\"x\","
+         "\"kind\":\"ConversationErrorEvent\"}",
+         {0, 0}},
+        {"{\"source\":\"agent\",\"llm_message\":{\"role\":\"assistant\",\"content\":[{\"type\":"
+         "\"text\",\"text\":\"ComplianceViolation StuckPatternDetected\"}]},"
+         "\"kind\":\"MessageEvent\"}",
+         {0, 0}},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        ev e;
+        char err[256];
+        ck_assert_msg(ev_parse(cases[i].json, strlen(cases[i].json), &e, err, sizeof(err)) == 0,
+                      "case %zu: %s", i, err);
+        conv_findings f = {10, 20};
+        conv_findings_add(&f, &e);
+        ev_free(&e);
+        ck_assert_msg(f.violations == 10 + cases[i].want.violations &&
+                          f.stuck == 20 + cases[i].want.stuck,
+                      "case %zu: %llu, %llu", i, (unsigned long long)f.violations,
+                      (unsigned long long)f.stuck);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("event");
@@ -1556,6 +1598,7 @@ int main(void)
 
     tc = tcase_create("tables");
     tcase_add_test(tc, test_kind_tables);
+    tcase_add_test(tc, test_findings_of_events);
     tcase_add_test(tc, test_parsed_families);
     suite_add_tcase(s, tc);
 
