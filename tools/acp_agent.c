@@ -30,6 +30,7 @@ typedef struct session {
     json_t *prompt_id; /* the prompt turn that runs */
     json_t *echo;      /* its content, until its message comes back */
     bool armed;        /* a stop now ends the turn */
+    bool heard;        /* a user message came back since the prompt was posted */
     bool ended;        /* its events stopped coming */
     int64_t perm_id;   /* our session/request_permission waiting; 0: none */
     call calls[ACPA_CALLS_MAX];
@@ -140,7 +141,7 @@ static void end_turn(acpa *a, session *s, const char *stop)
     json_decref(s->prompt_id);
     json_decref(s->echo);
     s->prompt_id = s->echo = NULL;
-    s->armed = false;
+    s->armed = s->heard = false;
 }
 
 /* ---- events -------------------------------------------------------------------------------- */
@@ -153,6 +154,34 @@ static const char *str(json_t *o, const char *k)
 static bool is(const char *a, const char *b)
 {
     return a != NULL && strcmp(a, b) == 0;
+}
+
+static bool same(json_t *a, json_t *b)
+{
+    return a == b || json_equal(a, b); /* both absent, or equal */
+}
+
+/* The prompt's content as the conversation stored it: the same blocks of
+ * the same types with the same text or image URLs (a server may add keys
+ * of its own, such as cache_prompt). */
+static bool same_content(json_t *got, json_t *sent)
+{
+    if (json_equal(got, sent))
+        return true;
+    if (!json_is_array(got) || json_array_size(got) != json_array_size(sent))
+        return false;
+    size_t i;
+    json_t *g;
+    json_array_foreach(got, i, g)
+    {
+        json_t *w = json_array_get(sent, i);
+        const char *type = str(w, "type");
+        if (!is(str(g, "type"), type) ||
+            !same(json_object_get(g, "text"), json_object_get(w, "text")) ||
+            !same(json_object_get(g, "image_urls"), json_object_get(w, "image_urls")))
+            return false;
+    }
+    return true;
 }
 
 /* Pending tool calls, for a permission's toolCall and a rejection; out:
@@ -229,16 +258,23 @@ void acpa_event(acpa *a, const char *cid, const char *json, size_t len)
         return;
     }
     const char *kind = str(e, "kind");
-    bool echo = false;
-    if (s->echo != NULL && is(kind, "MessageEvent") && is(str(e, "source"), "user") &&
-        json_equal(json_object_get(json_object_get(e, "llm_message"), "content"), s->echo)) {
+    bool echo = false, said = is(kind, "MessageEvent") && is(str(e, "source"), "user");
+    if (said && s->echo != NULL &&
+        same_content(json_object_get(json_object_get(e, "llm_message"), "content"), s->echo)) {
         echo = true; /* the editor's own prompt: it shows it already */
         json_decref(s->echo);
         s->echo = NULL;
         s->armed = true;
+    } else if (said && s->prompt_id != NULL) {
+        s->heard = true;
     }
+    /* A run arms the stop only after a user message came back: one
+     * before it is the last turn's (the log orders the prompt's message
+     * before its run), and its stop would end this turn at once. The
+     * message may come back unrecognised (a server that rewrites content),
+     * hence any user message. */
     bool status = is(kind, "ConversationStateUpdateEvent") && is(str(e, "key"), "execution_status");
-    if (status && is(str(e, "value"), "running") && s->prompt_id != NULL)
+    if (status && is(str(e, "value"), "running") && s->prompt_id != NULL && s->heard)
         s->armed = true;
     size_t i;
     json_t *u;
@@ -456,7 +492,7 @@ static void session_prompt(acpa *a, json_t *id, json_t *params)
     }
     s->prompt_id = json_incref(id);
     s->echo = content;
-    s->armed = false;
+    s->armed = s->heard = false;
     char why[400] = "";
     if (a->b.post(a->b.ud, sid, content, why, sizeof(why)) != 0) {
         json_decref(s->prompt_id);

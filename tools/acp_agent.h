@@ -18,8 +18,9 @@
  *                    conversation's events stream as updates; the answer
  *                    is {stopReason} when an event ends the turn
  *                    (acp_out_event), counted only after the prompt's own
- *                    message (or a run) came back, so a stale stop of the
- *                    last turn cannot end this one
+ *                    message came back (or, if it came back changed, a run
+ *                    after a user message), so a stale stop of the last
+ *                    turn cannot end this one
  *   session/cancel   pause; the paused status answers cancelled
  * When the conversation waits for confirmation, session/request_permission
  * goes to the editor; "allow" confirms, anything else rejects.
