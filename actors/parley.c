@@ -595,6 +595,16 @@ int pl_control(pl_conv *c, pl_control_op what, pl_verdict_fn cb, void *ctx)
     return ask_verdict(c, CONV_CONTROL, (uint64_t)what, NULL, cb, ctx);
 }
 
+int pl_reject(pl_conv *c, const char *reason, pl_verdict_fn cb, void *ctx)
+{
+    if (c == NULL || cb == NULL)
+        return RT_EINVAL;
+    rt_buf *b = NULL;
+    if (reason != NULL && reason[0] != '\0' && (b = rt_buf_copy(reason, strlen(reason))) == NULL)
+        return RT_ENOMEM;
+    return ask_verdict(c, CONV_CONTROL, CONV_REFUSE_CALLS, b, cb, ctx);
+}
+
 /* --------------------------------------------------------------- reads --- */
 
 struct pl_page {

@@ -298,6 +298,13 @@ typedef enum pl_control_op { PL_RUN = 1, PL_PAUSE, PL_INTERRUPT } pl_control_op;
  * InterruptEvent, paused). cb gets DONE once durable, or CONFLICT when the
  * status does not allow it ("already running"). As pl_append otherwise. */
 int pl_control(pl_conv *c, pl_control_op what, pl_verdict_fn cb, void *ctx);
+/* Reject what waits for confirmation, as a server's respond_to_confirmation
+ * with accept false: a UserRejectObservation of the user's saying reason
+ * (NULL: "User rejected the action."; cut at 1 KiB) answers each pending
+ * tool call, and a conversation waiting for confirmation goes idle. cb
+ * gets DONE once durable (also when nothing was pending). As pl_append
+ * otherwise. */
+int pl_reject(pl_conv *c, const char *reason, pl_verdict_fn cb, void *ctx);
 
 /* ---- reads: blocking ------------------------------------------------------- */
 
