@@ -72,15 +72,11 @@ static int f_pause(void *ud, const char *cid, char *why, size_t n)
     return f->pause_rc;
 }
 
-static int f_confirm(void *ud, const char *cid, bool accept, const char *reason,
-                     const acpa_call *calls, size_t ncalls, char *why, size_t n)
+static int f_confirm(void *ud, const char *cid, bool accept, const char *reason, char *why,
+                     size_t n)
 {
     fake *f = ud;
-    json_t *cs = json_array();
-    for (size_t i = 0; i < ncalls; i++)
-        json_array_append_new(cs, json_pack("[s,s,s]", calls[i].tool_call_id, calls[i].action_id,
-                                            calls[i].tool_name));
-    record(f, json_pack("[s,s,b,s,o]", "confirm", cid, accept, reason, cs));
+    record(f, json_pack("[s,s,b,s]", "confirm", cid, accept, reason));
     if (f->confirm_rc != 0)
         snprintf(why, n, "no");
     return f->confirm_rc;
@@ -559,30 +555,38 @@ START_TEST(test_prompt_busy_and_bad)
 }
 END_TEST
 
-/* What each ACP content block becomes in the conversation. */
+/* What each ACP content block becomes in the conversation (OpenHands
+ * content): images as image URLs (their bytes as a data: URL), a
+ * resource's text inlined, links and other blobs named. */
+#define CARRIED                                                                                    \
+    "[{'type':'text','text':'look'},"                                                              \
+    "{'type':'image','image_urls':['data:image/png;base64,iVBORw0K']},"                            \
+    "{'type':'image','image_urls':['https://x/y.png']},"                                           \
+    "{'type':'text','text':'@file:///w/main.c'},"                                                  \
+    "{'type':'text','text':'<context ref=\\'file:///w/a.h\\'>\\nint a;\\n</context>'},"            \
+    "{'type':'image','image_urls':['data:image/gif;base64,R0lGOD']},"                              \
+    "{'type':'text','text':'@file:///w/a.bin'}]"
+
 START_TEST(test_prompt_blocks)
 {
     new_session();
     request(2, "session/prompt",
-            "{'sessionId':'c0ffee01','prompt':[{'type':'text','text':'look'},{'type':'image','data'"
-            ":'iVBORw0K','mimeType':'image/png'},{'type':'image','data':'','mimeType':'image/"
-            "png','uri':'https://x/y.png'},{'type':'resource_link','name':'main.c','uri':'file:///"
-            "w/main.c'},{'type':'resource','resource':{'uri':'file:///w/a.h','text':'int a;'}}]}");
-    last_call("['post','c0ffee01',[{'type':'text','text':'look'},"
-              "{'type':'image','image_urls':['data:image/png;base64,iVBORw0K']},"
-              "{'type':'image','image_urls':['https://x/y.png']},"
-              "{'type':'text','text':'@file:///w/main.c'},"
-              "{'type':'text','text':'<context ref=\\'file:///w/a.h\\'>\\nint a;\\n</context>'}]]");
+            "{'sessionId':'c0ffee01','prompt':["
+            "{'type':'text','text':'look'},"
+            "{'type':'image','data':'iVBORw0K','mimeType':'image/png'},"
+            "{'type':'image','data':'','mimeType':'image/png','uri':'https://x/y.png'},"
+            "{'type':'resource_link','name':'main.c','uri':'file:///w/main.c'},"
+            "{'type':'resource','resource':{'uri':'file:///w/a.h','text':'int a;'}},"
+            "{'type':'resource','resource':{'uri':'file:///w/b.gif','blob':'R0lGOD',"
+            "'mimeType':'image/gif'}},"
+            "{'type':'resource','resource':{'uri':'file:///w/a.bin','blob':'AAEC',"
+            "'mimeType':'application/octet-stream'}}]}");
+    last_call("['post','c0ffee01'," CARRIED "]");
     nothing_written();
     status("c0ffee01", "finished"); /* stale: neither echo nor run yet */
     nothing_written();
     event("c0ffee01", "{'kind':'MessageEvent','id':'u2','source':'user','llm_message':{'role':"
-                      "'user','content':[{'type':'text','text':'look'},"
-                      "{'type':'image','image_urls':['data:image/png;base64,iVBORw0K']},"
-                      "{'type':'image','image_urls':['https://x/y.png']},"
-                      "{'type':'text','text':'@file:///w/main.c'},"
-                      "{'type':'text','text':'<context ref=\\'file:///w/a.h\\'>\\nint "
-                      "a;\\n</context>'}]}}");
+                      "'user','content':" CARRIED "}}");
     nothing_written(); /* recognised as the editor's own */
     status("c0ffee01", "finished");
     answered(2, "{'stopReason':'end_turn'}");
@@ -735,8 +739,7 @@ START_TEST(test_permission)
     status(sid, "waiting_for_confirmation"); /* asked once while the answer is out */
     nothing_written();
     reply(p, "'result':{'outcome':{'outcome':'selected','optionId':'allow'}}");
-    last_call("['confirm','c0ffee01',true,'The user rejected it in the editor.',"
-              "[['c1','a1','terminal']]]");
+    last_call("['confirm','c0ffee01',true,'The user rejected it in the editor.']");
     nothing_written();
     /* the same answer again is to nothing */
     reply(p, "'result':{'outcome':{'outcome':'selected','optionId':'allow'}}");
@@ -748,21 +751,18 @@ START_TEST(test_permission)
     json_int_t q = asked(sid, "c1", "$ ls");
     ck_assert_int_ne(p, q);
     reply(q, "'result':{'outcome':{'outcome':'selected','optionId':'reject'}}");
-    last_call("['confirm','c0ffee01',false,'The user rejected it in the editor.',"
-              "[['c1','a1','terminal']]]");
+    last_call("['confirm','c0ffee01',false,'The user rejected it in the editor.']");
 
     /* cancelled by the editor, or an error answer: rejected too */
     status(sid, "waiting_for_confirmation");
     q = asked(sid, "c1", "$ ls");
     reply(q, "'result':{'outcome':{'outcome':'cancelled'}}");
-    last_call("['confirm','c0ffee01',false,'The user rejected it in the editor.',"
-              "[['c1','a1','terminal']]]");
+    last_call("['confirm','c0ffee01',false,'The user rejected it in the editor.']");
     status(sid, "waiting_for_confirmation");
     q = asked(sid, "c1", "$ ls");
     F.confirm_rc = -EIO; /* a confirm that fails is said on stderr, not to the editor */
     reply(q, "'error':{'code':-32603,'message':'the editor broke'}");
-    last_call("['confirm','c0ffee01',false,'The user rejected it in the editor.',"
-              "[['c1','a1','terminal']]]");
+    last_call("['confirm','c0ffee01',false,'The user rejected it in the editor.']");
     nothing_written();
 
     /* the call's result: not pending any more, nothing to ask about */
@@ -934,6 +934,36 @@ START_TEST(test_inbox_cut)
 }
 END_TEST
 
+/* ---- the editor's end ------------------------------------------------------------ */
+
+/* At stdin's end the turns still running are paused and answered
+ * cancelled; sessions only watched are left alone, and a pause that
+ * fails still ends its turn (said on stderr). */
+START_TEST(test_eof)
+{
+    const char *sid = new_session(); /* c0ffee01: a turn runs */
+    prompt_runs(sid, 2, "slowly");
+    request(3, "session/new", "{'cwd':'/w','mcpServers':[]}"); /* c0ffee02: idle */
+    json_decref(take());
+    request(4, "session/load", "{'sessionId':'abc123','cwd':'/w','mcpServers':[]}");
+    acpa_synced(A, "abc123"); /* watched */
+    answered(4, "{}");
+    acpa_eof(A);
+    last_call("['pause','c0ffee01']");
+    ck_assert_uint_eq(count_calls(&F, "pause"), 1);
+    answered(2, "{'stopReason':'cancelled'}");
+    nothing_written();
+    acpa_eof(A); /* nothing runs any more */
+    ck_assert_uint_eq(count_calls(&F, "pause"), 1);
+
+    prompt(5, "again");
+    F.pause_rc = -EIO;
+    acpa_eof(A);
+    answered(5, "{'stopReason':'cancelled'}");
+    ck_assert_uint_eq(count_calls(&F, "pause"), 2);
+}
+END_TEST
+
 /* ---- a conversation that stops coming --------------------------------------------- */
 
 START_TEST(test_ended)
@@ -979,6 +1009,7 @@ int main(void)
     tcase_add_test(tc, test_reader_bound);
     tcase_add_test(tc, test_inbox_cut);
     tcase_add_test(tc, test_ended);
+    tcase_add_test(tc, test_eof);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
