@@ -109,6 +109,7 @@ int pl_open(const pl_options *o, pl_instance **out, char *err, size_t errlen)
     conv_opts co = {.idle_close_ms = idle,
                     .loops = workers,
                     .agents = &p->agents,
+                    .agents_in_working_dir = o != NULL && o->agents_in_working_dir,
                     .viz_idle_ms = o != NULL ? o->viz_idle_ms : 0,
                     .viz_max_blocks = o != NULL ? o->viz_max_blocks : 0};
     if (o != NULL) {

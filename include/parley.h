@@ -153,6 +153,14 @@ typedef struct pl_options {
     const pl_agent *agents;
     size_t nagents;
     const char *default_agent;
+    /* A conversation's workspace.working_dir, when it is an absolute path
+     * to a directory, is where its hosted agent works (its session's cwd,
+     * the root of its fs/ calls, its process's directory unless the agent
+     * has one of its own) instead of a directory of its own under the data
+     * directory. Only for an embedder whose clients may choose directories
+     * on this machine (`parley acp --data`: the editor is the user); a
+     * server keeps it off, so that an API client names no directory. */
+    int agents_in_working_dir;
     /* A conversation's visualizer (its block state, GET .../state and the
      * view=blocks stream) stops after this long unwatched and unasked, and
      * starts again on next use. 0 = the default, 60 seconds. */

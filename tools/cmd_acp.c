@@ -49,9 +49,12 @@ static const char usage[] =
     "  --agent NAME         sessions host the registered agent NAME\n"
     "  --agents FILE        register the agents of a JSON file (as parley serve's)\n"
     "  --default-agent NAME the agent sessions host (default: the only one)\n\n"
-    "The editor's cwd (session/new) is kept as the conversation's\n"
-    "workspace.working_dir; where the agent works is the server's business (parley\n"
-    "serve: a directory of its own under its data directory).\n\n"
+    "The editor's cwd (session/new's) is the conversation's workspace.working_dir.\n"
+    "With --data the hosted agent works there: its session's cwd, the root of the\n"
+    "files it reads and writes through parley, its process's directory unless the\n"
+    "agent is registered with a cwd of its own. With --url where the agent works is\n"
+    "the server's business (parley serve: a directory of the conversation's own\n"
+    "under its data directory, whatever the editor's cwd).\n\n"
     "  --always-approve     sessions made here never ask the editor to confirm\n"
     "                       (default: confirmation_policy AlwaysConfirm: each\n"
     "                       permission a hosted agent asks, each action of an\n"
@@ -219,7 +222,8 @@ int cmd_acp(int argc, char **argv)
         pl_options po = {.data_dir = data,
                          .agents = pa,
                          .nagents = pa != NULL ? reg.n : 0,
-                         .default_agent = agent};
+                         .default_agent = agent,
+                         .agents_in_working_dir = 1}; /* the editor is the user */
         if ((l = acp_local_new(&po, agent, approve, in, &b, why, sizeof(why))) == NULL)
             fprintf(stderr, "parley acp: %s\n", why);
         free(pa);

@@ -401,6 +401,22 @@ def status_in(data):
     return get
 
 
+def cwd(cmd, here):
+    """The editor's cwd: with --data the hosted agent works there (the demo
+    agent writes notes.md in its session's cwd, through parley's fs); with
+    --url it is the server's business, and parley serve keeps the agent in
+    a directory of its own (here=False)."""
+    summ, _, _ = sdk_client(cmd, "--prompt", "where am I")
+    check(summ["ok"], "the SDK client found errors", summ["errors"])
+    notes = os.path.join(summ["cwd"], "notes.md")
+    if here:
+        check(os.path.exists(notes) and "where am I" in open(notes).read(),
+              "the agent worked in the editor's cwd", os.listdir(summ["cwd"]))
+    else:
+        check(not os.path.exists(notes), "the server's agent worked elsewhere",
+              os.listdir(summ["cwd"]))
+
+
 def api_key():
     """A server with a key: parley acp works with it, and without it says
     so clearly (the editor sees why session/new failed)."""
@@ -464,6 +480,7 @@ def main():
             run("url_always_approve", always_approve, url)
             run("url_blocks", blocks, url, srv)
             run("url_editor_leaves", editor_leaves, url + ["--agent", "slow"], status_on(srv))
+            run("url_cwd", cwd, url, False)
         run("url_api_key", api_key)
         run("url_https", https)
         run("data_turns_and_load", turns_data)
@@ -481,6 +498,7 @@ def main():
         d = tempfile.mkdtemp(dir=TMP)
         run("data_editor_leaves", editor_leaves, [PARLEY, "acp", "--data", d, "--agent", SLOW],
             status_in(d))
+        run("data_cwd", cwd, data, True)
     finally:
         shutil.rmtree(TMP, ignore_errors=True)
     return summary(t0)
