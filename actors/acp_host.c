@@ -451,6 +451,9 @@ static void read_meta(acp_host *h)
     h->confirm = confirms(json_object_get(m, "confirmation_policy"));
     const char *sid = str(m, "acp_session_id");
     h->session_id = sid != NULL ? strdup(sid) : NULL;
+    const char *wd = str(json_object_get(m, "workspace"), "working_dir");
+    if (h->ctx->svc->o.agents_in_working_dir && wd != NULL && wd[0] == '/')
+        h->working_dir = strdup(wd);
     json_decref(m);
 }
 
@@ -477,6 +480,7 @@ static int host_init(rt_actor *self, void *arg, void **state)
         rt_actor_unref(h->conv);
         json_decref(h->tail);
         free(h->session_id);
+        free(h->working_dir);
         free(h);
         return r;
     }
@@ -605,6 +609,7 @@ static void host_stop(rt_actor *self, void *state)
     json_decref(h->perm_options);
     free(h->perm_call);
     free(h->session_id);
+    free(h->working_dir);
     acp_secrets_clear(h);
     free(h);
 }

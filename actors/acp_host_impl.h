@@ -51,6 +51,8 @@ typedef struct acp_host {
     bool confirm;               /* a confirmation policy other than NeverConfirm */
     char *session_id;           /* the ACP session, kept across processes */
     char workspace[PATH_MAX];
+    char *working_dir; /* its info's workspace.working_dir, if the instance
+                          lets agents work there (agents_in_working_dir) */
     /* the log as it reached us */
     bool sub_pending;    /* the subscription's answer has not come yet */
     json_t *tail;        /* events before that answer: the log's last few */

@@ -343,12 +343,33 @@ static char **make_env(acp_host *h)
     return env;
 }
 
+/* dir (absolute), resolved, as the workspace: it must be a directory. */
+static int work_in(const char *dir, char *out, size_t cap)
+{
+    char real[PATH_MAX];
+    struct stat st;
+    if (realpath(dir, real) == NULL)
+        return -errno;
+    if (stat(real, &st) != 0)
+        return -errno;
+    if (!S_ISDIR(st.st_mode))
+        return -ENOTDIR;
+    if (strlen(real) >= cap)
+        return -ENAMETOOLONG;
+    snprintf(out, cap, "%s", real);
+    return 0;
+}
+
 int acp_spawn(acp_host *h)
 {
     char why[600];
-    int r = st_workspace(h->ctx->svc->store, &h->ctx->id, h->workspace, sizeof(h->workspace));
+    int r = h->working_dir != NULL
+                ? work_in(h->working_dir, h->workspace, sizeof(h->workspace))
+                : st_workspace(h->ctx->svc->store, &h->ctx->id, h->workspace, sizeof(h->workspace));
     if (r < 0) {
-        snprintf(why, sizeof(why), "cannot make the agent's workspace: %s", strerror(-r));
+        snprintf(why, sizeof(why), "cannot %s the agent's workspace %s: %s",
+                 h->working_dir != NULL ? "use" : "make",
+                 h->working_dir != NULL ? h->working_dir : "", strerror(-r));
         acp_fail(h, "AgentStartFailed", why);
         return r;
     }

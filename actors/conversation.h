@@ -107,6 +107,9 @@ typedef struct conv_opts {
     uint64_t sup_period_ms;            /* ...in this window (0: 5 s) */
     const struct acp_registry *agents; /* the agents conversations may host
                                           (acp_registry.h); NULL: none */
+    bool agents_in_working_dir;        /* a hosted agent works in its
+                                          conversation's workspace.working_dir
+                                          (pl_options) */
     uint64_t viz_idle_ms;              /* a visualizer nobody watches or asks
                                           stops after this long; default 60 s */
     uint64_t viz_max_blocks;           /* a conversation folding into more blocks

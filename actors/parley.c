@@ -109,6 +109,7 @@ int pl_open(const pl_options *o, pl_instance **out, char *err, size_t errlen)
     conv_opts co = {.idle_close_ms = idle,
                     .loops = workers,
                     .agents = &p->agents,
+                    .agents_in_working_dir = o != NULL && o->agents_in_working_dir,
                     .viz_idle_ms = o != NULL ? o->viz_idle_ms : 0,
                     .viz_max_blocks = o != NULL ? o->viz_max_blocks : 0};
     if (o != NULL) {
@@ -595,6 +596,16 @@ int pl_control(pl_conv *c, pl_control_op what, pl_verdict_fn cb, void *ctx)
     if (c == NULL || cb == NULL || (what != PL_RUN && what != PL_PAUSE && what != PL_INTERRUPT))
         return RT_EINVAL;
     return ask_verdict(c, CONV_CONTROL, (uint64_t)what, NULL, cb, ctx);
+}
+
+int pl_reject(pl_conv *c, const char *reason, pl_verdict_fn cb, void *ctx)
+{
+    if (c == NULL || cb == NULL)
+        return RT_EINVAL;
+    rt_buf *b = NULL;
+    if (reason != NULL && reason[0] != '\0' && (b = rt_buf_copy(reason, strlen(reason))) == NULL)
+        return RT_ENOMEM;
+    return ask_verdict(c, CONV_CONTROL, CONV_REFUSE_CALLS, b, cb, ctx);
 }
 
 /* --------------------------------------------------------------- reads --- */

@@ -155,6 +155,14 @@ typedef struct pl_options {
     const pl_agent *agents;
     size_t nagents;
     const char *default_agent;
+    /* A conversation's workspace.working_dir, when it is an absolute path
+     * to a directory, is where its hosted agent works (its session's cwd,
+     * the root of its fs/ calls, its process's directory unless the agent
+     * has one of its own) instead of a directory of its own under the data
+     * directory. Only for an embedder whose clients may choose directories
+     * on this machine (`parley acp --data`: the editor is the user); a
+     * server keeps it off, so that an API client names no directory. */
+    int agents_in_working_dir;
     /* A conversation's visualizer (its block state, GET .../state and the
      * view=blocks stream) stops after this long unwatched and unasked, and
      * starts again on next use. 0 = the default, 60 seconds. */
@@ -300,6 +308,13 @@ typedef enum pl_control_op { PL_RUN = 1, PL_PAUSE, PL_INTERRUPT } pl_control_op;
  * InterruptEvent, paused). cb gets DONE once durable, or CONFLICT when the
  * status does not allow it ("already running"). As pl_append otherwise. */
 int pl_control(pl_conv *c, pl_control_op what, pl_verdict_fn cb, void *ctx);
+/* Reject what waits for confirmation, as a server's respond_to_confirmation
+ * with accept false: a UserRejectObservation of the user's saying reason
+ * (NULL: "User rejected the action."; cut at 1 KiB) answers each pending
+ * tool call, and a conversation waiting for confirmation goes idle. cb
+ * gets DONE once durable (also when nothing was pending). As pl_append
+ * otherwise. */
+int pl_reject(pl_conv *c, const char *reason, pl_verdict_fn cb, void *ctx);
 
 /* ---- reads: blocking ------------------------------------------------------- */
 

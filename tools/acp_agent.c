@@ -19,8 +19,8 @@
 #define ACPA_CALLS_MAX 256 /* pending tool calls remembered a session */
 
 typedef struct call {
-    char *id, *action, *tool;
-    char *title; /* as the editor was told (NULL: the tool's name) */
+    char *id;
+    char *title; /* as the editor was told, else the tool's name */
 } call;
 
 typedef struct session {
@@ -30,6 +30,7 @@ typedef struct session {
     json_t *prompt_id; /* the prompt turn that runs */
     json_t *echo;      /* its content, until its message comes back */
     bool armed;        /* a stop now ends the turn */
+    bool heard;        /* a user message came back since the prompt was posted */
     bool ended;        /* its events stopped coming */
     int64_t perm_id;   /* our session/request_permission waiting; 0: none */
     call calls[ACPA_CALLS_MAX];
@@ -114,8 +115,6 @@ static void forget_calls(session *s)
 {
     for (size_t i = 0; i < s->ncalls; i++) {
         free(s->calls[i].id);
-        free(s->calls[i].action);
-        free(s->calls[i].tool);
         free(s->calls[i].title);
     }
     s->ncalls = 0;
@@ -140,7 +139,7 @@ static void end_turn(acpa *a, session *s, const char *stop)
     json_decref(s->prompt_id);
     json_decref(s->echo);
     s->prompt_id = s->echo = NULL;
-    s->armed = false;
+    s->armed = s->heard = false;
 }
 
 /* ---- events -------------------------------------------------------------------------------- */
@@ -155,8 +154,36 @@ static bool is(const char *a, const char *b)
     return a != NULL && strcmp(a, b) == 0;
 }
 
-/* Pending tool calls, for a permission's toolCall and a rejection; out:
- * the event's updates (a tool_call's title). */
+static bool same(json_t *a, json_t *b)
+{
+    return a == b || json_equal(a, b); /* both absent, or equal */
+}
+
+/* The prompt's content as the conversation stored it: the same blocks of
+ * the same types with the same text or image URLs (a server may add keys
+ * of its own, such as cache_prompt). */
+static bool same_content(json_t *got, json_t *sent)
+{
+    if (json_equal(got, sent))
+        return true;
+    if (!json_is_array(got) || json_array_size(got) != json_array_size(sent))
+        return false;
+    size_t i;
+    json_t *g;
+    json_array_foreach(got, i, g)
+    {
+        json_t *w = json_array_get(sent, i);
+        const char *type = str(w, "type");
+        if (!is(str(g, "type"), type) ||
+            !same(json_object_get(g, "text"), json_object_get(w, "text")) ||
+            !same(json_object_get(g, "image_urls"), json_object_get(w, "image_urls")))
+            return false;
+    }
+    return true;
+}
+
+/* Pending tool calls, for a permission's toolCall; out: the event's
+ * updates (a tool_call's title). */
 static void track_calls(session *s, json_t *e, json_t *out)
 {
     const char *kind = str(e, "kind"), *tc = str(e, "tool_call_id");
@@ -165,25 +192,23 @@ static void track_calls(session *s, json_t *e, json_t *out)
     if (is(kind, "ActionEvent")) {
         if (s->ncalls == ACPA_CALLS_MAX)
             return;
-        call *c = &s->calls[s->ncalls];
-        c->title = NULL;
-        const char *action = str(e, "id"), *tool = str(e, "tool_name");
-        c->id = strdup(tc);
-        c->action = strdup(action != NULL ? action : "");
-        c->tool = strdup(tool != NULL ? tool : "unknown");
-        if (c->id == NULL || c->action == NULL || c->tool == NULL) {
-            free(c->id);
-            free(c->action);
-            free(c->tool);
-            return;
-        }
+        const char *title = str(e, "tool_name");
         size_t i;
         json_t *u;
         json_array_foreach(out, i, u)
         {
-            if (is(str(u, "sessionUpdate"), "tool_call") && c->title == NULL &&
-                str(u, "title") != NULL)
-                c->title = strdup(str(u, "title"));
+            if (is(str(u, "sessionUpdate"), "tool_call") && str(u, "title") != NULL) {
+                title = str(u, "title");
+                break;
+            }
+        }
+        call *c = &s->calls[s->ncalls];
+        c->id = strdup(tc);
+        c->title = strdup(title != NULL ? title : "unknown");
+        if (c->id == NULL || c->title == NULL) {
+            free(c->id);
+            free(c->title);
+            return;
         }
         s->ncalls++;
         return;
@@ -191,8 +216,6 @@ static void track_calls(session *s, json_t *e, json_t *out)
     for (size_t i = 0; i < s->ncalls; i++)
         if (strcmp(s->calls[i].id, tc) == 0) {
             free(s->calls[i].id);
-            free(s->calls[i].action);
-            free(s->calls[i].tool);
             free(s->calls[i].title);
             s->calls[i] = s->calls[--s->ncalls];
             s->calls[s->ncalls] = (call){0};
@@ -206,11 +229,11 @@ static void ask_permission(acpa *a, session *s)
         return;
     call *c = &s->calls[s->ncalls - 1];
     s->perm_id = ++a->next_id;
-    json_t *p = json_pack("{s:s, s:{s:s, s:s, s:s}, s:[{s:s, s:s, s:s}, {s:s, s:s, s:s}]}",
-                          "sessionId", s->cid, "toolCall", "toolCallId", c->id, "title",
-                          c->title != NULL ? c->title : c->tool, "status", "pending", "options",
-                          "optionId", "allow", "name", "Allow", "kind", "allow_once", "optionId",
-                          "reject", "name", "Reject", "kind", "reject_once");
+    json_t *p =
+        json_pack("{s:s, s:{s:s, s:s, s:s}, s:[{s:s, s:s, s:s}, {s:s, s:s, s:s}]}", "sessionId",
+                  s->cid, "toolCall", "toolCallId", c->id, "title", c->title, "status", "pending",
+                  "options", "optionId", "allow", "name", "Allow", "kind", "allow_once", "optionId",
+                  "reject", "name", "Reject", "kind", "reject_once");
     emit(a, rpc_request(s->perm_id, "session/request_permission", p));
 }
 
@@ -229,16 +252,23 @@ void acpa_event(acpa *a, const char *cid, const char *json, size_t len)
         return;
     }
     const char *kind = str(e, "kind");
-    bool echo = false;
-    if (s->echo != NULL && is(kind, "MessageEvent") && is(str(e, "source"), "user") &&
-        json_equal(json_object_get(json_object_get(e, "llm_message"), "content"), s->echo)) {
+    bool echo = false, said = is(kind, "MessageEvent") && is(str(e, "source"), "user");
+    if (said && s->echo != NULL &&
+        same_content(json_object_get(json_object_get(e, "llm_message"), "content"), s->echo)) {
         echo = true; /* the editor's own prompt: it shows it already */
         json_decref(s->echo);
         s->echo = NULL;
         s->armed = true;
+    } else if (said && s->prompt_id != NULL) {
+        s->heard = true;
     }
+    /* A run arms the stop only after a user message came back: one
+     * before it is the last turn's (the log orders the prompt's message
+     * before its run), and its stop would end this turn at once. The
+     * message may come back unrecognised (a server that rewrites content),
+     * hence any user message. */
     bool status = is(kind, "ConversationStateUpdateEvent") && is(str(e, "key"), "execution_status");
-    if (status && is(str(e, "value"), "running") && s->prompt_id != NULL)
+    if (status && is(str(e, "value"), "running") && s->prompt_id != NULL && s->heard)
         s->armed = true;
     size_t i;
     json_t *u;
@@ -378,6 +408,23 @@ static void session_load(acpa *a, json_t *id, json_t *params)
         fail(a, id, RPC_INTERNAL_ERROR, "cannot load the conversation %s: %s", sid, why);
 }
 
+/* An image as OpenHands carries one (ImageContent): a data: URL of its
+ * bytes (base64), or its uri when it comes without them. */
+static json_t *image_of(const char *data, const char *mime, const char *uri)
+{
+    size_t n = strlen(mime) + strlen(data) + 16;
+    char *url = malloc(n);
+    if (url == NULL)
+        return NULL;
+    if (data[0] != '\0' || uri == NULL)
+        snprintf(url, n, "data:%s;base64,%s", mime, data);
+    else
+        snprintf(url, n, "%s", uri);
+    json_t *c = json_pack("{s:s, s:[s]}", "type", "image", "image_urls", url);
+    free(url);
+    return c;
+}
+
 /* One ACP ContentBlock as OpenHands content, or NULL with why. */
 static json_t *content_of(json_t *b, const char **why)
 {
@@ -385,22 +432,12 @@ static json_t *content_of(json_t *b, const char **why)
     if (is(type, "text") && str(b, "text") != NULL)
         return json_pack("{s:s, s:O}", "type", "text", "text", json_object_get(b, "text"));
     if (is(type, "image")) {
-        const char *data = str(b, "data"), *mime = str(b, "mimeType"), *uri = str(b, "uri");
+        const char *data = str(b, "data"), *mime = str(b, "mimeType");
         if (data == NULL || mime == NULL) {
             *why = "an image needs data and mimeType";
             return NULL;
         }
-        size_t n = strlen(mime) + strlen(data) + 16;
-        char *url = malloc(n);
-        if (url == NULL)
-            return NULL;
-        if (data[0] != '\0' || uri == NULL)
-            snprintf(url, n, "data:%s;base64,%s", mime, data);
-        else
-            snprintf(url, n, "%s", uri);
-        json_t *c = json_pack("{s:s, s:[s]}", "type", "image", "image_urls", url);
-        free(url);
-        return c;
+        return image_of(data, mime, str(b, "uri"));
     }
     if (is(type, "resource_link") && str(b, "uri") != NULL)
         return json_pack("{s:s, s:s++}", "type", "text", "text", "@", str(b, "uri"), "");
@@ -411,7 +448,10 @@ static json_t *content_of(json_t *b, const char **why)
             *why = "a resource needs a uri";
             return NULL;
         }
-        if (text == NULL) /* a blob: named, not inlined */
+        const char *blob = str(r, "blob"), *mime = str(r, "mimeType");
+        if (text == NULL && blob != NULL && mime != NULL && strncmp(mime, "image/", 6) == 0)
+            return image_of(blob, mime, NULL);
+        if (text == NULL) /* another blob: named, not inlined (the agent may read it) */
             return json_pack("{s:s, s:s++}", "type", "text", "text", "@", uri, "");
         return json_pack("{s:s, s:s+++++}", "type", "text", "text", "<context ref=\"", uri, "\">\n",
                          text, "\n</context>", "");
@@ -456,7 +496,7 @@ static void session_prompt(acpa *a, json_t *id, json_t *params)
     }
     s->prompt_id = json_incref(id);
     s->echo = content;
-    s->armed = false;
+    s->armed = s->heard = false;
     char why[400] = "";
     if (a->b.post(a->b.ud, sid, content, why, sizeof(why)) != 0) {
         json_decref(s->prompt_id);
@@ -494,12 +534,9 @@ static void permission(acpa *a, rpc_msg *m)
     json_t *o = json_object_get(m->result, "outcome");
     bool yes = m->type == RPC_RESULT && is(str(o, "outcome"), "selected") &&
                is(str(o, "optionId"), "allow");
-    acpa_call calls[ACPA_CALLS_MAX];
-    for (size_t i = 0; i < s->ncalls; i++)
-        calls[i] = (acpa_call){s->calls[i].id, s->calls[i].action, s->calls[i].tool};
     char why[400] = "";
-    if (a->b.confirm(a->b.ud, s->cid, yes, "The user rejected it in the editor.", calls, s->ncalls,
-                     why, sizeof(why)) != 0)
+    if (a->b.confirm(a->b.ud, s->cid, yes, "The user rejected it in the editor.", why,
+                     sizeof(why)) != 0)
         fprintf(stderr, "parley acp: confirm %s: %s\n", s->cid, why);
 }
 
@@ -550,6 +587,21 @@ void acpa_line(acpa *a, const char *line, size_t len)
     }
     }
     rpc_clear(&m);
+}
+
+void acpa_eof(acpa *a)
+{
+    for (size_t i = 0; i < a->n; i++) {
+        session *s = a->s[i];
+        if (s->prompt_id == NULL)
+            continue;
+        char why[400] = "";
+        if (a->b.pause(a->b.ud, s->cid, why, sizeof(why)) != 0)
+            fprintf(stderr, "parley acp: pause %s: %s\n", s->cid, why);
+        else
+            fprintf(stderr, "parley acp: conversation %s paused: the editor left\n", s->cid);
+        end_turn(a, s, "cancelled");
+    }
 }
 
 void acpa_line_too_long(acpa *a)

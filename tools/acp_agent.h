@@ -14,12 +14,17 @@
  *                    messages as user_message_chunk too), then the answer
  *                    once the backend says the history is delivered
  *                    (acpa_synced); an unknown id is -32002 saying so
- *   session/prompt   the prompt posted as a user message with run; the
+ *   session/prompt   the prompt posted as a user message with run (text
+ *                    as text; an image, or a resource's image blob, as an
+ *                    image (a data: URL); a resource's text inlined as
+ *                    <context ref="URI">; a resource_link, or another
+ *                    blob, as "@URI"; audio refused); the
  *                    conversation's events stream as updates; the answer
  *                    is {stopReason} when an event ends the turn
  *                    (acp_out_event), counted only after the prompt's own
- *                    message (or a run) came back, so a stale stop of the
- *                    last turn cannot end this one
+ *                    message came back (or, if it came back changed, a run
+ *                    after a user message), so a stale stop of the last
+ *                    turn cannot end this one
  *   session/cancel   pause; the paused status answers cancelled
  * When the conversation waits for confirmation, session/request_permission
  * goes to the editor; "allow" confirms, anything else rejects.
@@ -28,6 +33,7 @@
  * it runs (the editor shows it already); messages other clients post are.
  * A line that is not JSON is -32700, not JSON-RPC -32600, an unknown
  * method -32601, bad params -32602; a notification is never answered.
+ * At the editor's end the turns still running are paused (acpa_eof).
  */
 #ifndef PARLEY_ACP_AGENT_H
 #define PARLEY_ACP_AGENT_H
@@ -38,11 +44,6 @@
 
 /* A line longer than this (bytes, without its newline) is refused. */
 #define ACPA_LINE_MAX (16u << 20)
-
-/* A pending tool call, as a rejection names it. */
-typedef struct acpa_call {
-    const char *tool_call_id, *action_id, *tool_name;
-} acpa_call;
 
 /* How the core reaches conversations. Every function may block (the
  * caller's thread is the core's) and answers 0, or a negative errno with
@@ -58,9 +59,9 @@ typedef struct acpa_backend {
     /* A user message (OpenHands content blocks, lent) and a run. */
     int (*post)(void *ud, const char *cid, json_t *content, char *why, size_t n);
     int (*pause)(void *ud, const char *cid, char *why, size_t n);
-    /* Answer a waiting confirmation: run on, or reject the pending calls. */
-    int (*confirm)(void *ud, const char *cid, bool accept, const char *reason,
-                   const acpa_call *calls, size_t ncalls, char *why, size_t n);
+    /* Answer a waiting confirmation: run on, or reject the pending calls
+     * (saying reason). */
+    int (*confirm)(void *ud, const char *cid, bool accept, const char *reason, char *why, size_t n);
 } acpa_backend;
 
 /* One whole line (compact JSON and '\n') for stdout. */
@@ -82,6 +83,12 @@ void acpa_event(acpa *a, const char *cid, const char *json, size_t len);
 void acpa_synced(acpa *a, const char *cid);
 /* The conversation's events stopped coming (why: one line). */
 void acpa_ended(acpa *a, const char *cid, const char *why);
+/* The editor's end (stdin's): each turn still running is paused, as a
+ * session/cancel would, and answered cancelled, so that a conversation
+ * does not run on with nobody to ask or answer, nor (in process) stay
+ * "running" in its log after the process is gone. The conversations only
+ * watched go on. Each pause waits as long as the backend bounds a call. */
+void acpa_eof(acpa *a);
 
 /* Sessions open (tests). */
 size_t acpa_sessions(const acpa *a);

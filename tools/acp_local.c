@@ -27,6 +27,7 @@ typedef struct sub_ud {
 struct acp_local {
     pl_instance *p;
     char *agent;
+    acp_approve approve;
     acp_inbox *in;
     sub_ud **subs;
     size_t n;
@@ -65,11 +66,14 @@ static sub_ud *find(acp_local *l, const char *cid)
 static int create(void *ud, const char *cwd, char id[64], char *why, size_t n)
 {
     acp_local *l = ud;
-    char *meta = NULL;
-    if (cwd != NULL && cwd[0] == '/') {
-        json_t *m = json_pack("{s:{s:s}}", "workspace", "working_dir", cwd);
-        meta = json_dumps(m, JSON_COMPACT);
-        json_decref(m);
+    json_t *m = json_pack("{s:{s:s}}", "confirmation_policy", "kind", ACP_POLICY(l->approve));
+    if (m != NULL && cwd != NULL && cwd[0] == '/')
+        json_object_set_new(m, "workspace", json_pack("{s:s}", "working_dir", cwd));
+    char *meta = m != NULL ? json_dumps(m, JSON_COMPACT) : NULL;
+    json_decref(m);
+    if (meta == NULL) {
+        snprintf(why, n, "out of memory");
+        return -ENOMEM;
     }
     pl_conv_options o = {.meta_json = meta, .agent = l->agent};
     pl_conv *c;
@@ -149,34 +153,20 @@ static int pause_(void *ud, const char *cid, char *why, size_t n)
     return cli_pl_wait(s->c, NULL, 0, PL_PAUSE, why, n) == PL_DONE ? 0 : -EBUSY;
 }
 
-static int confirm(void *ud, const char *cid, bool accept, const char *reason,
-                   const acpa_call *calls, size_t ncalls, char *why, size_t n)
+static int confirm(void *ud, const char *cid, bool accept, const char *reason, char *why, size_t n)
 {
     sub_ud *s = find(ud, cid);
     if (s == NULL) {
         snprintf(why, n, "not attached");
         return -ENOENT;
     }
-    if (accept)
-        return cli_pl_wait(s->c, NULL, 0, PL_RUN, why, n) == PL_DONE ? 0 : -EIO;
-    /* as the server's respond_to_confirmation: the pending calls refused */
-    json_t *evs = json_array();
-    for (size_t i = 0; i < ncalls; i++)
-        json_array_append_new(
-            evs, json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s}", "kind", "UserRejectObservation",
-                           "source", "user", "tool_name", calls[i].tool_name, "tool_call_id",
-                           calls[i].tool_call_id, "action_id", calls[i].action_id,
-                           "rejection_reason", reason, "rejection_source", "user"));
-    char *json = json_dumps(evs, JSON_COMPACT);
-    json_decref(evs);
-    int o = json != NULL && ncalls > 0 ? cli_pl_wait(s->c, json, strlen(json), 0, why, n)
-                                       : PL_COMMITTED;
-    free(json);
-    return o == PL_COMMITTED || o == PL_DUPLICATE ? 0 : -EIO;
+    int o =
+        accept ? cli_pl_wait(s->c, NULL, 0, PL_RUN, why, n) : cli_pl_reject(s->c, reason, why, n);
+    return o == PL_DONE ? 0 : -EIO;
 }
 
-acp_local *acp_local_new(const pl_options *o, const char *agent, acp_inbox *in, acpa_backend *b,
-                         char *err, size_t errlen)
+acp_local *acp_local_new(const pl_options *o, const char *agent, acp_approve approve, acp_inbox *in,
+                         acpa_backend *b, char *err, size_t errlen)
 {
     acp_local *l = calloc(1, sizeof(*l));
     if (l == NULL || (agent != NULL && (l->agent = strdup(agent)) == NULL)) {
@@ -184,6 +174,7 @@ acp_local *acp_local_new(const pl_options *o, const char *agent, acp_inbox *in, 
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
+    l->approve = approve;
     l->in = in;
     if (pl_open(o, &l->p, err, errlen) != 0) {
         free(l->agent);

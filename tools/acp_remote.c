@@ -30,6 +30,7 @@ struct acp_remote {
     net_url url;
     net_tls_config *tls;
     char *api_key, *agent;
+    acp_approve approve;
     acp_inbox *in;
     remote *rest;
     rt_runtime *rt;
@@ -81,6 +82,16 @@ static int call(acp_remote *r, const char *method, const char *path, json_t *bod
     const char *detail = json_string_value(json_object_get(j, "detail"));
     if (st < 0)
         snprintf(why, n, "%s %s: %s", method, path, answer);
+    else if ((st == 401 || st == 403) && r->api_key == NULL)
+        snprintf(why, n,
+                 "%s %s: %d: the server wants an API key: give it with --api-key KEY or "
+                 "$SESSION_API_KEY",
+                 method, path, st);
+    else if (st == 401 || st == 403)
+        snprintf(why, n,
+                 "%s %s: %d: the server refused the API key given (--api-key or "
+                 "$SESSION_API_KEY)",
+                 method, path, st);
     else
         snprintf(why, n, "%s %s: %d %.300s", method, path, st, detail != NULL ? detail : answer);
     json_decref(j);
@@ -96,6 +107,8 @@ static int create(void *ud, const char *cwd, char id[64], char *why, size_t n)
                             json_pack("{s:s, s:[s]}", "kind", "ACPAgent", "acp_command", r->agent));
     if (cwd != NULL && cwd[0] == '/')
         json_object_set_new(b, "workspace", json_pack("{s:s}", "working_dir", cwd));
+    json_object_set_new(b, "confirmation_policy",
+                        json_pack("{s:s}", "kind", ACP_POLICY(r->approve)));
     json_t *info = NULL;
     int e = call(r, "POST", "/api/conversations", b, 201, &info, why, n);
     const char *cid = json_string_value(json_object_get(info, "id"));
@@ -165,11 +178,8 @@ static int pause_(void *ud, const char *cid, char *why, size_t n)
     return call(ud, "POST", path, NULL, 200, NULL, why, n);
 }
 
-static int confirm(void *ud, const char *cid, bool accept, const char *reason,
-                   const acpa_call *calls, size_t ncalls, char *why, size_t n)
+static int confirm(void *ud, const char *cid, bool accept, const char *reason, char *why, size_t n)
 {
-    (void)calls;
-    (void)ncalls;
     char path[160];
     snprintf(path, sizeof(path), "/api/conversations/%s/events/respond_to_confirmation", cid);
     return call(ud, "POST", path, json_pack("{s:b, s:s}", "accept", accept, "reason", reason), 200,
@@ -177,11 +187,12 @@ static int confirm(void *ud, const char *cid, bool accept, const char *reason,
 }
 
 acp_remote *acp_remote_new(const net_url *u, net_tls_config *tls, const char *api_key,
-                           const char *agent, acp_inbox *in, acpa_backend *b)
+                           const char *agent, acp_approve approve, acp_inbox *in, acpa_backend *b)
 {
     acp_remote *r = calloc(1, sizeof(*r));
     if (r == NULL)
         return NULL;
+    r->approve = approve;
     r->url = *u;
     r->tls = tls;
     r->in = in;

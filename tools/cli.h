@@ -68,6 +68,8 @@ int cli_bench_args(const char *cmd, const char *usage, int argc, char **argv, in
  * verdict's outcome (pl_outcome), or -1 when it could not be asked; why
  * says what it was ("outcome: detail", a rejection's rule first). */
 int cli_pl_wait(pl_conv *c, const char *json, size_t len, pl_control_op op, char *why, size_t n);
+/* pl_reject(reason), waited for as cli_pl_wait waits. */
+int cli_pl_reject(pl_conv *c, const char *reason, char *why, size_t n);
 
 /* Benchmarks: event `seq` of conversation n, the 4-event cycle of an
  * agent turn (a user message 0.4-1 KiB, an action with its thought, its

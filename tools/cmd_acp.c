@@ -8,7 +8,8 @@
  * One thread runs the protocol core (acp_agent.h) over one inbox
  * (acp_inbox.h) that stdin's reader and the conversations' events feed,
  * and is the only writer of stdout. stdin's end ends the command (exit 0):
- * the conversations go on where they live.
+ * the turns still running are paused first (acpa_eof); the conversations
+ * go on where they live.
  */
 #include "acp_backend.h"
 #include "actors/acp_registry.h"
@@ -26,7 +27,7 @@ static const char usage[] =
     "usage: parley acp --url URL [--api-key KEY] [--agent NAME]\n"
     "       parley acp --data DIR [--agent NAME=COMMAND]... [--agents FILE]\n"
     "                  [--default-agent NAME]\n"
-    "       (both take --max-pending SIZE)\n\n"
+    "       (both take --always-approve and --max-pending SIZE)\n\n"
     "An Agent Client Protocol (version 1) agent on stdin and stdout, one JSON-RPC\n"
     "message a line, for editors to spawn: each session is a parley conversation.\n"
     "session/new creates one (its id is the session id), session/load replays one\n"
@@ -35,7 +36,7 @@ static const char usage[] =
     "session/cancel pauses it; a confirmation the conversation waits for is asked of\n"
     "the editor (session/request_permission). What other clients add to a\n"
     "conversation shows in the editor too. Logs go to stderr; it exits 0 when stdin\n"
-    "ends, and the conversations go on.\n\n"
+    "ends, after pausing the turns still running (the conversations go on).\n\n"
     "conversations on a server of the API (parley serve, an OpenHands agent-server):\n"
     "  --url URL            the server, http:// or https://\n" REMOTE_HELP
     "  --agent NAME         sessions host the server's agent NAME (default: the\n"
@@ -48,6 +49,16 @@ static const char usage[] =
     "  --agent NAME         sessions host the registered agent NAME\n"
     "  --agents FILE        register the agents of a JSON file (as parley serve's)\n"
     "  --default-agent NAME the agent sessions host (default: the only one)\n\n"
+    "The editor's cwd (session/new's) is the conversation's workspace.working_dir.\n"
+    "With --data the hosted agent works there: its session's cwd, the root of the\n"
+    "files it reads and writes through parley, its process's directory unless the\n"
+    "agent is registered with a cwd of its own. With --url where the agent works is\n"
+    "the server's business (parley serve: a directory of the conversation's own\n"
+    "under its data directory, whatever the editor's cwd).\n\n"
+    "  --always-approve     sessions made here never ask the editor to confirm\n"
+    "                       (default: confirmation_policy AlwaysConfirm: each\n"
+    "                       permission a hosted agent asks, each action of an\n"
+    "                       OpenHands agent, is asked of the editor)\n"
     "  --max-pending SIZE   updates waiting for an editor that does not read, per\n"
     "                       process, before a conversation is cut off (its prompt\n"
     "                       fails; load the session again) (default 256M)\n"
@@ -84,6 +95,7 @@ static void serve(acpa *a, acp_inbox *in)
             acpa_ended(a, i->cid, i->data);
             break;
         case ACPI_EOF:
+            acpa_eof(a);
             break;
         }
         free(i);
@@ -100,11 +112,13 @@ int cmd_acp(int argc, char **argv)
                                          {"agents", required_argument, NULL, 'A'},
                                          {"default-agent", required_argument, NULL, 'D'},
                                          {"max-pending", required_argument, NULL, 'P'},
+                                         {"always-approve", no_argument, NULL, 'Y'},
                                          {"help", no_argument, NULL, 'h'},
                                          REMOTE_OPTIONS,
                                          {NULL, 0, NULL, 0}};
     const char *url = NULL, *data = NULL, *agent = NULL, *def = NULL;
     uint64_t pending = ACP_PENDING_DEFAULT;
+    acp_approve approve = ACP_ASK;
     remote_opts ro = {0};
     acp_registry reg = {0};
     char why[512];
@@ -143,6 +157,9 @@ int cmd_acp(int argc, char **argv)
                                 optarg);
                 goto out;
             }
+            break;
+        case 'Y':
+            approve = ACP_ALWAYS_APPROVE;
             break;
         case 'h':
             fputs(usage, stdout);
@@ -193,7 +210,7 @@ int cmd_acp(int argc, char **argv)
             rc = CLI_USAGE;
             goto out;
         }
-        if ((r = acp_remote_new(&u, tls, ro.api_key, agent, in, &b)) == NULL)
+        if ((r = acp_remote_new(&u, tls, ro.api_key, agent, approve, in, &b)) == NULL)
             fprintf(stderr, "parley acp: cannot start the client\n");
     } else {
         pl_agent *pa = calloc(reg.n + 1, sizeof(*pa));
@@ -205,8 +222,9 @@ int cmd_acp(int argc, char **argv)
         pl_options po = {.data_dir = data,
                          .agents = pa,
                          .nagents = pa != NULL ? reg.n : 0,
-                         .default_agent = agent};
-        if ((l = acp_local_new(&po, agent, in, &b, why, sizeof(why))) == NULL)
+                         .default_agent = agent,
+                         .agents_in_working_dir = 1}; /* the editor is the user */
+        if ((l = acp_local_new(&po, agent, approve, in, &b, why, sizeof(why))) == NULL)
             fprintf(stderr, "parley acp: %s\n", why);
         free(pa);
     }

@@ -10,7 +10,13 @@ statuses, content, message text, as the conversation's log says), turns end
 with end_turn, session/load in a fresh process replays it all with the
 prompts as user_message_chunk, cancel gives cancelled, another client's
 message shows in the editor, malformed input gets the right JSON-RPC error
-and the process serves on, stdin's end exits 0.
+and the process serves on, stdin's end exits 0. In both modes: the
+permission round trip (allow, reject; --always-approve asks nothing),
+prompts of images and embedded resources (what the conversation keeps, what
+the replay gives back, what the hosted agent hears), and stdin's end while
+a turn runs (answered cancelled, exit 0, the conversation paused). Against
+a server with an API key (with it; a clear error without or with a wrong
+one) and over https (--ca-file; an unverified server said).
 
 Run by test_acp_cmd.sh (ctest sets $PARLEY). Every process started here is
 stopped here; ports are the kernel's; waits are bounded reads, no sleeps.
@@ -253,15 +259,14 @@ def not_reading(srv):
         r.close()
 
 
-def permission(srv, option):
-    """A conversation that waits for confirmation asks the editor; its
-    answer (allow, reject) is what the hosted agent hears."""
-    r = Raw([PARLEY, "acp", "--url", srv.url(), "--agent", "permission"])
+def permission(cmd, option):
+    """A conversation that waits for confirmation asks the editor (sessions
+    made by parley acp ask by default); its answer (allow, reject) is what
+    the hosted agent hears."""
+    r = Raw(cmd + ["--agent", "permission"])
     try:
         r.call(1, "initialize", {"protocolVersion": 1})
         sid = r.call(2, "session/new", {"cwd": TMP, "mcpServers": []})["result"]["sessionId"]
-        srv.client().expect("POST", "/api/conversations/%s/confirmation_policy" % sid, 200,
-                            {"policy": {"kind": "AlwaysConfirm"}})
         r.send({"jsonrpc": "2.0", "id": 3, "method": "session/prompt",
                 "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "clean up"}]}})
         ask = r.until(lambda m: m.get("method") == "session/request_permission")
@@ -286,6 +291,177 @@ def permission(srv, option):
         r.close()
 
 
+def always_approve(cmd):
+    """--always-approve: the hosted agent's permission request is allowed
+    without a word to the editor."""
+    summ, msgs, _ = sdk_client(cmd + ["--agent", "permission", "--always-approve"],
+                               "--prompt", "clean up")
+    check(summ["ok"], "the SDK client found errors", summ["errors"])
+    check(not any(m.get("method") == "session/request_permission" for m in msgs[1]),
+          "the editor is not asked", msgs[1])
+    t = summ["turns"][0]
+    check(t["stopReason"] == "end_turn" and t["text"] == "allowed" and
+          t["toolCalls"] == {"call-1-1": "completed"}, "allowed", t)
+
+
+# A prompt of every kind of block the core declares (promptCapabilities
+# image and embeddedContext), and what the conversation keeps of each.
+PNG = ("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5E"
+       "rkJggg==")
+GIF = "R0lGODlhAQABAIAAAP///wAAACH5BAEAAAAALAAAAAABAAEAAAICRAEAOw=="
+BLOCKS = [
+    {"type": "text", "text": "look at these"},
+    {"type": "image", "data": PNG, "mimeType": "image/png"},
+    {"type": "resource_link", "name": "main.c", "uri": "file:///w/main.c"},
+    {"type": "resource", "resource": {"uri": "file:///w/a.h", "text": "int a;\n",
+                                      "mimeType": "text/x-c"}},
+    {"type": "resource", "resource": {"uri": "file:///w/dot.gif", "blob": GIF,
+                                      "mimeType": "image/gif"}},
+    {"type": "resource", "resource": {"uri": "file:///w/a.bin", "blob": "AAECAw==",
+                                      "mimeType": "application/octet-stream"}},
+]
+CARRIED = [  # the MessageEvent's content (OpenHands: TextContent, ImageContent)
+    {"type": "text", "text": "look at these"},
+    {"type": "image", "image_urls": ["data:image/png;base64," + PNG]},
+    {"type": "text", "text": "@file:///w/main.c"},
+    {"type": "text", "text": '<context ref="file:///w/a.h">\nint a;\n\n</context>'},
+    {"type": "image", "image_urls": ["data:image/gif;base64," + GIF]},
+    {"type": "text", "text": "@file:///w/a.bin"},
+]
+REPLAYED = [  # what session/load gives the editor back for it
+    {"type": "text", "text": "look at these"},
+    {"type": "image", "data": PNG, "mimeType": "image/png"},
+    {"type": "text", "text": "@file:///w/main.c"},
+    {"type": "text", "text": '<context ref="file:///w/a.h">\nint a;\n\n</context>'},
+    {"type": "image", "data": GIF, "mimeType": "image/gif"},
+    {"type": "text", "text": "@file:///w/a.bin"},
+]
+
+
+def blocks(cmd, srv=None):
+    """Images carried whole (a data: URL each, as OpenHands' ImageContent),
+    embedded text inlined, links and other blobs named; not echoed live;
+    replayed as the conversation keeps them; the hosted agent hears them
+    (the demo agent repeats its prompt's texts and links)."""
+    summ, msgs, _ = sdk_client(cmd, "--prompt-json", json.dumps(BLOCKS), "--load")
+    check(summ["ok"], "the SDK client found errors", summ["errors"])
+    t = summ["turns"][0]
+    check(t["stopReason"] == "end_turn", "the turn ends", t)
+    check(not any(u["sessionUpdate"] == "user_message_chunk" for u in updates(msgs[1])),
+          "the editor's own prompt is not echoed back", updates(msgs[1]))
+    said = [u["content"] for u in updates(msgs[2]) if u["sessionUpdate"] == "user_message_chunk"]
+    check(said == REPLAYED, "the replay of the prompt", json.dumps(said)[:800])
+    check(t["text"].startswith("You said: look at these\ndata:image/png;base64," + PNG +
+                               "\n@file:///w/main.c\n<context"), "what the agent heard", t)
+    if srv is not None:
+        evs = srv.client().expect("GET", "/api/conversations/%s/events/search?limit=100"
+                                  % summ["sessionId"], 200)["items"]
+        kept = [e["llm_message"]["content"] for e in evs if e["kind"] == "MessageEvent" and
+                e["source"] == "user"]
+        check(kept == [CARRIED], "the conversation keeps each block", json.dumps(kept)[:800])
+
+
+def editor_leaves(cmd, status_of):
+    """stdin's end while a turn runs: the turn is paused (its prompt
+    answered cancelled), the process exits 0 soon, and the conversation's
+    log says paused, not running with nobody to ask. status_of(sid): the
+    conversation's execution_status once the process is gone."""
+    r = Raw(cmd)
+    r.call(1, "initialize", {"protocolVersion": 1})
+    sid = r.call(2, "session/new", {"cwd": TMP, "mcpServers": []})["result"]["sessionId"]
+    r.send({"jsonrpc": "2.0", "id": 3, "method": "session/prompt",
+            "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "slowly"}]}})
+    r.until(lambda m: m.get("method") == "session/update")
+    t0 = time.monotonic()
+    r.p.stdin.close()
+    end = r.until(lambda m: m.get("id") == 3)
+    check(end.get("result") == {"stopReason": "cancelled"}, "the turn answered cancelled", end)
+    try:
+        rc = r.p.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        r.p.kill()
+        r.p.wait()
+        rc = "no exit"
+    check(rc == 0, "parley acp exits 0 at stdin's end", rc)
+    check(time.monotonic() - t0 < 10, "and soon", time.monotonic() - t0)
+    st = status_of(sid)
+    check(st == "paused", "the conversation is paused", st)
+
+
+def status_on(srv):
+    return lambda sid: srv.client().expect("GET", "/api/conversations/%s" % sid,
+                                           200)["execution_status"]
+
+
+def status_in(data):
+    """The status in a data directory: served for a moment."""
+    def get(sid):
+        with serving("serve_%s_stops" % os.path.basename(data), data=data) as srv:
+            return status_on(srv)(sid)
+    return get
+
+
+def cwd(cmd, here):
+    """The editor's cwd: with --data the hosted agent works there (the demo
+    agent writes notes.md in its session's cwd, through parley's fs); with
+    --url it is the server's business, and parley serve keeps the agent in
+    a directory of its own (here=False)."""
+    summ, _, _ = sdk_client(cmd, "--prompt", "where am I")
+    check(summ["ok"], "the SDK client found errors", summ["errors"])
+    notes = os.path.join(summ["cwd"], "notes.md")
+    if here:
+        check(os.path.exists(notes) and "where am I" in open(notes).read(),
+              "the agent worked in the editor's cwd", os.listdir(summ["cwd"]))
+    else:
+        check(not os.path.exists(notes), "the server's agent worked elsewhere",
+              os.listdir(summ["cwd"]))
+
+
+def api_key():
+    """A server with a key: parley acp works with it, and without it says
+    so clearly (the editor sees why session/new failed)."""
+    with serving("serve_keyed_stops", api_key="s3cret",
+                 args=["--agent", DEMO, "--default-agent", "demo"]) as srv:
+        url = "http://127.0.0.1:%d" % srv.port
+        summ, msgs, _ = sdk_client([PARLEY, "acp", "--url", url, "--api-key", "s3cret"],
+                                   "--prompt", "with a key", "--load")
+        check_turns(summ, msgs, ["with a key"])
+        for args in ([], ["--api-key", "wrong"]):
+            r = Raw([PARLEY, "acp", "--url", url] + args)
+            try:
+                m = r.call(1, "session/new", {"cwd": TMP, "mcpServers": []})
+                msg = m.get("error", {}).get("message", "")
+                want = "wants an API key" if not args else "refused the API key"
+                check("401" in msg and want in msg and "--api-key" in msg,
+                      "a clear error without the right key", args, m)
+            finally:
+                r.close()
+
+
+def https():
+    """An https server: parley acp checks its certificate against
+    --ca-file and works; without it, an error says what failed."""
+    d = tempfile.mkdtemp(dir=TMP)
+    key, cert = os.path.join(d, "k.pem"), os.path.join(d, "c.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:P-256", "-nodes", "-keyout", key, "-out", cert, "-days",
+                    "1", "-subj", "/CN=localhost", "-addext",
+                    "subjectAltName=IP:127.0.0.1,DNS:localhost"], check=True, capture_output=True)
+    with serving("serve_tls_stops", args=["--agent", DEMO, "--default-agent", "demo",
+                                          "--tls-cert", cert, "--tls-key", key]) as srv:
+        url = "https://127.0.0.1:%d" % srv.port
+        summ, msgs, _ = sdk_client([PARLEY, "acp", "--url", url, "--ca-file", cert],
+                                   "--prompt", "over tls", "--load")
+        check_turns(summ, msgs, ["over tls"])
+        r = Raw([PARLEY, "acp", "--url", url])
+        try:
+            m = r.call(1, "session/new", {"cwd": TMP, "mcpServers": []})
+            msg = m.get("error", {}).get("message", "")
+            check("certificate" in msg, "an unverified server: said", m)
+        finally:
+            r.close()
+
+
 def main():
     t0 = time.monotonic()
     try:
@@ -293,18 +469,36 @@ def main():
                                           "--agent", "permission=node %s permission" % AGENT,
                                           "--default-agent", "demo"]) as srv:
             srv.url = lambda: "http://127.0.0.1:%d" % srv.port
+            url = [PARLEY, "acp", "--url", srv.url()]
             run("url_turns_and_load", turns_url, srv)
-            run("url_cancel", cancel, [PARLEY, "acp", "--url", srv.url(), "--agent", "slow"])
-            run("url_malformed", malformed, [PARLEY, "acp", "--url", srv.url()])
+            run("url_cancel", cancel, url + ["--agent", "slow"])
+            run("url_malformed", malformed, url)
             run("url_other_client", other_client, srv)
             run("url_not_reading", not_reading, srv)
-            run("url_permission_allow", permission, srv, "allow")
-            run("url_permission_reject", permission, srv, "reject")
+            run("url_permission_allow", permission, url, "allow")
+            run("url_permission_reject", permission, url, "reject")
+            run("url_always_approve", always_approve, url)
+            run("url_blocks", blocks, url, srv)
+            run("url_editor_leaves", editor_leaves, url + ["--agent", "slow"], status_on(srv))
+            run("url_cwd", cwd, url, False)
+        run("url_api_key", api_key)
+        run("url_https", https)
         run("data_turns_and_load", turns_data)
         run("data_cancel", cancel, [PARLEY, "acp", "--data", tempfile.mkdtemp(dir=TMP),
                                     "--agent", SLOW])
         run("data_malformed", malformed, [PARLEY, "acp", "--data", tempfile.mkdtemp(dir=TMP),
                                           "--agent", DEMO])
+        agents = ["--agent", DEMO, "--agent", "permission=node %s permission" % AGENT,
+                  "--default-agent", "demo"]
+        data = [PARLEY, "acp", "--data", tempfile.mkdtemp(dir=TMP)] + agents
+        run("data_permission_allow", permission, data, "allow")
+        run("data_permission_reject", permission, data, "reject")
+        run("data_always_approve", always_approve, data)
+        run("data_blocks", blocks, data)
+        d = tempfile.mkdtemp(dir=TMP)
+        run("data_editor_leaves", editor_leaves, [PARLEY, "acp", "--data", d, "--agent", SLOW],
+            status_in(d))
+        run("data_cwd", cwd, data, True)
     finally:
         shutil.rmtree(TMP, ignore_errors=True)
     return summary(t0)

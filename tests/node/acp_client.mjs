@@ -4,7 +4,8 @@
 // session/update and every request of the agent with its zod schemas, and
 // this client checks the answers to its own requests with them too.
 //
-//   node acp_client.mjs [--cwd DIR] [--prompt TEXT]... [--cancel-after-updates N]
+//   node acp_client.mjs [--cwd DIR] [--prompt TEXT | --prompt-json BLOCKS]...
+//                       [--cancel-after-updates N]
 //                       [--no-fs] [--refuse-writes] [--timeout-ms MS]
 //                       [--load [--prompt TEXT]...] -- AGENT-COMMAND [ARGS...]
 //
@@ -15,6 +16,9 @@
 // 0), starts the command again, session/loads the first session and collects
 // the updates it replays; prompts given after --load run in that session
 // then. --refuse-writes answers fs/write_text_file with an error.
+// --prompt-json gives a prompt as its JSON list of ContentBlocks (checked
+// against the schema before it is sent); the replay check of --load
+// covers text prompts only.
 //
 // Output: one JSON line per message the agent sent ({"agent":1|2,
 // "message":...}), then {"summary":{...}}: ok, errors, the session id, each
@@ -40,7 +44,7 @@ import { isDeepStrictEqual } from "node:util";
 
 function usage(why) {
     process.stderr.write(
-        `acp_client: ${why}\nusage: node acp_client.mjs [--cwd DIR] [--prompt TEXT]... ` +
+        `acp_client: ${why}\nusage: node acp_client.mjs [--cwd DIR] [--prompt TEXT | --prompt-json BLOCKS]... ` +
             "[--cancel-after-updates N] [--no-fs] [--refuse-writes] [--timeout-ms MS] " +
             "[--load [--prompt TEXT]...] -- AGENT-COMMAND [ARGS...]\n",
     );
@@ -60,6 +64,16 @@ const opt = { cwd: process.cwd(), prompts: [], afterLoad: [], cancelAfter: 0, fs
         const a = argv[i];
         if (a === "--cwd") opt.cwd = value(i++);
         else if (a === "--prompt") (opt.load ? opt.afterLoad : opt.prompts).push(value(i++));
+        else if (a === "--prompt-json") {
+            let blocks;
+            try {
+                blocks = JSON.parse(value(i++));
+            } catch (e) {
+                usage(`--prompt-json wants a JSON list of content blocks: ${e.message}`);
+            }
+            if (!Array.isArray(blocks)) usage("--prompt-json wants a JSON list of content blocks");
+            (opt.load ? opt.afterLoad : opt.prompts).push(blocks);
+        }
         else if (a === "--cancel-after-updates") opt.cancelAfter = count(i++, 1);
         else if (a === "--timeout-ms") opt.timeoutMs = count(i++, 1);
         else if (a === "--no-fs") opt.fs = false;
@@ -330,7 +344,9 @@ async function prompts(ctx, list) {
     for (const text of list) {
         turn = { prompt: text, stopReason: undefined, updates: 0, kinds: {}, text: "", toolCalls: {}, cancelSent: false, updatesAfterAnswer: 0 };
         summary.turns.push(turn);
-        const r = await request(ctx, "session/prompt", { sessionId, prompt: [{ type: "text", text }] }, z.zPromptResponse);
+        const params = { sessionId, prompt: typeof text === "string" ? [{ type: "text", text }] : text };
+        schemaCheck(z.zPromptRequest, params, "our session/prompt");
+        const r = await request(ctx, "session/prompt", params, z.zPromptResponse);
         turn.stopReason = r?.stopReason ?? null;
         if (turn.cancelSent && r && r.stopReason !== "cancelled") error(`a cancelled turn ended with ${r.stopReason}`);
     }
@@ -370,7 +386,8 @@ async function main() {
             expected.push(...live.slice(k, k + t.updates));
             k += t.updates;
         }
-        summary.load = { answered: r !== null, updates: got.length, kinds, matchesLive: isDeepStrictEqual(got, expected) };
+        const texts = summary.turns.every((t) => typeof t.prompt === "string");
+        summary.load = { answered: r !== null, updates: got.length, kinds, matchesLive: texts ? isDeepStrictEqual(got, expected) : null };
         await prompts(ctx, opt.afterLoad);
         turn = null;
     }).catch((e) => error(`agent 2: ${e.message}`));

@@ -325,6 +325,53 @@ START_TEST(test_failed_verdict)
 }
 END_TEST
 
+/* pl_reject: what waits for confirmation refused, as respond_to_confirmation
+ * with accept false refuses it: each pending call answered by the user's
+ * rejection saying why, and the conversation idle; nothing pending is DONE. */
+START_TEST(test_reject)
+{
+    char data[300];
+    pl_instance *p = fresh(data, sizeof(data), NULL);
+    pl_conv *c;
+    ck_assert_int_eq(pl_conv_create(p, NULL, &c), 0);
+    verdict_slot v;
+    slot_init(&v);
+    ck_assert_int_eq(pl_reject(c, NULL, on_verdict, &v), 0);
+    ck_assert(ts_counter_wait(&v.done, 1));
+    ck_assert_int_eq(v.outcome, PL_DONE);
+    ck_assert_int_eq(control(c, PL_RUN, &v), PL_DONE);
+    ck_assert_int_eq(append(c, action("a1", "c1"), &v), PL_COMMITTED);
+    ck_assert_int_eq(
+        append(c,
+               "{\"source\":\"environment\",\"key\":\"execution_status\",\"value\":"
+               "\"waiting_for_confirmation\",\"kind\":\"ConversationStateUpdateEvent\"}",
+               &v),
+        PL_COMMITTED);
+    uint64_t before;
+    ck_assert_int_eq(pl_count(c, &before), 0);
+    slot_init(&v);
+    ck_assert_int_eq(pl_reject(c, "not now", on_verdict, &v), 0);
+    ck_assert(ts_counter_wait(&v.done, 1));
+    ck_assert_int_eq(v.outcome, PL_DONE);
+    pl_page *pg;
+    ck_assert_int_eq(pl_read(c, before, 10, &pg), 0);
+    ck_assert_uint_eq(pl_page_len(pg), 2);
+    pl_event r = pl_page_event(pg, 0), st = pl_page_event(pg, 1);
+    const char *says[] = {"\"kind\":\"UserRejectObservation\"", "\"tool_call_id\":\"c1\"",
+                          "\"rejection_reason\":\"not now\""};
+    for (size_t k = 0; k < 3; k++)
+        ck_assert_msg(memmem(r.json, r.len, says[k], strlen(says[k])) != NULL, "%s in %.*s",
+                      says[k], (int)r.len, r.json);
+    ck_assert_ptr_nonnull(memmem(st.json, st.len, "\"value\":\"idle\"", 14));
+    pl_page_free(pg);
+    ck_assert_int_eq(pl_reject(NULL, NULL, on_verdict, &v), PL_EINVAL);
+    ck_assert_int_eq(pl_reject(c, NULL, NULL, &v), PL_EINVAL);
+    pl_conv_release(c);
+    pl_close(p);
+    rm_tmp();
+}
+END_TEST
+
 /* --------------------------------------------------------------- reads --- */
 
 START_TEST(test_reads)
@@ -877,6 +924,7 @@ int main(void)
     tcase_add_test(tc, test_errors);
     tcase_add_test(tc, test_every_verdict);
     tcase_add_test(tc, test_failed_verdict);
+    tcase_add_test(tc, test_reject);
     tcase_add_test(tc, test_reads);
     tcase_add_test(tc, test_subscribe_across_restart);
     tcase_add_test(tc, test_slow_subscriber);
