@@ -2,7 +2,7 @@
 // headless, driven by playwright-core from tests/node), against a real
 // `parley serve` on 127.0.0.1:
 //   - first render of a long conversation: from navigation to its last
-//     block drawn, on a fresh server (the visualizer starts and folds the
+//     block in the page (the page's own clock), on a fresh server (the visualizer starts and folds the
 //     whole log: "cold") and again with the page reopened ("warm");
 //   - append -> drawn: one agent message appended over REST, until its
 //     block is in the page (MutationObserver: inserted) and painted (the
@@ -118,13 +118,21 @@ function pct(xs, p) {
   return s[Math.min(s.length - 1, Math.ceil(p / 100 * s.length) - 1)];
 }
 
-// From navigation to the block of the last event in the page: ms.
+// From navigation to the block of the last event drawn, as the page's own
+// clock says (performance.now() counts from the navigation's start): ms.
 async function firstRender(browser, srv, cid, lastId) {
   const page = await browser.newPage({viewport: {width: 1280, height: 900}});
-  const t0 = now();
+  await page.addInitScript((id) => {
+    new MutationObserver((ms, o) => {
+      if (document.querySelector(`[data-id="${id}"]`)) {
+        window.drawnAt = performance.now();
+        o.disconnect();
+      }
+    }).observe(document, {childList: true, subtree: true});
+  }, lastId);
   await page.goto(`${srv.base}/conversations/${cid}`);
-  await page.locator(`[data-id="${lastId}"]`).waitFor({timeout: 600000});
-  const ms = now() - t0;
+  await page.waitForFunction(() => window.drawnAt !== undefined, null, {timeout: 600000, polling: 50});
+  const ms = await page.evaluate(() => window.drawnAt);
   if (process.env.WEB_BENCH_RAW) {
     console.log(JSON.stringify(await page.evaluate(() => performance.getEntries().map((e) =>
       [e.name.replace(location.origin, ''), Math.round(e.startTime), Math.round(e.duration)]))));

@@ -174,10 +174,16 @@
   }
 
   // A <pre> of text; when long, cut short with a button to open it all.
+  // Cut short, only its first lines are in the page: a long conversation's
+  // screenful of results costs what is shown, not what they hold.
   function longText(t, k) {
-    const pre = el('pre', 'out', t);
-    const lines = t.split('\n').length;
-    if (t.length <= LONG_CHARS && lines <= LONG_LINES) return pre;
+    let lines = 1;
+    for (let i = t.indexOf('\n'); i !== -1; i = t.indexOf('\n', i + 1)) lines++;
+    if (t.length <= LONG_CHARS && lines <= LONG_LINES) return el('pre', 'out', t);
+    let cut = 0;
+    for (let n = 0; n < LONG_LINES && cut !== -1 && cut < LONG_CHARS; n++) cut = t.indexOf('\n', cut + 1);
+    const head = t.slice(0, cut === -1 || cut > LONG_CHARS ? LONG_CHARS : cut);
+    const pre = el('pre', 'out', opened.has(k) ? t : head);
     const label = () => (opened.has(k) ? 'Show less' : `Show all (${lines} lines, ${t.length} characters)`);
     const box = el('div', 'long' + (opened.has(k) ? ' open' : ''), null, pre);
     const btn = el('button', 'more', label());
@@ -185,6 +191,7 @@
     btn.addEventListener('click', () => {
       if (opened.has(k)) opened.delete(k);
       else opened.add(k);
+      pre.textContent = opened.has(k) ? t : head;
       box.classList.toggle('open', opened.has(k));
       btn.textContent = label();
     });
