@@ -44,16 +44,18 @@ function main(name, fn) {
   });
 }
 
-// A server on data dir tmp/NAME, on a port the OS chooses.
-function serve(tmp, parley, name, extra) {
+// A server on data dir tmp/NAME, on a port the OS chooses; or, port given,
+// on that port: a stopped server started again (srv.restart()).
+function serve(tmp, parley, name, extra, port = 0) {
   return new Promise((resolve, reject) => {
     const dir = path.join(tmp, name);
     const errPath = path.join(tmp, name + '.err');
     const err = fs.openSync(errPath, 'a');
-    const child = spawn(parley, ['serve', '--data', dir, '--listen', '127.0.0.1:0',
+    const child = spawn(parley, ['serve', '--data', dir, '--listen', '127.0.0.1:' + port,
       '--log-level', 'warn', ...extra], {stdio: ['ignore', 'pipe', err]});
     const exited = new Promise((r) => child.once('exit', (code, sig) => r({code, sig})));
     const srv = {
+      restart: () => serve(tmp, parley, name, extra, srv.port),
       async stop() {
         if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
         const timer = setTimeout(() => child.kill('SIGKILL'), T);
@@ -63,6 +65,7 @@ function serve(tmp, parley, name, extra) {
       },
     };
     servers.push(srv);
+    exited.then(() => servers.splice(servers.indexOf(srv) >>> 0, 1));
     const timer = setTimeout(() => reject(new Error(`serve ${name} printed nothing in ${T} ms`)), T);
     child.once('exit', (code) => reject(new Error(`serve ${name} exited ${code}: ` +
       fs.readFileSync(errPath, 'utf8'))));

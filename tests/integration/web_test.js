@@ -1,100 +1,34 @@
 // web_test.js - the web pages in a real browser: Debian's chromium, headless,
-// driven by playwright-core (npm, tests/node; it downloads no browser).
-// Starts its own `parley serve` (port 0, its first stdout line says where),
-// without and then with --api-key, and checks what a person would see:
-// the list shows the conversation; the conversation page shows its blocks
-// in order, a tool call beside its result, a long result collapsed until
-// opened, an event appended later without a reload, markup in an event as
-// text (no dialog, no script element), a message sent from the box, a
-// dropped socket resumed with after_index (the server stopped and started
-// again on its port) ending where /state is; with
-// a key, the key prompt, then the blocks. No console errors anywhere.
-// Screenshots go to ARTIFACTS. Every wait is a condition with a deadline.
+// driven by playwright-core (npm, tests/node; it downloads no browser),
+// against `parley serve`s of its own (web_lib.js), and what a person would
+// see there:
+// - markdown drawn as elements, and nothing from an event run: markup and
+//   javascript: links shown as text; a subagent's call as its block;
+// - hosted scripted agents (tests/node/acp_agent.mjs) driven from the
+//   page's box: thinking folded, calls beside their results, a confirmation
+//   confirmed and one rejected with the buttons, a stuck agent and a rule
+//   broken under observe marked where it happened;
+// - a 3,000-block conversation: opened at its end with only pages near the
+//   screen drawn, scrolled to its start and middle, an event appended while
+//   the reader is elsewhere counted without moving them;
+// - the list showing a conversation, and its page: blocks in order, a call
+//   beside its result, a long result collapsed until opened, events
+//   appended later without a reload, an empty message an idle removes, a
+//   message and a pause from the page, a dropped socket resumed with
+//   after_index (the server stopped and started again on its port) ending
+//   where /state is, dark and narrow without sideways scrolling;
+// - with --api-key: the key prompt, once per tab, never in a URL.
+// No console errors anywhere. Screenshots go to ARTIFACTS.
 // Usage: node web_test.js PARLEY_BINARY TMP_DIR ARTIFACTS_DIR
 'use strict';
 const path = require('path');
 const fs = require('fs');
-const http = require('http');
-const readline = require('readline');
-const {spawn} = require('child_process');
-const {chromium} = require(path.join(__dirname, '..', 'node', 'node_modules', 'playwright-core'));
+const {check, launch, main, serve: serveIn, api, user, agent, action, observation, openPage,
+  shot: shotIn} = require('./web_lib.js');
 
 const [parley, tmp, artifacts] = process.argv.slice(2);
-const T = 30000;
-const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
-const servers = [];
-let browser = null;
-
-async function stopAll() {
-  if (browser) await browser.close().catch(() => {});
-  browser = null;
-  await Promise.all(servers.splice(0).map((s) => s.stop()));
-}
-
-async function fail(msg) {
-  console.error('FAIL: ' + msg);
-  await stopAll();
-  process.exit(1);
-}
-function check(cond, msg, ...details) {
-  if (!cond) throw new Error(msg + (details.length ? ' | ' + JSON.stringify(details).slice(0, 800) : ''));
-}
-
-// ---- a server --------------------------------------------------------------
-
-// A server on data dir tmp/NAME; port: 0 (the OS chooses) or the port a
-// stopped server of that name had, to start it again.
-function serve(name, extra, port = 0) {
-  return new Promise((resolve, reject) => {
-    const dir = path.join(tmp, name);
-    const err = fs.openSync(path.join(tmp, name + '.err'), 'a');
-    const child = spawn(parley, ['serve', '--data', dir, '--listen', '127.0.0.1:' + port,
-      '--log-level', 'warn', ...extra], {stdio: ['ignore', 'pipe', err]});
-    const exited = new Promise((r) => child.once('exit', (code, sig) => r({code, sig})));
-    const srv = {
-      child,
-      name,
-      extra,
-      async stop() {
-        if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
-        const timer = setTimeout(() => child.kill('SIGKILL'), T);
-        const {code, sig} = await exited;
-        clearTimeout(timer);
-        if (code !== 0) console.error(`serve ${name} exited ${code} ${sig || ''}`);
-      },
-    };
-    servers.push(srv);
-    exited.then(() => servers.splice(servers.indexOf(srv) >>> 0, 1));
-    const timer = setTimeout(() => reject(new Error(`serve ${name} printed nothing in ${T} ms`)), T);
-    child.once('exit', (code) => reject(new Error(`serve ${name} exited ${code}: ` +
-      fs.readFileSync(path.join(tmp, name + '.err'), 'utf8'))));
-    readline.createInterface({input: child.stdout}).once('line', (line) => {
-      clearTimeout(timer);
-      const m = /^listening on http:\/\/127\.0\.0\.1:(\d+)$/.exec(line);
-      if (!m) return reject(new Error('unexpected first line: ' + line));
-      srv.port = Number(m[1]);
-      srv.base = 'http://127.0.0.1:' + srv.port;
-      resolve(srv);
-    });
-  });
-}
-
-function api(srv, key, method, p, body) {
-  return new Promise((resolve, reject) => {
-    const data = body === undefined ? null : JSON.stringify(body);
-    const headers = {'Content-Type': 'application/json'};
-    if (key) headers['X-Session-API-Key'] = key;
-    const req = http.request({host: '127.0.0.1', port: srv.port, method, path: p, timeout: T, headers},
-      (res) => {
-        let raw = '';
-        res.on('data', (c) => raw += c);
-        res.on('end', () => resolve([res.statusCode, raw ? JSON.parse(raw) : null]));
-      });
-    req.on('error', reject);
-    if (data) req.write(data);
-    req.end();
-  });
-}
+const serve = (name, extra) => serveIn(tmp, parley, name, extra);
+const shot = (page, name, full) => shotIn(page, artifacts, name, full);
 
 async function conversation(srv, key) {
   const [st, b] = await api(srv, key, 'POST', '/api/conversations', {});
@@ -114,68 +48,26 @@ async function hostedConversation(srv, behaviour, body = {}) {
   return b.id;
 }
 
-// Until f() is true (polled: for what is not in the page), or fail.
-async function until(what, f) {
-  const end = Date.now() + T;
-  for (;;) {
-    const v = await f();
-    if (v) return v;
-    if (Date.now() > end) throw new Error('timed out waiting for ' + what);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
-// Events as parley takes them (tests/integration/view_test.py's helpers).
-const TS = '2026-08-22T10:15:00.000001';
-const user = (id, text) => ({id, timestamp: TS, source: 'user', kind: 'MessageEvent',
-  llm_message: {role: 'user', content: [{type: 'text', text}]}});
-const agent = (id, text) => ({id, timestamp: TS, source: 'agent', kind: 'MessageEvent',
-  llm_message: {role: 'assistant', content: [{type: 'text', text}]}});
-const action = (id, call, cmd, resp) => ({id, timestamp: TS, source: 'agent', kind: 'ActionEvent',
-  thought: [{type: 'text', text: 'running ' + cmd}], tool_name: 'terminal', tool_call_id: call,
-  llm_response_id: resp,
-  tool_call: {id: call, name: 'terminal', arguments: JSON.stringify({command: cmd}), origin: 'completion'},
-  action: {kind: 'TerminalAction', command: cmd}});
-const observation = (id, call, aid, out) => ({id, timestamp: TS, source: 'environment',
-  kind: 'ObservationEvent', tool_name: 'terminal', tool_call_id: call, action_id: aid,
-  observation: {kind: 'TerminalObservation', is_error: false, content: [{type: 'text', text: out}]}});
-
-const task = (id, call, prompt, resp) => ({id, timestamp: TS, source: 'agent', kind: 'ActionEvent',
+// A delegation (a subagent's call) and its result.
+const task = (id, call, prompt, resp) => ({id, source: 'agent', kind: 'ActionEvent',
   thought: [{type: 'text', text: 'delegating'}],
   tool_name: 'task', tool_call_id: call, llm_response_id: resp,
   tool_call: {id: call, name: 'task', arguments: JSON.stringify({prompt}), origin: 'completion'},
   action: {kind: 'TaskAction', prompt, subagent_type: 'explore'}});
-const taskDone = (id, call, aid, out) => ({id, timestamp: TS, source: 'environment',
+const taskDone = (id, call, aid, out) => ({id, source: 'environment',
   kind: 'ObservationEvent', tool_name: 'task', tool_call_id: call, action_id: aid,
   observation: {kind: 'TaskObservation', content: [{type: 'text', text: out}], task_id: 'sub-1'}});
 
 // ---- a page ----------------------------------------------------------------
 
-// A page that records console errors, page errors and dialogs.
-async function openPage(context) {
-  const page = await context.newPage();
-  page.setDefaultTimeout(T);
-  page.problems = [];
-  page.dialogs = [];
-  page.on('console', (m) => { if (m.type() === 'error') page.problems.push('console: ' + m.text()); });
-  page.on('pageerror', (e) => page.problems.push('page error: ' + e.message));
-  page.on('dialog', (d) => { page.dialogs.push(d.message()); d.dismiss().catch(() => {}); });
-  return page;
-}
-
 // The blocks of the conversation page in reading order (a pair's call, then its result).
 const order = (page) => page.$$eval('#blocks > .chunk > *', (rows) => rows.flatMap((r) =>
   r.classList.contains('pair') ? [...r.children].map((c) => c.dataset.id) : [r.dataset.id]));
 
-// fullPage false for a long conversation: its page is hundreds of screens.
-async function shot(page, name, fullPage = true) {
-  await page.screenshot({path: path.join(artifacts, name + '.png'), fullPage});
-}
-
 // ---- the tests -------------------------------------------------------------
 
 // srv is stopped and started again on its port midway (a dropped socket).
-async function withoutKey(srv) {
+async function withoutKey(srv, browser) {
   const cid = await conversation(srv);
   await append(srv, null, cid, [user('u1', 'list the files'), action('a1', 'c1', 'ls', 'r1'),
     observation('o1', 'c1', 'a1', 'notes.md\nmain.c'), agent('m1', 'There are two files.')]);
@@ -243,10 +135,9 @@ async function withoutKey(srv) {
 
   // a dropped socket: the page reconnects with after_index and catches up
   // with what came while it was away; it then holds what /state says
-  const port = srv.port;
   await srv.stop();
   await page.locator('#live:not(.on)').waitFor();
-  srv = await serve(srv.name, srv.extra, port);
+  srv = await srv.restart();
   await append(srv, null, cid, [agent('m4', 'after the reconnect')]);
   await page.locator('[data-id="m4"]').waitFor();
   await page.locator('#live.on').waitFor();
@@ -407,7 +298,7 @@ async function longConversation(srv, context) {
   await page.close();
 }
 
-async function withKey(srv, key) {
+async function withKey(srv, key, browser) {
   const cid = await conversation(srv, key);
   await append(srv, key, cid, [user('u1', 'behind a key')]);
   const [st] = await api(srv, null, 'GET', `/api/conversations/${cid}/state`);
@@ -438,21 +329,18 @@ async function withKey(srv, key) {
   await context.close();
 }
 
-(async () => {
+main('web', async () => {
   fs.mkdirSync(artifacts, {recursive: true});
-  browser = await chromium.launch({executablePath: CHROMIUM, args: ['--no-sandbox', '--headless=new'],
-    timeout: T});
-  const agent = path.join(__dirname, '..', 'node', 'acp_agent.mjs');
+  const browser = await launch();
+  const acp = path.join(__dirname, '..', 'node', 'acp_agent.mjs');
   const agents = ['full', 'permission', 'loop-error', 'interleave'].flatMap((b) =>
-    ['--agent', `${b}=node '${agent}' ${b}`]);
+    ['--agent', `${b}=node '${acp}' ${b}`]);
   const open = await serve('open', agents);
   const context = await browser.newContext();
   await markdownAndSubagent(open, context);
   await hosted(open, context);
   await longConversation(open, context);
   await context.close();
-  await withoutKey(open);
-  await withKey(await serve('keyed', ['--api-key', 'webkey']), 'webkey');
-  await stopAll();
-  console.log('web: ok; screenshots in ' + artifacts);
-})().catch((e) => fail(e.stack || String(e)));
+  await withoutKey(open, browser);
+  await withKey(await serve('keyed', ['--api-key', 'webkey']), 'webkey', browser);
+});
