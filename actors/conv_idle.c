@@ -60,6 +60,7 @@ void conv_idle_check(conv *c)
     c->log = NULL;
     conv_set_open(c, false);
     c->asleep = true;
+    seq_rest(c->sq);
 }
 
 /* What an asleep conversation answers without its log. */
@@ -203,6 +204,12 @@ int conv_on_open_result(conv *c, conv_opened *o)
         /* asleep, it keeps its state and tries again at the next request;
          * a first open fails the actor, and its supervisor decides */
         return c->asleep && !moved ? 0 : err;
+    }
+    if (c->asleep && seq_wake(c->sq) < 0) {
+        conv_run_early(c, PL_BUSY, "cannot open the conversation's log: out of memory");
+        conv_opened_free(o);
+        c->waking = false;
+        return 0; /* still asleep: the next request tries again */
     }
     if (c->asleep) {
         c->sc = o->sc;

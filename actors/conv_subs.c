@@ -100,7 +100,8 @@ void conv_subscribe(conv *c, rt_promise *reply, uint64_t arg)
         return;
     }
     if (c->nsubs == c->subs_cap) {
-        size_t cap = c->subs_cap ? 2 * c->subs_cap : 4;
+        /* from one: most conversations have only their stuck detector */
+        size_t cap = c->subs_cap ? 2 * c->subs_cap : 1;
         conv_sub *s = realloc(c->subs, cap * sizeof(*s));
         if (s == NULL) {
             conv_answer(reply, conv_reply_detail(PL_FAILED, 0, "out of memory"));

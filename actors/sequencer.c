@@ -139,9 +139,33 @@ void seq_free(sequencer *s)
     }
     units_free(s->ready);
     units_free(s->taken);
-    gate_free(s->g);
+    if (s->g != s->gc)
+        gate_free(s->g);
     gate_free(s->gc);
     free(s);
+}
+
+/* At rest the live gate is the committed one, so it is shared rather than
+ * copied: an idle conversation keeps one gate. Nothing changes the live
+ * state while the conversation rests (every offer needs its log, and
+ * opening it again calls seq_wake first). */
+void seq_rest(sequencer *s)
+{
+    if (s->g != s->gc && !seq_inflight(s) && !seq_waiting(s) && s->tentative == NULL) {
+        gate_free(s->g);
+        s->g = s->gc;
+    }
+}
+
+int seq_wake(sequencer *s)
+{
+    if (s->g != s->gc)
+        return 0;
+    gate *g = gate_clone(s->gc);
+    if (g == NULL)
+        return -ENOMEM;
+    s->g = g;
+    return 0;
 }
 
 void seq_on_decided(sequencer *s, seq_decided_fn fn, void *ctx)

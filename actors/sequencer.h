@@ -217,6 +217,15 @@ seq_unit *seq_abandon(sequencer *s);
  * caller's: seq_verdict_clear), or false. */
 bool seq_answer(sequencer *s, void **token, seq_verdict *v);
 
+/* ---- rest ---------------------------------------------------------------- */
+
+/* Nothing in flight or waiting: the live state is the durable one, and an
+ * idle conversation keeps only that (seq_rest). Before anything is offered
+ * again, seq_wake: 0, or -ENOMEM (then it still rests, and nothing may be
+ * offered). Both are no-ops when they do not apply. */
+void seq_rest(sequencer *s);
+int seq_wake(sequencer *s);
+
 /* ---- what it knows ------------------------------------------------------- */
 
 conv_status seq_status(const sequencer *s);           /* live */

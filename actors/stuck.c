@@ -2,12 +2,14 @@
  * stuck.c - the stuck detector's rules (spec/checks.md §1), as fingerprints.
  *
  * What it keeps: a ring of the last STUCK_WINDOW (20) events fed, each as a
- * fingerprint (kind, source, id, and a 64-bit hash of the fields that kind
- * is compared on), the tool name of the newest ActionEvent and the error
- * text of the newest AgentErrorEvent (both truncated, for the nudge text),
- * and the id of the last error nudged about. That is all the rules ever
- * look at, so memory is one allocation of constant size, whatever the
- * length of the conversation or of its events. stuck_check rebuilds the
+ * fingerprint (kind, source, a 64-bit hash of the id and one of the fields
+ * that kind is compared on), the tool name of the newest ActionEvent and
+ * the error text of the newest AgentErrorEvent (both truncated, for the
+ * nudge text), and the id hash of the last error nudged about. That is all
+ * the rules ever look at, so memory is bounded whatever the length of the
+ * conversation or of its events; the ring grows to the window and the
+ * texts are kept at their length, because a process holds many detectors
+ * and most conversations are short (see struct stuck). stuck_check rebuilds the
  * upstream scan window from the ring on every call; with 20 entries that
  * costs less than keeping incremental counters correct.
  *
@@ -27,7 +29,8 @@
  * - Every other kind is compared by full structural equality upstream,
  *   id included. A log holds one content per id (a second content under an
  *   existing id is refused), so within a log that is exactly "same id":
- *   that is what is compared, and nothing else of those events is hashed
+ *   that is what is compared (as a 64-bit hash of the whole id, like the
+ *   fields above), and nothing else of those events is hashed
  *   (a large LLMCompletionLogEvent costs nothing). It makes rejections
  *   (UserRejectObservation) never equal to one another, as upstream.
  * - A fingerprint that could not be computed (allocation failure) equals
@@ -55,8 +58,7 @@
 /* Longest tool name kept for the nudge (OpenAI-style tool names are at most
  * 64 bytes) and longest error text: together with the fixed wording they
  * must fit the verdict's nudge_text. */
-enum { STUCK_TOOL_MAX = 96, STUCK_ERROR_MAX = 640, STUCK_ID_MAX = 40 };
-_Static_assert(sizeof(((stuck_note *)0)->id) == STUCK_ID_MAX, "note ids are fingerprint ids");
+enum { STUCK_TOOL_MAX = 96, STUCK_ERROR_MAX = 640 };
 _Static_assert(sizeof(((stuck_note *)0)->text) >= STUCK_ERROR_MAX, "notes carry error texts");
 
 #define NUDGE_FMT                                                                                  \
@@ -68,25 +70,32 @@ _Static_assert(sizeof(NUDGE_FMT) + STUCK_TOOL_MAX + STUCK_ERROR_MAX + 16 <=
                    sizeof(((stuck_verdict *)0)->nudge_text),
                "the nudge text must never be cut by snprintf");
 
+/* A fingerprint: 24 bytes. Ids are compared by a 64-bit hash of the whole
+ * id, as the four kinds with a field list are by the hash of their fields;
+ * no copy of the id is kept. */
 typedef struct stuck_fp {
     uint64_t hash;    /* source + compared fields (kinds with a field list) */
-    uint64_t id_hash; /* the whole id: ids may be longer than the copy */
-    char id[STUCK_ID_MAX];
-    uint8_t kind;   /* ev_kind */
-    uint8_t source; /* ev_source */
-    bool solo;      /* fingerprinting failed: equal to nothing */
+    uint64_t id_hash; /* the whole id */
+    uint8_t kind;     /* ev_kind */
+    uint8_t source;   /* ev_source */
+    bool solo;        /* fingerprinting failed: equal to nothing */
 } stuck_fp;
 
+/* The ring grows with the conversation up to the window (most conversations
+ * hold a few events), and the texts are as long as they are: a detector
+ * costs ~100 bytes for a short conversation, ~600 for a full window. The
+ * ring wraps only once it holds STUCK_WINDOW entries; until then it is in
+ * feeding order, so growing it is a realloc. */
 struct stuck {
     stuck_thresholds t;
-    stuck_fp ring[STUCK_WINDOW];
-    unsigned next;                    /* slot the next event goes to */
-    unsigned count;                   /* filled slots, <= STUCK_WINDOW */
-    char last_tool[STUCK_TOOL_MAX];   /* tool_name of the newest ActionEvent */
-    char last_error[STUCK_ERROR_MAX]; /* error of the newest AgentErrorEvent */
-    bool nudged;                      /* nudged_id is set */
+    stuck_fp *ring; /* cap entries */
+    uint8_t cap;    /* <= STUCK_WINDOW */
+    uint8_t next;   /* slot the next event goes to */
+    uint8_t count;  /* filled slots, <= cap */
+    bool nudged;    /* nudged_id_hash is set */
     uint64_t nudged_id_hash;
-    char nudged_id[STUCK_ID_MAX];
+    char *last_tool;  /* tool_name of the newest ActionEvent, or NULL */
+    char *last_error; /* error of the newest AgentErrorEvent, or NULL */
 };
 
 /* ------------------------------------------------------------- hashing --- */
@@ -215,11 +224,6 @@ static uint64_t h_id(const char *id)
     return h_final(h);
 }
 
-static void copy_id(char dst[STUCK_ID_MAX], const char *id)
-{
-    snprintf(dst, STUCK_ID_MAX, "%s", id ? id : "");
-}
-
 /* Copies at most cap-1 bytes of s, never cutting a UTF-8 sequence, and
  * marks a cut with "..." so the reader knows the text goes on. */
 static void copy_text(char *dst, size_t cap, const char *s)
@@ -249,7 +253,6 @@ static void fingerprint(const ev *e, stuck_fp *fp)
     fp->kind = (uint8_t)e->kind;
     fp->source = (uint8_t)e->source;
     fp->id_hash = h_id(e->id);
-    copy_id(fp->id, e->id);
     if (!compared_by_fields(e->kind))
         return;
 
@@ -290,7 +293,7 @@ static bool fp_eq(const stuck_fp *a, const stuck_fp *b)
         return false;
     if (compared_by_fields((ev_kind)a->kind))
         return a->hash == b->hash;
-    return a->id_hash == b->id_hash && strcmp(a->id, b->id) == 0;
+    return a->id_hash == b->id_hash;
 }
 
 /* ------------------------------------------------------------------ API --- */
@@ -324,6 +327,11 @@ stuck *stuck_new(const stuck_thresholds *t)
 
 void stuck_free(stuck *s)
 {
+    if (s == NULL)
+        return;
+    free(s->ring);
+    free(s->last_tool);
+    free(s->last_error);
     free(s);
 }
 
@@ -338,7 +346,6 @@ void stuck_note_of(const ev *e, stuck_note *n)
     fingerprint(e, &fp);
     n->hash = fp.hash;
     n->id_hash = fp.id_hash;
-    memcpy(n->id, fp.id, sizeof(n->id));
     n->kind = fp.kind;
     n->source = fp.source;
     n->solo = fp.solo;
@@ -352,26 +359,58 @@ void stuck_note_of(const ev *e, stuck_note *n)
         copy_text(n->text, STUCK_ERROR_MAX, json_string_value(json_object_get(e->obj, "error")));
 }
 
+/* The slot for the next event: the ring grows until it holds the window.
+ * If it cannot grow, it starts again empty: a failure can only hide a loop,
+ * never report one. */
+static stuck_fp *slot(stuck *s)
+{
+    if (s->count == s->cap && s->cap < STUCK_WINDOW) {
+        unsigned cap = s->cap == 0 ? 4 : s->cap * 2u;
+        if (cap > STUCK_WINDOW)
+            cap = STUCK_WINDOW;
+        stuck_fp *r = realloc(s->ring, cap * sizeof(*r));
+        if (r == NULL) {
+            s->count = s->next = 0;
+            if (s->cap == 0)
+                return NULL;
+        } else {
+            s->ring = r;
+            s->cap = (uint8_t)cap;
+            s->next = s->count; /* it was full, not wrapped: next had come round to 0 */
+        }
+    }
+    return &s->ring[s->next];
+}
+
+/* A copy of n's text as the detector keeps it (NULL: none, or no memory). */
+static void keep_text(char **dst, const char *text, size_t cap)
+{
+    char buf[STUCK_ERROR_MAX];
+    copy_text(buf, cap, text);
+    free(*dst);
+    *dst = strdup(buf);
+}
+
 void stuck_feed_note(stuck *s, const stuck_note *n)
 {
     if (s == NULL || n == NULL || !n->counts || n->kind <= EV_INVALID || n->kind >= EV_KIND_COUNT)
         return;
-    stuck_fp *fp = &s->ring[s->next];
-    memset(fp, 0, sizeof(*fp));
-    fp->hash = n->hash;
-    fp->id_hash = n->id_hash;
-    memcpy(fp->id, n->id, sizeof(fp->id));
-    fp->id[sizeof(fp->id) - 1] = '\0';
-    fp->kind = n->kind;
-    fp->source = n->source;
-    fp->solo = n->solo;
-    s->next = (s->next + 1) % STUCK_WINDOW;
-    if (s->count < STUCK_WINDOW)
-        s->count++;
+    stuck_fp *fp = slot(s);
+    if (fp != NULL) {
+        memset(fp, 0, sizeof(*fp));
+        fp->hash = n->hash;
+        fp->id_hash = n->id_hash;
+        fp->kind = n->kind;
+        fp->source = n->source;
+        fp->solo = n->solo;
+        s->next = (uint8_t)((s->next + 1) % s->cap);
+        if (s->count < s->cap)
+            s->count++;
+    }
     if (n->kind == EV_ACTION)
-        copy_text(s->last_tool, sizeof s->last_tool, n->text);
+        keep_text(&s->last_tool, n->text, STUCK_TOOL_MAX);
     else if (n->kind == EV_AGENT_ERROR)
-        copy_text(s->last_error, sizeof s->last_error, n->text);
+        keep_text(&s->last_error, n->text, STUCK_ERROR_MAX);
 }
 
 void stuck_feed(stuck *s, const ev *e)
@@ -405,7 +444,7 @@ static size_t window(const stuck *s, const stuck_fp *w[STUCK_WINDOW])
 {
     size_t n = 0;
     for (unsigned i = 0; i < s->count; i++) {
-        const stuck_fp *f = &s->ring[(s->next + STUCK_WINDOW - 1 - i) % STUCK_WINDOW];
+        const stuck_fp *f = &s->ring[(s->next + s->cap - 1 - i) % s->cap];
         if (f->kind == EV_MESSAGE && f->source == EV_SRC_USER)
             break;
         w[n++] = f;
@@ -494,7 +533,7 @@ static bool alternating(const stuck_fp *const *w, size_t n, int threshold)
 
 static bool same_as_nudged(const stuck *s, const stuck_fp *err)
 {
-    return s->nudged && s->nudged_id_hash == err->id_hash && strcmp(s->nudged_id, err->id) == 0;
+    return s->nudged && s->nudged_id_hash == err->id_hash;
 }
 
 void stuck_check(stuck *s, stuck_verdict *v)
@@ -522,9 +561,9 @@ void stuck_check(stuck *s, stuck_verdict *v)
     if (streak == (size_t)t->action_error && !same_as_nudged(s, obs[0])) {
         s->nudged = true;
         s->nudged_id_hash = obs[0]->id_hash;
-        memcpy(s->nudged_id, obs[0]->id, sizeof s->nudged_id);
-        snprintf(v->nudge_text, sizeof v->nudge_text, NUDGE_FMT, s->last_tool, t->action_error,
-                 t->action_error == 1 ? "" : "s", s->last_error);
+        snprintf(v->nudge_text, sizeof v->nudge_text, NUDGE_FMT,
+                 s->last_tool != NULL ? s->last_tool : "", t->action_error,
+                 t->action_error == 1 ? "" : "s", s->last_error != NULL ? s->last_error : "");
         v->nudge = true;
         return;
     }

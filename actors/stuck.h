@@ -4,10 +4,11 @@
  * Feed it every committed event, in log order; after each, ask it. It keeps
  * only the scan window, the last 20 events of the conversation (state
  * updates are not part of it: they are not nodes of the conversation
- * tree), as fingerprints: kind, source, id, and a 64-bit hash of the fields
- * each kind is compared on (§1.5: ids, timestamps and tool-call ids
- * ignored), plus the little the nudge text needs. Memory is constant,
- * whatever the length of the conversation or of its events.
+ * tree), as fingerprints: kind, source, a 64-bit hash of the id and one of
+ * the fields each kind is compared on (§1.5: ids, timestamps and tool-call
+ * ids ignored), plus the little the nudge text needs. Memory is bounded
+ * (about 600 bytes), whatever the length of the conversation or of its
+ * events, and small for a short one.
  *
  * The rules are checked in the upstream order, first hit wins:
  * repeating_action_observation, repeating_action_error, monologue,
@@ -52,11 +53,10 @@ typedef struct stuck stuck;
 
 /* What the detector keeps of one event: fixed size, no pointers, so that
  * whoever holds the parsed event computes it once and can pass it on as
- * bytes (a fingerprint of the compared fields, the id, and for an action
- * its tool name, for an agent error its error text, cut). */
+ * bytes (a fingerprint of the compared fields, one of the id, and for an
+ * action its tool name, for an agent error its error text, cut). */
 typedef struct stuck_note {
     uint64_t hash, id_hash;
-    char id[40];
     uint8_t kind, source;
     bool solo;      /* fingerprinting failed: equal to nothing */
     bool counts;    /* false for events outside the window (state updates...) */

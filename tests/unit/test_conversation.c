@@ -2365,6 +2365,31 @@ START_TEST(test_findings_stuck_counted)
 }
 END_TEST
 
+/* Resting keeps what the next events are judged against: a loop begun
+ * before the conversation let its log go (and shared its live gate with
+ * the durable one) is found when it goes on after; a call pending at rest
+ * is still the one a result must answer. */
+START_TEST(test_rest_keeps_window_and_calls)
+{
+    tc_env e = {0};
+    conv_opts o = {.idle_close_ms = 20};
+    tc_start(&e, NULL, &o, ST_FULL);
+    OK(&e, user("u0", "list the files"));
+    same_turns(&e, 1, 2);
+    OK(&e, keep(tc_ev_action("a3", "c3", "r3", "ls")));
+    ck_assert(logs_closed());
+    ASSERT_STATUS(&e, "idle", 1); /* answered at rest, from the shared gate */
+    REFUSED(&e, obs("o8", "c8", "a8"), "unmatched_tool_result", "o8", "c3");
+    OK(&e, keep(tc_ev_obs("o3", "c3", "a3", "a.txt")));
+    ck_assert(logs_closed());
+    same_turns(&e, 4, 1); /* with the three before the rests: four alike */
+    tc_sync(&e);
+    ASSERT_STATUS(&e, "stuck", 0);
+    ASSERT_FINDINGS(&e, 0, 1);
+    finish(&e);
+}
+END_TEST
+
 /* ---------------------------------------------------------------- main --- */
 
 int main(void)
@@ -2402,7 +2427,7 @@ int main(void)
         {"memory", {test_gate_memory_bound}},
         {"stuck", {test_stuck_default, test_stuck_detection_off, test_stuck_thresholds}},
         {"subscribers", {test_subscribe_replay_and_order, test_sync_waits_for_subscribers}},
-        {"idle", {test_idle_close_and_wake}},
+        {"idle", {test_idle_close_and_wake, test_rest_keeps_window_and_calls}},
         {"findings", {test_findings_violations_survive_restart, test_findings_stuck_counted}},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {

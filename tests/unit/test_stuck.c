@@ -1010,6 +1010,27 @@ START_TEST(test_window_is_twenty_events)
 }
 END_TEST
 
+/* The ring grows with the conversation (4, 8, 16, then the window): a loop
+ * that starts anywhere across a growth step is seen the same, in order. */
+START_TEST(test_ring_grows_in_order)
+{
+    for (int filler = 0; filler <= 16; filler++) {
+        stuck *s = new_default();
+        for (int i = 0; i < filler; i++)
+            feed(s, j_message("environment", "log line"));
+        for (int i = 0; i < 3; i++)
+            pair(s, "ls", "a.txt");
+        EXPECT(s, STUCK_NONE, false);
+        pair(s, "ls", "b.txt"); /* the newest pair differs: no loop */
+        EXPECT(s, STUCK_NONE, false);
+        for (int i = 0; i < 3; i++)
+            pair(s, "ls", "b.txt");
+        EXPECT(s, STUCK_REPEATING_ACTION_OBSERVATION, false);
+        stuck_free(s);
+    }
+}
+END_TEST
+
 /* State updates are not tree nodes: they neither take room in the window
  * nor break the monologue walk. */
 START_TEST(test_state_updates_ignored)
@@ -1255,6 +1276,7 @@ int main(void)
     tc = tcase_create("window");
     tcase_add_test(tc, test_window_cut_at_user_message);
     tcase_add_test(tc, test_window_is_twenty_events);
+    tcase_add_test(tc, test_ring_grows_in_order);
     tcase_add_test(tc, test_state_updates_ignored);
     suite_add_tcase(s, tc);
 
