@@ -30,6 +30,7 @@ struct st_log {
     char *dir;
     int lock_fd;
     bool read_only;
+    bool journaled; /* st_log_opts.journaled */
     uint64_t segment_bytes;
     _Atomic uint64_t count; /* published events */
     st_segs *_Atomic segs;  /* published segments */

@@ -167,6 +167,8 @@ int st_store_open(const st_opts *o, st_store **out, char *err, size_t errlen)
         r = st_catalog_load(s, err, errlen);
     if (r == 0)
         r = st_journal_replay(s, err, errlen);
+    if (r == 0)
+        st_catalog_sweep(s);
     if (r == 0 && (r = st_committer_start(s)) < 0)
         snprintf(err, errlen, "cannot start the committer: %s", strerror(-r));
     if (r == 0 && (r = -pthread_create(&s->flusher, NULL, flusher_main, s)) < 0) {
