@@ -133,9 +133,20 @@ static st_conv *conv_new(st_store *s, const rt_uuid *id, rt_buf *meta)
     return c;
 }
 
+/* Close c's log (c->mu held, or c unreachable), counting it. */
+static int close_log(st_conv *c)
+{
+    if (c->log == NULL)
+        return 0;
+    int r = st_log_close(c->log);
+    c->log = NULL;
+    atomic_fetch_sub(&c->s->open_logs, 1);
+    return r;
+}
+
 static int conv_free(st_conv *c)
 {
-    int r = st_log_close(c->log);
+    int r = close_log(c);
     rt_buf_unref(c->meta);
     pthread_mutex_destroy(&c->mu);
     free(c->dir);
@@ -272,6 +283,7 @@ int st_catalog_free(st_store *s)
                 r = cr;
         }
     }
+    s->idle_head = s->idle_tail = NULL;
     free(s->buckets);
     free(s->kids);
     for (size_t i = 0; i < s->nunfinished; i++)
@@ -284,28 +296,71 @@ int st_catalog_free(st_store *s)
     return r;
 }
 
-void st_catalog_close_idle(st_store *s, uint64_t now, uint64_t ttl)
+static void idle_unlink(st_store *s, st_conv *c)
 {
-    size_t closed = 0;
-    pthread_mutex_lock(&s->cat_mu);
-    for (size_t i = 0; i < s->nbuckets; i++) {
-        for (st_conv *c = s->buckets[i]; c != NULL; c = c->next) {
-            /* refs cannot rise meanwhile: st_conv_get needs the catalog lock */
-            if (atomic_load(&c->refs) != 0 || c->log == NULL || now - atomic_load(&c->used) < ttl)
-                continue;
+    if (!c->in_idle)
+        return;
+    *(c->iprev ? &c->iprev->inext : &s->idle_head) = c->inext;
+    *(c->inext ? &c->inext->iprev : &s->idle_tail) = c->iprev;
+    c->inext = c->iprev = NULL;
+    c->in_idle = false;
+}
+
+/* c was just let go by its last holder: to the idle list's end. */
+static void idle_push(st_store *s, st_conv *c)
+{
+    pthread_mutex_lock(&s->idle_mu);
+    idle_unlink(s, c);
+    c->iprev = s->idle_tail;
+    *(s->idle_tail ? &s->idle_tail->inext : &s->idle_head) = c;
+    s->idle_tail = c;
+    c->in_idle = true;
+    pthread_mutex_unlock(&s->idle_mu);
+}
+
+/* The last reference to a deleted conversation is gone: free it, unless
+ * the idle list's closer took one meanwhile (then it frees it). */
+static void free_deleted(st_conv *c)
+{
+    st_store *s = c->s;
+    pthread_mutex_lock(&s->idle_mu);
+    idle_unlink(s, c);
+    bool last = atomic_load(&c->refs) == 0;
+    pthread_mutex_unlock(&s->idle_mu);
+    if (last)
+        conv_free(c);
+}
+
+void st_catalog_close_idle(st_store *s, uint64_t now, uint64_t ttl, bool crowded)
+{
+    size_t closed = 0, low = (size_t)(s->o.max_open_logs / 4 * 3);
+    for (;;) {
+        pthread_mutex_lock(&s->idle_mu);
+        st_conv *c = s->idle_head;
+        if (c == NULL ||
+            (crowded ? atomic_load(&s->open_logs) <= low : now - atomic_load(&c->used) < ttl)) {
+            pthread_mutex_unlock(&s->idle_mu);
+            break;
+        }
+        idle_unlink(s, c);
+        atomic_fetch_add(&c->refs, 1); /* under idle_mu: a deletion's free waits for it */
+        pthread_mutex_unlock(&s->idle_mu);
+        pthread_mutex_lock(&c->mu);
+        /* ours the only hold: whoever gets it now opens the log again */
+        if (atomic_load(&c->refs) == 1 && c->log != NULL) {
+            int r = close_log(c);
             closed++;
-            pthread_mutex_lock(&c->mu);
-            int r = st_log_close(c->log);
-            c->log = NULL;
-            pthread_mutex_unlock(&c->mu);
             if (r < 0) /* its journal records stay until a flush succeeds */
                 rt_log(RT_LOG_ERROR, "store", "closing idle log %s: %s", c->dir, strerror(-r));
         }
+        pthread_mutex_unlock(&c->mu);
+        if (atomic_fetch_sub(&c->refs, 1) == 1 && atomic_load(&c->gone))
+            free_deleted(c);
     }
-    pthread_mutex_unlock(&s->cat_mu);
     /* the indexes freed are scattered through the heap: give their pages
-     * back, or the process keeps the memory of its busiest hour */
-    if (closed > 0)
+     * back, or the process keeps the memory of its busiest hour (not when
+     * crowded: that comes often, and the heap is in use then) */
+    if (closed > 0 && !crowded)
         malloc_trim(0);
 }
 
@@ -332,8 +387,19 @@ void st_conv_release(st_conv *c)
     if (c == NULL)
         return;
     atomic_store(&c->used, st_now_ms());
-    if (atomic_fetch_sub(&c->refs, 1) == 1 && atomic_load(&c->gone))
-        conv_free(c); /* deleted: the last holder frees it */
+    if (atomic_fetch_sub(&c->refs, 1) != 1)
+        return;
+    st_store *s = c->s;
+    if (atomic_load(&c->gone)) {
+        free_deleted(c); /* deleted: the last holder frees it */
+        return;
+    }
+    idle_push(s, c);
+    if (atomic_load(&s->open_logs) > s->o.max_open_logs && !atomic_exchange(&s->f_pressure, true)) {
+        pthread_mutex_lock(&s->f_mu); /* too many open: the flusher closes unheld ones */
+        pthread_cond_signal(&s->f_cv);
+        pthread_mutex_unlock(&s->f_mu);
+    }
 }
 
 const rt_uuid *st_conv_id(const st_conv *c)
@@ -388,7 +454,7 @@ int st_conv_make_files(st_conv *c, bool durable)
     if (r == 0 && !there && rename(tmp, c->dir) != 0)
         r = -errno;
     if (r == 0 && durable)
-        r = st_fsync_dir(s->conv_dir);
+        r = st_fsync(s->conv_dir_fd);
     if (r < 0 && !there)
         rm_tree(tmp);
     return r;
@@ -570,10 +636,20 @@ int st_conv_set_meta(st_conv *c, rt_buf *meta)
 
 int st_conv_log(st_conv *c, st_log **log, st_open_report *rep)
 {
+    st_store *s = c->s;
+    if (c->log == NULL && atomic_load(&s->open_logs) >= s->hard_open_logs)
+        st_catalog_close_idle(s, st_now_ms(), 0, true); /* before giving up: unheld ones */
     pthread_mutex_lock(&c->mu);
     int r = 0;
     if (atomic_load(&c->gone)) {
         r = -ENOENT; /* never recreate the directory of a deleted conversation */
+    } else if (c->log == NULL && atomic_load(&c->s->open_logs) >= c->s->hard_open_logs) {
+        r = -EMFILE; /* the rest of the descriptors are for the store and the sockets */
+        if (!atomic_exchange(&c->s->f_pressure, true)) {
+            pthread_mutex_lock(&c->s->f_mu);
+            pthread_cond_signal(&c->s->f_cv);
+            pthread_mutex_unlock(&c->s->f_mu);
+        }
     } else if (c->log == NULL) {
         st_log_opts o = {.segment_bytes = c->s->o.segment_bytes,
                          .store_locked = true,
@@ -581,6 +657,8 @@ int st_conv_log(st_conv *c, st_log **log, st_open_report *rep)
         st_open_report local;
         st_open_report *rp = rep != NULL ? rep : &local;
         r = st_log_open(c->dir, &o, &c->log, rp);
+        if (r == 0)
+            atomic_fetch_add(&c->s->open_logs, 1);
         if (rp->detail[0] != '\0')
             rt_log(r == 0 && !rp->corrupt ? RT_LOG_INFO : RT_LOG_ERROR, "store", "%s", rp->detail);
     } else if (rep != NULL) {
@@ -664,13 +742,12 @@ int st_conv_remove_files(st_conv *c)
     pthread_mutex_unlock(&s->cat_mu);
     pthread_mutex_lock(&c->mu);
     atomic_store(&c->gone, true);
-    st_log_close(c->log);
-    c->log = NULL;
+    close_log(c);
     pthread_mutex_unlock(&c->mu);
     char tomb[4096];
     snprintf(tomb, sizeof(tomb), "%s.deleted", c->dir);
     /* one rename makes it gone for a reopen, however the removal ends */
-    int r = rename(c->dir, tomb) != 0 ? -errno : st_fsync_dir(s->conv_dir);
+    int r = rename(c->dir, tomb) != 0 ? -errno : st_fsync(s->conv_dir_fd);
     if (r == 0)
         rm_tree(tomb);
     char hex[33], ws[4096];

@@ -40,6 +40,7 @@ struct st_req {
     char name[64]; /* REQ_FILE: the file; the data is items[0].payload */
     st_req *gnext; /* the next request of the same conversation in the group */
     int kind;
+    bool durable;  /* REQ_FILE: synced (else st_write_file_replace) */
     st_conv *conv; /* held */
     size_t n;
     st_item *items; /* ids and keys copied after the struct */
@@ -146,7 +147,8 @@ static bool aux_name_ok(const char *name)
            strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789_-.") == n;
 }
 
-int st_conv_put_file(st_conv *c, const char *name, rt_buf *data, st_done_fn done, void *ctx)
+int st_conv_put_file(st_conv *c, const char *name, rt_buf *data, bool durable, st_done_fn done,
+                     void *ctx)
 {
     if (done == NULL || data == NULL || !aux_name_ok(name))
         return -EINVAL;
@@ -156,6 +158,7 @@ int st_conv_put_file(st_conv *c, const char *name, rt_buf *data, st_done_fn done
     if (r == NULL)
         return -ENOMEM;
     r->kind = REQ_FILE;
+    r->durable = durable;
     snprintf(r->name, sizeof(r->name), "%s", name);
     r->items = (st_item *)(r + 1);
     r->items[0].payload = rt_buf_ref(data);
@@ -243,9 +246,10 @@ static void finish(st_req *r)
 static void put_file(st_req *r)
 {
     const rt_buf *b = r->items[0].payload;
-    r->status = atomic_load(&r->conv->gone)
-                    ? -ENOENT
-                    : st_write_file_atomic(r->conv->dir, r->name, rt_buf_data(b), rt_buf_len(b));
+    r->status = atomic_load(&r->conv->gone) ? -ENOENT
+                : r->durable
+                    ? st_write_file_atomic(r->conv->dir, r->name, rt_buf_data(b), rt_buf_len(b))
+                    : st_write_file_replace(r->conv->dir, r->name, rt_buf_data(b), rt_buf_len(b));
     finish(r);
 }
 
@@ -454,8 +458,8 @@ static int flush_all(st_store *s)
     if (s->o.durability != ST_FULL)
         return 0;
     int r = s->j.size > ST_FILE_HDR ? st_journal_open_next(s) : 0;
-    if (r == 0 && syncfs(s->dir_fd) != 0)
-        r = -errno;
+    if (r == 0)
+        r = st_syncfs(s->dir_fd);
     if (r == 0)
         r = st_journal_retire(s, s->j.seq);
     return r;

@@ -485,8 +485,11 @@ int st_log_close(st_log *l)
     int r = 0;
     if (!l->read_only && s != NULL) {
         st_log_rollback(l);
-        r = st_log_sync(l);
-        if (r == 0)
+        /* journaled: the journal holds what was written until the store
+         * syncs the file system; a short log is scanned faster than its
+         * checkpoint is written */
+        r = l->journaled ? 0 : st_log_sync(l);
+        if (r == 0 && (!l->journaled || st_log_unchecked(l) >= 64))
             st_log_checkpoint(l);
     }
     for (size_t i = 0; s != NULL && i < s->n; i++) {

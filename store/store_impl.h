@@ -27,8 +27,12 @@ struct st_conv {
     _Atomic bool gone;     /* deleted: out of the catalog, files going */
     bool creating;         /* catalog lock: its creation is not durable yet:
                             * invisible but to the id check of a create */
-    st_conv *next;         /* hash chain (catalog lock) */
-    bool has_parent;       /* set at creation, never changed */
+    /* The idle list (store idle_mu), in the order of last release: the
+     * conversations nobody held last, whose logs may be open. */
+    struct st_conv *inext, *iprev;
+    bool in_idle;
+    st_conv *next;   /* hash chain (catalog lock) */
+    bool has_parent; /* set at creation, never changed */
     rt_uuid parent;
     st_conv *knext; /* chain of the children hashed by parent id (catalog lock) */
     uint64_t batch; /* committer: the last group that wrote to it */
@@ -56,6 +60,7 @@ struct st_store {
     st_opts o;
     char *dir, *conv_dir, *journal_dir;
     int lock_fd, dir_fd;
+    int conv_dir_fd; /* kept open: syncing it needs no descriptor when they run out */
     /* catalog */
     pthread_mutex_t cat_mu;
     st_conv **buckets; /* by id */
@@ -76,6 +81,14 @@ struct st_store {
     pthread_cond_t f_cv;
     uint64_t f_rotated; /* journals below this seq may go once flushed */
     bool f_stop;
+    /* open logs: past max_open_logs, the flusher closes unheld ones now */
+    _Atomic size_t open_logs;
+    _Atomic bool f_pressure;
+    pthread_mutex_t idle_mu; /* the idle list: closing costs what closes, not a scan */
+    st_conv *idle_head, *idle_tail;
+    /* no log opens past this: what is left of the open-files limit is the
+     * store's own (journals, directories) and the server's (sockets) */
+    size_t hard_open_logs;
 };
 
 uint64_t st_now_ms(void);
@@ -84,7 +97,9 @@ uint64_t st_now_ms(void);
 int st_catalog_load(st_store *s, char *err, size_t errlen);
 /* Close every log (flushing it) and free the catalog; the first flush error. */
 int st_catalog_free(st_store *s);
-void st_catalog_close_idle(st_store *s, uint64_t now, uint64_t ttl);
+/* Close the logs nobody holds that were released ttl ago or more, oldest
+ * first; or (crowded) as many as it takes to be under 3/4 of the bound. */
+void st_catalog_close_idle(st_store *s, uint64_t now, uint64_t ttl, bool crowded);
 int st_conv_remove_files(st_conv *c);
 /* The journal record of a creation: its index, id ("create", key: the
  * parent's 32 hex digits or none, payload: the meta). */
