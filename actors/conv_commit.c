@@ -175,7 +175,7 @@ static void on_saved(void *ctx, int status, uint64_t first)
 
 /* Write a file of the conversation's (data taken) after the appends made
  * so far. */
-static void put_file(conv *c, const char *name, rt_buf *data, uint64_t gen)
+static void put_file(conv *c, const char *name, rt_buf *data, uint64_t gen, bool durable)
 {
     if (data == NULL)
         return;
@@ -187,7 +187,7 @@ static void put_file(conv *c, const char *name, rt_buf *data, uint64_t gen)
     saving *s = malloc(sizeof(*s));
     if (s != NULL)
         *s = (saving){rt_actor_ref(c->self), gen};
-    if (s == NULL || st_conv_put_file(c->sc, name, data, on_saved, s) < 0) {
+    if (s == NULL || st_conv_put_file(c->sc, name, data, durable, on_saved, s) < 0) {
         if (s != NULL) {
             rt_actor_unref(s->a);
             free(s);
@@ -213,16 +213,18 @@ static void save_deferred(conv *c)
     char *s = all != NULL ? json_dumps(all, JSON_COMPACT) : NULL;
     json_decref(all);
     if (s != NULL)
-        put_file(c, CONV_DEFERRED_FILE, rt_buf_take(s, strlen(s)), c->gen_sent);
+        put_file(c, CONV_DEFERRED_FILE, rt_buf_take(s, strlen(s)), c->gen_sent, true);
 }
 
+/* A checkpoint is rebuilt from the log when lost, cut short or ahead of
+ * it (conv_open.c checks): it needs no sync. */
 void conv_checkpoint(conv *c)
 {
     conv_findings f = seq_findings(c->sq);
     put_file(c, CONV_STATE_FILE,
              conv_state_json(seq_count(c->sq), seq_status_committed(c->sq),
                              seq_gate_committed(c->sq), &f),
-             0);
+             0, false);
     c->since_ckpt = 0;
 }
 

@@ -10,6 +10,11 @@
  * opens it again (log_only) before it is handled, and STATUS is answered
  * without it. Requests that come while the log is being opened wait, in
  * order, and are handled (or refused, if it cannot be opened) after.
+ *
+ * Past the store's bound of open logs (st_store_max_open_logs), a quiet
+ * conversation lets its log go as soon as it is quiet, not after
+ * idle_close_ms, and the store closes logs nobody holds at once: file
+ * descriptors stay bounded however many conversations are touched.
  */
 #include "conv_impl.h"
 
@@ -44,6 +49,20 @@ static bool quiet(const conv *c)
            c->meta_queue == NULL && c->saves_done == c->saves_sent;
 }
 
+/* Let the log go. Crowded (too many open), a short tail is not worth a
+ * checkpoint: it is replayed faster than the checkpoint is written. */
+static void go_to_sleep(conv *c, bool crowded)
+{
+    if (c->since_ckpt > 0 && (!crowded || c->since_ckpt >= 64))
+        conv_checkpoint(c); /* a quick open after a restart; the save holds the conversation */
+    st_conv_release(c->sc);
+    c->sc = NULL;
+    c->log = NULL;
+    conv_set_open(c, false);
+    c->asleep = true;
+    seq_rest(c->sq);
+}
+
 void conv_idle_check(conv *c)
 {
     if (!c->open)
@@ -53,14 +72,14 @@ void conv_idle_check(conv *c)
         conv_arm_idle(c, idle < after ? after - idle : after);
         return;
     }
-    if (c->since_ckpt > 0)
-        conv_checkpoint(c); /* a quick open after a restart; the save holds the conversation */
-    st_conv_release(c->sc);
-    c->sc = NULL;
-    c->log = NULL;
-    conv_set_open(c, false);
-    c->asleep = true;
-    seq_rest(c->sq);
+    go_to_sleep(c, false);
+}
+
+void conv_sleep_if_crowded(conv *c)
+{
+    st_store *st = c->ctx->svc->store;
+    if (c->open && quiet(c) && st_store_open_logs(st) > st_store_max_open_logs(st))
+        go_to_sleep(c, true);
 }
 
 /* What an asleep conversation answers without its log. */

@@ -193,6 +193,8 @@ void conv_refuse_meta(conv *c, pl_outcome o, const char *why);
 void conv_set_open(conv *c, bool open);
 void conv_arm_idle(conv *c, uint64_t ms);
 void conv_idle_check(conv *c);
+/* After a message: past the store's bound of open logs, sleep if quiet. */
+void conv_sleep_if_crowded(conv *c);
 /* Handle the open's result (CONV_OPENED): 0, or the error that fails the actor. */
 int conv_on_open_result(conv *c, conv_opened *o);
 /* A message that needs the log while it is closed: kept (and the log

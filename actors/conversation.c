@@ -326,6 +326,8 @@ static int conv_handle(rt_actor *self, void *state, rt_msg *m)
     rt_promise reply = rt_msg_promise(m);
     conv_dispatch(c, m->kind, m->arg, m->buf, &reply);
     rt_promise_fail(&reply, RT_ENOREPLY); /* no-op if it was answered */
+    if (c->failed == 0)
+        conv_sleep_if_crowded(c);
     return c->failed;
 }
 

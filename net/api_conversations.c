@@ -643,6 +643,8 @@ static void create_work(net_req *r, net_outcome *out)
         net_fail(out, 422, "Parent conversation %s belongs to a different workspace", parent);
     else if (e == -ENOSPC || e == -EDQUOT)
         net_fail(out, 507, "the disk is full: cannot create the conversation (%s)", strerror(-e));
+    else if (e == -EMFILE || e == -ENFILE) /* a bound, as a log that cannot open */
+        net_fail(out, 503, "cannot create the conversation: %s", strerror(-e));
     else if (e < 0)
         net_fail(out, 500, "cannot create the conversation: %s", strerror(-e));
 }

@@ -3,8 +3,13 @@
  * st_conv, loaded at open from the meta.json files alone.
  *
  * A conversation directory appears atomically: it is built as `.<hex>.tmp`
- * (meta.json written and synced inside) and renamed into place, so a crash
- * never leaves a half-made conversation; leftovers are removed at load.
+ * (meta.json written inside) and renamed into place; leftovers are removed
+ * at load. Under `full` durability a creation is a CREATE record in the
+ * journal's group commit (so creations cost no fsync of their own) and the
+ * files are written unsynced meanwhile: after a crash the directory may
+ * be missing or its meta.json unfinished, and the journal's replay makes
+ * it again; one whose creation was never acknowledged (no record) goes.
+ * Otherwise the files are synced before the creation returns.
  * Logs open lazily under the conversation's own lock, and close again when
  * unused for the idle TTL (the flusher calls st_catalog_close_idle).
  *
@@ -20,6 +25,7 @@
 #include "runtime/log.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <errno.h>
 #include <ftw.h>
 #include <malloc.h>
@@ -127,14 +133,36 @@ static st_conv *conv_new(st_store *s, const rt_uuid *id, rt_buf *meta)
     return c;
 }
 
+/* Close c's log (c->mu held, or c unreachable), counting it. */
+static int close_log(st_conv *c)
+{
+    if (c->log == NULL)
+        return 0;
+    int r = st_log_close(c->log);
+    c->log = NULL;
+    atomic_fetch_sub(&c->s->open_logs, 1);
+    return r;
+}
+
 static int conv_free(st_conv *c)
 {
-    int r = st_log_close(c->log);
+    int r = close_log(c);
     rt_buf_unref(c->meta);
     pthread_mutex_destroy(&c->mu);
     free(c->dir);
     free(c);
     return r;
+}
+
+/* A meta.json a crash did not cut short: a JSON object, whole. */
+static bool meta_whole(const char *d, size_t n)
+{
+    size_t a = 0;
+    while (a < n && (d[a] == ' ' || d[a] == '\n' || d[a] == '\t' || d[a] == '\r'))
+        a++;
+    while (n > a && (d[n - 1] == ' ' || d[n - 1] == '\n' || d[n - 1] == '\t' || d[n - 1] == '\r'))
+        n--;
+    return n - a >= 2 && d[a] == '{' && d[n - 1] == '}' && memchr(d + a, '\0', n - a) == NULL;
 }
 
 static void free_data(void *data, void *ctx)
@@ -202,6 +230,23 @@ int st_catalog_load(st_store *s, char *err, size_t errlen)
         char *data;
         size_t n;
         int mr = st_read_file(path, META_MAX, &data, &n);
+        if (mr == 0 && !meta_whole(data, n)) {
+            free(data);
+            mr = -EBADMSG;
+        }
+        if (mr == -EBADMSG || mr == -ENOENT) { /* the journal may make it again */
+            snprintf(path, sizeof(path), "%s/%s", s->conv_dir, name);
+            char **u = realloc(s->unfinished, (s->nunfinished + 1) * sizeof(*u));
+            if (u == NULL || (u[s->nunfinished] = strdup(path)) == NULL) {
+                if (u != NULL)
+                    s->unfinished = u;
+                r = -ENOMEM;
+                break;
+            }
+            s->unfinished = u;
+            s->nunfinished++;
+            continue;
+        }
         if (mr < 0) {
             rt_log(RT_LOG_WARN, "store", "skipping conversation %s: cannot read meta.json: %s",
                    name, strerror(-mr));
@@ -238,35 +283,84 @@ int st_catalog_free(st_store *s)
                 r = cr;
         }
     }
+    s->idle_head = s->idle_tail = NULL;
     free(s->buckets);
     free(s->kids);
+    for (size_t i = 0; i < s->nunfinished; i++)
+        free(s->unfinished[i]);
+    free(s->unfinished);
+    s->unfinished = NULL;
+    s->nunfinished = 0;
     s->buckets = NULL;
     s->kids = NULL;
     return r;
 }
 
-void st_catalog_close_idle(st_store *s, uint64_t now, uint64_t ttl)
+static void idle_unlink(st_store *s, st_conv *c)
 {
-    size_t closed = 0;
-    pthread_mutex_lock(&s->cat_mu);
-    for (size_t i = 0; i < s->nbuckets; i++) {
-        for (st_conv *c = s->buckets[i]; c != NULL; c = c->next) {
-            /* refs cannot rise meanwhile: st_conv_get needs the catalog lock */
-            if (atomic_load(&c->refs) != 0 || c->log == NULL || now - atomic_load(&c->used) < ttl)
-                continue;
+    if (!c->in_idle)
+        return;
+    *(c->iprev ? &c->iprev->inext : &s->idle_head) = c->inext;
+    *(c->inext ? &c->inext->iprev : &s->idle_tail) = c->iprev;
+    c->inext = c->iprev = NULL;
+    c->in_idle = false;
+}
+
+/* c was just let go by its last holder: to the idle list's end. */
+static void idle_push(st_store *s, st_conv *c)
+{
+    pthread_mutex_lock(&s->idle_mu);
+    idle_unlink(s, c);
+    c->iprev = s->idle_tail;
+    *(s->idle_tail ? &s->idle_tail->inext : &s->idle_head) = c;
+    s->idle_tail = c;
+    c->in_idle = true;
+    pthread_mutex_unlock(&s->idle_mu);
+}
+
+/* The last reference to a deleted conversation is gone: free it, unless
+ * the idle list's closer took one meanwhile (then it frees it). */
+static void free_deleted(st_conv *c)
+{
+    st_store *s = c->s;
+    pthread_mutex_lock(&s->idle_mu);
+    idle_unlink(s, c);
+    bool last = atomic_load(&c->refs) == 0;
+    pthread_mutex_unlock(&s->idle_mu);
+    if (last)
+        conv_free(c);
+}
+
+void st_catalog_close_idle(st_store *s, uint64_t now, uint64_t ttl, bool crowded)
+{
+    size_t closed = 0, low = (size_t)(s->o.max_open_logs / 4 * 3);
+    for (;;) {
+        pthread_mutex_lock(&s->idle_mu);
+        st_conv *c = s->idle_head;
+        if (c == NULL ||
+            (crowded ? atomic_load(&s->open_logs) <= low : now - atomic_load(&c->used) < ttl)) {
+            pthread_mutex_unlock(&s->idle_mu);
+            break;
+        }
+        idle_unlink(s, c);
+        atomic_fetch_add(&c->refs, 1); /* under idle_mu: a deletion's free waits for it */
+        pthread_mutex_unlock(&s->idle_mu);
+        pthread_mutex_lock(&c->mu);
+        /* ours the only hold: whoever gets it now opens the log again */
+        if (atomic_load(&c->refs) == 1 && c->log != NULL) {
+            int r = close_log(c);
             closed++;
-            pthread_mutex_lock(&c->mu);
-            int r = st_log_close(c->log);
-            c->log = NULL;
-            pthread_mutex_unlock(&c->mu);
             if (r < 0) /* its journal records stay until a flush succeeds */
                 rt_log(RT_LOG_ERROR, "store", "closing idle log %s: %s", c->dir, strerror(-r));
         }
+        pthread_mutex_unlock(&c->mu);
+        if (atomic_fetch_sub(&c->refs, 1) == 1 && atomic_load(&c->gone))
+            free_deleted(c);
     }
-    pthread_mutex_unlock(&s->cat_mu);
     /* the indexes freed are scattered through the heap: give their pages
-     * back, or the process keeps the memory of its busiest hour */
-    if (closed > 0)
+     * back, or the process keeps the memory of its busiest hour (not when
+     * crowded: that comes often, and the heap is in use then) */
+    if (closed > 0 && !crowded)
         malloc_trim(0);
 }
 
@@ -279,6 +373,8 @@ int st_conv_get(st_store *s, const rt_uuid *id, st_conv **out)
 {
     pthread_mutex_lock(&s->cat_mu);
     st_conv *c = lookup(s, id);
+    if (c != NULL && c->creating)
+        c = NULL;
     if (c != NULL)
         hold(c);
     pthread_mutex_unlock(&s->cat_mu);
@@ -291,8 +387,19 @@ void st_conv_release(st_conv *c)
     if (c == NULL)
         return;
     atomic_store(&c->used, st_now_ms());
-    if (atomic_fetch_sub(&c->refs, 1) == 1 && atomic_load(&c->gone))
-        conv_free(c); /* deleted: the last holder frees it */
+    if (atomic_fetch_sub(&c->refs, 1) != 1)
+        return;
+    st_store *s = c->s;
+    if (atomic_load(&c->gone)) {
+        free_deleted(c); /* deleted: the last holder frees it */
+        return;
+    }
+    idle_push(s, c);
+    if (atomic_load(&s->open_logs) > s->o.max_open_logs && !atomic_exchange(&s->f_pressure, true)) {
+        pthread_mutex_lock(&s->f_mu); /* too many open: the flusher closes unheld ones */
+        pthread_cond_signal(&s->f_cv);
+        pthread_mutex_unlock(&s->f_mu);
+    }
 }
 
 const rt_uuid *st_conv_id(const st_conv *c)
@@ -307,59 +414,202 @@ bool st_conv_parent(const st_conv *c, rt_uuid *parent)
     return c->has_parent;
 }
 
+/* Write a small file plainly: the directory it is in is renamed into
+ * place afterwards, which is what makes it appear whole. */
+static int write_plain(const char *dir, const char *name, const void *data, size_t len,
+                       bool durable)
+{
+    if (durable)
+        return st_write_file_atomic(dir, name, data, len);
+    char path[4200];
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return -errno;
+    struct iovec iov = {(void *)data, len};
+    int r = st_write_all(fd, &iov, 1, 0);
+    close(fd);
+    return r;
+}
+
+int st_conv_make_files(st_conv *c, bool durable)
+{
+    st_store *s = c->s;
+    char hex[33], tmp[4096];
+    rt_uuid_hex(&c->id, hex);
+    struct stat st;
+    bool there = stat(c->dir, &st) == 0; /* replay: a creation a crash cut short */
+    if (!there)
+        snprintf(tmp, sizeof(tmp), "%s/.%s.tmp", s->conv_dir, hex);
+    else
+        snprintf(tmp, sizeof(tmp), "%s", c->dir);
+    int r = there || mkdir(tmp, 0755) == 0 ? 0 : -errno;
+    if (r == 0 && c->has_parent) {
+        char phex[33];
+        rt_uuid_hex(&c->parent, phex);
+        r = write_plain(tmp, "parent", phex, 32, durable);
+    }
+    if (r == 0)
+        r = write_plain(tmp, "meta.json", rt_buf_data(c->meta), rt_buf_len(c->meta), durable);
+    if (r == 0 && !there && rename(tmp, c->dir) != 0)
+        r = -errno;
+    if (r == 0 && durable)
+        r = st_fsync(s->conv_dir_fd);
+    if (r < 0 && !there)
+        rm_tree(tmp);
+    return r;
+}
+
+typedef struct created {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool done;
+    int status;
+} created;
+
+static void on_created(void *ctx, int status, uint64_t first)
+{
+    (void)first;
+    created *w = ctx;
+    pthread_mutex_lock(&w->mu);
+    w->status = status;
+    w->done = true;
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+/* Under `full`: the committer writes its CREATE record and files. */
+static int create_journaled(st_conv *c)
+{
+    created w = {.done = false};
+    pthread_mutex_init(&w.mu, NULL);
+    pthread_cond_init(&w.cv, NULL);
+    int r = st_commit_create(c, on_created, &w);
+    if (r == 0) {
+        pthread_mutex_lock(&w.mu);
+        while (!w.done)
+            pthread_cond_wait(&w.cv, &w.mu);
+        pthread_mutex_unlock(&w.mu);
+        r = w.status;
+    }
+    pthread_mutex_destroy(&w.mu);
+    pthread_cond_destroy(&w.cv);
+    return r;
+}
+
 int st_conv_create(st_store *s, const rt_uuid *id, const rt_uuid *parent, rt_buf *meta,
                    st_conv **out)
 {
-    char hex[33], tmp[4096];
-    rt_uuid_hex(id, hex);
     *out = NULL;
     pthread_mutex_lock(&s->cat_mu);
     st_conv *c = lookup(s, id);
     if (c != NULL)
         hold(c);
-    int r = c != NULL                   ? -EEXIST
-            : parent == NULL            ? 0
-            : rt_uuid_eq(parent, id)    ? -ELOOP
-            : lookup(s, parent) == NULL ? -ENOENT
-                                        : 0;
+    int r = c != NULL                                                  ? -EEXIST
+            : parent == NULL                                           ? 0
+            : rt_uuid_eq(parent, id)                                   ? -ELOOP
+            : lookup(s, parent) == NULL || lookup(s, parent)->creating ? -ENOENT
+                                                                       : 0;
     if (r < 0) { /* the parent stays in the catalog while the lock is held */
         pthread_mutex_unlock(&s->cat_mu);
         *out = c;
         return r;
     }
+    /* in the catalog at once, so that the id is taken, but invisible
+     * until its creation is durable */
     c = conv_new(s, id, rt_buf_ref(meta));
     r = c != NULL ? 0 : -ENOMEM;
     if (r == 0 && parent != NULL) {
         c->has_parent = true;
         c->parent = *parent;
     }
-    snprintf(tmp, sizeof(tmp), "%s/.%s.tmp", s->conv_dir, hex);
-    if (r == 0 && mkdir(tmp, 0755) != 0)
-        r = -errno;
-    if (r == 0 && parent != NULL) {
-        char phex[33];
-        rt_uuid_hex(parent, phex);
-        r = st_write_file_atomic(tmp, "parent", phex, 32);
-    }
-    if (r == 0)
-        r = st_write_file_atomic(tmp, "meta.json", rt_buf_data(meta), rt_buf_len(meta));
-    if (r == 0 && rename(tmp, c->dir) != 0)
-        r = -errno;
-    if (r == 0)
-        r = st_fsync_dir(s->conv_dir);
-    if (r == 0)
-        r = insert(s, c);
-    if (r == 0)
+    if (r == 0 && (r = insert(s, c)) == 0) {
+        c->creating = true;
+        s->ncreating++;
         hold(c);
+    }
     pthread_mutex_unlock(&s->cat_mu);
     if (r < 0) {
-        rm_tree(tmp);
         if (c != NULL)
             conv_free(c);
-        c = NULL;
+        return r;
+    }
+    r = s->o.durability == ST_FULL ? create_journaled(c) : st_conv_make_files(c, true);
+    pthread_mutex_lock(&s->cat_mu);
+    c->creating = false;
+    s->ncreating--;
+    if (r < 0)
+        unlink_conv(s, c);
+    pthread_mutex_unlock(&s->cat_mu);
+    if (r < 0) { /* a create of the same id meanwhile may hold it: the last frees it */
+        atomic_store(&c->gone, true);
+        st_conv_release(c);
+        return r;
     }
     *out = c;
-    return r;
+    return 0;
+}
+
+void st_conv_unmake_files(st_conv *c)
+{
+    rm_tree(c->dir);
+}
+
+int st_catalog_replay_create(st_store *s, const rt_uuid *id, const uint8_t *parent_hex,
+                             size_t parent_len, const uint8_t *meta, size_t len, bool *made)
+{
+    *made = false;
+    pthread_mutex_lock(&s->cat_mu);
+    bool have = lookup(s, id) != NULL;
+    pthread_mutex_unlock(&s->cat_mu);
+    if (have)
+        return 0;
+    char *copy = malloc(len ? len : 1);
+    rt_buf *m = copy != NULL ? rt_buf_wrap(copy, len, free_data, NULL) : NULL;
+    if (m == NULL) {
+        free(copy);
+        return -ENOMEM;
+    }
+    memcpy(copy, meta, len);
+    st_conv *c = conv_new(s, id, m);
+    if (c == NULL) {
+        rt_buf_unref(m);
+        return -ENOMEM;
+    }
+    if (parent_len == 32)
+        c->has_parent = rt_uuid_parse((const char *)parent_hex, 32, &c->parent);
+    int r = st_conv_make_files(c, true);
+    if (r == 0) {
+        pthread_mutex_lock(&s->cat_mu);
+        r = insert(s, c);
+        pthread_mutex_unlock(&s->cat_mu);
+    }
+    if (r < 0) {
+        conv_free(c);
+        return r;
+    }
+    *made = true;
+    return 0;
+}
+
+void st_catalog_sweep(st_store *s)
+{
+    for (size_t i = 0; i < s->nunfinished; i++) {
+        const char *dir = s->unfinished[i];
+        rt_uuid id;
+        const char *hex = strrchr(dir, '/') + 1;
+        pthread_mutex_lock(&s->cat_mu);
+        bool made = rt_uuid_parse(hex, strlen(hex), &id) && lookup(s, &id) != NULL;
+        pthread_mutex_unlock(&s->cat_mu);
+        if (!made) { /* never acknowledged: no record made it again */
+            rt_log(RT_LOG_WARN, "store", "removing %s: a creation a crash interrupted", dir);
+            rm_tree(dir);
+        }
+        free(s->unfinished[i]);
+    }
+    free(s->unfinished);
+    s->unfinished = NULL;
+    s->nunfinished = 0;
 }
 
 rt_buf *st_conv_meta(st_conv *c)
@@ -386,15 +636,29 @@ int st_conv_set_meta(st_conv *c, rt_buf *meta)
 
 int st_conv_log(st_conv *c, st_log **log, st_open_report *rep)
 {
+    st_store *s = c->s;
+    if (c->log == NULL && atomic_load(&s->open_logs) >= s->hard_open_logs)
+        st_catalog_close_idle(s, st_now_ms(), 0, true); /* before giving up: unheld ones */
     pthread_mutex_lock(&c->mu);
     int r = 0;
     if (atomic_load(&c->gone)) {
         r = -ENOENT; /* never recreate the directory of a deleted conversation */
+    } else if (c->log == NULL && atomic_load(&c->s->open_logs) >= c->s->hard_open_logs) {
+        r = -EMFILE; /* the rest of the descriptors are for the store and the sockets */
+        if (!atomic_exchange(&c->s->f_pressure, true)) {
+            pthread_mutex_lock(&c->s->f_mu);
+            pthread_cond_signal(&c->s->f_cv);
+            pthread_mutex_unlock(&c->s->f_mu);
+        }
     } else if (c->log == NULL) {
-        st_log_opts o = {.segment_bytes = c->s->o.segment_bytes};
+        st_log_opts o = {.segment_bytes = c->s->o.segment_bytes,
+                         .store_locked = true,
+                         .journaled = c->s->o.durability == ST_FULL};
         st_open_report local;
         st_open_report *rp = rep != NULL ? rep : &local;
         r = st_log_open(c->dir, &o, &c->log, rp);
+        if (r == 0)
+            atomic_fetch_add(&c->s->open_logs, 1);
         if (rp->detail[0] != '\0')
             rt_log(r == 0 && !rp->corrupt ? RT_LOG_INFO : RT_LOG_ERROR, "store", "%s", rp->detail);
     } else if (rep != NULL) {
@@ -409,7 +673,7 @@ int st_conv_log(st_conv *c, st_log **log, st_open_report *rep)
 size_t st_store_count(st_store *s)
 {
     pthread_mutex_lock(&s->cat_mu);
-    size_t n = s->count;
+    size_t n = s->count - s->ncreating;
     pthread_mutex_unlock(&s->cat_mu);
     return n;
 }
@@ -421,7 +685,8 @@ int st_store_list(st_store *s, rt_uuid **ids, size_t *n)
     size_t k = 0;
     for (size_t i = 0; v != NULL && i < s->nbuckets; i++)
         for (st_conv *c = s->buckets[i]; c != NULL; c = c->next)
-            v[k++] = c->id;
+            if (!c->creating)
+                v[k++] = c->id;
     pthread_mutex_unlock(&s->cat_mu);
     if (v == NULL)
         return -ENOMEM;
@@ -442,7 +707,7 @@ int st_store_children(st_store *s, const rt_uuid *id, rt_uuid **ids, size_t *n)
     int r = 0;
     pthread_mutex_lock(&s->cat_mu);
     for (st_conv *c = s->kids[bucket(s, id)]; c != NULL && r == 0; c = c->knext) {
-        if (!rt_uuid_eq(&c->parent, id))
+        if (!rt_uuid_eq(&c->parent, id) || c->creating)
             continue;
         if (k == cap) {
             rt_uuid *nv = realloc(v, (cap = cap ? cap * 2 : 4) * sizeof(*v));
@@ -477,13 +742,12 @@ int st_conv_remove_files(st_conv *c)
     pthread_mutex_unlock(&s->cat_mu);
     pthread_mutex_lock(&c->mu);
     atomic_store(&c->gone, true);
-    st_log_close(c->log);
-    c->log = NULL;
+    close_log(c);
     pthread_mutex_unlock(&c->mu);
     char tomb[4096];
     snprintf(tomb, sizeof(tomb), "%s.deleted", c->dir);
     /* one rename makes it gone for a reopen, however the removal ends */
-    int r = rename(c->dir, tomb) != 0 ? -errno : st_fsync_dir(s->conv_dir);
+    int r = rename(c->dir, tomb) != 0 ? -errno : st_fsync(s->conv_dir_fd);
     if (r == 0)
         rm_tree(tomb);
     char hex[33], ws[4096];

@@ -11,6 +11,10 @@
  * request of the group fails with the error: nothing half-written stays,
  * and the next group starts from the same place.
  *
+ * A creation (under `full`) rides in a group too: its CREATE record goes
+ * to the journal with the group's appends, and its files are written,
+ * unsynced, while the journal syncs.
+ *
  * A delete is a barrier: the group before it completes first; then, under
  * `full`, the journal is rotated and everything synced so that no journal
  * file still holds the conversation's records (a later replay must not
@@ -29,13 +33,14 @@
 #include <string.h>
 #include <unistd.h>
 
-enum { REQ_APPEND, REQ_DELETE, REQ_FILE };
+enum { REQ_APPEND, REQ_CREATE, REQ_DELETE, REQ_FILE };
 
 struct st_req {
     st_req *next;
     char name[64]; /* REQ_FILE: the file; the data is items[0].payload */
     st_req *gnext; /* the next request of the same conversation in the group */
     int kind;
+    bool durable;  /* REQ_FILE: synced (else st_write_file_replace) */
     st_conv *conv; /* held */
     size_t n;
     st_item *items; /* ids and keys copied after the struct */
@@ -142,7 +147,8 @@ static bool aux_name_ok(const char *name)
            strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789_-.") == n;
 }
 
-int st_conv_put_file(st_conv *c, const char *name, rt_buf *data, st_done_fn done, void *ctx)
+int st_conv_put_file(st_conv *c, const char *name, rt_buf *data, bool durable, st_done_fn done,
+                     void *ctx)
 {
     if (done == NULL || data == NULL || !aux_name_ok(name))
         return -EINVAL;
@@ -152,6 +158,7 @@ int st_conv_put_file(st_conv *c, const char *name, rt_buf *data, st_done_fn done
     if (r == NULL)
         return -ENOMEM;
     r->kind = REQ_FILE;
+    r->durable = durable;
     snprintf(r->name, sizeof(r->name), "%s", name);
     r->items = (st_item *)(r + 1);
     r->items[0].payload = rt_buf_ref(data);
@@ -176,6 +183,38 @@ int st_conv_get_file(st_conv *c, const char *name, char **data, size_t *len)
     char path[4200];
     snprintf(path, sizeof(path), "%s/%s", c->dir, name);
     return st_read_file(path, (size_t)64 << 20, data, len);
+}
+
+int st_commit_create(st_conv *c, st_done_fn done, void *ctx)
+{
+    st_req *r = calloc(1, sizeof(*r) + sizeof(st_item) + 32);
+    if (r == NULL)
+        return -ENOMEM;
+    r->kind = REQ_CREATE;
+    r->items = (st_item *)(r + 1);
+    r->items[0].id = ST_CREATE_ID;
+    r->items[0].idlen = (uint32_t)strlen(ST_CREATE_ID);
+    if (c->has_parent) {
+        char hex[33];
+        rt_uuid_hex(&c->parent, hex);
+        memcpy(r->items + 1, hex, 32);
+        r->items[0].key = r->items + 1;
+        r->items[0].keylen = 32;
+    }
+    r->items[0].payload = rt_buf_ref(c->meta);
+    r->n = 1;
+    r->first = ST_CREATE_INDEX;
+    atomic_fetch_add(&c->refs, 1);
+    r->conv = c;
+    r->done = done;
+    r->ctx = ctx;
+    int e = enqueue(c->s, r);
+    if (e < 0) {
+        rt_buf_unref(r->items[0].payload);
+        atomic_fetch_sub(&c->refs, 1);
+        free(r);
+    }
+    return e;
 }
 
 int st_conv_delete(st_conv *c, st_done_fn done, void *ctx)
@@ -207,9 +246,10 @@ static void finish(st_req *r)
 static void put_file(st_req *r)
 {
     const rt_buf *b = r->items[0].payload;
-    r->status = atomic_load(&r->conv->gone)
-                    ? -ENOENT
-                    : st_write_file_atomic(r->conv->dir, r->name, rt_buf_data(b), rt_buf_len(b));
+    r->status = atomic_load(&r->conv->gone) ? -ENOENT
+                : r->durable
+                    ? st_write_file_atomic(r->conv->dir, r->name, rt_buf_data(b), rt_buf_len(b))
+                    : st_write_file_replace(r->conv->dir, r->name, rt_buf_data(b), rt_buf_len(b));
     finish(r);
 }
 
@@ -260,6 +300,8 @@ static int gather(group *g, st_req *head, st_req *stop)
  * log has, in queue order. Under `full`, also their journal records. */
 static int plan_conv(st_store *s, group *g, st_conv *c)
 {
+    if (c->gfirst->kind == REQ_CREATE) /* alone: nobody appends before it is made */
+        return journal_records(s, g, c->gfirst) < 0 ? -ENOMEM : 0;
     st_log *l;
     int e = st_conv_log(c, &l, NULL);
     uint64_t first = e == 0 ? st_log_next(l) : 0;
@@ -276,6 +318,8 @@ static int plan_conv(st_store *s, group *g, st_conv *c)
 /* All of one conversation's requests in the group, as one write. */
 static int write_conv(group *g, st_conv *c)
 {
+    if (c->gfirst->kind == REQ_CREATE)
+        return st_conv_make_files(c, false);
     if (c->gfirst->status != 0)
         return 0; /* its log could not be opened: only its requests fail */
     size_t n = 0;
@@ -349,9 +393,12 @@ static void group_settle(st_store *s, group *g)
     }
     if (g->gr == 0)
         return;
-    for (size_t i = 0; i < g->nconvs; i++)
-        if (g->convs[i]->log != NULL)
+    for (size_t i = 0; i < g->nconvs; i++) {
+        if (g->convs[i]->gfirst->kind == REQ_CREATE)
+            st_conv_unmake_files(g->convs[i]);
+        else if (g->convs[i]->log != NULL)
             st_log_rollback(g->convs[i]->log);
+    }
     rt_log(RT_LOG_ERROR, "store", "group commit failed, %zu conversations rolled back: %s",
            g->nconvs, strerror(-g->gr));
 }
@@ -411,8 +458,8 @@ static int flush_all(st_store *s)
     if (s->o.durability != ST_FULL)
         return 0;
     int r = s->j.size > ST_FILE_HDR ? st_journal_open_next(s) : 0;
-    if (r == 0 && syncfs(s->dir_fd) != 0)
-        r = -errno;
+    if (r == 0)
+        r = st_syncfs(s->dir_fd);
     if (r == 0)
         r = st_journal_retire(s, s->j.seq);
     return r;
@@ -491,7 +538,7 @@ static void *committer_main(void *arg)
 
         while (batch != NULL) { /* groups of appends, split at the other requests */
             st_req *cut = batch;
-            while (cut != NULL && cut->kind == REQ_APPEND)
+            while (cut != NULL && (cut->kind == REQ_APPEND || cut->kind == REQ_CREATE))
                 cut = cut->next;
             if (cut != batch) {
                 group *g = inflight == &gs[0] ? &gs[1] : &gs[0];

@@ -35,7 +35,12 @@ static int sys_fsync(int fd)
     return fsync(fd);
 }
 
-static const st_io sys_io = {sys_pwritev, sys_fdatasync, sys_fsync};
+static int sys_syncfs(int fd)
+{
+    return syncfs(fd);
+}
+
+static const st_io sys_io = {sys_pwritev, sys_fdatasync, sys_fsync, sys_syncfs};
 static const st_io *_Atomic cur = &sys_io;
 
 void st_io_set(const st_io *io)
@@ -108,6 +113,12 @@ int st_fsync(int fd)
     return io()->fsync(fd) < 0 ? -errno : 0;
 }
 
+int st_syncfs(int fd)
+{
+    const st_io *o = io(); /* a test's table may leave it out */
+    return (o->syncfs != NULL ? o->syncfs(fd) : syncfs(fd)) < 0 ? -errno : 0;
+}
+
 int st_fsync_dir(const char *path)
 {
     int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -118,7 +129,7 @@ int st_fsync_dir(const char *path)
     return r;
 }
 
-int st_write_file_atomic(const char *dir, const char *name, const void *data, size_t len)
+static int write_file(const char *dir, const char *name, const void *data, size_t len, bool sync)
 {
     char tmp[4096], dst[4096];
     if (snprintf(tmp, sizeof(tmp), "%s/.%s.tmp", dir, name) >= (int)sizeof(tmp) ||
@@ -129,16 +140,26 @@ int st_write_file_atomic(const char *dir, const char *name, const void *data, si
         return -errno;
     struct iovec iov = {(void *)data, len};
     int r = st_write_all(fd, &iov, 1, 0);
-    if (r == 0)
+    if (r == 0 && sync)
         r = st_fsync(fd);
     close(fd);
     if (r == 0 && rename(tmp, dst) != 0)
         r = -errno;
-    if (r == 0)
+    if (r == 0 && sync)
         r = st_fsync_dir(dir);
     if (r < 0)
         unlink(tmp);
     return r;
+}
+
+int st_write_file_atomic(const char *dir, const char *name, const void *data, size_t len)
+{
+    return write_file(dir, name, data, len, true);
+}
+
+int st_write_file_replace(const char *dir, const char *name, const void *data, size_t len)
+{
+    return write_file(dir, name, data, len, false);
 }
 
 int st_read_at(int fd, void *buf, size_t n, uint64_t off)

@@ -16,6 +16,7 @@ typedef struct st_io {
     ssize_t (*pwritev)(int fd, const struct iovec *iov, int n, off_t off);
     int (*fdatasync)(int fd);
     int (*fsync)(int fd);
+    int (*syncfs)(int fd);
 } st_io;
 
 /* Test only: use `io` (NULL: the real system calls) from now on. */
@@ -27,11 +28,18 @@ int st_datasync(int fd);
 /* Cut a file back to `len` bytes (dropping a failed or rolled-back write). */
 int st_truncate(int fd, uint64_t len);
 int st_fsync(int fd);
+/* Flush the whole file system fd is on: what journaled logs wrote, and the
+ * files and names made without syncs, all at once. */
+int st_syncfs(int fd);
 /* fsync the directory at `path` (after creating, renaming or removing in it). */
 int st_fsync_dir(const char *path);
 /* Write `len` bytes as `dir/name` atomically: temp file, fsync, rename,
  * directory fsync. */
 int st_write_file_atomic(const char *dir, const char *name, const void *data, size_t len);
+/* The same without the syncs: whole or absent (or the old one) after a
+ * crash of the process; after a power cut it may be empty or stale, so
+ * only for what can be rebuilt (checkpoints, which are checked on load). */
+int st_write_file_replace(const char *dir, const char *name, const void *data, size_t len);
 /* Read exactly n bytes at off (-EIO if the file ends first). */
 int st_read_at(int fd, void *buf, size_t n, uint64_t off);
 /* Read a whole small file (at most `max` bytes) into a malloc'd buffer. */

@@ -15,6 +15,8 @@
  * Replay, when the store opens: every record of every journal file, in
  * order, whose conversation still exists and whose index is the next one of
  * its log, is written into the log; records already there are skipped. A
+ * CREATE record (a creation, ST_CREATE_INDEX) makes a conversation the
+ * catalog does not have (its files, synced), before its events come. A
  * journal file ends at its first invalid record (the group commit a crash
  * interrupted, never acknowledged, or leftovers of the file's previous use).
  * The logs are then synced and checkpointed, and only then are the journal
@@ -242,7 +244,7 @@ typedef struct replay {
     st_store *s;
     st_conv **touched;
     size_t ntouched, cap;
-    uint64_t applied, skipped, unknown, gaps;
+    uint64_t applied, skipped, unknown, gaps, created;
 } replay;
 
 static int touch(replay *rp, st_conv *c)
@@ -268,6 +270,15 @@ static int apply(replay *rp, const st_rec *rec)
 {
     rt_uuid id;
     memcpy(id.b, rec->tag, sizeof(id.b));
+    if (rec->index == ST_CREATE_INDEX) {
+        bool made = false;
+        int r = rec->idlen == strlen(ST_CREATE_ID) && memcmp(rec->id, ST_CREATE_ID, rec->idlen) == 0
+                    ? st_catalog_replay_create(rp->s, &id, rec->key, rec->keylen, rec->payload,
+                                               rec->len, &made)
+                    : 0;
+        rp->created += made;
+        return r;
+    }
     st_conv *c;
     if (st_conv_get(rp->s, &id, &c) != 0) {
         rp->unknown++; /* deleted since */
@@ -372,7 +383,7 @@ int st_journal_replay(st_store *s, char *err, size_t errlen)
     if (n > 0)
         rt_log(rp.gaps ? RT_LOG_ERROR : RT_LOG_INFO, "store",
                "journal replayed files=%zu applied=%" PRIu64 " already_there=%" PRIu64
-               " deleted_conversations=%" PRIu64 " gaps=%" PRIu64,
-               n, rp.applied, rp.skipped, rp.unknown, rp.gaps);
+               " deleted_conversations=%" PRIu64 " gaps=%" PRIu64 " created=%" PRIu64,
+               n, rp.applied, rp.skipped, rp.unknown, rp.gaps, rp.created);
     return 0;
 }

@@ -103,7 +103,8 @@ static int segs_push(st_log *l, st_seg *seg)
     return 0;
 }
 
-/* Create the segment that starts at `first`, durably, and publish it. */
+/* Create the segment that starts at `first`, durably (or journaled, see
+ * st_log_opts), and publish it. */
 int st_log_new_segment(st_log *l, uint64_t first)
 {
     char path[4096];
@@ -116,9 +117,9 @@ int st_log_new_segment(st_log *l, uint64_t first)
     struct iovec iov = {hdr, sizeof(hdr)};
     st_seg *seg = malloc(sizeof(*seg));
     int r = seg == NULL ? -ENOMEM : st_write_all(fd, &iov, 1, 0);
-    if (r == 0)
+    if (r == 0 && !l->journaled)
         r = st_fsync(fd);
-    if (r == 0)
+    if (r == 0 && !l->journaled)
         r = st_fsync_dir(l->dir);
     if (r == 0) {
         seg->first = first;
@@ -455,13 +456,14 @@ int st_log_open(const char *dir, const st_log_opts *o, st_log **out, st_open_rep
     }
     l->lock_fd = -1;
     l->read_only = o != NULL && o->read_only;
+    l->journaled = o != NULL && o->journaled && !l->read_only;
     l->segment_bytes = o != NULL && o->segment_bytes != 0 ? o->segment_bytes : (uint64_t)64 << 20;
     if (l->segment_bytes > (uint64_t)1 << 31)
         l->segment_bytes = (uint64_t)1 << 31; /* offsets are 32-bit */
     int r = 0;
     if (!l->read_only && mkdir(dir, 0755) != 0 && errno != EEXIST)
         r = -errno;
-    if (r == 0)
+    if (r == 0 && (o == NULL || !o->store_locked))
         r = lock_dir(l, rep);
     if (r == 0)
         r = open_segments(l, rep);
@@ -483,8 +485,11 @@ int st_log_close(st_log *l)
     int r = 0;
     if (!l->read_only && s != NULL) {
         st_log_rollback(l);
-        r = st_log_sync(l);
-        if (r == 0)
+        /* journaled: the journal holds what was written until the store
+         * syncs the file system; a short log is scanned faster than its
+         * checkpoint is written */
+        r = l->journaled ? 0 : st_log_sync(l);
+        if (r == 0 && (!l->journaled || st_log_unchecked(l) >= 64))
             st_log_checkpoint(l);
     }
     for (size_t i = 0; s != NULL && i < s->n; i++) {

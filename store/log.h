@@ -38,6 +38,13 @@ typedef struct st_log st_log;
 typedef struct st_log_opts {
     uint64_t segment_bytes; /* roll the active segment past this; 0: 64 MiB */
     bool read_only;         /* shared lock, no repairs, no writes */
+    /* The store's: its own lock covers the log (no `lock` file, no
+     * descriptor for it), and, journaled, a journal holds what is written
+     * until the store flushes the file system, so a new segment is made
+     * without syncs of its own (a crash that loses it loses nothing the
+     * journal's replay does not write again). */
+    bool store_locked;
+    bool journaled;
 } st_log_opts;
 
 typedef struct st_open_report {

@@ -30,6 +30,7 @@ struct st_log {
     char *dir;
     int lock_fd;
     bool read_only;
+    bool journaled; /* st_log_opts.journaled */
     uint64_t segment_bytes;
     _Atomic uint64_t count; /* published events */
     st_segs *_Atomic segs;  /* published segments */
@@ -65,6 +66,7 @@ uint32_t st_key_hash_hi(const void *key, size_t len);
 /* Remember the hashes of active-segment record `index` (writer). */
 int st_log_note_hash(st_log *l, uint64_t index, uint32_t hash_hi, uint32_t khash_hi);
 /* Write a segment's checkpoint for its records [seg->first, upto). */
-int st_log_write_idx(st_log *l, const st_seg *seg, uint64_t upto, uint64_t covered);
+/* durable false: for a journaled log's checkpoint (load_idx checks it) */
+int st_log_write_idx(st_log *l, const st_seg *seg, uint64_t upto, uint64_t covered, bool durable);
 
 #endif

@@ -51,7 +51,7 @@ int st_log_note_hash(st_log *l, uint64_t index, uint32_t hash_hi, uint32_t khash
 /* The checkpoint file: magic, first index, count, covered bytes, then the
  * offsets, the id hashes and the key hashes of [first, upto), then a CRC
  * of all before. */
-int st_log_write_idx(st_log *l, const st_seg *seg, uint64_t upto, uint64_t covered)
+int st_log_write_idx(st_log *l, const st_seg *seg, uint64_t upto, uint64_t covered, bool durable)
 {
     uint64_t n = upto - seg->first;
     size_t len = 32 + 12 * n + 4;
@@ -69,7 +69,8 @@ int st_log_write_idx(st_log *l, const st_seg *seg, uint64_t upto, uint64_t cover
     st_put32(p + len - 4, st_crc32c(0, p, len - 4));
     char name[64];
     snprintf(name, sizeof(name), "%020llu.idx", (unsigned long long)seg->first);
-    int r = st_write_file_atomic(l->dir, name, p, len);
+    int r = durable ? st_write_file_atomic(l->dir, name, p, len)
+                    : st_write_file_replace(l->dir, name, p, len);
     free(p);
     return r;
 }
@@ -81,7 +82,7 @@ static int roll(st_log *l)
     st_seg *old = st_log_active(l);
     int r = st_datasync(old->fd);
     if (r == 0)
-        r = st_log_write_idx(l, old, l->wcount, l->wend);
+        r = st_log_write_idx(l, old, l->wcount, l->wend, true);
     if (r == 0)
         r = st_log_new_segment(l, l->wcount);
     if (r < 0)
@@ -210,7 +211,8 @@ int st_log_checkpoint(st_log *l)
     if (l->read_only || s == NULL || st_log_unchecked(l) == 0)
         return 0;
     uint64_t count = st_log_count(l);
-    int r = st_log_write_idx(l, s, count, atomic_load_explicit(&s->end, memory_order_relaxed));
+    int r = st_log_write_idx(l, s, count, atomic_load_explicit(&s->end, memory_order_relaxed),
+                             !l->journaled);
     if (r == 0)
         l->ckpt_count = count - s->first;
     return r;

@@ -18,6 +18,7 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 uint64_t st_now_ms(void)
@@ -66,7 +67,9 @@ static void *flusher_main(void *arg)
             pthread_mutex_unlock(&s->f_mu);
             /* everything written before the rotation, into any segment,
              * becomes durable; the journals before it are then not needed */
-            int r = syncfs(s->dir_fd) != 0 ? -errno : st_journal_retire(s, upto);
+            int r = st_syncfs(s->dir_fd);
+            if (r == 0)
+                r = st_journal_retire(s, upto);
             if (r < 0)
                 rt_log(RT_LOG_ERROR, "store", "cannot retire old journals: %s", strerror(-r));
             else
@@ -77,11 +80,14 @@ static void *flusher_main(void *arg)
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_sec += 1;
-        pthread_cond_timedwait(&s->f_cv, &s->f_mu, &ts);
+        if (!atomic_load(&s->f_pressure)) /* asked while closing: at once */
+            pthread_cond_timedwait(&s->f_cv, &s->f_mu, &ts);
         pthread_mutex_unlock(&s->f_mu);
         uint64_t now = st_now_ms();
-        if (now - last_sweep >= 1000) {
-            st_catalog_close_idle(s, now, s->o.idle_ttl_ms);
+        if (atomic_exchange(&s->f_pressure, false)) {
+            st_catalog_close_idle(s, now, 0, true); /* too many open */
+        } else if (now - last_sweep >= 1000) {
+            st_catalog_close_idle(s, now, s->o.idle_ttl_ms, false);
             last_sweep = now;
         }
         pthread_mutex_lock(&s->f_mu);
@@ -141,8 +147,17 @@ int st_store_open(const st_opts *o, st_store **out, char *err, size_t errlen)
         s->o.checkpoint_records = 65536;
     if (s->o.idle_ttl_ms == 0)
         s->o.idle_ttl_ms = 20 * 60 * 1000;
-    s->lock_fd = s->dir_fd = s->j.fd = -1;
+    struct rlimit rl;
+    uint64_t files = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY
+                         ? (uint64_t)rl.rlim_cur
+                         : 1024;
+    if (s->o.max_open_logs == 0)
+        s->o.max_open_logs = files / 4 > 64 ? files / 4 : 64;
+    uint64_t spare = files / 8 > 64 ? files / 8 : 64;
+    s->hard_open_logs = files > 2 * spare ? (size_t)(files - spare) : (size_t)files / 2;
+    s->lock_fd = s->dir_fd = s->conv_dir_fd = s->j.fd = -1;
     pthread_mutex_init(&s->cat_mu, NULL);
+    pthread_mutex_init(&s->idle_mu, NULL);
     pthread_mutex_init(&s->q_mu, NULL);
     pthread_cond_init(&s->q_cv, NULL);
     pthread_mutex_init(&s->f_mu, NULL);
@@ -161,12 +176,16 @@ int st_store_open(const st_opts *o, st_store **out, char *err, size_t errlen)
         r = make_dir(s->journal_dir, err, errlen);
     if (r == 0 && (s->dir_fd = open(s->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
         r = -errno;
+    if (r == 0 && (s->conv_dir_fd = open(s->conv_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+        r = -errno;
     if (r == 0)
         r = st_fsync_dir(s->dir); /* the subdirectories just made */
     if (r == 0)
         r = st_catalog_load(s, err, errlen);
     if (r == 0)
         r = st_journal_replay(s, err, errlen);
+    if (r == 0)
+        st_catalog_sweep(s);
     if (r == 0 && (r = st_committer_start(s)) < 0)
         snprintf(err, errlen, "cannot start the committer: %s", strerror(-r));
     if (r == 0 && (r = -pthread_create(&s->flusher, NULL, flusher_main, s)) < 0) {
@@ -179,6 +198,9 @@ int st_store_open(const st_opts *o, st_store **out, char *err, size_t errlen)
         st_catalog_free(s);
         if (s->dir_fd >= 0)
             close(s->dir_fd);
+        close(s->conv_dir_fd);
+        if (s->conv_dir_fd >= 0)
+            close(s->conv_dir_fd);
         if (s->lock_fd >= 0)
             close(s->lock_fd);
         free(s->dir);
@@ -220,9 +242,13 @@ void st_store_close(st_store *s)
     pthread_cond_signal(&s->f_cv);
     pthread_mutex_unlock(&s->f_mu);
     pthread_join(s->flusher, NULL);
-    /* closing a log syncs and checkpoints it; then the journal is moot,
-     * unless a flush failed: then it stays, to be replayed at the next open */
+    /* closing a log checkpoints it (and, unless journaled, syncs it); under
+     * `full` one syncfs then flushes what journaled logs wrote, and the
+     * journal is moot, unless a flush failed: then it stays, to be
+     * replayed at the next open */
     int r = st_catalog_free(s);
+    if (r == 0 && s->o.durability == ST_FULL)
+        r = st_syncfs(s->dir_fd);
     if (r == 0)
         r = st_journal_retire(s, UINT64_MAX);
     if (r < 0)
@@ -230,6 +256,7 @@ void st_store_close(st_store *s)
     close(s->dir_fd);
     close(s->lock_fd);
     pthread_mutex_destroy(&s->cat_mu);
+    pthread_mutex_destroy(&s->idle_mu);
     pthread_mutex_destroy(&s->q_mu);
     pthread_cond_destroy(&s->q_cv);
     pthread_mutex_destroy(&s->f_mu);
@@ -238,4 +265,14 @@ void st_store_close(st_store *s)
     free(s->conv_dir);
     free(s->journal_dir);
     free(s);
+}
+
+size_t st_store_open_logs(st_store *s)
+{
+    return atomic_load(&s->open_logs);
+}
+
+size_t st_store_max_open_logs(const st_store *s)
+{
+    return (size_t)s->o.max_open_logs;
 }

@@ -54,6 +54,10 @@ typedef struct st_opts {
     uint64_t journal_bytes;      /* rotate past this; default 64 MiB */
     uint64_t checkpoint_records; /* checkpoint the active segment every N; default 65536 */
     uint64_t idle_ttl_ms;        /* close a log unused this long; default 20 min */
+    /* Past this many open logs, logs nobody holds close at once (not after
+     * their TTL): descriptors stay bounded however many conversations are
+     * touched. 0: a quarter of the open-files limit (at least 64). */
+    uint64_t max_open_logs;
 } st_opts;
 
 /* "full", "none", or "interval=DURATION" ("interval=250ms", "interval=2s",
@@ -100,6 +104,9 @@ int st_conv_log(st_conv *c, st_log **log, st_open_report *rep);
 int st_workspace(st_store *s, const rt_uuid *id, char *out, size_t cap);
 
 size_t st_store_count(st_store *s);
+/* Logs open now, and the bound past which unheld ones close at once. */
+size_t st_store_open_logs(st_store *s);
+size_t st_store_max_open_logs(const st_store *s);
 /* A snapshot of every conversation id (malloc'd; the caller frees). */
 int st_store_list(st_store *s, rt_uuid **ids, size_t *n);
 /* The conversations whose parent is id (existing or not), in id order
@@ -122,11 +129,14 @@ typedef void (*st_done_fn)(void *ctx, int status, uint64_t first);
  * store is closing (then done never runs). */
 int st_append(st_conv *c, const st_item *items, size_t n, st_done_fn done, void *ctx);
 /* Write `data` as the file `name` in the conversation's directory,
- * atomically and durably, after the appends made before this call (so a
- * checkpoint written here never covers less than it says). Names are plain
+ * atomically, after the appends made before this call (so a checkpoint
+ * written here never covers less than it says); durably, or (durable
+ * false, for what can be rebuilt) without syncs: a power cut may leave it
+ * old or empty. Names are plain
  * file names ending in ".json" (the log's own files are refused). done's
  * `first` is unused. */
-int st_conv_put_file(st_conv *c, const char *name, rt_buf *data, st_done_fn done, void *ctx);
+int st_conv_put_file(st_conv *c, const char *name, rt_buf *data, bool durable, st_done_fn done,
+                     void *ctx);
 /* Read such a file (blocking): -ENOENT if there is none. The caller frees
  * *data. */
 int st_conv_get_file(st_conv *c, const char *name, char **data, size_t *len);

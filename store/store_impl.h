@@ -25,8 +25,14 @@ struct st_conv {
     rt_buf *meta;
     _Atomic uint64_t used; /* ms, monotonic: last release */
     _Atomic bool gone;     /* deleted: out of the catalog, files going */
-    st_conv *next;         /* hash chain (catalog lock) */
-    bool has_parent;       /* set at creation, never changed */
+    bool creating;         /* catalog lock: its creation is not durable yet:
+                            * invisible but to the id check of a create */
+    /* The idle list (store idle_mu), in the order of last release: the
+     * conversations nobody held last, whose logs may be open. */
+    struct st_conv *inext, *iprev;
+    bool in_idle;
+    st_conv *next;   /* hash chain (catalog lock) */
+    bool has_parent; /* set at creation, never changed */
     rt_uuid parent;
     st_conv *knext; /* chain of the children hashed by parent id (catalog lock) */
     uint64_t batch; /* committer: the last group that wrote to it */
@@ -54,11 +60,14 @@ struct st_store {
     st_opts o;
     char *dir, *conv_dir, *journal_dir;
     int lock_fd, dir_fd;
+    int conv_dir_fd; /* kept open: syncing it needs no descriptor when they run out */
     /* catalog */
     pthread_mutex_t cat_mu;
     st_conv **buckets; /* by id */
     st_conv **kids;    /* the conversations with a parent, by the parent's id */
-    size_t nbuckets, count;
+    size_t nbuckets, count, ncreating;
+    char **unfinished; /* at load: directories whose meta.json is unfinished */
+    size_t nunfinished;
     /* committer */
     pthread_t committer;
     pthread_mutex_t q_mu;
@@ -72,6 +81,14 @@ struct st_store {
     pthread_cond_t f_cv;
     uint64_t f_rotated; /* journals below this seq may go once flushed */
     bool f_stop;
+    /* open logs: past max_open_logs, the flusher closes unheld ones now */
+    _Atomic size_t open_logs;
+    _Atomic bool f_pressure;
+    pthread_mutex_t idle_mu; /* the idle list: closing costs what closes, not a scan */
+    st_conv *idle_head, *idle_tail;
+    /* no log opens past this: what is left of the open-files limit is the
+     * store's own (journals, directories) and the server's (sockets) */
+    size_t hard_open_logs;
 };
 
 uint64_t st_now_ms(void);
@@ -80,8 +97,28 @@ uint64_t st_now_ms(void);
 int st_catalog_load(st_store *s, char *err, size_t errlen);
 /* Close every log (flushing it) and free the catalog; the first flush error. */
 int st_catalog_free(st_store *s);
-void st_catalog_close_idle(st_store *s, uint64_t now, uint64_t ttl);
+/* Close the logs nobody holds that were released ttl ago or more, oldest
+ * first; or (crowded) as many as it takes to be under 3/4 of the bound. */
+void st_catalog_close_idle(st_store *s, uint64_t now, uint64_t ttl, bool crowded);
 int st_conv_remove_files(st_conv *c);
+/* The journal record of a creation: its index, id ("create", key: the
+ * parent's 32 hex digits or none, payload: the meta). */
+#define ST_CREATE_INDEX UINT64_MAX
+#define ST_CREATE_ID    "create"
+/* Make conversation c's directory (meta.json, parent) and put it in
+ * place; durable: synced (else the journal's CREATE record stands for it
+ * until the next flush). Replay: over an existing directory, whose
+ * meta.json a crash left unfinished. */
+int st_conv_make_files(st_conv *c, bool durable);
+/* Take back what st_conv_make_files made (a creation whose group failed). */
+void st_conv_unmake_files(st_conv *c);
+/* Journal replay: a CREATE record of conversation id; a conversation the
+ * catalog has is left as it is. */
+int st_catalog_replay_create(st_store *s, const rt_uuid *id, const uint8_t *parent_hex,
+                             size_t parent_len, const uint8_t *meta, size_t len, bool *made);
+/* After replay: what a creation a crash interrupted left (a directory
+ * whose meta.json is unfinished, never acknowledged) goes. */
+void st_catalog_sweep(st_store *s);
 
 /* journal.c */
 int st_journal_open_next(st_store *s);
@@ -99,6 +136,9 @@ int st_journal_retire(st_store *s, uint64_t upto);
 int st_journal_replay(st_store *s, char *err, size_t errlen);
 
 /* commit.c */
+/* Queue c's creation (ST_FULL): a CREATE record in the journal's next
+ * group commit, its files written while that group syncs. */
+int st_commit_create(st_conv *c, st_done_fn done, void *ctx);
 int st_committer_start(st_store *s);
 void st_committer_stop(st_store *s);
 

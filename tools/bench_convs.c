@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 static const char usage[] =
@@ -61,6 +62,14 @@ static long rss_kb(void)
         fclose(f);
     }
     return res * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+static double cpu_s(void)
+{
+    struct rusage u;
+    getrusage(RUSAGE_SELF, &u);
+    return (double)u.ru_utime.tv_sec + u.ru_utime.tv_usec / 1e6 + (double)u.ru_stime.tv_sec +
+           u.ru_stime.tv_usec / 1e6;
 }
 
 static int open_fds(void)
@@ -188,14 +197,29 @@ int bench_convs(int argc, char **argv)
     fprintf(stderr, "creating %d conversations, %d events each, %d threads...\n", count, events,
             threads);
     pthread_t t[MAX_THREADS];
+    double cpu0 = cpu_s();
     r.t0 = cli_now_s();
     for (int i = 0; i < threads; i++)
         pthread_create(&t[i], NULL, creator, &r);
     for (int i = 0; i < threads; i++)
         pthread_join(t[i], NULL);
-    double t1 = cli_now_s();
+    double t1 = cli_now_s(), cpu1 = cpu_s();
     long rss1 = rss_kb();
     int fds1 = open_fds(), made = atomic_load(&r.made);
+    double per = made > 0 ? 1024.0 / made : 0;
+    if (!json) { /* now: the wait for rest can be long */
+        if (r.marked)
+            printf("at %6d conversations: %7.0f created/s, %6.0f bytes RSS each, %6d fds\n", MARK,
+                   MARK / (r.t_mark - r.t0), (r.rss_mark - rss0) * 1024.0 / MARK,
+                   r.fds_mark - fds0);
+        printf("at %6d conversations: %7.0f created/s, %6.0f bytes RSS each, %6d fds; "
+               "%.0f us of CPU each\n",
+               made, made / (t1 - r.t0), (rss1 - rss0) * per, fds1 - fds0,
+               made > 0 ? (cpu1 - cpu0) * 1e6 / made : 0);
+        if (r.err[0])
+            printf("stopped: %s\n", r.err);
+        fflush(stdout);
+    }
     /* at rest: once the logs are closed (their descriptors go), or a while */
     double rest_deadline = cli_now_s() + idle_ms / 1e3 + 60;
     while (open_fds() > fds0 + 16 && cli_now_s() < rest_deadline)
@@ -204,7 +228,6 @@ int bench_convs(int argc, char **argv)
     long rss2 = rss_kb();
     int fds2 = open_fds();
     int bad = unreadable(&r, made);
-    double per = made > 0 ? 1024.0 / made : 0;
     if (json) {
         printf("{\"bench\":\"conversations\",\"count\":%d,\"made\":%d,\"events\":%d,"
                "\"threads\":%d,\"per_s\":%.0f,\"rss_per_conv_bytes\":%.0f,\"fds\":%d,"
@@ -217,16 +240,8 @@ int bench_convs(int argc, char **argv)
                    r.fds_mark - fds0);
         printf(",\"error\":\"%s\"}\n", r.err);
     } else {
-        if (r.marked)
-            printf("at %6d conversations: %7.0f created/s, %6.0f bytes RSS each, %6d fds\n", MARK,
-                   MARK / (r.t_mark - r.t0), (r.rss_mark - rss0) * 1024.0 / MARK,
-                   r.fds_mark - fds0);
-        printf("at %6d conversations: %7.0f created/s, %6.0f bytes RSS each, %6d fds\n", made,
-               made / (t1 - r.t0), (rss1 - rss0) * per, fds1 - fds0);
         printf("at rest:                  %6.0f bytes RSS each, %6d fds; %d of %d unreadable\n",
                (rss2 - rss0) * per, fds2 - fds0, bad, made);
-        if (r.err[0])
-            printf("stopped: %s\n", r.err);
     }
     rc = r.err[0] == '\0' && bad == 0 ? CLI_OK : CLI_FAIL;
     pl_close(r.p);

@@ -635,7 +635,7 @@ static int io_fsync(int fd)
     return io_hold(&io_armed_fsync) < 0 ? -1 : fsync(fd);
 }
 
-static const st_io held_io = {io_pwritev, io_fdatasync, io_fsync};
+static const st_io held_io = {io_pwritev, io_fdatasync, io_fsync, NULL};
 
 static void io_gate_init(void)
 {

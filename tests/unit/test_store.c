@@ -304,6 +304,98 @@ START_TEST(test_journal_replay_restores_lost_tail)
 }
 END_TEST
 
+static char *meta_of(st_conv *c)
+{
+    rt_buf *m = st_conv_meta(c);
+    char *s = strndup((const char *)rt_buf_data(m), rt_buf_len(m));
+    rt_buf_unref(m);
+    return s;
+}
+
+/* A creation under `full` is a journal record; its files are written but
+ * not synced. What a power cut can leave of them (a directory missing, a
+ * meta.json cut short, a parent file gone) the journal makes again; a
+ * directory left by a creation that was never acknowledged goes. */
+START_TEST(test_journal_replay_restores_creations)
+{
+    char *dir = tst_mkdtemp();
+    rt_uuid a = conv_id(11), b = conv_id(12), kid = conv_id(13), ghost = conv_id(14);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        st_opts o = {.dir = dir, .durability = ST_FULL};
+        st_store *s;
+        st_conv *c;
+        rt_buf *ma = rt_buf_copy("{\"title\":\"a\"}", 13),
+               *mb = rt_buf_copy("{\"title\":\"b\"}", 13),
+               *mk = rt_buf_copy("{\"title\":\"kid\"}", 15);
+        if (st_store_open(&o, &s, NULL, 0) != 0 || st_conv_create(s, &a, NULL, ma, &c) != 0 ||
+            append_wait(c, 0, 10) != 0 || st_conv_create(s, &b, NULL, mb, &c) != 0 ||
+            st_conv_create(s, &kid, &a, mk, &c) != 0)
+            _exit(1);
+        _exit(0); /* no close: the journal stays */
+    }
+    int st;
+    waitpid(pid, &st, 0);
+    ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    char path[4300], hex[33];
+    /* what a power cut may leave: a's directory gone but for its log, b's
+     * meta.json empty, kid's parent file gone, and a directory of a
+     * creation never acknowledged (no record), with an empty meta.json */
+    rt_uuid_hex(&a, hex);
+    snprintf(path, sizeof(path), "%s/conversations/%s/meta.json", dir, hex);
+    ck_assert_int_eq(unlink(path), 0);
+    rt_uuid_hex(&b, hex);
+    snprintf(path, sizeof(path), "%s/conversations/%s/meta.json", dir, hex);
+    tst_truncate(path, 0);
+    rt_uuid_hex(&kid, hex);
+    snprintf(path, sizeof(path), "%s/conversations/%s/parent", dir, hex);
+    ck_assert_int_eq(unlink(path), 0);
+    snprintf(path, sizeof(path), "%s/conversations/%s/meta.json", dir, hex);
+    tst_truncate(path, 5);
+    rt_uuid_hex(&ghost, hex);
+    snprintf(path, sizeof(path), "%s/conversations/%s", dir, hex);
+    ck_assert_int_eq(mkdir(path, 0755), 0);
+    snprintf(path, sizeof(path), "%s/conversations/%s/meta.json", dir, hex);
+    FILE *f = fopen(path, "w");
+    fclose(f);
+
+    st_store *s = open_store(dir, ST_FULL, 0);
+    st_conv *c;
+    ck_assert_int_eq(st_store_count(s), 3);
+    ck_assert_int_eq(st_conv_get(s, &a, &c), 0);
+    char *m = meta_of(c);
+    ck_assert_str_eq(m, "{\"title\":\"a\"}");
+    free(m);
+    ck_assert_int_eq(tst_verify(log_of(c), 10, 5, BODY), 0); /* its log was kept */
+    st_conv_release(c);
+    ck_assert_int_eq(st_conv_get(s, &b, &c), 0);
+    m = meta_of(c);
+    ck_assert_str_eq(m, "{\"title\":\"b\"}");
+    free(m);
+    st_conv_release(c);
+    ck_assert_int_eq(st_conv_get(s, &kid, &c), 0);
+    rt_uuid p;
+    ck_assert(st_conv_parent(c, &p) && rt_uuid_eq(&p, &a));
+    m = meta_of(c);
+    ck_assert_str_eq(m, "{\"title\":\"kid\"}");
+    free(m);
+    st_conv_release(c);
+    ck_assert_int_eq(st_conv_get(s, &ghost, &c), -ENOENT);
+    ck_assert_int_ne(access(path, F_OK), 0); /* the ghost's directory went */
+    st_store_close(s);
+    /* and all of it durable now: a second open finds the same */
+    s = open_store(dir, ST_FULL, 0);
+    ck_assert_int_eq(st_store_count(s), 3);
+    ck_assert_int_eq(st_conv_get(s, &kid, &c), 0);
+    ck_assert(st_conv_parent(c, &p) && rt_uuid_eq(&p, &a));
+    st_conv_release(c);
+    st_store_close(s);
+    tst_rmdir(dir);
+    free(dir);
+}
+END_TEST
+
 static void on_deleted(void *ctx, int status, uint64_t first)
 {
     (void)first;
@@ -595,6 +687,7 @@ int main(void)
     tcase_add_test(tc, test_round_trip_none);
     tcase_add_test(tc, test_batch_append);
     tcase_add_test(tc, test_journal_replay_restores_lost_tail);
+    tcase_add_test(tc, test_journal_replay_restores_creations);
     tcase_add_test(tc, test_delete_never_resurrects);
     tcase_add_test(tc, test_recycled_journals_replay_nothing_stale);
     tcase_add_test(tc, test_second_store_is_refused);
