@@ -22,6 +22,7 @@
 #include "store_impl.h"
 
 #include "io.h"
+#include "record.h"
 #include "runtime/log.h"
 
 #include <dirent.h>
@@ -592,6 +593,27 @@ int st_catalog_replay_create(st_store *s, const rt_uuid *id, const uint8_t *pare
     return 0;
 }
 
+/* Whether a conversation directory's log has any record: a segment
+ * longer than its header. */
+static bool holds_events(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (d == NULL)
+        return errno != ENOENT; /* when unsure, keep it */
+    bool any = false;
+    struct dirent *e;
+    while (!any && (e = readdir(d)) != NULL) {
+        size_t n = strlen(e->d_name);
+        struct stat st;
+        char path[4400];
+        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+        any = n > 4 && strcmp(e->d_name + n - 4, ".seg") == 0 &&
+              (stat(path, &st) != 0 || st.st_size > ST_FILE_HDR);
+    }
+    closedir(d);
+    return any;
+}
+
 void st_catalog_sweep(st_store *s)
 {
     for (size_t i = 0; i < s->nunfinished; i++) {
@@ -601,7 +623,12 @@ void st_catalog_sweep(st_store *s)
         pthread_mutex_lock(&s->cat_mu);
         bool made = rt_uuid_parse(hex, strlen(hex), &id) && lookup(s, &id) != NULL;
         pthread_mutex_unlock(&s->cat_mu);
-        if (!made) { /* never acknowledged: no record made it again */
+        if (!made && holds_events(dir)) { /* not a creation cut short: keep what it has */
+            rt_log(RT_LOG_ERROR, "store",
+                   "%s has events but no readable meta.json: kept, not loaded (restore its "
+                   "meta.json to see it again)",
+                   dir);
+        } else if (!made) { /* never acknowledged: no record made it again */
             rt_log(RT_LOG_WARN, "store", "removing %s: a creation a crash interrupted", dir);
             rm_tree(dir);
         }

@@ -391,6 +391,23 @@ START_TEST(test_journal_replay_restores_creations)
     ck_assert(st_conv_parent(c, &p) && rt_uuid_eq(&p, &a));
     st_conv_release(c);
     st_store_close(s);
+    /* a meta.json lost with no record to make it again, in a directory
+     * that holds events: that is no creation cut short, and it is kept */
+    rt_uuid_hex(&a, hex);
+    snprintf(path, sizeof(path), "%s/conversations/%s/meta.json", dir, hex);
+    ck_assert_int_eq(unlink(path), 0);
+    s = open_store(dir, ST_FULL, 0);
+    ck_assert_int_eq(st_store_count(s), 2);
+    ck_assert_int_eq(st_conv_get(s, &a, &c), -ENOENT);
+    st_store_close(s);
+    f = fopen(path, "w");
+    fputs("{\"title\":\"a\"}", f);
+    fclose(f);
+    s = open_store(dir, ST_FULL, 0);
+    ck_assert_int_eq(st_conv_get(s, &a, &c), 0);
+    ck_assert_int_eq(tst_verify(log_of(c), 10, 5, BODY), 0);
+    st_conv_release(c);
+    st_store_close(s);
     tst_rmdir(dir);
     free(dir);
 }
