@@ -664,7 +664,7 @@ int st_conv_set_meta(st_conv *c, rt_buf *meta)
 int st_conv_log(st_conv *c, st_log **log, st_open_report *rep)
 {
     st_store *s = c->s;
-    if (c->log == NULL && atomic_load(&s->open_logs) >= s->hard_open_logs)
+    if (atomic_load(&s->open_logs) >= s->hard_open_logs)
         st_catalog_close_idle(s, st_now_ms(), 0, true); /* before giving up: unheld ones */
     pthread_mutex_lock(&c->mu);
     int r = 0;
