@@ -148,7 +148,7 @@
       sub(f.subagent.toolUseId).pages.version++; // its block is drawn again
     } else if ('upsert' in f) {
       pagesOf(f.conversation).put(f.at, f.upsert);
-      if (f.conversation === 'main') statusFrom(f.upsert);
+      if (f.conversation === 'main') statusFrom(f.upsert, f.at);
     } else if ('removed' in f) {
       pagesOf(f.conversation).removed();
     }
@@ -518,10 +518,16 @@
     document.body.dataset.status = st || '';
   }
 
-  // A status block that comes live says the status at once.
-  function statusFrom(b) {
+  // A status block that comes live says the status at once, if it is the
+  // latest one: an idle also completes the earlier, pending ones, and
+  // those upserts come after.
+  let statusAt = -1;
+  function statusFrom(b, at) {
     const st = b && b.type === 'system' && b.metadata && b.metadata.executionStatus;
-    if (st) showStatus(st);
+    if (st && at >= statusAt) {
+      statusAt = at;
+      showStatus(st);
+    }
   }
 
   async function refreshStatus() {
