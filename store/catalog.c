@@ -307,6 +307,17 @@ static void idle_unlink(st_store *s, st_conv *c)
     c->in_idle = false;
 }
 
+/* Too many logs open: the flusher closes unheld ones now (asked once
+ * until it has). */
+static void crowded(st_store *s)
+{
+    if (atomic_exchange(&s->f_pressure, true))
+        return;
+    pthread_mutex_lock(&s->f_mu);
+    pthread_cond_signal(&s->f_cv);
+    pthread_mutex_unlock(&s->f_mu);
+}
+
 /* c was just let go by its last holder: to the idle list's end. */
 static void idle_push(st_store *s, st_conv *c)
 {
@@ -396,11 +407,8 @@ void st_conv_release(st_conv *c)
         return;
     }
     idle_push(s, c);
-    if (atomic_load(&s->open_logs) > s->o.max_open_logs && !atomic_exchange(&s->f_pressure, true)) {
-        pthread_mutex_lock(&s->f_mu); /* too many open: the flusher closes unheld ones */
-        pthread_cond_signal(&s->f_cv);
-        pthread_mutex_unlock(&s->f_mu);
-    }
+    if (atomic_load(&s->open_logs) > s->o.max_open_logs)
+        crowded(s);
 }
 
 const rt_uuid *st_conv_id(const st_conv *c)
@@ -672,11 +680,7 @@ int st_conv_log(st_conv *c, st_log **log, st_open_report *rep)
         r = -ENOENT; /* never recreate the directory of a deleted conversation */
     } else if (c->log == NULL && atomic_load(&c->s->open_logs) >= c->s->hard_open_logs) {
         r = -EMFILE; /* the rest of the descriptors are for the store and the sockets */
-        if (!atomic_exchange(&c->s->f_pressure, true)) {
-            pthread_mutex_lock(&c->s->f_mu);
-            pthread_cond_signal(&c->s->f_cv);
-            pthread_mutex_unlock(&c->s->f_mu);
-        }
+        crowded(c->s);
     } else if (c->log == NULL) {
         st_log_opts o = {.segment_bytes = c->s->o.segment_bytes,
                          .store_locked = true,

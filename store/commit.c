@@ -91,6 +91,24 @@ static int enqueue(st_store *s, st_req *r)
     return 0;
 }
 
+/* Queue r (its items' payloads referenced) for c, holding c until done
+ * has run; if it cannot be queued, give everything back. */
+static int submit(st_req *r, st_conv *c, st_done_fn done, void *ctx)
+{
+    atomic_fetch_add(&c->refs, 1);
+    r->conv = c;
+    r->done = done;
+    r->ctx = ctx;
+    int e = enqueue(c->s, r);
+    if (e < 0) {
+        for (size_t i = 0; i < r->n; i++)
+            rt_buf_unref(r->items[i].payload);
+        atomic_fetch_sub(&c->refs, 1);
+        free(r);
+    }
+    return e;
+}
+
 int st_append(st_conv *c, const st_item *items, size_t n, st_done_fn done, void *ctx)
 {
     if (n == 0 || done == NULL)
@@ -123,20 +141,9 @@ int st_append(st_conv *c, const st_item *items, size_t n, st_done_fn done, void 
         rt_buf_ref(items[i].payload);
     }
     r->n = n;
-    atomic_fetch_add(&c->refs, 1);
-    r->conv = c;
-    r->done = done;
-    r->ctx = ctx;
     r->status = 0;
     r->first = 0;
-    int e = enqueue(c->s, r);
-    if (e < 0) {
-        for (size_t i = 0; i < n; i++)
-            rt_buf_unref(r->items[i].payload);
-        atomic_fetch_sub(&c->refs, 1);
-        free(r);
-    }
-    return e;
+    return submit(r, c, done, ctx);
 }
 
 static bool aux_name_ok(const char *name)
@@ -163,17 +170,7 @@ int st_conv_put_file(st_conv *c, const char *name, rt_buf *data, bool durable, s
     r->items = (st_item *)(r + 1);
     r->items[0].payload = rt_buf_ref(data);
     r->n = 1;
-    atomic_fetch_add(&c->refs, 1);
-    r->conv = c;
-    r->done = done;
-    r->ctx = ctx;
-    int e = enqueue(c->s, r);
-    if (e < 0) {
-        rt_buf_unref(data);
-        atomic_fetch_sub(&c->refs, 1);
-        free(r);
-    }
-    return e;
+    return submit(r, c, done, ctx);
 }
 
 int st_conv_get_file(st_conv *c, const char *name, char **data, size_t *len)
@@ -204,17 +201,7 @@ int st_commit_create(st_conv *c, st_done_fn done, void *ctx)
     r->items[0].payload = rt_buf_ref(c->meta);
     r->n = 1;
     r->first = ST_CREATE_INDEX;
-    atomic_fetch_add(&c->refs, 1);
-    r->conv = c;
-    r->done = done;
-    r->ctx = ctx;
-    int e = enqueue(c->s, r);
-    if (e < 0) {
-        rt_buf_unref(r->items[0].payload);
-        atomic_fetch_sub(&c->refs, 1);
-        free(r);
-    }
-    return e;
+    return submit(r, c, done, ctx);
 }
 
 int st_conv_delete(st_conv *c, st_done_fn done, void *ctx)
