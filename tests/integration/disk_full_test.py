@@ -50,60 +50,60 @@ def run(mnt):
     filler = os.path.join(mnt, "filler")
     with open(filler, "wb") as f:
         f.write(b"\0" * (1 << 20))
-    srv = Server(data=os.path.join(mnt, "data")).start()
-    c = srv.client()
-    cid = new_conv(c)
-    acked = {}  # event id -> index
-    first_refusal = None
-    for i in range(2000):
-        eid = "e%d" % i
-        r = c.post(conv_path(cid, "/events/append"), [user_msg(eid, say="%d %s" % (i, BIG))])
-        if r.status == 201:
-            acked[eid] = r.body["events"][0]["index"]
-            continue
-        first_refusal = r
-        break
-    check(first_refusal is not None, "the disk filled up", len(acked))
-    full_answer(first_refusal, "the append that did not fit")
-    # while it is full: small writes may still fit, nothing else is said
-    for i in range(20):
-        eid = "s%d" % i
-        r = c.post(conv_path(cid, "/events/append"), [user_msg(eid, say="small %d" % i)])
-        if r.status == 201:
-            acked[eid] = r.body["events"][0]["index"]
-        else:
-            full_answer(r, "a small append")
-    full_answer(c.post("/api/conversations", {"title": BIG[:150]}), "a create")
-    r = c.request("PATCH", conv_path(cid, ""), {"title": "t" + BIG[:150]})
-    if r.status != 200:
-        full_answer(r, "a title change")
+    # the with stops it, failing or not: no server outlives the test
+    with Server(data=os.path.join(mnt, "data")) as srv:
+        c = srv.client()
+        cid = new_conv(c)
+        acked = {}  # event id -> index
+        first_refusal = None
+        for i in range(2000):
+            eid = "e%d" % i
+            r = c.post(conv_path(cid, "/events/append"), [user_msg(eid, say="%d %s" % (i, BIG))])
+            if r.status == 201:
+                acked[eid] = r.body["events"][0]["index"]
+                continue
+            first_refusal = r
+            break
+        check(first_refusal is not None, "the disk filled up", len(acked))
+        full_answer(first_refusal, "the append that did not fit")
+        # while it is full: small writes may still fit, nothing else is said
+        for i in range(20):
+            eid = "s%d" % i
+            r = c.post(conv_path(cid, "/events/append"), [user_msg(eid, say="small %d" % i)])
+            if r.status == 201:
+                acked[eid] = r.body["events"][0]["index"]
+            else:
+                full_answer(r, "a small append")
+        full_answer(c.post("/api/conversations", {"title": BIG[:150]}), "a create")
+        r = c.request("PATCH", conv_path(cid, ""), {"title": "t" + BIG[:150]})
+        if r.status != 200:
+            full_answer(r, "a title change")
 
-    def logged():
-        evs = all_events(c, cid)
-        return {e["id"]: i for i, e in enumerate(evs)}
-    have = logged()
-    for eid, index in acked.items():
-        check(have.get(eid) == index, "acknowledged %s at %d is there" % (eid, index), have.get(eid))
+        def logged():
+            evs = all_events(c, cid)
+            return {e["id"]: i for i, e in enumerate(evs)}
+        have = logged()
+        for eid, index in acked.items():
+            check(have.get(eid) == index, "acknowledged %s at %d is there" % (eid, index), have.get(eid))
 
-    os.remove(filler)  # space comes back
+        os.remove(filler)  # space comes back
 
-    def works():
-        r = c.post(conv_path(cid, "/events/append"), [user_msg("after", say="space again")])
-        if r.status == 201:
-            acked["after"] = r.body["events"][0]["index"]
-            return True
-        full_answer(r, "an append while space comes back")
-        return False
-    wait_for("appends to work again", works)
-    new_conv(c)
-    srv.stop()
-    srv.start()
-    c = srv.client()
-    have = logged()
-    for eid, index in acked.items():
-        check(have.get(eid) == index, "after a restart, %s at %d" % (eid, index), have.get(eid))
-    check(len(have) == len(acked), "nothing else in the log", len(have), len(acked))
-    srv.stop()
+        def works():
+            r = c.post(conv_path(cid, "/events/append"), [user_msg("after", say="space again")])
+            if r.status == 201:
+                acked["after"] = r.body["events"][0]["index"]
+                return True
+            full_answer(r, "an append while space comes back")
+            return False
+        wait_for("appends to work again", works)
+        new_conv(c)
+        srv.stop()
+        srv.start()
+        c = srv.client()
+        have = logged()
+        for eid, index in acked.items():
+            check(have.get(eid) == index, "after a restart, %s at %d" % (eid, index), have.get(eid))
+        check(len(have) == len(acked), "nothing else in the log", len(have), len(acked))
 
 
 if __name__ == "__main__":
