@@ -130,6 +130,7 @@ void conv_answer_verdict(conv *c, rt_promise *p, const seq_verdict *v)
             .outcome = of[v->kind], .detail = v->detail, .retry_after = v->retry_after});
     }
     }
+    conv_note(c);
     conv_answer(p, b);
     free(p);
 }
@@ -341,6 +342,7 @@ void conv_stored(conv *c, uint64_t first)
     rt_count(&conv_metrics_g.appended, u->n);
     if (u->n > 0 && u->items[u->n - 1].e.timestamp != NULL)
         snprintf(c->updated, sizeof(c->updated), "%s", u->items[u->n - 1].e.timestamp);
+    conv_note(c); /* a list asked after the answer shows these events */
     if (u->token != NULL) {
         rt_promise *p = u->token;
         conv_answer(p, u->success ? conv_reply_new(&(conv_reply_spec){.outcome = PL_DONE})

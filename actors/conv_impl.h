@@ -45,6 +45,30 @@ typedef struct conv_ctx {
     rt_actor *conv; /* the conversation actor (the service's reference) */
 } conv_ctx;
 
+/* The service's record of one conversation (convs.c; lock held for all
+ * but ctx, which its actors read). */
+typedef struct conv_entry {
+    struct conv_entry *next;
+    conv_ctx ctx;
+    rt_actor *sup;   /* the tree's supervisor */
+    rt_actor *viz;   /* its visualizer, once asked for (maybe stopped) */
+    json_t *secrets; /* {name: value}, in memory only; NULL: none */
+    bool hosted;     /* the tree has an agent's adapter */
+    /* what lists show of it, kept here so that a list never needs its
+     * actors (convs_summaries); the info's part is read once, the rest is
+     * what its conversation actor last noted (convs_note) */
+    bool meta_known, known;
+    conv_status status;
+    uint64_t count;
+    conv_findings findings;
+    char created[40], meta_updated[40], last_event[40];
+} conv_entry;
+
+/* The entry of id (lock held): NULL if none; convs_entry adds one (with no
+ * actors) if need be, NULL if out of memory. */
+conv_entry *convs_find(struct convs *s, const rt_uuid *id);
+conv_entry *convs_entry(struct convs *s, const rt_uuid *id);
+
 struct convs {
     rt_runtime *rt;
     st_store *store;
@@ -82,6 +106,14 @@ void conv_opened_free(conv_opened *o);
 #define CONV_STATE_FILE    "state.json"
 #define CONV_DEFERRED_FILE "deferred.json"
 rt_buf *conv_state_json(uint64_t index, conv_status status, const gate *g, const conv_findings *f);
+
+/* The service's summary of ctx's conversation (convs_summaries): what its
+ * actor knows now (NULL: not known, ask it), and its info after a change.
+ * Any thread. */
+void convs_note(conv_ctx *ctx, const conv_reply *info);
+void convs_note_meta(conv_ctx *ctx, rt_buf *meta);
+/* Take back what the last clean close saved (convs_save). */
+void convs_load(struct convs *s);
 
 uint64_t conv_wall_ms(void);
 uint64_t conv_mono_ms(void);
@@ -137,6 +169,12 @@ typedef struct conv {
     st_conv *sc;
     st_log *log;
     char updated[40]; /* the last durable event's timestamp */
+    struct {          /* what it last told the service (convs_note) */
+        bool done;
+        conv_status status;
+        uint64_t count;
+        conv_findings findings;
+    } noted;
     rt_promise delete_reply;
     conv_waiter *waiters;
     uint64_t gen_sent, gen_saved; /* the deferred sets saved, and durable */
@@ -183,6 +221,9 @@ void conv_sync_answered(conv *c, uint64_t id);
 void conv_check_syncs(conv *c);
 /* What the conversation knows now, for replies. */
 conv_reply conv_info(const conv *c);
+/* Tell the service what it knows now, if that changed since it last did:
+ * before answering anything a list might be asked about next. */
+void conv_note(conv *c);
 
 /* conv_meta.c: changes of the stored info, one at a time */
 void conv_set_meta(conv *c, const rt_buf *changes, rt_promise *reply);

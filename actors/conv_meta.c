@@ -22,6 +22,7 @@ typedef struct meta_change {
 
 typedef struct meta_job {
     uv_work_t req;
+    conv_ctx *ctx;
     rt_actor *self; /* held */
     st_conv *sc;    /* held */
     rt_buf *meta;   /* the whole info to write */
@@ -38,6 +39,8 @@ static void write_done(uv_work_t *req, int status)
 {
     (void)status;
     meta_job *j = req->data;
+    if (j->err == 0) /* before it is answered: a list asked next shows it */
+        convs_note_meta(j->ctx, j->meta);
     rt_notify(j->self, CONV_META_SAVED, (uint64_t)(j->err < 0 ? -j->err : 0), NULL);
     rt_actor_unref(j->self);
     st_conv_release(j->sc);
@@ -76,6 +79,7 @@ static void next_change(conv *c)
             st_conv_get(c->ctx->svc->store, &c->ctx->id, &j->sc) == 0) {
             j->req.data = j;
             j->self = rt_actor_ref(c->self);
+            j->ctx = c->ctx;
             rt_runtime *rt = rt_actor_runtime(c->self);
             if (uv_queue_work(rt_runtime_uv(rt, rt_actor_loop(c->self)), &j->req, write_work,
                               write_done) == 0) {

@@ -30,6 +30,22 @@ conv_reply conv_info(const conv *c)
     return r;
 }
 
+void conv_note(conv *c)
+{
+    if (c->sq == NULL || c->deleted)
+        return;
+    conv_reply r = conv_info(c);
+    if (c->noted.done && c->noted.status == r.status && c->noted.count == r.count &&
+        c->noted.findings.violations == r.findings.violations &&
+        c->noted.findings.stuck == r.findings.stuck)
+        return;
+    convs_note(c->ctx, &r);
+    c->noted.done = true;
+    c->noted.status = r.status;
+    c->noted.count = r.count;
+    c->noted.findings = r.findings;
+}
+
 void conv_drop_sub(conv *c, size_t i, uint64_t why)
 {
     if (c->subs[i].told) {

@@ -227,6 +227,7 @@ void conv_dispatch(conv *c, uint32_t kind, uint64_t arg, const rt_buf *buf, rt_p
         done(reply);
         break;
     case CONV_STATUS: {
+        conv_note(c);
         conv_reply info = conv_info(c);
         conv_answer(reply, conv_reply_new(&(conv_reply_spec){.outcome = PL_DONE, .info = &info}));
         break;
@@ -310,8 +311,16 @@ static int conv_handle(rt_actor *self, void *state, rt_msg *m)
 {
     (void)self;
     conv *c = state;
-    if (m->kind == CONV_OPENED)
-        return conv_on_open_result(c, (conv_opened *)(uintptr_t)m->arg);
+    if (m->kind == CONV_OPENED) {
+        /* what came while it opened has run now: past the bound of open
+         * logs, one woken only to answer lets its log go again */
+        int r = conv_on_open_result(c, (conv_opened *)(uintptr_t)m->arg);
+        if (r == 0 && c->failed == 0) {
+            conv_note(c);
+            conv_sleep_if_crowded(c);
+        }
+        return r;
+    }
     if (m->kind != CONV_IDLE_CHECK && m->kind != CONV_STATUS && m->kind != CONV_TICK &&
         m->kind != CONV_STOPPING)
         c->last_ms = conv_mono_ms();
@@ -326,8 +335,10 @@ static int conv_handle(rt_actor *self, void *state, rt_msg *m)
     rt_promise reply = rt_msg_promise(m);
     conv_dispatch(c, m->kind, m->arg, m->buf, &reply);
     rt_promise_fail(&reply, RT_ENOREPLY); /* no-op if it was answered */
-    if (c->failed == 0)
+    if (c->failed == 0) {
+        conv_note(c);
         conv_sleep_if_crowded(c);
+    }
     return c->failed;
 }
 
@@ -336,6 +347,15 @@ static void conv_stop(rt_actor *self, void *state)
     (void)self;
     conv *c = state;
     bool inflight = c->sq != NULL && seq_inflight(c->sq);
+    /* what lists keep of it: its durable state, unless appends it made may
+     * still land (then the next one to ask opens the log) */
+    if (!c->deleted && c->sq != NULL && !inflight && c->failed == 0) {
+        conv_reply info = conv_info(c);
+        info.status = seq_status_committed(c->sq);
+        convs_note(c->ctx, &info);
+    } else if (!c->deleted) {
+        convs_note(c->ctx, NULL);
+    }
     /* deferrals stay in deferred.json for the next incarnation; a full
      * disk is said as such (507), anything else is a restart (503) */
     pl_outcome o = conv_store_outcome(c->failed) == PL_NO_SPACE ? PL_NO_SPACE : PL_BUSY;

@@ -190,6 +190,34 @@ enum { CONV_SECRETS_MAX = 100, CONV_SECRET_NAME_MAX = 128, CONV_SECRET_VALUE_MAX
 json_t *conv_secrets_parse(json_t *v, char *why, size_t cap);
 json_t *convs_secrets(convs *c, const rt_uuid *id);
 
+/* What a list of conversations shows of one, kept by the service so that
+ * lists need no conversation's actors: the info's created_at and
+ * updated_at (read once, then noted when the info changes), and what its
+ * conversation actor last noted, if it has run since the server started
+ * (known; then status, count, findings and last_event are set). */
+typedef struct conv_summary {
+    bool exists; /* false: the store has no such conversation */
+    bool known;
+    conv_status status;     /* live, as CONV_STATUS says */
+    uint64_t count;         /* durable events */
+    conv_findings findings; /* in the log */
+    char created[40];       /* the info's created_at, "" if none */
+    char meta_updated[40];  /* the info's updated_at, "" if none */
+    char last_event[40];    /* the last durable event's timestamp, "" if none */
+} conv_summary;
+
+/* The summaries of n conversations (out[i] for ids[i]): 0 or -ENOMEM. Any
+ * thread; reads the info of one asked for the first time. */
+int convs_summaries(convs *c, const rt_uuid *ids, size_t n, conv_summary *out);
+/* The summaries across a restart: written to the store by a clean close
+ * (after the runtime stopped, before the store closes), taken back (and
+ * removed from the store) when the service starts. */
+void convs_save(convs *c);
+
+/* Its last update: the later of the info's updated_at (created_at if it
+ * has none) and its last event's timestamp. */
+const char *conv_summary_updated(const conv_summary *c);
+
 /* Start the adapter of the agent the conversation's info names, in its
  * running tree, if it has none (start does this by itself; a conversation
  * given its agent after its start needs it). -ENOENT: no running tree. */

@@ -18,23 +18,18 @@
 #include "runtime/log.h"
 
 #include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct conv_entry {
-    struct conv_entry *next;
-    conv_ctx ctx;
-    rt_actor *sup;   /* the tree's supervisor */
-    rt_actor *viz;   /* its visualizer, once asked for (maybe stopped) */
-    json_t *secrets; /* {name: value}, in memory only; NULL: none */
-    bool hosted;     /* the tree has an agent's adapter */
-} conv_entry;
-
 static size_t bucket(const convs *s, const rt_uuid *id)
 {
-    uint64_t h;
-    memcpy(&h, id->b + 8, sizeof(h));
-    return (size_t)(h % s->nbuckets);
+    /* a UUID's version and variant bits are fixed: mix them away */
+    uint64_t a, b;
+    memcpy(&a, id->b, sizeof(a));
+    memcpy(&b, id->b + 8, sizeof(b));
+    return (size_t)(((a ^ b) * 0x9E3779B97F4A7C15ull) >> 32) % s->nbuckets;
 }
 
 static int loop_of(const convs *s, const rt_uuid *id)
@@ -82,6 +77,7 @@ int convs_new(rt_runtime *rt, st_store *store, const conv_opts *o, convs **out)
         return -ENOMEM;
     }
     pthread_mutex_init(&s->mu, NULL);
+    convs_load(s);
     *out = s;
     return 0;
 }
@@ -184,10 +180,10 @@ static int start(convs *s, conv_entry *e)
     return r;
 }
 
-static conv_entry *find(convs *s, const rt_uuid *id)
+conv_entry *convs_find(convs *s, const rt_uuid *id)
 {
     for (conv_entry *e = s->buckets[bucket(s, id)]; e != NULL; e = e->next)
-        if (rt_uuid_eq(&e->ctx.id, id))
+        if (memcmp(e->ctx.id.b, id->b, sizeof(id->b)) == 0)
             return e;
     return NULL;
 }
@@ -195,7 +191,7 @@ static conv_entry *find(convs *s, const rt_uuid *id)
 int convs_attach_host(convs *s, const rt_uuid *id)
 {
     pthread_mutex_lock(&s->mu);
-    conv_entry *e = find(s, id);
+    conv_entry *e = convs_find(s, id);
     int r = e == NULL || e->sup == NULL ? -ENOENT : e->hosted ? 0 : spawn_host(s, e);
     pthread_mutex_unlock(&s->mu);
     return r;
@@ -213,13 +209,34 @@ static int merge_secrets(conv_entry *e, json_t *secrets)
 
 /* The running actor of a conversation the store has (lock held), with
  * secrets (may be NULL) merged before its tree starts. */
-static int get_locked(convs *s, const rt_uuid *id, rt_actor **out, json_t *secrets)
+/* Twice the buckets once there are twice as many entries: chains stay
+ * short at 100,000 conversations (lock held; out of memory: as it was). */
+static void grow(convs *s)
 {
-    conv_entry *e = find(s, id);
-    if (e == NULL) {
-        e = calloc(1, sizeof(*e));
-        if (e == NULL)
-            return -ENOMEM;
+    size_t nb = s->nbuckets * 2;
+    conv_entry **b = calloc(nb, sizeof(*b));
+    if (b == NULL)
+        return;
+    conv_entry **old = s->buckets;
+    size_t oldn = s->nbuckets;
+    s->buckets = b;
+    s->nbuckets = nb;
+    for (size_t i = 0; i < oldn; i++)
+        for (conv_entry *e = old[i], *next; e != NULL; e = next) {
+            next = e->next;
+            size_t k = bucket(s, &e->ctx.id);
+            e->next = b[k];
+            b[k] = e;
+        }
+    free(old);
+}
+
+conv_entry *convs_entry(convs *s, const rt_uuid *id)
+{
+    conv_entry *e = convs_find(s, id);
+    if (e == NULL && s->count >= 2 * s->nbuckets)
+        grow(s);
+    if (e == NULL && (e = calloc(1, sizeof(*e))) != NULL) {
         e->ctx.svc = s;
         e->ctx.id = *id;
         size_t k = bucket(s, id);
@@ -227,6 +244,14 @@ static int get_locked(convs *s, const rt_uuid *id, rt_actor **out, json_t *secre
         s->buckets[k] = e;
         s->count++;
     }
+    return e;
+}
+
+static int get_locked(convs *s, const rt_uuid *id, rt_actor **out, json_t *secrets)
+{
+    conv_entry *e = convs_entry(s, id);
+    if (e == NULL)
+        return -ENOMEM;
     if (merge_secrets(e, secrets) < 0)
         return -ENOMEM;
     if (e->ctx.conv == NULL || rt_actor_closed(e->ctx.conv)) {
@@ -252,7 +277,7 @@ static int find_running(convs *s, const rt_uuid *id, bool sup, json_t *secrets, 
     r = get_locked(s, id, &a, secrets);
     if (r == 0 && sup) {
         rt_actor_unref(a);
-        a = rt_actor_ref(find(s, id)->sup);
+        a = rt_actor_ref(convs_find(s, id)->sup);
     }
     pthread_mutex_unlock(&s->mu);
     if (r == 0)
@@ -278,7 +303,7 @@ int convs_viz(convs *s, const rt_uuid *id, rt_actor **out)
         return r;
     rt_actor_unref(actor);
     pthread_mutex_lock(&s->mu);
-    conv_entry *e = find(s, id);
+    conv_entry *e = convs_find(s, id);
     if (e->viz == NULL || rt_actor_closed(e->viz)) {
         rt_actor_unref(e->viz);
         e->viz = NULL;
@@ -342,10 +367,11 @@ int convs_create(convs *s, const rt_uuid *id, const rt_uuid *parent, rt_buf *met
     bool made = r == 0;
     st_conv_release(sc);
     pthread_mutex_lock(&s->mu);
-    conv_entry *e = find(s, id);
+    conv_entry *e = convs_find(s, id);
     if (made && e != NULL) { /* an id used before: nothing of the old one */
         json_decref(e->secrets);
         e->secrets = NULL;
+        e->meta_known = e->known = false;
     }
     r = get_locked(s, id, out, made ? secrets : NULL);
     pthread_mutex_unlock(&s->mu);
@@ -364,7 +390,7 @@ int convs_set_secrets(convs *s, const rt_uuid *id, json_t *secrets)
 json_t *convs_secrets(convs *s, const rt_uuid *id)
 {
     pthread_mutex_lock(&s->mu);
-    conv_entry *e = find(s, id);
+    conv_entry *e = convs_find(s, id);
     json_t *copy = e != NULL && e->secrets != NULL ? json_deep_copy(e->secrets) : NULL;
     pthread_mutex_unlock(&s->mu);
     return copy;
@@ -385,7 +411,7 @@ void convs_stop(convs *s, const rt_uuid *id)
     /* The entry stays: its context is the actors' argument until they are
      * gone, and a conversation created again with this id reuses it. */
     pthread_mutex_lock(&s->mu);
-    conv_entry *e = find(s, id);
+    conv_entry *e = convs_find(s, id);
     if (e != NULL && e->sup != NULL)
         rt_actor_stop(e->sup);
     if (e != NULL) { /* deleted: its secrets go with it */

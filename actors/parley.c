@@ -174,6 +174,7 @@ void pl_close(pl_instance *p)
         c->fn(c->ctx, true);
         free(c);
     }
+    convs_save(p->convs); /* before the store closes: it is stored there */
     st_store_close(p->store);
     convs_free(p->convs);
     rt_runtime_free(p->rt);

@@ -7,13 +7,11 @@
  * knows now: execution_status and updated_at (its last event's time, or
  * its last update's, whichever is later), and parley's own event_count,
  * violations (ComplianceViolation records) and stuck_findings
- * (StuckPatternDetected), all of the durable log. So
- * asking about a conversation starts its actor (opening its log from the
- * last checkpoint); lists ask all of theirs at once and answer when the
- * last one has. Searches sorted by creation without a status filter ask
- * only the page's conversations (sorting every stored meta's created_at);
- * the others (status filter, sort by update) ask every conversation:
- * O(conversations), as upstream.
+ * (StuckPatternDetected), all of the durable log. Asking about one
+ * conversation (get, batch) asks its actor, which opens its log if it has
+ * to; lists (search, count) read the service's summaries in memory
+ * instead and ask only conversations not run since the server started
+ * (see "search and count").
  */
 #include "api.h"
 
@@ -98,9 +96,13 @@ static int check_include_skills(net_req *r)
 typedef struct gather gather;
 typedef void (*gather_fn)(gather *g);
 
+/* Conversations asked at once: one not running opens its log to answer,
+ * so a list of 100,000 must not open them all together. */
+enum { GATHER_WINDOW = 64 };
+
 struct gather {
     net_req *r;
-    size_t n, pending;
+    size_t n, pending, next; /* next: the first not asked yet */
     rt_uuid *ids;
     json_t **info; /* per id: the info, or NULL (gone) */
     int failed;    /* a conversation there that could not answer: 503 */
@@ -124,10 +126,32 @@ static void gather_free(gather *g)
     free(g);
 }
 
+static void gather_pump(gather *g);
+
 static void gather_check(gather *g)
 {
-    if (g->started && g->pending == 0)
+    gather_pump(g);
+    if (g->started && g->pending == 0 && g->next == g->n)
         g->done(g);
+}
+
+/* The status, times and counts of a conversation into its info. */
+static void fill_info(json_t *info, conv_status status, const char *last_event, uint64_t count,
+                      const conv_findings *f)
+{
+    json_object_set_new(info, "execution_status", json_string(conv_status_name(status)));
+    /* the later of its last event and its last update (PATCH) */
+    const char *upd = json_string_value(json_object_get(info, "updated_at"));
+    if (upd == NULL)
+        upd = json_string_value(json_object_get(info, "created_at"));
+    if (last_event[0] != '\0' && (upd == NULL || strcmp(last_event, upd) > 0))
+        upd = last_event;
+    json_object_set_new(info, "updated_at", upd != NULL ? json_string(upd) : json_null());
+    /* parley's own: what a list of conversations shows without asking each
+     * one again */
+    json_object_set_new(info, "event_count", json_integer((json_int_t)count));
+    json_object_set_new(info, "violations", json_integer((json_int_t)f->violations));
+    json_object_set_new(info, "stuck_findings", json_integer((json_int_t)f->stuck));
 }
 
 static void on_status(void *ctx, rt_msg *m)
@@ -140,22 +164,7 @@ static void on_status(void *ctx, rt_msg *m)
     if (cr != NULL && cr->v.outcome == PL_DONE) {
         json_t *info = meta_of(g->r->api->store, &g->ids[i]);
         if (info != NULL) {
-            json_object_set_new(info, "execution_status",
-                                json_string(conv_status_name(cr->status)));
-            /* the later of its last event and its last update (PATCH) */
-            const char *upd = json_string_value(json_object_get(info, "updated_at"));
-            if (upd == NULL)
-                upd = json_string_value(json_object_get(info, "created_at"));
-            if (cr->updated[0] != '\0' && (upd == NULL || strcmp(cr->updated, upd) > 0))
-                upd = cr->updated;
-            json_object_set_new(info, "updated_at", upd != NULL ? json_string(upd) : json_null());
-            /* parley's own: what a list of conversations shows without
-             * asking each one again */
-            json_object_set_new(info, "event_count", json_integer((json_int_t)cr->count));
-            json_object_set_new(info, "violations",
-                                json_integer((json_int_t)cr->findings.violations));
-            json_object_set_new(info, "stuck_findings",
-                                json_integer((json_int_t)cr->findings.stuck));
+            fill_info(info, cr->status, cr->updated, cr->count, &cr->findings);
             g->info[i] = info;
         }
     } else if (!(cr != NULL && cr->v.outcome == PL_NOT_FOUND) && !g->failed) {
@@ -182,6 +191,31 @@ static bool gather_failed(gather *g)
     return true;
 }
 
+/* Ask the next conversations, GATHER_WINDOW at a time at most. */
+static void gather_pump(gather *g)
+{
+    net_req *r = g->r;
+    while (g->pending < GATHER_WINDOW && g->next < g->n) {
+        size_t i = g->next++;
+        rt_actor *actor;
+        ask *a;
+        if (convs_get(r->api->convs, &g->ids[i], &actor) != 0)
+            continue;
+        if ((a = malloc(sizeof(*a))) == NULL) {
+            rt_actor_unref(actor);
+            continue;
+        }
+        *a = (ask){g, i};
+        g->pending++;
+        if (rt_call(r->api->rt, RT_LOOP_ANY, actor, CONV_STATUS, 0, NULL, r->api->call_timeout_ms,
+                    on_status, a) < 0) {
+            g->pending--;
+            free(a);
+        }
+        rt_actor_unref(actor);
+    }
+}
+
 /* Ask each conversation of ids (taken) for its info; done runs once all
  * have answered (perhaps before this returns). NULL if out of memory. */
 static void gather_start(net_req *r, rt_uuid *ids, size_t n, gather_fn done, void *arg)
@@ -198,24 +232,6 @@ static void gather_start(net_req *r, rt_uuid *ids, size_t n, gather_fn done, voi
     g->ids = ids;
     g->done = done;
     g->arg = arg;
-    for (size_t i = 0; i < n; i++) {
-        rt_actor *actor;
-        ask *a;
-        if (convs_get(r->api->convs, &ids[i], &actor) != 0)
-            continue;
-        if ((a = malloc(sizeof(*a))) == NULL) {
-            rt_actor_unref(actor);
-            continue;
-        }
-        *a = (ask){g, i};
-        g->pending++;
-        if (rt_call(r->api->rt, RT_LOOP_ANY, actor, CONV_STATUS, 0, NULL, r->api->call_timeout_ms,
-                    on_status, a) < 0) {
-            g->pending--;
-            free(a);
-        }
-        rt_actor_unref(actor);
-    }
     g->started = true;
     gather_check(g);
 }
@@ -304,9 +320,18 @@ static void get_many(net_req *r)
 
 /* ---- search and count ------------------------------------------------------------- */
 
+/* Every listing works from the conversations service's summaries
+ * (convs_summaries): status, counts and times of every conversation in
+ * memory, so a search or count asks no conversation's actor, except one
+ * not run since the server started, once: by status or update time, all
+ * such are asked first; by creation, only those on the page. Then a pass
+ * over the summaries keeps the page's conversations (a bounded heap, O(n
+ * log limit)) and only they have their info read. */
+
 typedef enum { BY_CREATED, BY_UPDATED } sort_key;
 
 typedef struct listing {
+    net_req *r;
     int status; /* -1: any */
     sort_key key;
     bool desc;
@@ -314,13 +339,18 @@ typedef struct listing {
     bool has_page;
     rt_uuid page;
     bool count_only;
+    bool asked; /* those it needed to hear from were asked, once */
 } listing;
 
 static int parse_listing(net_req *r, listing *l, bool count_only)
 {
     const net_query *q = &r->query;
-    *l = (listing){
-        .status = -1, .key = BY_CREATED, .desc = true, .limit = 100, .count_only = count_only};
+    *l = (listing){.r = r,
+                   .status = -1,
+                   .key = BY_CREATED,
+                   .desc = true,
+                   .limit = 100,
+                   .count_only = count_only};
     const char *v;
     if ((v = net_query_get(q, "status")) != NULL && (l->status = conv_status_parse(v)) < 0) {
         net_reply_error(r, 422,
@@ -356,177 +386,179 @@ static int parse_listing(net_req *r, listing *l, bool count_only)
     return 0;
 }
 
-typedef struct entry {
-    json_t *info;
-    const char *key; /* created_at or updated_at */
+typedef struct row {
+    const char *key; /* created_at or the last update */
     rt_uuid id;
-} entry;
+    size_t i; /* in the summaries */
+} row;
 
-static int cmp_asc(const void *a, const void *b)
+/* Does x come before y in the listing's order? */
+static bool before(const listing *l, const row *x, const row *y)
 {
-    const entry *x = a, *y = b;
-    int c = strcmp(x->key != NULL ? x->key : "", y->key != NULL ? y->key : "");
-    return c != 0 ? c : memcmp(x->id.b, y->id.b, sizeof(x->id.b));
+    int c = strcmp(x->key, y->key);
+    if (c == 0)
+        c = memcmp(x->id.b, y->id.b, sizeof(x->id.b));
+    return l->desc ? c > 0 : c < 0;
 }
 
-static int cmp_desc(const void *a, const void *b)
+/* The heap of the k rows first in order, its root the last of them. */
+static void sift_down(const listing *l, row *h, size_t n, size_t i)
 {
-    return cmp_asc(b, a);
+    for (;;) {
+        size_t m = i, a = 2 * i + 1, b = a + 1;
+        if (a < n && before(l, &h[m], &h[a]))
+            m = a;
+        if (b < n && before(l, &h[m], &h[b]))
+            m = b;
+        if (m == i)
+            return;
+        row t = h[i];
+        h[i] = h[m];
+        h[m] = t;
+        i = m;
+    }
 }
 
-static void listed(gather *g)
+static void sift_up(const listing *l, row *h, size_t i)
 {
-    net_req *r = g->r;
+    while (i > 0 && before(l, &h[(i - 1) / 2], &h[i])) {
+        row t = h[i];
+        h[i] = h[(i - 1) / 2];
+        h[(i - 1) / 2] = t;
+        i = (i - 1) / 2;
+    }
+}
+
+/* The first k of rows[0..n) in order, sorted, into h (k entries at most);
+ * how many. */
+static size_t first_k(const listing *l, const row *rows, size_t n, row *h, size_t k)
+{
+    size_t m = 0;
+    for (size_t i = 0; i < n && k > 0; i++) {
+        if (m < k) {
+            h[m] = rows[i];
+            sift_up(l, h, m++);
+        } else if (before(l, &rows[i], &h[0])) {
+            h[0] = rows[i];
+            sift_down(l, h, m, 0);
+        }
+    }
+    for (size_t end = m; end > 1; end--) { /* heapsort: the last first out */
+        row t = h[0];
+        h[0] = h[end - 1];
+        h[end - 1] = t;
+        sift_down(l, h, end - 1, 0);
+    }
+    return m;
+}
+
+static void run_listing(listing *l);
+
+static void asked(gather *g)
+{
     listing *l = g->arg;
     if (gather_failed(g)) {
         free(l);
         return;
     }
-    entry *es = calloc(g->n + 1, sizeof(*es));
-    size_t n = 0;
-    for (size_t i = 0; es != NULL && i < g->n; i++) {
-        json_t *info = g->info[i];
-        if (info == NULL)
-            continue;
-        const char *st = json_string_value(json_object_get(info, "execution_status"));
-        if (l->status >= 0 && (st == NULL || conv_status_parse(st) != l->status))
-            continue;
-        es[n++] = (entry){info,
-                          json_string_value(json_object_get(
-                              info, l->key == BY_CREATED ? "created_at" : "updated_at")),
-                          g->ids[i]};
+    gather_free(g);
+    run_listing(l);
+}
+
+/* Ask those of rows (or of all summaries if rows is NULL) not yet known;
+ * true if it did (asked then runs the listing again). */
+static bool ask_unknown(listing *l, const rt_uuid *ids, const conv_summary *sums, size_t n,
+                        const row *rows, size_t nrows)
+{
+    if (l->asked)
+        return false;
+    size_t m = rows != NULL ? nrows : n, k = 0;
+    rt_uuid *who = calloc(m + 1, sizeof(*who));
+    if (who == NULL)
+        return false; /* then those are left out */
+    for (size_t j = 0; j < m; j++) {
+        size_t i = rows != NULL ? rows[j].i : j;
+        if (sums[i].exists && !sums[i].known)
+            who[k++] = ids[i];
     }
-    if (es == NULL) {
-        gather_free(g);
-        free(l);
+    if (k == 0) {
+        free(who);
+        return false;
+    }
+    l->asked = true;
+    gather_start(l->r, who, k, asked, l);
+    return true;
+}
+
+static void run_listing(listing *l)
+{
+    net_req *r = l->r;
+    rt_uuid *ids = NULL;
+    conv_summary *sums = NULL;
+    row *rows = NULL, *page = NULL;
+    size_t n = 0;
+    bool need = l->status >= 0 || l->key == BY_UPDATED; /* status or update time */
+    if (st_store_list(r->api->store, &ids, &n) != 0 ||
+        (sums = malloc((n + 1) * sizeof(*sums))) == NULL ||
+        convs_summaries(r->api->convs, ids, n, sums) != 0 ||
+        (rows = malloc((n + 1) * sizeof(*rows))) == NULL ||
+        (page = malloc(((size_t)l->limit + 1) * sizeof(*page))) == NULL) {
         net_reply_error(r, 503, "out of memory");
-        return;
+        goto out;
+    }
+    if (need && ask_unknown(l, ids, sums, n, NULL, 0)) {
+        l = NULL; /* it runs again once they answered */
+        goto out;
+    }
+    size_t nrows = 0, from = SIZE_MAX;
+    for (size_t i = 0; i < n; i++) {
+        const conv_summary *c = &sums[i];
+        if (!c->exists || (need && !c->known) || (l->status >= 0 && (int)c->status != l->status))
+            continue;
+        if (l->has_page && rt_uuid_eq(&ids[i], &l->page))
+            from = nrows;
+        rows[nrows++] =
+            (row){l->key == BY_CREATED ? c->created : conv_summary_updated(c), ids[i], i};
     }
     if (l->count_only) {
-        free(es);
-        gather_free(g);
-        free(l);
-        net_reply_json(r, 200, json_integer((json_int_t)n));
-        return;
+        net_reply_json(r, 200, json_integer((json_int_t)nrows));
+        goto out;
     }
-    qsort(es, n, sizeof(*es), l->desc ? cmp_desc : cmp_asc);
-    size_t start = 0;
-    if (l->has_page) /* inclusive; an unknown cursor starts from the top */
-        for (size_t i = 0; i < n; i++)
-            if (rt_uuid_eq(&es[i].id, &l->page)) {
-                start = i;
-                break;
-            }
+    if (from != SIZE_MAX) { /* inclusive: those before the cursor go */
+        row cursor = rows[from];
+        size_t kept = 0;
+        for (size_t i = 0; i < nrows; i++)
+            if (!before(l, &rows[i], &cursor))
+                rows[kept++] = rows[i];
+        nrows = kept;
+    }
+    size_t m = first_k(l, rows, nrows, page, (size_t)l->limit + 1);
+    size_t shown_n = m < (size_t)l->limit ? m : (size_t)l->limit;
+    if (ask_unknown(l, ids, sums, n, page, shown_n)) {
+        l = NULL;
+        goto out;
+    }
     json_t *items = json_array();
-    size_t end = start + (size_t)l->limit < n ? start + (size_t)l->limit : n;
-    for (size_t i = start; i < end; i++)
-        json_array_append(items, shown(r, es[i].info));
+    for (size_t j = 0; j < shown_n; j++) {
+        const conv_summary *c = &sums[page[j].i];
+        json_t *info = c->known ? meta_of(r->api->store, &page[j].id) : NULL;
+        if (info == NULL) /* gone meanwhile */
+            continue;
+        fill_info(info, c->status, c->last_event, c->count, &c->findings);
+        json_array_append_new(items, shown(r, info));
+    }
     char next[33];
-    if (end < n)
-        rt_uuid_hex(&es[end].id, next);
-    json_t *body = json_pack("{s:o, s:s?}", "items", items, "next_page_id", end < n ? next : NULL);
-    free(es);
-    gather_free(g);
+    if (m > shown_n)
+        rt_uuid_hex(&page[shown_n].id, next);
+    net_reply_json(
+        r, 200,
+        json_pack("{s:o, s:s?}", "items", items, "next_page_id", m > shown_n ? next : NULL));
+out:
+    free(page);
+    free(rows);
+    free(sums);
+    free(ids);
     free(l);
-    net_reply_json(r, 200, body);
-}
-
-/* ---- search by creation: only the page asked ---------------------------------------- */
-
-/* Without a status filter, the order by creation is in the stored metas
- * alone (created_at never changes): sort them, and ask only the page's
- * conversations for the rest of their info. The result is what the
- * general path gives (a conversation deleted meanwhile is left out of the
- * page), at the cost of reading every meta, not of asking (and opening)
- * every conversation: what a list refreshed every few seconds over 100 000
- * conversations can afford. */
-
-typedef struct birth {
-    char at[40]; /* created_at, "" if it has none */
-    rt_uuid id;
-} birth;
-
-static int cmp_created_asc(const void *a, const void *b)
-{
-    const birth *x = a, *y = b;
-    int c = strcmp(x->at, y->at);
-    return c != 0 ? c : memcmp(x->id.b, y->id.b, sizeof(x->id.b));
-}
-
-static int cmp_created_desc(const void *a, const void *b)
-{
-    return cmp_created_asc(b, a);
-}
-
-/* created_at of a stored meta, into at ("" if none). */
-static void created_of(st_store *s, const rt_uuid *id, char at[40])
-{
-    at[0] = '\0';
-    st_conv *sc;
-    if (st_conv_get(s, id, &sc) != 0)
-        return;
-    rt_buf *m = st_conv_meta(sc);
-    st_conv_release(sc);
-    json_t *j =
-        m != NULL ? rt_json_read((const char *)rt_buf_data(m), rt_buf_len(m), 0, NULL) : NULL;
-    rt_buf_unref(m);
-    const char *v = json_string_value(json_object_get(j, "created_at"));
-    if (v != NULL)
-        snprintf(at, 40, "%s", v);
-    json_decref(j);
-}
-
-static void listed_page(gather *g)
-{
-    char *next = g->arg; /* 32 hex digits, or NULL for the last page */
-    if (gather_failed(g)) {
-        free(next);
-        return;
-    }
-    json_t *items = json_array();
-    for (size_t i = 0; i < g->n; i++)
-        if (g->info[i] != NULL)
-            json_array_append(items, shown(g->r, g->info[i]));
-    json_t *body = json_pack("{s:o, s:s?}", "items", items, "next_page_id", next);
-    net_req *r = g->r;
-    free(next);
-    gather_free(g);
-    net_reply_json(r, 200, body);
-}
-
-static void list_by_created(net_req *r, const listing *l, rt_uuid *ids, size_t n)
-{
-    birth *cs = calloc(n + 1, sizeof(*cs));
-    if (cs == NULL) {
-        free(ids);
-        net_reply_error(r, 503, "out of memory");
-        return;
-    }
-    for (size_t i = 0; i < n; i++) {
-        cs[i].id = ids[i];
-        created_of(r->api->store, &ids[i], cs[i].at);
-    }
-    qsort(cs, n, sizeof(*cs), l->desc ? cmp_created_desc : cmp_created_asc);
-    size_t start = 0;
-    if (l->has_page) /* inclusive; an unknown cursor starts from the top */
-        for (size_t i = 0; i < n; i++)
-            if (rt_uuid_eq(&cs[i].id, &l->page)) {
-                start = i;
-                break;
-            }
-    size_t end = start + (size_t)l->limit < n ? start + (size_t)l->limit : n;
-    char *next = NULL;
-    if (end < n && (next = malloc(33)) != NULL)
-        rt_uuid_hex(&cs[end].id, next);
-    for (size_t i = start; i < end; i++)
-        ids[i - start] = cs[i].id;
-    free(cs);
-    if (end < n && next == NULL) {
-        free(ids);
-        net_reply_error(r, 503, "out of memory");
-        return;
-    }
-    gather_start(r, ids, end - start, listed_page, next);
 }
 
 static void list(net_req *r, bool count_only)
@@ -545,19 +577,7 @@ static void list(net_req *r, bool count_only)
         net_reply_json(r, 200, json_integer((json_int_t)st_store_count(r->api->store)));
         return;
     }
-    rt_uuid *ids;
-    size_t n;
-    if (st_store_list(r->api->store, &ids, &n) != 0) {
-        free(l);
-        net_reply_error(r, 503, "out of memory");
-        return;
-    }
-    if (!count_only && l->status < 0 && l->key == BY_CREATED) {
-        list_by_created(r, l, ids, n);
-        free(l);
-        return;
-    }
-    gather_start(r, ids, n, listed, l);
+    run_listing(l);
 }
 
 /* ---- create --------------------------------------------------------------------------- */

@@ -10,6 +10,7 @@
  *   <dir>/workspaces/<32 hex>/        a hosted agent's working directory (made
  *                                     when first asked for, removed with its
  *                                     conversation)
+ *   <dir>/<name>.json, .jsonl         the layers' own files (st_store_put_file)
  *
  * Durability, one policy per store:
  *   full          an append is acknowledged once durable. Everything pending
@@ -112,6 +113,17 @@ int st_store_list(st_store *s, rt_uuid **ids, size_t *n);
 /* The conversations whose parent is id (existing or not), in id order
  * (*ids malloc'd; the caller frees). O(children), not O(conversations). */
 int st_store_children(st_store *s, const rt_uuid *id, rt_uuid **ids, size_t *n);
+
+/* ---- the store's own small files ------------------------------------------ */
+
+/* Files the layers above keep beside the conversations (what lists show of
+ * every conversation, written at a clean close): `name` is a plain file
+ * name ending in ".json" or ".jsonl". Put writes it atomically and
+ * durably; take reads it and removes it durably, so that it is used once
+ * and never again after what it describes has changed: -ENOENT if there
+ * is none. Blocking. */
+int st_store_put_file(st_store *s, const char *name, const void *data, size_t len);
+int st_store_take_file(st_store *s, const char *name, char **data, size_t *len);
 
 /* ---- the committer: appends and deletes --------------------------------- */
 

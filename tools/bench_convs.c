@@ -33,7 +33,8 @@ static const char usage[] =
     "conversation, open file descriptors; then, once the conversations closed their\n"
     "logs (--idle-close-ms, default 2000), RSS per conversation and descriptors at\n"
     "rest, and whether every conversation reads its events back. The scratch data\n"
-    "directory (under $TMPDIR, or --dir) is removed afterwards.\n";
+    "directory (under $TMPDIR) is removed afterwards; one given with --dir is kept\n"
+    "(its data/ is a data directory for `parley serve --data`).\n";
 
 enum { MARK = 10000, MAX_THREADS = 64 };
 

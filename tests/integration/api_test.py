@@ -611,6 +611,33 @@ def status_filter(c):
     check(n_idle == len(idle), "count?status=idle", n_idle, len(idle))
 
 
+def lists_follow(c):
+    """A search or count shows what was just answered: an append, a pause, a
+    rename (lists read the server's summaries, which each answer updates first)."""
+    a, b = new_conv(c, title="follow a"), new_conv(c, title="follow b")
+
+    def first(**q):
+        return c.expect("GET", "/api/conversations/search?" + qs(dict(q, limit="1")),
+                        200)["items"][0]
+
+    for i in range(3):
+        append(c, a, user_msg("fa%d" % i))
+        top = first(sort_order="UPDATED_AT_DESC")
+        check(top["id"] == a and top["event_count"] == i + 1,
+              "the appended-to conversation is the last updated, its count the log's", i, top)
+    c.expect("POST", conv_path(b, "/pause"), 200)
+    paused = walk_conversations(c, 100, status="paused")
+    check(b in [i["id"] for i in paused], "paused at once in status=paused", paused)
+    n = int(c.get("/api/conversations/count?status=paused").raw)
+    check(n == len(paused), "count?status=paused at once", n, len(paused))
+    c.expect("PATCH", conv_path(b), 200, {"title": "renamed"})
+    top = first(sort_order="UPDATED_AT_DESC")
+    check(top["id"] == b and top["title"] == "renamed", "a rename moves it to the top", top)
+    c.expect("POST", conv_path(b, "/run"), 200)
+    check(b not in [i["id"] for i in walk_conversations(c, 100, status="paused")],
+          "run: no longer paused")
+
+
 def patch_conversation(c):
     cid = new_conv(c)
     b = c.expect("PATCH", conv_path(cid), 200, {"title": "t", "tags": {"a": "b"}})
@@ -1559,7 +1586,7 @@ def main():
         for fn in (create_defaults, create_with_given_id, create_fields_stored,
                    secrets_not_echoed, include_skills, create_bad_requests, title_counts_characters,
                    create_with_initial_message, get_conversation, get_many, search_conversations,
-                   count_conversations, status_filter, patch_conversation, run_pause_interrupt,
+                   count_conversations, status_filter, lists_follow, patch_conversation, run_pause_interrupt,
                    pause_when_paused, conversation_delete, parent_and_children,
                    conversation_findings):
             run(fn.__name__, fn, c)

@@ -8,7 +8,8 @@ cleanly. Against a real `parley serve` (run by test_idle.sh; $PARLEY).
    the log again with the state kept: a tool call left pending before the
    close is still pending after it (its result is accepted once, a second one
    refused), and a WebSocket subscriber from before the close gets the new
-   events. A restart then finds everything in order.
+   events. A restart then finds everything in order, and a search by status
+   (which asks each conversation once) finds the one paused before it.
 2. A hard open-files limit of 128 with --idle-close 0 (never): creating
    conversations until the files run out answers 503 with Retry-After and a
    reason that says so, never 404; the conversations created before still
@@ -102,12 +103,32 @@ async def idle_close():
             check(f["index"] == 2 and f["event"]["id"] == "o39",
                   "the subscriber's next frame is the new event", f)
 
+        c.expect("POST", conv_path(quiet[0], "/pause"), 200)
         wait_for("the logs to close again", lambda: logs_open(c) == 0, T)
         srv.restart()
         c = srv.client()
         check(event_count(c, quiet[1]) == 3 and event_count(c, watched) == 3,
               "a restart finds every event")
         check(all_events(c, quiet[1])[-1]["id"] == "o1", "in order")
+        # lists after a restart: a clean one left the summaries (taken back
+        # at start, so the file is gone); after kill -9 there are none, and a
+        # list by status asks each conversation once
+        for how in ("clean", "kill -9"):
+            check(not os.path.exists(os.path.join(srv.data, "summaries.jsonl")),
+                  "the summaries are taken back once (%s)" % how)
+            paused = c.expect("GET", "/api/conversations/search?status=paused", 200)["items"]
+            check([i["id"] for i in paused] == [quiet[0]],
+                  "after a %s restart, search?status=paused finds the paused one" % how, paused)
+            check(paused[0]["event_count"] == event_count(c, quiet[0]), "with its count", paused)
+            n = int(c.request("GET", "/api/conversations/count?status=idle").raw)
+            if how == "clean":
+                check(logs_open(c) == 0, "lists after a clean restart open no log", logs_open(c))
+            idle = [cid for cid in quiet + [watched] if status_of(c, cid) == "idle"]
+            check(n == len(idle) == len(quiet), "count?status=idle (%s)" % how, n, len(idle))
+            if how == "clean":
+                srv.kill()
+                srv.start()
+                c = srv.client()
         append(c, quiet[2], observation("o2", "c2"))
 
 

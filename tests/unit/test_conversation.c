@@ -2392,6 +2392,81 @@ END_TEST
 
 /* ---------------------------------------------------------------- main --- */
 
+/* ---- what lists show ---------------------------------------------------- */
+
+static conv_summary summary_of(tc_env *e, const rt_uuid *id)
+{
+    conv_summary c;
+    ck_assert_int_eq(convs_summaries(e->svc, id, 1, &c), 0);
+    return c;
+}
+
+/* The service's summary follows what the conversation answers (before it
+ * answers), survives a clean close (convs_save) without waking anyone,
+ * and is gone after a crash (no save): then unknown, to be asked. */
+START_TEST(test_summaries_follow_and_survive)
+{
+    tc_env e = {0};
+    tc_start(&e, NULL, NULL, ST_FULL);
+    rt_uuid x;
+    ck_assert(rt_uuid_parse("5ca1ab1e0000400080000000000000bb", 32, &x));
+    rt_actor *xa, *main_conv = e.conv;
+    rt_buf *meta = rt_buf_copy("{\"created_at\":\"2026-01-01T00:00:00\"}", 36);
+    ck_assert_int_eq(convs_create(e.svc, &x, NULL, meta, NULL, &xa, NULL), 0);
+    rt_buf_unref(meta);
+    e.conv = xa; /* requests go to x */
+    OK(&e, user("u1", "hello"));
+    conv_summary c = summary_of(&e, &x);
+    ck_assert(c.exists && c.known);
+    ck_assert_uint_eq(c.count, 1);
+    ck_assert_str_eq(c.created, "2026-01-01T00:00:00");
+    ck_assert_str_ne(c.last_event, "");
+    ck_assert_str_eq(conv_summary_updated(&c), c.last_event);
+    OK(&e, act("a1", "c1", "r1"));
+    ck_assert_int_eq(control(&e, CONV_PAUSE, NULL), 200);
+    c = summary_of(&e, &x);
+    ck_assert_str_eq(conv_status_name(c.status), "paused");
+    char *text = NULL;
+    ck_assert_int_eq(tc_call(&e, CONV_STATUS, 0, NULL, &text), 200);
+    json_t *st = tc_json(text);
+    free(text);
+    ck_assert_uint_eq(c.count, (uint64_t)json_integer_value(json_object_get(st, "count")));
+    ck_assert_uint_ge(c.count, 3); /* u1, a1, the pause */
+    json_decref(st);
+    uint64_t n = c.count;
+    e.conv = main_conv;
+    rt_actor_unref(xa);
+
+    /* a clean close saves them; the next start takes them back, once */
+    rt_actor_unref(e.conv);
+    e.conv = NULL;
+    rt_runtime_wait(e.rt);
+    convs_save(e.svc);
+    st_store_close(e.store);
+    convs_free(e.svc);
+    rt_runtime_free(e.rt);
+    tc_start(&e, NULL, NULL, ST_FULL);
+    char path[4200];
+    snprintf(path, sizeof(path), "%s/summaries.jsonl", e.dir);
+    ck_assert_int_ne(access(path, F_OK), 0);
+    c = summary_of(&e, &x); /* x's actors never started */
+    ck_assert(c.exists && c.known);
+    ck_assert_str_eq(conv_status_name(c.status), "paused");
+    ck_assert_uint_eq(c.count, n);
+    ck_assert_str_eq(c.created, "2026-01-01T00:00:00");
+
+    /* a crash leaves none: unknown until asked */
+    tc_restart(&e);
+    c = summary_of(&e, &x);
+    ck_assert(c.exists && !c.known);
+    ck_assert_str_eq(c.created, "2026-01-01T00:00:00");
+    rt_uuid nobody;
+    ck_assert(rt_uuid_parse("5ca1ab1e0000400080000000000000cc", 32, &nobody));
+    ck_assert(!summary_of(&e, &nobody).exists);
+    finish(&e);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("conversation");
@@ -2429,6 +2504,7 @@ int main(void)
         {"subscribers", {test_subscribe_replay_and_order, test_sync_waits_for_subscribers}},
         {"idle", {test_idle_close_and_wake, test_rest_keeps_window_and_calls}},
         {"findings", {test_findings_violations_survive_restart, test_findings_stuck_counted}},
+        {"summaries", {test_summaries_follow_and_survive}},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         TCase *tc = tcase_create(cases[i].name);
