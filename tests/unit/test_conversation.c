@@ -2074,6 +2074,51 @@ START_TEST(test_stuck_default)
 }
 END_TEST
 
+/* A restarted detector replays the last events to fill its window; what
+ * they showed was told already (it is in the log): a restart neither
+ * nudges nor finds again. */
+START_TEST(test_stuck_restart_tells_once)
+{
+    tc_env e = {0};
+    tc_start(&e, NULL, NULL, ST_FULL);
+    ck_assert_int_eq(control(&e, CONV_RUN, NULL), 200);
+    OK(&e, user("u0", "run the build"));
+    for (int i = 1; i <= 3; i++) { /* the same call failing: a nudge at 3 */
+        char a[16], c[16], r[16], x[16];
+        snprintf(a, sizeof(a), "a%d", i);
+        snprintf(c, sizeof(c), "c%d", i);
+        snprintf(r, sizeof(r), "r%d", i);
+        snprintf(x, sizeof(x), "x%d", i);
+        OK(&e, keep(tc_ev_action(a, c, r, "make")));
+        OK(&e, agent_err(x, c));
+    }
+    /* paused, so that the restart is no crash (running: it would end in
+     * error, which is another matter) */
+    ck_assert_int_eq(control(&e, CONV_PAUSE, NULL), 200);
+    tc_sync(&e);
+    char *before = log_sig(&e);
+    ck_assert_ptr_nonnull(strstr(before, "msg:environment")); /* the nudge */
+    tc_restart(&e);
+    tc_sync(&e);
+    char *after = log_sig(&e);
+    ck_assert_str_eq(after, before);
+    free(before);
+    free(after);
+    ck_assert_int_eq(control(&e, CONV_RUN, NULL), 200);
+    same_turns(&e, 10, 4); /* a finding: stuck, and so not running */
+    tc_sync(&e);
+    before = log_sig(&e);
+    ck_assert_ptr_nonnull(strstr(before, "error:StuckPatternDetected,status:stuck"));
+    tc_restart(&e);
+    tc_sync(&e);
+    after = log_sig(&e);
+    ck_assert_str_eq(after, before);
+    free(before);
+    free(after);
+    finish(&e);
+}
+END_TEST
+
 START_TEST(test_stuck_detection_off)
 {
     tc_env e = {.meta = "{\"stuck_detection\":false}"};
@@ -2500,7 +2545,9 @@ int main(void)
          {test_crash_recovery, test_crash_answers_after_recovery, test_crash_while_paused,
           test_crash_recovery_classification}},
         {"memory", {test_gate_memory_bound}},
-        {"stuck", {test_stuck_default, test_stuck_detection_off, test_stuck_thresholds}},
+        {"stuck",
+         {test_stuck_default, test_stuck_detection_off, test_stuck_thresholds,
+          test_stuck_restart_tells_once}},
         {"subscribers", {test_subscribe_replay_and_order, test_sync_waits_for_subscribers}},
         {"idle", {test_idle_close_and_wake, test_rest_keeps_window_and_calls}},
         {"findings", {test_findings_violations_survive_restart, test_findings_stuck_counted}},
