@@ -511,7 +511,10 @@ int st_conv_create(st_store *s, const rt_uuid *id, const rt_uuid *parent, rt_buf
 {
     *out = NULL;
     pthread_mutex_lock(&s->cat_mu);
-    st_conv *c = lookup(s, id);
+    st_conv *c;
+    /* the same id being created: its outcome decides (taken, or free again) */
+    while ((c = lookup(s, id)) != NULL && c->creating)
+        pthread_cond_wait(&s->created_cv, &s->cat_mu);
     if (c != NULL)
         hold(c);
     int r = c != NULL                                                  ? -EEXIST
@@ -549,6 +552,7 @@ int st_conv_create(st_store *s, const rt_uuid *id, const rt_uuid *parent, rt_buf
     s->ncreating--;
     if (r < 0)
         unlink_conv(s, c);
+    pthread_cond_broadcast(&s->created_cv);
     pthread_mutex_unlock(&s->cat_mu);
     if (r < 0) { /* a create of the same id meanwhile may hold it: the last frees it */
         atomic_store(&c->gone, true);

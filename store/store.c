@@ -157,6 +157,7 @@ int st_store_open(const st_opts *o, st_store **out, char *err, size_t errlen)
     s->hard_open_logs = files > 2 * spare ? (size_t)(files - spare) : (size_t)files / 2;
     s->lock_fd = s->dir_fd = s->conv_dir_fd = s->j.fd = -1;
     pthread_mutex_init(&s->cat_mu, NULL);
+    pthread_cond_init(&s->created_cv, NULL);
     pthread_mutex_init(&s->idle_mu, NULL);
     pthread_mutex_init(&s->q_mu, NULL);
     pthread_cond_init(&s->q_cv, NULL);
@@ -256,6 +257,7 @@ void st_store_close(st_store *s)
     close(s->dir_fd);
     close(s->lock_fd);
     pthread_mutex_destroy(&s->cat_mu);
+    pthread_cond_destroy(&s->created_cv);
     pthread_mutex_destroy(&s->idle_mu);
     pthread_mutex_destroy(&s->q_mu);
     pthread_cond_destroy(&s->q_cv);

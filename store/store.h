@@ -82,7 +82,9 @@ void st_store_close(st_store *s);
  * NULL, its parent conversation, fixed for life. -EEXIST if the id is
  * taken (*out is then the existing one, still a held reference; nothing
  * else is checked); -ELOOP if parent is id itself; -ENOENT if there is no
- * conversation parent. */
+ * conversation parent. Blocking: it returns once the creation is durable;
+ * a create of an id whose creation is under way waits for that one's
+ * outcome (then -EEXIST with it, or, if it failed, creates). */
 int st_conv_create(st_store *s, const rt_uuid *id, const rt_uuid *parent, rt_buf *meta,
                    st_conv **out);
 /* A held reference; -ENOENT if unknown. */

@@ -63,8 +63,9 @@ struct st_store {
     int conv_dir_fd; /* kept open: syncing it needs no descriptor when they run out */
     /* catalog */
     pthread_mutex_t cat_mu;
-    st_conv **buckets; /* by id */
-    st_conv **kids;    /* the conversations with a parent, by the parent's id */
+    pthread_cond_t created_cv; /* a creation finished (creating went false) */
+    st_conv **buckets;         /* by id */
+    st_conv **kids;            /* the conversations with a parent, by the parent's id */
     size_t nbuckets, count, ncreating;
     char **unfinished; /* at load: directories whose meta.json is unfinished */
     size_t nunfinished;

@@ -12,6 +12,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,6 +118,56 @@ START_TEST(test_parse_durability)
                          "interval=2h"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
         ck_assert_msg(st_parse_durability(bad[i], &d, &ms) == -EINVAL, "accepted %s", bad[i]);
+}
+END_TEST
+
+/* Two creates of one id at once: one makes it, the other waits for that
+ * and gets -EEXIST with the made conversation, whose log opens (before,
+ * it could get the half-made one and open its log under the creation). */
+typedef struct racer {
+    st_store *s;
+    rt_uuid id;
+    pthread_barrier_t *go;
+    int r;
+    st_conv *c;
+} racer;
+
+static void *race_create(void *arg)
+{
+    racer *x = arg;
+    rt_buf *meta = rt_buf_copy("{}", 2);
+    pthread_barrier_wait(x->go);
+    x->r = st_conv_create(x->s, &x->id, NULL, meta, &x->c);
+    rt_buf_unref(meta);
+    return NULL;
+}
+
+START_TEST(test_catalog_create_race)
+{
+    char *dir = tst_mkdtemp();
+    st_store *s = open_store(dir, ST_FULL, 0);
+    for (int k = 0; k < 200; k++) {
+        pthread_barrier_t go;
+        pthread_barrier_init(&go, NULL, 2);
+        racer x[2] = {{s, conv_id(1000 + k), &go, 0, NULL}, {s, conv_id(1000 + k), &go, 0, NULL}};
+        pthread_t t[2];
+        for (int i = 0; i < 2; i++)
+            pthread_create(&t[i], NULL, race_create, &x[i]);
+        for (int i = 0; i < 2; i++)
+            pthread_join(t[i], NULL);
+        pthread_barrier_destroy(&go);
+        ck_assert_msg((x[0].r == 0 && x[1].r == -EEXIST) || (x[0].r == -EEXIST && x[1].r == 0),
+                      "round %d: %d and %d", k, x[0].r, x[1].r);
+        ck_assert_ptr_eq(x[0].c, x[1].c);
+        st_log *l;
+        ck_assert_int_eq(st_conv_log(x[0].c, &l, NULL), 0);
+        st_conv_release(x[0].c);
+        st_conv_release(x[1].c);
+    }
+    ck_assert_uint_eq(st_store_count(s), 200);
+    st_store_close(s);
+    tst_rmdir(dir);
+    free(dir);
 }
 END_TEST
 
@@ -698,6 +749,7 @@ int main(void)
     TCase *tc = tcase_create("store");
     tcase_add_test(tc, test_parse_durability);
     tcase_add_test(tc, test_catalog_create_get_meta_list);
+    tcase_add_test(tc, test_catalog_create_race);
     tcase_add_test(tc, test_parent_and_children);
     tcase_add_test(tc, test_round_trip_full);
     tcase_add_test(tc, test_round_trip_interval);
