@@ -51,16 +51,63 @@ static bool quiet(const conv *c)
 
 /* Let the log go. Crowded (too many open), a short tail is not worth a
  * checkpoint: it is replayed faster than the checkpoint is written. */
+/* What a client asks (as opposed to news of the conversation's own work). */
+static bool is_request(uint32_t kind)
+{
+    return kind == CONV_APPEND || kind == CONV_CONTROL || kind == CONV_SUBSCRIBE ||
+           kind == CONV_UNSUBSCRIBE || kind == CONV_EXPIRE || kind == CONV_STATUS ||
+           kind == CONV_SYNC || kind == CONV_DELETE || kind == CONV_SET_META;
+}
+
+/* May it let its whole tree go (convs_retire)? Nothing may be lost that
+ * a new tree would not rebuild from the log: no subscriber but its stuck
+ * detector (whose window a new one refills from the log), nothing held or
+ * deferred (quiet), and not running: a new tree finding `running` in the
+ * log would take it for a crash mid-run. */
+static bool may_retire(const conv *c)
+{
+    bool detector_only = c->nsubs == 0 || (c->nsubs == 1 && c->subs[0].notes && !c->subs[0].told);
+    return detector_only && seq_status_committed(c->sq) != CONV_RUNNING &&
+           seq_status(c->sq) == seq_status_committed(c->sq);
+}
+
 static void go_to_sleep(conv *c, bool crowded)
 {
-    if (c->since_ckpt > 0 && (!crowded || c->since_ckpt >= 64))
-        conv_checkpoint(c); /* a quick open after a restart; the save holds the conversation */
+    bool retire = may_retire(c);
+    /* a quick open after a restart (and for a new tree); the save holds
+     * the conversation */
+    if (c->since_ckpt > 0 && (retire || !crowded || c->since_ckpt >= 64))
+        conv_checkpoint(c);
     st_conv_release(c->sc);
     c->sc = NULL;
     c->log = NULL;
     conv_set_open(c, false);
     c->asleep = true;
     seq_rest(c->sq);
+    if (retire && convs_retire(c->ctx, c->self))
+        c->retired = true;
+}
+
+void conv_pass_on(conv *c, rt_msg *m)
+{
+    rt_promise p = rt_msg_promise(m);
+    if (m->kind == CONV_UNSUBSCRIBE) { /* its old detector, stopping with it */
+        conv_answer(&p, conv_reply_new(&(conv_reply_spec){.outcome = PL_DONE}));
+        return;
+    }
+    rt_actor *a;
+    if (p.to == NULL || !is_request(m->kind) || convs_get(c->ctx->svc, &c->ctx->id, &a) != 0) {
+        rt_promise_fail(&p, RT_ECLOSED); /* not a client's, or deleted meanwhile */
+        return;
+    }
+    rt_buf *b = m->buf != NULL ? rt_buf_ref(m->buf) : NULL;
+    if (rt_ask(a, m->kind, m->arg, b, p.to) == 0) {
+        rt_actor_unref(p.to); /* the new tree answers it */
+    } else {
+        rt_buf_unref(b);
+        rt_promise_fail(&p, RT_ECLOSED);
+    }
+    rt_actor_unref(a);
 }
 
 void conv_idle_check(conv *c)
@@ -91,14 +138,6 @@ static bool needs_no_log(uint32_t kind)
 }
 
 static bool keep(conv *c, rt_msg *m);
-
-/* What a client asks (as opposed to news of the conversation's own work). */
-static bool is_request(uint32_t kind)
-{
-    return kind == CONV_APPEND || kind == CONV_CONTROL || kind == CONV_SUBSCRIBE ||
-           kind == CONV_UNSUBSCRIBE || kind == CONV_EXPIRE || kind == CONV_STATUS ||
-           kind == CONV_SYNC || kind == CONV_DELETE || kind == CONV_SET_META;
-}
 
 bool conv_keep_early(conv *c, rt_msg *m)
 {

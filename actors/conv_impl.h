@@ -112,6 +112,12 @@ rt_buf *conv_state_json(uint64_t index, conv_status status, const gate *g, const
  * Any thread. */
 void convs_note(conv_ctx *ctx, const conv_reply *info);
 void convs_note_meta(conv_ctx *ctx, rt_buf *meta);
+/* Let a conversation at rest go: its tree stops and the next request
+ * starts a new one (from the log and its checkpoint), so that a
+ * conversation nobody uses costs only its summary. Only if nothing else is
+ * in its tree (a hosted agent, a visualizer); self is its conversation
+ * actor. True if it was let go. */
+bool convs_retire(conv_ctx *ctx, rt_actor *self);
 /* Take back what the last clean close saved (convs_save). */
 void convs_load(struct convs *s);
 
@@ -160,6 +166,8 @@ typedef struct conv {
     bool open;        /* the log is open: sc and log are set */
     bool asleep;      /* it let its log go while idle, and kept its state */
     bool waking;      /* asleep, and opening the log again */
+    bool retired;     /* at rest: its tree stops, a new one serves the next
+                         request (what still comes here is passed on) */
     bool deleted;     /* CONV_DELETE was accepted: sc is gone */
     bool recovering;  /* what opening made (recovery) is not durable yet:
                          requests wait, so none is answered from a state
@@ -236,6 +244,10 @@ void conv_arm_idle(conv *c, uint64_t ms);
 void conv_idle_check(conv *c);
 /* After a message: past the store's bound of open logs, sleep if quiet. */
 void conv_sleep_if_crowded(conv *c);
+/* A message for a retired conversation actor: a request is passed on to
+ * the conversation's new tree, the rest (its own timers and helpers'
+ * news) dropped. */
+void conv_pass_on(conv *c, rt_msg *m);
 /* Handle the open's result (CONV_OPENED): 0, or the error that fails the actor. */
 int conv_on_open_result(conv *c, conv_opened *o);
 /* A message that needs the log while it is closed: kept (and the log

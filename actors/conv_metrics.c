@@ -24,6 +24,9 @@ void conv_metrics_render(rt_text *t)
     rt_metric_gauge(t, "parley_conversations_open",
                     "Conversations with their log open (an idle one closes it: --idle-close).",
                     atomic_load_explicit(&m->open, memory_order_relaxed));
+    rt_metric_gauge(t, "parley_conversations_active",
+                    "Conversations with their actors running (one at rest keeps only its summary).",
+                    atomic_load_explicit(&m->active, memory_order_relaxed));
     rt_metric_gauge(t, "parley_visualizers",
                     "Visualizers running (one per watched conversation; an idle one stops).",
                     atomic_load_explicit(&viz_running, memory_order_relaxed));

@@ -32,7 +32,7 @@ conv_reply conv_info(const conv *c)
 
 void conv_note(conv *c)
 {
-    if (c->sq == NULL || c->deleted)
+    if (c->sq == NULL || c->deleted || c->retired)
         return;
     conv_reply r = conv_info(c);
     if (c->noted.done && c->noted.status == r.status && c->noted.count == r.count &&

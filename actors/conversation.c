@@ -303,6 +303,7 @@ static int conv_init(rt_actor *self, void *arg, void **state)
         return r;
     }
     c->last_ms = conv_mono_ms();
+    atomic_fetch_add_explicit(&conv_metrics_g.active, 1, memory_order_relaxed);
     *state = c;
     return 0;
 }
@@ -311,6 +312,13 @@ static int conv_handle(rt_actor *self, void *state, rt_msg *m)
 {
     (void)self;
     conv *c = state;
+    if (c->retired) {
+        if (m->kind == CONV_OPENED)
+            conv_opened_free((conv_opened *)(uintptr_t)m->arg);
+        else
+            conv_pass_on(c, m);
+        return 0;
+    }
     if (m->kind == CONV_OPENED) {
         /* what came while it opened has run now: past the bound of open
          * logs, one woken only to answer lets its log go again */
@@ -348,14 +356,18 @@ static void conv_stop(rt_actor *self, void *state)
     conv *c = state;
     bool inflight = c->sq != NULL && seq_inflight(c->sq);
     /* what lists keep of it: its durable state, unless appends it made may
-     * still land (then the next one to ask opens the log) */
-    if (!c->deleted && c->sq != NULL && !inflight && c->failed == 0) {
+     * still land or it keeps deferred messages, whose time runs out only
+     * while it runs (then the next one to ask starts it); a retired one
+     * noted it already, and a new tree may be noting by now */
+    if (!c->retired && !c->deleted && c->sq != NULL && !inflight && !seq_waiting(c->sq) &&
+        c->failed == 0) {
         conv_reply info = conv_info(c);
         info.status = seq_status_committed(c->sq);
         convs_note(c->ctx, &info);
-    } else if (!c->deleted) {
+    } else if (!c->retired && !c->deleted) {
         convs_note(c->ctx, NULL);
     }
+    atomic_fetch_sub_explicit(&conv_metrics_g.active, 1, memory_order_relaxed);
     /* deferrals stay in deferred.json for the next incarnation; a full
      * disk is said as such (507), anything else is a restart (503) */
     pl_outcome o = conv_store_outcome(c->failed) == PL_NO_SPACE ? PL_NO_SPACE : PL_BUSY;

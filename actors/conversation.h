@@ -134,6 +134,7 @@ typedef struct conv_metrics {
     _Atomic uint64_t appended, deferred, held;
     _Atomic uint64_t rejected[CONV_METRIC_RULES]; /* by the gate's rule */
     _Atomic int64_t open;                         /* conversations with their log open */
+    _Atomic int64_t active;                       /* conversation actors running */
 } conv_metrics;
 extern conv_metrics conv_metrics_g;
 void conv_metrics_render(rt_text *t);

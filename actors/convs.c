@@ -420,3 +420,24 @@ void convs_stop(convs *s, const rt_uuid *id)
     }
     pthread_mutex_unlock(&s->mu);
 }
+
+bool convs_retire(conv_ctx *ctx, rt_actor *self)
+{
+    convs *s = ctx->svc;
+    conv_entry *e = (conv_entry *)(void *)((char *)ctx - offsetof(conv_entry, ctx));
+    pthread_mutex_lock(&s->mu);
+    bool viz = e->viz != NULL && !rt_actor_closed(e->viz);
+    if (e->hosted || viz || e->ctx.conv != self || e->sup == NULL) {
+        pthread_mutex_unlock(&s->mu);
+        return false;
+    }
+    /* from here on a lookup starts a new tree */
+    rt_actor *sup = e->sup;
+    rt_actor_unref(e->ctx.conv);
+    rt_actor_unref(e->viz);
+    e->ctx.conv = e->sup = e->viz = NULL;
+    pthread_mutex_unlock(&s->mu);
+    rt_actor_stop(sup);
+    rt_actor_unref(sup);
+    return true;
+}

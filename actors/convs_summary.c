@@ -140,8 +140,11 @@ void convs_save(convs *s)
     for (size_t i = 0; i < s->nbuckets; i++)
         for (conv_entry *e = s->buckets[i]; e != NULL; e = e->next) {
             st_conv *sc;
-            if (!e->known || st_conv_get(s->store, &e->ctx.id, &sc) != 0)
-                continue;         /* not known, or deleted */
+            /* not known, deleted, or running: opening it again finds it
+             * stopped mid-run (an error), which its actor must say */
+            if (!e->known || e->status == CONV_RUNNING ||
+                st_conv_get(s->store, &e->ctx.id, &sc) != 0)
+                continue;
             if (!e->meta_known) { /* no list asked for it yet */
                 rt_buf *m = st_conv_meta(sc);
                 json_t *j = parse_meta(m);

@@ -105,6 +105,7 @@ struct gather {
     size_t n, pending, next; /* next: the first not asked yet */
     rt_uuid *ids;
     json_t **info; /* per id: the info, or NULL (gone) */
+    bool *ask;     /* per id: its summary is not known: ask its actor */
     int failed;    /* a conversation there that could not answer: 503 */
     char why[256];
     gather_fn done;
@@ -122,6 +123,7 @@ static void gather_free(gather *g)
     for (size_t i = 0; i < g->n; i++)
         json_decref(g->info[i]);
     free(g->info);
+    free(g->ask);
     free(g->ids);
     free(g);
 }
@@ -199,7 +201,7 @@ static void gather_pump(gather *g)
         size_t i = g->next++;
         rt_actor *actor;
         ask *a;
-        if (convs_get(r->api->convs, &g->ids[i], &actor) != 0)
+        if (!g->ask[i] || convs_get(r->api->convs, &g->ids[i], &actor) != 0)
             continue;
         if ((a = malloc(sizeof(*a))) == NULL) {
             rt_actor_unref(actor);
@@ -216,17 +218,33 @@ static void gather_pump(gather *g)
     }
 }
 
-/* Ask each conversation of ids (taken) for its info; done runs once all
- * have answered (perhaps before this returns). NULL if out of memory. */
+/* The info of each conversation of ids (taken): from its summary, or, if
+ * that is not known, from its actor (asked); done runs once all are in
+ * (perhaps before this returns). */
 static void gather_start(net_req *r, rt_uuid *ids, size_t n, gather_fn done, void *arg)
 {
     gather *g = calloc(1, sizeof(*g));
-    if (g == NULL || (g->info = calloc(n + 1, sizeof(json_t *))) == NULL) {
+    conv_summary *sums = malloc((n + 1) * sizeof(*sums));
+    if (g == NULL || sums == NULL || (g->info = calloc(n + 1, sizeof(json_t *))) == NULL ||
+        (g->ask = calloc(n + 1, sizeof(bool))) == NULL ||
+        convs_summaries(r->api->convs, ids, n, sums) != 0) {
+        if (g != NULL) {
+            free(g->info);
+            free(g->ask);
+        }
         free(g);
+        free(sums);
         free(ids);
         net_reply_error(r, 503, "out of memory");
         return;
     }
+    for (size_t i = 0; i < n; i++) {
+        const conv_summary *c = &sums[i];
+        g->ask[i] = c->exists && !c->known;
+        if (c->known && (g->info[i] = meta_of(r->api->store, &ids[i])) != NULL)
+            fill_info(g->info[i], c->status, c->last_event, c->count, &c->findings);
+    }
+    free(sums);
     g->r = r;
     g->n = n;
     g->ids = ids;

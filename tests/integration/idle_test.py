@@ -4,8 +4,8 @@ cleanly. Against a real `parley serve` (run by test_idle.sh; $PARLEY).
 
 1. --idle-close 300ms: conversations that nobody asks anything close their
    logs (the metric drops to 0, and the server holds none of their files),
-   are listed and read without being woken, and the first append opens
-   the log again with the state kept: a tool call left pending before the
+   are listed and read without being woken (their actors stop too), and
+   the first append starts them again with the state kept: a tool call left pending before the
    close is still pending after it (its result is accepted once, a second one
    refused), and a WebSocket subscriber from before the close gets the new
    events. A restart then finds everything in order, and a search by status
@@ -75,6 +75,11 @@ async def idle_close():
             seen = [await next_event(ws) for _ in range(2)]  # the user message, the action
             check([f["index"] for f in seen] == [0, 1], "the log so far, in order", seen)
             wait_for("every log to close", lambda: logs_open(c) == 0, T)
+            # at rest and attached to nothing, their actors stop as well; the
+            # watched one keeps them for its subscriber
+            wait_for("the idle conversations' actors to stop",
+                     lambda: metric(c.request("GET", "/metrics").raw.decode(),
+                                    "parley_conversations_active") == 1, T)
             # the subscriber reads through its own handle: its log alone stays open
             hex_watched = watched.replace("-", "")
             wait_for("the idle conversations' files to close",

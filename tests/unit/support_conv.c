@@ -104,6 +104,10 @@ tc_slot *tc_request(tc_env *e, uint32_t kind, uint64_t arg, const char *body)
 {
     tc_slot *s = calloc(1, sizeof(*s));
     rt_buf *b = body != NULL ? rt_buf_copy(body, strlen(body)) : NULL;
+    if (rt_actor_closed(e->conv)) { /* retired at rest: its new tree */
+        rt_actor_unref(e->conv);
+        ck_assert_int_eq(convs_get(e->svc, &e->id, &e->conv), 0);
+    }
     int r = rt_call(e->rt, 0, e->conv, kind, arg, b, 0, on_reply, s);
     ck_assert_int_eq(r, 0);
     return s;
