@@ -1,0 +1,99 @@
+/*
+ * nats_impl.h - what the files of the JetStream store share: the
+ * connection's and a log's state, cnats' answers as errno values, and the
+ * record format's header names (nats_log.h describes the format).
+ */
+#ifndef ST_NATS_IMPL_H
+#define ST_NATS_IMPL_H
+
+#include "nats_log.h"
+
+#include <nats/nats.h>
+#include <pthread.h>
+#include <stdarg.h>
+
+#define STN_H_SLOT    "Parley-Slot"
+#define STN_H_INDEX   "Parley-Index"
+#define STN_H_EPOCH   "Parley-Epoch"
+#define STN_H_WRITER  "Parley-Writer"
+#define STN_H_PREV    "Parley-Prev"
+#define STN_H_ID      "Parley-Id"
+#define STN_H_KEY     "Parley-Key"
+#define STN_H_KIND    "Parley-Kind"
+#define STN_TAKE_OVER "take-over"
+
+/* A walk back through the chain gives up past this many records: an open
+ * page and a closed one, with room for many take-overs. */
+#define STN_WALK_MAX 10000
+
+struct st_nats {
+    natsConnection *nc;
+    jsCtx *js;
+    kvStore *pages;
+    unsigned shards;
+    int replicas;
+    int64_t request_ms, deadline_ms, max_payload;
+    char node[64];
+    char servers[256]; /* for messages, cut if long */
+    pthread_mutex_t mu;
+    unsigned char *ready; /* per shard: its stream was checked or made */
+};
+
+struct st_nats_log {
+    st_nats *n;
+    rt_uuid id;
+    char hex[33];
+    unsigned shard;
+    char subject[64], stream[32], direct[64];
+    char err[320];
+    /* the writer, after a take-over */
+    bool owner, fenced;
+    uint64_t epoch;
+    char writer[33];
+    uint64_t next_slot, next_index, last_seq;
+    /* the open page: sequences of events page_no*100 .. +page_fill-1 */
+    uint64_t page_no;
+    uint32_t page_fill;
+    bool page_known;
+    uint64_t page_seq[ST_NATS_PAGE];
+};
+
+/* Sets l->err (printf-style) and returns code. */
+int stn_fail(st_nats_log *l, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+int stn_failv(char *err, size_t errlen, int code, const char *fmt, va_list ap);
+/* cnats' status (and JetStream error code) as a negative errno. */
+int stn_errno(natsStatus s, jsErrCode jerr);
+/* The words for such an error: "NATS unreachable", "NATS timed out", ... */
+const char *stn_what(int code);
+/* The cnats text of the last error on this thread. */
+const char *stn_last_error(natsStatus s);
+bool stn_retryable(int code);
+int64_t stn_now_ms(void);
+/* Sleep before retry number `attempt` (0, 1, ...): 20 ms doubling up to
+ * 500 ms, never past `until` (ms). A pause between retries of a failed
+ * request, not a way to wait for something. */
+void stn_backoff(int attempt, int64_t until);
+
+/* Check the shard's stream, or make it (once per st_nats). */
+int stn_ensure_stream(st_nats *n, unsigned shard, char *err, size_t errlen);
+
+/* A record's headers into ev (its data and pointers into m). -EBADMSG if
+ * one is missing or malformed. seq: the record's stream sequence. */
+int stn_parse(st_nats_log *l, natsMsg *m, uint64_t seq, st_nats_event *ev);
+/* The last record, from the stream leader; -ENOENT if there is none. */
+int stn_get_last(st_nats_log *l, natsMsg **m, st_nats_event *ev);
+/* The record at stream sequence seq: from any replica, or from the leader
+ * if the replica that answered does not have it yet. */
+int stn_get_seq(st_nats_log *l, uint64_t seq, natsMsg **m, st_nats_event *ev);
+/* A closed page's stream sequences, from its entry: -ENOENT if there is
+ * none (yet). */
+int stn_get_page(st_nats_log *l, uint64_t page, uint64_t *seqs);
+/* Store the stream sequences of closed page `page`. */
+int stn_put_page(st_nats_log *l, uint64_t page, const uint64_t *seqs);
+/* Walk back from record `from` (already read) collecting the sequences of
+ * events with index >= lo into seqs[index - lo] (room for hi - lo), until
+ * an event below lo or the first record. */
+int stn_collect(st_nats_log *l, const st_nats_event *from, uint64_t lo, uint64_t hi,
+                uint64_t *seqs);
+
+#endif

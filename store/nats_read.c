@@ -1,0 +1,409 @@
+/*
+ * nats_read.c - reading a conversation's records back: one record (from
+ * any replica, or the leader), the last one (leader), many by sequence at
+ * once (direct gets sent together, answered in any order), walks back
+ * through the chain, and dense pages of events through the page bucket.
+ */
+#include "nats_impl.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int hdr_u64(natsMsg *m, const char *k, uint64_t *v)
+{
+    const char *s = NULL;
+    if (natsMsgHeader_Get(m, k, &s) != NATS_OK || !s || !*s)
+        return -1;
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(s, &end, 10);
+    if (*end || errno || *s == '-')
+        return -1;
+    *v = x;
+    return 0;
+}
+
+int stn_parse(st_nats_log *l, natsMsg *m, uint64_t seq, st_nats_event *ev)
+{
+    memset(ev, 0, sizeof *ev);
+    const char *subject = NULL, *kind = NULL;
+    if (natsMsgHeader_Get(m, "Nats-Subject", &subject) != NATS_OK)
+        subject = natsMsg_GetSubject(m);
+    if (!subject || strcmp(subject, l->subject) != 0)
+        return stn_fail(l, -EBADMSG, "record %llu of %s is on subject %s, not %s",
+                        (unsigned long long)seq, l->stream, subject ? subject : "(none)",
+                        l->subject);
+    ev->seq = seq;
+    if (hdr_u64(m, STN_H_SLOT, &ev->slot) || hdr_u64(m, STN_H_INDEX, &ev->index) ||
+        hdr_u64(m, STN_H_EPOCH, &ev->epoch) || hdr_u64(m, STN_H_PREV, &ev->prev) ||
+        natsMsgHeader_Get(m, STN_H_WRITER, &ev->writer) != NATS_OK || strlen(ev->writer) != 32)
+        return stn_fail(l, -EBADMSG, "record %llu of %s (%s) lacks parley's headers",
+                        (unsigned long long)seq, l->stream, l->subject);
+    ev->take_over =
+        natsMsgHeader_Get(m, STN_H_KIND, &kind) == NATS_OK && strcmp(kind, STN_TAKE_OVER) == 0;
+    if (!ev->take_over) {
+        if (natsMsgHeader_Get(m, STN_H_ID, &ev->id) != NATS_OK)
+            return stn_fail(l, -EBADMSG, "event %llu of %s has no id",
+                            (unsigned long long)ev->index, l->subject);
+        ev->idlen = (uint32_t)strlen(ev->id);
+        if (natsMsgHeader_Get(m, STN_H_KEY, &ev->key) == NATS_OK)
+            ev->keylen = (uint32_t)strlen(ev->key);
+        else
+            ev->key = NULL;
+    }
+    ev->data = natsMsg_GetData(m);
+    ev->len = (size_t)natsMsg_GetDataLength(m);
+    return 0;
+}
+
+int stn_get_last(st_nats_log *l, natsMsg **m, st_nats_event *ev)
+{
+    *m = NULL;
+    int64_t until = stn_now_ms() + l->n->deadline_ms;
+    for (int attempt = 0;; attempt++) {
+        jsErrCode jerr = 0;
+        natsStatus s = js_GetLastMsg(m, l->n->js, l->stream, l->subject, NULL, &jerr);
+        if (s == NATS_OK) {
+            int r = stn_parse(l, *m, natsMsg_GetSequence(*m), ev);
+            if (r) {
+                natsMsg_Destroy(*m);
+                *m = NULL;
+            }
+            return r;
+        }
+        int r = stn_errno(s, jerr);
+        if (r == -ENOENT)
+            return r; /* no record yet (the stream was made or checked first) */
+        if (!stn_retryable(r) || stn_now_ms() >= until)
+            return stn_fail(l, r, "%s: last record of %s: %s", stn_what(r), l->subject,
+                            stn_last_error(s));
+        stn_backoff(attempt, until);
+    }
+}
+
+int stn_get_seq(st_nats_log *l, uint64_t seq, natsMsg **m, st_nats_event *ev)
+{
+    *m = NULL;
+    int64_t until = stn_now_ms() + l->n->deadline_ms;
+    bool leader = false;
+    for (int attempt = 0;; attempt++) {
+        jsErrCode jerr = 0;
+        natsStatus s;
+        if (leader) {
+            s = js_GetMsg(m, l->n->js, l->stream, seq, NULL, &jerr);
+        } else {
+            jsDirectGetMsgOptions dg;
+            jsDirectGetMsgOptions_Init(&dg);
+            dg.Sequence = seq;
+            s = js_DirectGetMsg(m, l->n->js, l->stream, NULL, &dg);
+        }
+        if (s == NATS_OK) {
+            int r = stn_parse(l, *m, seq, ev);
+            if (r) {
+                natsMsg_Destroy(*m);
+                *m = NULL;
+            }
+            return r;
+        }
+        int r = stn_errno(s, jerr);
+        if (r == -ENOENT && !leader) {
+            leader = true; /* a replica that lags: ask the leader */
+            continue;
+        }
+        if (r == -ENOENT)
+            return stn_fail(l, -EBADMSG, "record %llu of %s is missing", (unsigned long long)seq,
+                            l->stream);
+        if (!stn_retryable(r) || stn_now_ms() >= until)
+            return stn_fail(l, r, "%s: record %llu of %s: %s", stn_what(r), (unsigned long long)seq,
+                            l->stream, stn_last_error(s));
+        stn_backoff(attempt, until);
+    }
+}
+
+/* The records at seqs[0..n) into out[] (parsed into ev[]): all direct gets
+ * are sent before the first answer is awaited; each reply subject ends in
+ * the request's position, since replicas answer in any order and a "not
+ * found" names no sequence. What no replica had is asked at the leader. */
+static int fetch(st_nats_log *l, const uint64_t *seqs, size_t n, natsMsg **out, st_nats_event *ev)
+{
+    natsInbox *inbox = NULL;
+    natsSubscription *sub = NULL;
+    char *wild = NULL;
+    natsStatus s = natsInbox_Create(&inbox);
+    size_t ilen = s == NATS_OK ? strlen(inbox) : 0;
+    if (s == NATS_OK && !(wild = malloc(ilen + 32)))
+        s = NATS_NO_MEMORY;
+    if (s == NATS_OK) {
+        snprintf(wild, ilen + 32, "%s.*", inbox);
+        s = natsConnection_SubscribeSync(&sub, l->n->nc, wild);
+    }
+    if (s == NATS_OK)
+        s = natsSubscription_SetPendingLimits(sub, (int)n + 16, -1);
+    for (size_t i = 0; s == NATS_OK && i < n; i++) {
+        char body[48];
+        int blen = snprintf(body, sizeof body, "{\"seq\":%llu}", (unsigned long long)seqs[i]);
+        snprintf(wild, ilen + 32, "%s.%zu", inbox, i);
+        s = natsConnection_PublishRequest(l->n->nc, l->direct, wild, body, blen);
+    }
+    size_t got = 0;
+    int64_t until = stn_now_ms() + l->n->request_ms;
+    while (s == NATS_OK && got < n) {
+        int64_t left = until - stn_now_ms();
+        natsMsg *m = NULL;
+        if (left <= 0 || natsSubscription_NextMsg(&m, sub, left) != NATS_OK)
+            break; /* what is missing is asked at the leader below */
+        const char *rs = natsMsg_GetSubject(m), *dot = strrchr(rs, '.');
+        char *end;
+        unsigned long long i = strtoull(dot ? dot + 1 : "", &end, 10);
+        uint64_t seq = 0;
+        const char *status = NULL;
+        bool found = natsMsgHeader_Get(m, "Status", &status) != NATS_OK &&
+                     hdr_u64(m, "Nats-Sequence", &seq) == 0;
+        if (!dot || *end || i >= n || out[i] || (found && seq != seqs[i])) {
+            natsMsg_Destroy(m);
+            continue;
+        }
+        got++;
+        if (!found) {
+            natsMsg_Destroy(m); /* a replica without it yet */
+            continue;
+        }
+        out[i] = m;
+    }
+    natsSubscription_Destroy(sub);
+    natsInbox_Destroy(inbox);
+    free(wild);
+    if (s != NATS_OK) {
+        int r = stn_errno(s, 0);
+        return stn_fail(l, r, "%s: reading %s: %s", stn_what(r), l->subject, stn_last_error(s));
+    }
+    for (size_t i = 0; i < n; i++) {
+        int r;
+        if (out[i])
+            r = stn_parse(l, out[i], seqs[i], &ev[i]);
+        else
+            r = stn_get_seq(l, seqs[i], &out[i], &ev[i]);
+        if (r)
+            return r;
+    }
+    return 0;
+}
+
+int stn_collect(st_nats_log *l, const st_nats_event *from, uint64_t lo, uint64_t hi, uint64_t *seqs)
+{
+    st_nats_event cur = *from;
+    natsMsg *m = NULL;
+    int r = 0;
+    for (int hops = 0;; hops++) {
+        if (!cur.take_over && cur.index < lo)
+            break;
+        if (!cur.take_over && cur.index < hi)
+            seqs[cur.index - lo] = cur.seq;
+        if (cur.prev == 0)
+            break;
+        if (hops >= STN_WALK_MAX) {
+            r = stn_fail(l, -EIO, "walking back %s: more than %d records", l->subject,
+                         STN_WALK_MAX);
+            break;
+        }
+        uint64_t slot = cur.slot, prev = cur.prev;
+        natsMsg_Destroy(m);
+        if ((r = stn_get_seq(l, prev, &m, &cur)))
+            break;
+        if (cur.slot + 1 != slot) {
+            r = stn_fail(l, -EBADMSG, "%s: record %llu has slot %llu before slot %llu", l->subject,
+                         (unsigned long long)prev, (unsigned long long)cur.slot,
+                         (unsigned long long)slot);
+            break;
+        }
+    }
+    natsMsg_Destroy(m);
+    return r;
+}
+
+static void page_key(const st_nats_log *l, uint64_t page, char *key, size_t cap)
+{
+    snprintf(key, cap, "%s.%llu", l->hex, (unsigned long long)page);
+}
+
+int stn_put_page(st_nats_log *l, uint64_t page, const uint64_t *seqs)
+{
+    unsigned char v[ST_NATS_PAGE * 8];
+    for (int i = 0; i < ST_NATS_PAGE; i++)
+        for (int b = 0; b < 8; b++)
+            v[i * 8 + b] = (unsigned char)(seqs[i] >> (8 * b));
+    char key[64];
+    page_key(l, page, key, sizeof key);
+    uint64_t rev;
+    natsStatus s = kvStore_Put(&rev, l->n->pages, key, v, (int)sizeof v);
+    if (s != NATS_OK) {
+        int r = stn_errno(s, 0);
+        return stn_fail(l, r, "%s: page entry %s: %s", stn_what(r), key, stn_last_error(s));
+    }
+    return 0;
+}
+
+/* A closed page's sequences from its entry: -ENOENT if there is none. */
+int stn_get_page(st_nats_log *l, uint64_t page, uint64_t *seqs)
+{
+    char key[64];
+    page_key(l, page, key, sizeof key);
+    int64_t until = stn_now_ms() + l->n->deadline_ms;
+    for (int attempt = 0;; attempt++) {
+        kvEntry *e = NULL;
+        natsStatus s = kvStore_Get(&e, l->n->pages, key);
+        if (s == NATS_OK) {
+            const unsigned char *v = kvEntry_Value(e);
+            int r = 0;
+            if (kvEntry_ValueLen(e) != ST_NATS_PAGE * 8)
+                r = stn_fail(l, -EBADMSG, "page entry %s has %d bytes, not %d", key,
+                             kvEntry_ValueLen(e), ST_NATS_PAGE * 8);
+            for (int i = 0; r == 0 && i < ST_NATS_PAGE; i++) {
+                seqs[i] = 0;
+                for (int b = 0; b < 8; b++)
+                    seqs[i] |= (uint64_t)v[i * 8 + b] << (8 * b);
+            }
+            kvEntry_Destroy(e);
+            return r;
+        }
+        int r = stn_errno(s, 0);
+        if (r == -ENOENT)
+            return r;
+        if (!stn_retryable(r) || stn_now_ms() >= until)
+            return stn_fail(l, r, "%s: page entry %s: %s", stn_what(r), key, stn_last_error(s));
+        stn_backoff(attempt, until);
+    }
+}
+
+/* The sequences of the events of page `page` that exist: *have of them,
+ * *closed if the page is full. From the writer's memory, the entry, or a
+ * walk back from the last record (which writes a missing entry again). */
+static int page_seqs(st_nats_log *l, uint64_t page, uint64_t *seqs, uint32_t *have, bool *closed)
+{
+    if (l->owner && !l->fenced && l->page_known && page == l->page_no) {
+        memcpy(seqs, l->page_seq, l->page_fill * sizeof *seqs);
+        *have = l->page_fill;
+        *closed = false;
+        return 0;
+    }
+    int r = stn_get_page(l, page, seqs);
+    if (r != -ENOENT) {
+        *have = r == 0 ? ST_NATS_PAGE : 0;
+        *closed = r == 0;
+        return r;
+    }
+    natsMsg *m = NULL;
+    st_nats_event last;
+    r = stn_get_last(l, &m, &last);
+    *have = 0;
+    *closed = false;
+    if (r == -ENOENT)
+        return 0;
+    if (r)
+        return r;
+    uint64_t count = last.take_over ? last.index : last.index + 1;
+    uint64_t lo = page * ST_NATS_PAGE, hi = lo + ST_NATS_PAGE;
+    if (hi > count)
+        hi = count;
+    if (lo < hi) {
+        r = stn_collect(l, &last, lo, hi, seqs);
+        if (r == 0) {
+            *have = (uint32_t)(hi - lo);
+            *closed = *have == ST_NATS_PAGE;
+            if (*closed)
+                stn_put_page(l, page, seqs); /* best effort: the next reader walks again */
+        }
+    }
+    natsMsg_Destroy(m);
+    return r;
+}
+
+void st_nats_page_free(st_nats_page *p)
+{
+    if (!p)
+        return;
+    for (uint32_t i = 0; i < p->n; i++)
+        natsMsg_Destroy(p->msgs[i]);
+    free(p->msgs);
+    free(p);
+}
+
+int st_nats_log_read(st_nats_log *l, uint64_t first, uint32_t max, st_nats_page **out)
+{
+    *out = NULL;
+    if (max > ST_NATS_READ_MAX)
+        max = ST_NATS_READ_MAX;
+    int r = stn_ensure_stream(l->n, l->shard, l->err, sizeof l->err);
+    if (r)
+        return r;
+    st_nats_page *p = calloc(1, sizeof *p + (size_t)max * sizeof p->ev[0]);
+    if (p)
+        p->msgs = calloc(max ? max : 1, sizeof *p->msgs);
+    if (!p || !p->msgs) {
+        free(p);
+        return stn_fail(l, -ENOMEM, "out of memory");
+    }
+    uint64_t idx = first;
+    while (r == 0 && p->n < max && idx < UINT64_MAX - ST_NATS_PAGE) {
+        uint64_t page = idx / ST_NATS_PAGE, lo = page * ST_NATS_PAGE;
+        uint64_t seqs[ST_NATS_PAGE];
+        uint32_t have;
+        bool closed;
+        if ((r = page_seqs(l, page, seqs, &have, &closed)) || idx - lo >= have)
+            break;
+        uint32_t want = have - (uint32_t)(idx - lo);
+        if (want > max - p->n)
+            want = max - p->n;
+        natsMsg **got = (natsMsg **)p->msgs + p->n;
+        if ((r = fetch(l, seqs + (idx - lo), want, got, p->ev + p->n))) {
+            for (uint32_t j = 0; j < want; j++)
+                natsMsg_Destroy(got[j]);
+            break;
+        }
+        for (uint32_t j = 0; r == 0 && j < want; j++) {
+            const st_nats_event *e = &p->ev[p->n + j];
+            if (e->take_over || e->index != idx + j)
+                r = stn_fail(l, -EBADMSG, "%s: page %llu lists record %llu, which is %s %llu",
+                             l->subject, (unsigned long long)page, (unsigned long long)e->seq,
+                             e->take_over ? "a take-over at" : "event",
+                             (unsigned long long)e->index);
+        }
+        p->n += want;
+        idx += want;
+        if (!closed)
+            break;
+    }
+    if (r) {
+        st_nats_page_free(p);
+        return r;
+    }
+    *out = p;
+    return 0;
+}
+
+int st_nats_log_walk(st_nats_log *l, st_nats_walk_fn fn, void *ctx)
+{
+    int r = stn_ensure_stream(l->n, l->shard, l->err, sizeof l->err);
+    natsMsg *m = NULL;
+    st_nats_event cur;
+    if (r == 0)
+        r = stn_get_last(l, &m, &cur);
+    if (r == -ENOENT)
+        return 0;
+    while (r == 0) {
+        if ((r = fn(ctx, &cur)) || cur.prev == 0)
+            break;
+        uint64_t slot = cur.slot, prev = cur.prev;
+        natsMsg_Destroy(m);
+        if ((r = stn_get_seq(l, prev, &m, &cur)))
+            break;
+        if (cur.slot + 1 != slot)
+            r = stn_fail(l, -EBADMSG, "%s: record %llu has slot %llu before slot %llu", l->subject,
+                         (unsigned long long)prev, (unsigned long long)cur.slot,
+                         (unsigned long long)slot);
+    }
+    natsMsg_Destroy(m);
+    return r;
+}
