@@ -20,9 +20,12 @@ deadline; a node that exits while starting fails the start with its log.
     nats_cluster.py run [--nodes N] -- CMD...
                                             start in a fresh temporary
                                             directory, run CMD with
-                                            PARLEY_NATS_URLS (and
-                                            PARLEY_NATS_DIR) set, stop the
-                                            cluster and remove the directory,
+                                            PARLEY_NATS_URLS set (and
+                                            PARLEY_NATS_DIR, the directory,
+                                            and PARLEY_NATS_CLUSTER, this
+                                            script, for kill and restart),
+                                            stop the cluster, remove the
+                                            directory (kept if CMD failed),
                                             exit with CMD's status
 
 Python tests import it: `with nats_cluster.Cluster(dir) as c: c.urls ...`.
@@ -83,12 +86,16 @@ class Cluster:
         self.nodes = nodes
         self.state_file = os.path.join(self.dir, "cluster.json")
         self.procs = {}
+        self.state = None
+        self._load()
+
+    def _load(self):
+        """The state as saved: another process may have killed or restarted
+        a node since (a test calling this script while `run` waits)."""
         if os.path.exists(self.state_file):
             with open(self.state_file) as f:
                 self.state = json.load(f)
             self.nodes = len(self.state["nodes"])
-        else:
-            self.state = None
 
     # ---- layout -----------------------------------------------------------
     def _node_dir(self, i):
@@ -226,12 +233,14 @@ class Cluster:
         raise AssertionError("unreachable")
 
     def kill(self, i, sig=signal.SIGKILL):
+        self._load()
         pid = self.state["nodes"][i - 1]["pid"]
         if pid and self._ours(i, pid):
             os.kill(pid, sig)
             self._reap(i, pid, STOP_DEADLINE_S)
 
     def restart(self, i):
+        self._load()
         pid = self.state["nodes"][i - 1]["pid"]
         if pid and self._ours(i, pid) and _alive(pid):
             raise RuntimeError(f"nats-server n{i} is running (pid {pid})")
@@ -254,6 +263,7 @@ class Cluster:
         return True
 
     def stop(self):
+        self._load()
         if not self.state:
             return
         running = []
@@ -298,7 +308,8 @@ def _run(argv):
     signal.signal(signal.SIGTERM, on_signal)
     try:
         c.start()
-        env = dict(os.environ, PARLEY_NATS_URLS=c.urls, PARLEY_NATS_DIR=d)
+        env = dict(os.environ, PARLEY_NATS_URLS=c.urls, PARLEY_NATS_DIR=d,
+                   PARLEY_NATS_CLUSTER=os.path.abspath(__file__))
         status = subprocess.call(argv, env=env)
     except KeyboardInterrupt:
         status = 130

@@ -17,9 +17,11 @@
 #include <errno.h>
 #include <nats/nats.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 enum { SHARDS = 4 };
 
@@ -392,6 +394,43 @@ static bool entry_stored(jsCtx *js, const char *key)
     return stored;
 }
 
+static bool drop_all(const st_nats_event *sent)
+{
+    (void)sent;
+    return true;
+}
+
+START_TEST(test_unknown_outcome_settled_by_take_over)
+{
+    char servers[512], err[256];
+    url(-1, servers, sizeof servers);
+    /* a deadline so short that the first lost answer is the last try */
+    st_nats_opts o = {.servers = servers, .shards = SHARDS, .deadline_ms = 1};
+    st_nats *n = NULL;
+    ck_assert_msg(st_nats_open(&o, &n, err, sizeof err) == 0, "%s", err);
+    rt_uuid id;
+    st_nats_log *l = new_writer(n, &id);
+    ck_assert_int_eq(append_range(l, "ev", 0, 2), 0);
+    st_nats_drop_ack = drop_all;
+    ck_assert_int_eq(append_range(l, "ev", 2, 1), -EIO);
+    st_nats_drop_ack = NULL;
+    ck_assert_msg(strstr(st_nats_log_error(l), "outcome unknown"), "%s", st_nats_log_error(l));
+    /* the writer does not guess: it must take over again before appending */
+    ck_assert_uint_eq(st_nats_log_epoch(l), 0);
+    ck_assert_int_eq(append_range(l, "ev", 3, 1), -EPERM);
+    uint64_t epoch = 0, count = 0;
+    ck_assert_int_eq(st_nats_log_take_over(l, &epoch), 0);
+    ck_assert_uint_eq(epoch, 2);
+    ck_assert_int_eq(st_nats_log_count(l, &count), 0);
+    ck_assert_uint_eq(count, 3); /* it had landed */
+    ck_assert_int_eq(append_range(l, "ev", 3, 2), 0);
+    verify(l, "ev", 5, 100, 0);
+    ck_assert_uint_eq(subject_count(l), 7);
+    st_nats_log_close(l);
+    done(n);
+}
+END_TEST
+
 START_TEST(test_missing_page_entry_rebuilt)
 {
     st_nats *n = connect_to(-1);
@@ -664,6 +703,148 @@ START_TEST(test_split_writers_one_record_per_slot)
 }
 END_TEST
 
+/* ---- the stream leader killed under a writer ----------------------------- */
+
+/* Run nats_cluster.py on the test's cluster: "kill 2", "restart 2". */
+static void cluster(const char *what)
+{
+    const char *script = getenv("PARLEY_NATS_CLUSTER"), *dir = getenv("PARLEY_NATS_DIR");
+    ck_assert_msg(script && dir, "PARLEY_NATS_CLUSTER/PARLEY_NATS_DIR not set: run through "
+                                 "nats_cluster.py run");
+    char cmd[1024], verb[16];
+    int node = 0;
+    ck_assert_int_eq(sscanf(what, "%15s %d", verb, &node), 2);
+    snprintf(cmd, sizeof cmd, "python3 '%s' %s '%s' %d", script, verb, dir, node);
+    ck_assert_msg(system(cmd) == 0, "%s failed", cmd);
+}
+
+/* The node (1-based) that leads the log's stream now. */
+static int stream_leader(st_nats_log *l)
+{
+    raw c = raw_connect(-1);
+    jsStreamInfo *si = NULL;
+    jsErrCode jerr = 0;
+    ck_assert_int_eq(js_GetStreamInfo(&si, c.js, st_nats_log_stream(l), NULL, &jerr), NATS_OK);
+    ck_assert_ptr_nonnull(si->Cluster);
+    int node = 0;
+    ck_assert_int_eq(sscanf(si->Cluster->Leader, "n%d", &node), 1);
+    jsStreamInfo_Destroy(si);
+    raw_close(&c);
+    return node;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+typedef struct chaos {
+    st_nats_log *l;
+    ts_counter acked; /* appends answered 0 */
+    _Atomic bool stop;
+    int unknown, retried; /* outcomes resolved by a new take-over; plain retries */
+    double stalled_s;     /* the longest time between two acked appends */
+    double stall_at;      /* when it began */
+    char fail[320];
+} chaos;
+
+/* Event k at index k, one by one. An outcome that is unknown (the answer
+ * was lost) is settled as a node would: take over, then look at the log. */
+static void *chaos_writer(void *arg)
+{
+    chaos *ch = arg;
+    uint64_t k = 0;
+    double last = now_s();
+    while (!atomic_load(&ch->stop) && !ch->fail[0]) {
+        tev e;
+        make_event(&e, "ev", k);
+        uint64_t first = 0;
+        size_t stored = 0;
+        int r = st_nats_log_append(ch->l, &e.it, 1, &first, &stored);
+        if (r == 0) {
+            if (first != k)
+                snprintf(ch->fail, sizeof ch->fail, "ev-%llu acked at %llu", (unsigned long long)k,
+                         (unsigned long long)first);
+            k++;
+            double now = now_s();
+            if (now - last > ch->stalled_s) {
+                ch->stalled_s = now - last;
+                ch->stall_at = last;
+            }
+            last = now;
+            ts_counter_add(&ch->acked, 1);
+            continue;
+        }
+        if (r != -EIO) {
+            if (r == -ESTALE || r == -EPERM)
+                snprintf(ch->fail, sizeof ch->fail, "ev-%llu: %d %s", (unsigned long long)k, r,
+                         st_nats_log_error(ch->l));
+            ch->retried++;
+            continue; /* nothing was stored: the same event again */
+        }
+        ch->unknown++;
+        while (!ch->fail[0] && (r = st_nats_log_take_over(ch->l, NULL)) != 0)
+            if (r == -ESTALE || r == -EPERM)
+                snprintf(ch->fail, sizeof ch->fail, "take-over: %s", st_nats_log_error(ch->l));
+        uint64_t count = 0;
+        if (!ch->fail[0] && st_nats_log_count(ch->l, &count) == 0 && count == k + 1)
+            k++; /* it landed (verified by id at the end) */
+    }
+    return NULL;
+}
+
+START_TEST(test_stream_leader_killed_under_a_writer)
+{
+    st_nats *n = connect_to(-1);
+    rt_uuid id;
+    static chaos ch;
+    memset(&ch, 0, sizeof ch);
+    ch.l = new_writer(n, &id);
+    ts_counter_init(&ch.acked);
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, chaos_writer, &ch), 0);
+    ck_assert(ts_counter_wait(&ch.acked, 150));
+    int leader = stream_leader(ch.l);
+    char what[32];
+    snprintf(what, sizeof what, "kill %d", leader);
+    cluster(what);
+    long before = ts_counter_get(&ch.acked);
+    double t = now_s();
+    /* appends go on once another node leads the stream (t: the node is gone) */
+    bool resumed = ts_counter_wait(&ch.acked, before + 100);
+    double failover = now_s() - t;
+    snprintf(what, sizeof what, "restart %d", leader);
+    double restart = now_s();
+    cluster(what);
+    double restarted = now_s();
+    before = ts_counter_get(&ch.acked);
+    bool after_restart = ts_counter_wait(&ch.acked, before + 100);
+    atomic_store(&ch.stop, true);
+    pthread_join(th, NULL);
+    ck_assert_msg(!ch.fail[0], "%s", ch.fail);
+    ck_assert_msg(resumed && after_restart, "appends did not resume (%s, %s)",
+                  resumed ? "resumed" : "stuck after the kill",
+                  after_restart ? "resumed" : "stuck after the restart");
+
+    /* every event once, at its index, in order: read from another server */
+    uint64_t count = 0;
+    ck_assert_int_eq(st_nats_log_count(ch.l, &count), 0);
+    ck_assert_uint_ge(count, (uint64_t)ts_counter_get(&ch.acked));
+    verify(ch.l, "ev", count, 100, 0);
+    fprintf(stderr,
+            "stream leader n%d killed under a writer: %llu events, appends resumed after "
+            "<= %.1f s; longest stall %.1f s, from %+.1f s after the kill (restart at %+.1f s, "
+            "healthy at %+.1f s); %d outcomes settled by a take-over, %d retries\n",
+            leader, (unsigned long long)count, failover, ch.stalled_s, ch.stall_at - t, restart - t,
+            restarted - t, ch.unknown, ch.retried);
+    ts_counter_destroy(&ch.acked);
+    st_nats_log_close(ch.l);
+    done(n);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("nats_log");
@@ -672,9 +853,11 @@ static Suite *suite(void)
     tcase_add_test(tc, test_round_trip_across_pages);
     tcase_add_test(tc, test_take_over_fences_the_stale_writer);
     tcase_add_test(tc, test_lost_ack_sent_again_stored_once);
+    tcase_add_test(tc, test_unknown_outcome_settled_by_take_over);
     tcase_add_test(tc, test_missing_page_entry_rebuilt);
     tcase_add_test(tc, test_bounds_and_errors);
     tcase_add_test(tc, test_split_writers_one_record_per_slot);
+    tcase_add_test(tc, test_stream_leader_killed_under_a_writer);
     suite_add_tcase(s, tc);
     return s;
 }
