@@ -281,6 +281,8 @@ END_TEST
 START_TEST(test_take_over_fences_the_stale_writer)
 {
     st_nats *na = connect_to(0), *nb = connect_to(1);
+    /* one URL given: the other servers are learnt from the cluster */
+    ck_assert_int_eq(st_nats_replicas(na), 3);
     rt_uuid id;
     fresh_id(&id);
     st_nats_log *a = open_log(na, &id), *b = open_log(nb, &id);
