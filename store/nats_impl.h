@@ -14,6 +14,8 @@
 
 #define STN_H_SLOT    "Parley-Slot"
 #define STN_H_INDEX   "Parley-Index"
+#define STN_H_COUNT   "Parley-Count"
+#define STN_H_LENS    "Parley-Lens"
 #define STN_H_EPOCH   "Parley-Epoch"
 #define STN_H_WRITER  "Parley-Writer"
 #define STN_H_PREV    "Parley-Prev"
@@ -80,6 +82,9 @@ int stn_ensure_stream(st_nats *n, unsigned shard, char *err, size_t errlen);
 /* A record's headers into ev (its data and pointers into m). -EBADMSG if
  * one is missing or malformed. seq: the record's stream sequence. */
 int stn_parse(st_nats_log *l, natsMsg *m, uint64_t seq, st_nats_event *ev);
+/* Event `index` of record rec (parsed from m) into ev. */
+int stn_event(st_nats_log *l, natsMsg *m, const st_nats_event *rec, uint64_t index,
+              st_nats_event *ev);
 /* The last record, from the stream leader; -ENOENT if there is none. */
 int stn_get_last(st_nats_log *l, natsMsg **m, st_nats_event *ev);
 /* The record at stream sequence seq: from any replica, or from the leader

@@ -74,7 +74,7 @@ int st_nats_log_count(st_nats_log *l, uint64_t *count)
     if (r == -ENOENT)
         return 0;
     if (r == 0)
-        *count = last.take_over ? last.index : last.index + 1;
+        *count = last.index + last.count;
     natsMsg_Destroy(m);
     return r;
 }
@@ -95,8 +95,15 @@ typedef struct rec {
     uint64_t slot, index, epoch, prev;
     const char *writer;
     bool take_over;
-    const st_nats_item *item; /* events */
+    const st_nats_item *items; /* events: count of them */
+    uint32_t count;
 } rec;
+
+/* The header bytes an event adds to its record, generously. */
+static size_t event_overhead(const st_nats_item *it)
+{
+    return it->idlen + it->keylen + 48;
+}
 
 static int build(st_nats_log *l, const rec *c, const void *data, size_t len, natsMsg **out)
 {
@@ -110,6 +117,7 @@ static int build(st_nats_log *l, const rec *c, const void *data, size_t len, nat
     }
     SETU(STN_H_SLOT, c->slot)
     SETU(STN_H_INDEX, c->index)
+    SETU(STN_H_COUNT, c->count)
     SETU(STN_H_EPOCH, c->epoch)
     SETU(STN_H_PREV, c->prev)
 #undef SETU
@@ -117,15 +125,20 @@ static int build(st_nats_log *l, const rec *c, const void *data, size_t len, nat
         s = natsMsgHeader_Set(m, STN_H_WRITER, c->writer);
     if (s == NATS_OK && c->take_over)
         s = natsMsgHeader_Set(m, STN_H_KIND, STN_TAKE_OVER);
-    char hv[256];
-    if (s == NATS_OK && c->item) {
-        snprintf(hv, sizeof hv, "%.*s", (int)c->item->idlen, c->item->id);
-        s = natsMsgHeader_Set(m, STN_H_ID, hv);
+    char hv[272], lens[ST_NATS_BATCH_MAX * 21];
+    size_t ll = 0;
+    for (uint32_t i = 0; s == NATS_OK && i < c->count; i++) {
+        const st_nats_item *it = &c->items[i];
+        snprintf(hv, sizeof hv, "%.*s", (int)it->idlen, it->id);
+        s = natsMsgHeader_Add(m, STN_H_ID, hv);
+        if (s == NATS_OK && it->keylen) {
+            snprintf(hv, sizeof hv, "%u %.*s", i, (int)it->keylen, it->key);
+            s = natsMsgHeader_Add(m, STN_H_KEY, hv);
+        }
+        ll += (size_t)snprintf(lens + ll, sizeof lens - ll, "%s%zu", i ? "," : "", it->len);
     }
-    if (s == NATS_OK && c->item && c->item->keylen) {
-        snprintf(hv, sizeof hv, "%.*s", (int)c->item->keylen, c->item->key);
-        s = natsMsgHeader_Set(m, STN_H_KEY, hv);
-    }
+    if (s == NATS_OK && c->count > 1)
+        s = natsMsgHeader_Set(m, STN_H_LENS, lens);
     if (s != NATS_OK) {
         natsMsg_Destroy(m);
         return stn_fail(l, stn_errno(s, 0), "making a record of %s: %s", l->subject,
@@ -228,6 +241,7 @@ static int publish(st_nats_log *l, const rec *c, natsMsg *m, uint64_t *seq)
                                   .epoch = c->epoch,
                                   .seq = *seq,
                                   .prev = c->prev,
+                                  .count = c->count,
                                   .take_over = c->take_over,
                                   .writer = c->writer};
             if (!dup && st_nats_drop_ack && st_nats_drop_ack(&sent)) {
@@ -267,27 +281,43 @@ static int publish(st_nats_log *l, const rec *c, natsMsg *m, uint64_t *seq)
     }
 }
 
-/* Event `e` was appended: note its sequence in the open page, and when it
- * closes the page, store the page's entry. A writer that took over in the
- * middle of a page learns the page's first sequences only then, by a walk
- * back (once per page), so that a take-over stays two round trips. */
+/* Record `e` (events e->index .. + e->count) was appended: note its
+ * sequence in the open page for each event, and when one closes the page,
+ * store the page's entry. A writer that took over in the middle of a page
+ * learns the page's first sequences only then, by a walk back (once per
+ * page), so that a take-over stays two round trips. */
 static void page_note(st_nats_log *l, const st_nats_event *e)
 {
-    uint64_t page = e->index / ST_NATS_PAGE;
-    uint32_t at = (uint32_t)(e->index % ST_NATS_PAGE);
-    if (l->page_known && page == l->page_no && at == l->page_fill)
-        l->page_seq[l->page_fill++] = e->seq;
-    else
-        l->page_known = false;
-    if (at != ST_NATS_PAGE - 1)
-        return;
-    /* best effort: a missing entry is rebuilt from the chain by readers */
-    if (l->page_known ||
-        stn_collect(l, e, page * ST_NATS_PAGE, (page + 1) * ST_NATS_PAGE, l->page_seq) == 0)
-        stn_put_page(l, page, l->page_seq);
-    l->page_no = page + 1;
-    l->page_fill = 0;
-    l->page_known = true;
+    for (uint64_t i = e->index; i < e->index + e->count; i++) {
+        uint64_t page = i / ST_NATS_PAGE;
+        uint32_t at = (uint32_t)(i % ST_NATS_PAGE);
+        if (l->page_known && page == l->page_no && at == l->page_fill)
+            l->page_seq[l->page_fill++] = e->seq;
+        else
+            l->page_known = false;
+        if (at != ST_NATS_PAGE - 1)
+            continue;
+        /* best effort: a missing entry is rebuilt from the chain by readers */
+        if (l->page_known ||
+            stn_collect(l, e, page * ST_NATS_PAGE, (page + 1) * ST_NATS_PAGE, l->page_seq) == 0)
+            stn_put_page(l, page, l->page_seq);
+        l->page_no = page + 1;
+        l->page_fill = 0;
+        l->page_known = true;
+    }
+}
+
+/* How many of the n items (at least 1) go into one record. */
+static uint32_t batch(const st_nats_log *l, const st_nats_item *items, size_t n)
+{
+    size_t bytes = HEADERS_BOUND, k = 0;
+    while (k < n && k < ST_NATS_BATCH_MAX) {
+        bytes += items[k].len + event_overhead(&items[k]);
+        if (k > 0 && (int64_t)bytes > l->n->max_payload)
+            break;
+        k++;
+    }
+    return (uint32_t)k;
 }
 
 int st_nats_log_append(st_nats_log *l, const st_nats_item *items, size_t n, uint64_t *first,
@@ -304,22 +334,37 @@ int st_nats_log_append(st_nats_log *l, const st_nats_item *items, size_t n, uint
         if (!header_safe(it->id, it->idlen) || (it->keylen && !header_safe(it->key, it->keylen)))
             return stn_fail(l, -EINVAL,
                             "event %zu: an id or key must be 1..255 printable ASCII bytes", i);
-        if ((int64_t)(it->len + it->idlen + it->keylen + HEADERS_BOUND) > l->n->max_payload)
+        if ((int64_t)(it->len + event_overhead(it) + HEADERS_BOUND) > l->n->max_payload)
             return stn_fail(l, -EMSGSIZE,
                             "event %zu: %zu bytes, more than the cluster's max_payload (%lld "
                             "bytes with headers)",
                             i, it->len, (long long)l->n->max_payload);
     }
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n;) {
         rec c = {.slot = l->next_slot,
                  .index = l->next_index,
                  .epoch = l->epoch,
                  .prev = l->last_seq,
                  .writer = l->writer,
-                 .item = &items[i]};
+                 .items = &items[i],
+                 .count = batch(l, &items[i], n - i)};
+        const void *data = items[i].data;
+        size_t len = items[i].len;
+        char *joined = NULL;
+        if (c.count > 1) {
+            len = 0;
+            for (uint32_t k = 0; k < c.count; k++)
+                len += items[i + k].len;
+            if (!(joined = malloc(len ? len : 1)))
+                return stn_fail(l, -ENOMEM, "out of memory");
+            for (size_t k = 0, off = 0; k < c.count; off += items[i + k].len, k++)
+                memcpy(joined + off, items[i + k].data, items[i + k].len);
+            data = joined;
+        }
         natsMsg *m = NULL;
         uint64_t seq = 0;
-        int r = build(l, &c, items[i].data, items[i].len, &m);
+        int r = build(l, &c, data, len, &m);
+        free(joined);
         if (r == 0)
             r = publish(l, &c, m, &seq);
         natsMsg_Destroy(m);
@@ -330,12 +375,14 @@ int st_nats_log_append(st_nats_log *l, const st_nats_item *items, size_t n, uint
                 l->owner = false; /* fenced, or unsure where the log ends */
             return r;
         }
-        st_nats_event e = {.index = c.index, .slot = c.slot, .seq = seq, .prev = c.prev};
+        st_nats_event e = {
+            .index = c.index, .count = c.count, .slot = c.slot, .seq = seq, .prev = c.prev};
         l->last_seq = seq;
         l->next_slot++;
-        l->next_index++;
+        l->next_index += c.count;
         page_note(l, &e);
-        (*stored)++;
+        *stored += c.count;
+        i += c.count;
     }
     return 0;
 }
@@ -383,7 +430,7 @@ int st_nats_log_take_over(st_nats_log *l, uint64_t *epoch)
     rec c = {.writer = writer, .take_over = true};
     if (!empty) {
         c.slot = last.slot + 1;
-        c.index = last.take_over ? last.index : last.index + 1;
+        c.index = last.index + last.count;
         c.epoch = last.epoch + 1;
         c.prev = last.seq;
     } else {

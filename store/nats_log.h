@@ -3,18 +3,24 @@
  * (nats_conn.h): the backend that the store interface calls in `--store nats`
  * mode. Independent of the local store's files and structs.
  *
- * Records. Every record is one message on the conversation's subject, with
- * headers:
+ * Records. A record is one message on the conversation's subject holding
+ * one or more consecutive events (an append's batch: stored whole or not at
+ * all), or a take-over. Its headers:
  *   Nats-Msg-Id    "<32 hex>:<slot>"      de-duplication, see the fence
  *   Parley-Slot    its position among all the conversation's records
- *   Parley-Index   an event's dense index (0, 1, 2, ...); a take-over
- *                  record's is the number of events before it
+ *   Parley-Index   the dense index (0, 1, 2, ...) of its first event; a
+ *                  take-over record's is the number of events before it
+ *   Parley-Count   how many events it holds (0: a take-over)
  *   Parley-Epoch   the writer's term (1, 2, ...)
  *   Parley-Writer  32 hex, random per term: who wrote it
  *   Parley-Prev    the stream sequence of the record before it (0: none),
  *                  so the records form a chain that is walked back
- *   Parley-Id      an event's id; Parley-Key its optional second key
- *   Parley-Kind    "take-over" on take-over records (absent on events)
+ *   Parley-Id      each event's id, one value per event, in order
+ *   Parley-Key     "<position> <key>" for each event with a second key
+ *   Parley-Lens    with several events: their lengths ("12,400,33"); the
+ *                  payload is their bytes one after the other (a single
+ *                  event's payload is just its bytes)
+ *   Parley-Kind    "take-over" on take-over records
  * Events have dense indexes of their own: take-over records occupy slots
  * but no index, and readers never see them.
  *
@@ -38,10 +44,10 @@
  * writer's (the append landed) or another's (fenced).
  *
  * Dense paging. When a page of 100 events closes, the writer stores the
- * page's stream sequences in the bucket parley_pages, key
- * "<32 hex>.<page>". Reading a closed page is one bucket read and 100
- * direct gets sent at once, answered by any replica (one that lags is
- * asked again at the leader). The open page is in the writer's memory, or
+ * stream sequences of the page's events' records in the bucket
+ * parley_pages, key "<32 hex>.<page>". Reading a closed page is one bucket
+ * read and a direct get per record, all sent at once, answered by any
+ * replica (one that lags is asked again at the leader). The open page is in the writer's memory, or
  * walked back from the last record (one round trip per record). An entry a
  * crash left unwritten is rebuilt from the chain by the next take-over or
  * reader: the log is the truth, entries are derived from it.
@@ -98,20 +104,29 @@ typedef struct st_nats_item {
     size_t len;
 } st_nats_item;
 
-/* Append events in order, each its own record (nats-server < 2.12 has no
- * atomic batch): *first is the index of the first, *stored how many of the
- * n are in the log (all of them on success; on failure the first *stored
- * are, durably, and the rest are not). */
+/* Up to this many events in one record (and within max_payload). */
+#define ST_NATS_BATCH_MAX 100
+
+/* Append events in order: *first is the index of the first, *stored how
+ * many of the n are in the log. A batch that fits in one record (at most
+ * ST_NATS_BATCH_MAX events, max_payload bytes with headers) is stored whole
+ * or not at all, in one round trip. A larger one is several records, in
+ * order: on failure the first *stored events are in the log, durably, and
+ * the rest are not. */
 int st_nats_log_append(st_nats_log *l, const st_nats_item *items, size_t n, uint64_t *first,
                        size_t *stored);
 
 /* ---- readers ------------------------------------------------------------- */
 
-/* An event, or (in st_nats_log_walk) any record. The pointers stay valid
- * while the page (or the walk's callback) lasts. */
+/* An event, or (in st_nats_log_walk) a record: then index is its first
+ * event's, count how many it holds (0 for a take-over), id the first id,
+ * data the whole payload. slot, seq, prev, epoch and writer are the
+ * record's. The pointers stay valid while the page (or the walk's
+ * callback) lasts. */
 typedef struct st_nats_event {
     uint64_t index, slot, epoch;
-    uint64_t seq, prev; /* stream sequences: its own, and its predecessor's */
+    uint64_t seq, prev; /* stream sequences: its record's, and the one before */
+    uint32_t count;
     bool take_over;
     const char *writer; /* 32 hex */
     const char *id, *key;
@@ -122,7 +137,8 @@ typedef struct st_nats_event {
 
 typedef struct st_nats_page {
     uint32_t n;
-    void **msgs; /* the messages the events point into, owned by the page */
+    uint32_t nmsgs;
+    void **msgs; /* the records the events point into, owned by the page */
     st_nats_event ev[];
 } st_nats_page;
 

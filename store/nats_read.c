@@ -36,25 +36,97 @@ int stn_parse(st_nats_log *l, natsMsg *m, uint64_t seq, st_nats_event *ev)
                         (unsigned long long)seq, l->stream, subject ? subject : "(none)",
                         l->subject);
     ev->seq = seq;
+    uint64_t count;
     if (hdr_u64(m, STN_H_SLOT, &ev->slot) || hdr_u64(m, STN_H_INDEX, &ev->index) ||
-        hdr_u64(m, STN_H_EPOCH, &ev->epoch) || hdr_u64(m, STN_H_PREV, &ev->prev) ||
+        hdr_u64(m, STN_H_COUNT, &count) || hdr_u64(m, STN_H_EPOCH, &ev->epoch) ||
+        hdr_u64(m, STN_H_PREV, &ev->prev) ||
         natsMsgHeader_Get(m, STN_H_WRITER, &ev->writer) != NATS_OK || strlen(ev->writer) != 32)
         return stn_fail(l, -EBADMSG, "record %llu of %s (%s) lacks parley's headers",
                         (unsigned long long)seq, l->stream, l->subject);
     ev->take_over =
         natsMsgHeader_Get(m, STN_H_KIND, &kind) == NATS_OK && strcmp(kind, STN_TAKE_OVER) == 0;
-    if (!ev->take_over) {
-        if (natsMsgHeader_Get(m, STN_H_ID, &ev->id) != NATS_OK)
-            return stn_fail(l, -EBADMSG, "event %llu of %s has no id",
-                            (unsigned long long)ev->index, l->subject);
-        ev->idlen = (uint32_t)strlen(ev->id);
-        if (natsMsgHeader_Get(m, STN_H_KEY, &ev->key) == NATS_OK)
-            ev->keylen = (uint32_t)strlen(ev->key);
-        else
-            ev->key = NULL;
-    }
     ev->data = natsMsg_GetData(m);
     ev->len = (size_t)natsMsg_GetDataLength(m);
+    ev->count = (uint32_t)count;
+    if (count > ST_NATS_BATCH_MAX || ev->take_over != (count == 0))
+        return stn_fail(l, -EBADMSG, "record %llu of %s holds %llu events", (unsigned long long)seq,
+                        l->subject, (unsigned long long)count);
+    if (ev->take_over)
+        return 0;
+    const char **ids = NULL;
+    int nids = 0;
+    if (natsMsgHeader_Values(m, STN_H_ID, &ids, &nids) != NATS_OK || (uint64_t)nids != count) {
+        free((void *)ids);
+        return stn_fail(l, -EBADMSG, "record %llu of %s: %d ids for %llu events",
+                        (unsigned long long)seq, l->subject, nids, (unsigned long long)count);
+    }
+    ev->id = ids[0];
+    ev->idlen = (uint32_t)strlen(ev->id);
+    free((void *)ids);
+    if (count > 1) {
+        /* the lengths must add up to the payload exactly */
+        const char *lens = NULL;
+        uint64_t sum = 0, k = 0;
+        if (natsMsgHeader_Get(m, STN_H_LENS, &lens) == NATS_OK)
+            for (const char *p = lens; *p; k++) {
+                char *end;
+                sum += strtoull(p, &end, 10);
+                if (end == p || (*end && *end != ','))
+                    break;
+                p = *end ? end + 1 : end;
+            }
+        if (k != count || sum != ev->len)
+            return stn_fail(l, -EBADMSG, "record %llu of %s: lengths do not match its payload",
+                            (unsigned long long)seq, l->subject);
+    }
+    return 0;
+}
+
+int stn_event(st_nats_log *l, natsMsg *m, const st_nats_event *rec, uint64_t index,
+              st_nats_event *ev)
+{
+    if (rec->take_over || index < rec->index || index - rec->index >= rec->count)
+        return stn_fail(l, -EBADMSG, "%s: record %llu holds events %llu+%u, not %llu", l->subject,
+                        (unsigned long long)rec->seq, (unsigned long long)rec->index, rec->count,
+                        (unsigned long long)index);
+    uint32_t at = (uint32_t)(index - rec->index);
+    *ev = *rec;
+    ev->index = index;
+    ev->count = 1;
+    const char **v = NULL;
+    int nv = 0;
+    natsMsgHeader_Values(m, STN_H_ID, &v, &nv); /* checked by stn_parse */
+    ev->id = v[at];
+    ev->idlen = (uint32_t)strlen(ev->id);
+    free((void *)v);
+    v = NULL;
+    ev->key = NULL;
+    ev->keylen = 0;
+    if (natsMsgHeader_Values(m, STN_H_KEY, &v, &nv) == NATS_OK) {
+        for (int i = 0; i < nv; i++) {
+            char *end;
+            unsigned long pos = strtoul(v[i], &end, 10);
+            if (end != v[i] && *end == ' ' && pos == at) {
+                ev->key = end + 1;
+                ev->keylen = (uint32_t)strlen(ev->key);
+            }
+        }
+        free((void *)v);
+    }
+    if (rec->count > 1) {
+        const char *p = NULL;
+        natsMsgHeader_Get(m, STN_H_LENS, &p); /* checked by stn_parse */
+        size_t off = 0, len = 0;
+        for (uint32_t i = 0; i <= at; i++) {
+            char *end;
+            len = (size_t)strtoull(p, &end, 10);
+            if (i < at)
+                off += len;
+            p = *end ? end + 1 : end;
+        }
+        ev->data = (const char *)rec->data + off;
+        ev->len = len;
+    }
     return 0;
 }
 
@@ -197,11 +269,12 @@ int stn_collect(st_nats_log *l, const st_nats_event *from, uint64_t lo, uint64_t
     natsMsg *m = NULL;
     int r = 0;
     for (int hops = 0;; hops++) {
-        if (!cur.take_over && cur.index < lo)
+        /* what comes before holds only events below cur.index */
+        if (cur.index + cur.count <= lo)
             break;
-        if (!cur.take_over && cur.index < hi)
-            seqs[cur.index - lo] = cur.seq;
-        if (cur.prev == 0)
+        for (uint64_t i = cur.index > lo ? cur.index : lo; i < cur.index + cur.count && i < hi; i++)
+            seqs[i - lo] = cur.seq;
+        if (cur.index <= lo || cur.prev == 0)
             break;
         if (hops >= STN_WALK_MAX) {
             r = stn_fail(l, -EIO, "walking back %s: more than %d records", l->subject,
@@ -303,7 +376,7 @@ static int page_seqs(st_nats_log *l, uint64_t page, uint64_t *seqs, uint32_t *ha
         return 0;
     if (r)
         return r;
-    uint64_t count = last.take_over ? last.index : last.index + 1;
+    uint64_t count = last.index + last.count;
     uint64_t lo = page * ST_NATS_PAGE, hi = lo + ST_NATS_PAGE;
     if (hi > count)
         hi = count;
@@ -324,7 +397,7 @@ void st_nats_page_free(st_nats_page *p)
 {
     if (!p)
         return;
-    for (uint32_t i = 0; i < p->n; i++)
+    for (uint32_t i = 0; i < p->nmsgs; i++)
         natsMsg_Destroy(p->msgs[i]);
     free(p->msgs);
     free(p);
@@ -348,28 +421,33 @@ int st_nats_log_read(st_nats_log *l, uint64_t first, uint32_t max, st_nats_page 
     uint64_t idx = first;
     while (r == 0 && p->n < max && idx < UINT64_MAX - ST_NATS_PAGE) {
         uint64_t page = idx / ST_NATS_PAGE, lo = page * ST_NATS_PAGE;
-        uint64_t seqs[ST_NATS_PAGE];
-        uint32_t have;
+        uint64_t seqs[ST_NATS_PAGE], uniq[ST_NATS_PAGE];
+        st_nats_event recs[ST_NATS_PAGE];
+        uint32_t have, nu = 0;
         bool closed;
         if ((r = page_seqs(l, page, seqs, &have, &closed)) || idx - lo >= have)
             break;
-        uint32_t want = have - (uint32_t)(idx - lo);
+        uint32_t from = (uint32_t)(idx - lo), want = have - from;
         if (want > max - p->n)
             want = max - p->n;
-        natsMsg **got = (natsMsg **)p->msgs + p->n;
-        if ((r = fetch(l, seqs + (idx - lo), want, got, p->ev + p->n))) {
-            for (uint32_t j = 0; j < want; j++)
+        /* a record's events are consecutive: one get per record */
+        for (uint32_t j = from; j < from + want; j++)
+            if (nu == 0 || uniq[nu - 1] != seqs[j])
+                uniq[nu++] = seqs[j];
+        natsMsg **got = (natsMsg **)p->msgs + p->nmsgs;
+        if ((r = fetch(l, uniq, nu, got, recs))) {
+            for (uint32_t j = 0; j < nu; j++)
                 natsMsg_Destroy(got[j]);
             break;
         }
-        for (uint32_t j = 0; r == 0 && j < want; j++) {
-            const st_nats_event *e = &p->ev[p->n + j];
-            if (e->take_over || e->index != idx + j)
-                r = stn_fail(l, -EBADMSG, "%s: page %llu lists record %llu, which is %s %llu",
-                             l->subject, (unsigned long long)page, (unsigned long long)e->seq,
-                             e->take_over ? "a take-over at" : "event",
-                             (unsigned long long)e->index);
+        p->nmsgs += nu;
+        for (uint32_t j = 0, u = 0; r == 0 && j < want; j++) {
+            while (uniq[u] != seqs[from + j])
+                u++;
+            r = stn_event(l, got[u], &recs[u], idx + j, &p->ev[p->n + j]);
         }
+        if (r)
+            break;
         p->n += want;
         idx += want;
         if (!closed)

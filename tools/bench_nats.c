@@ -56,7 +56,7 @@ static double quantile(double *v, size_t n, double q)
 typedef struct writer {
     st_nats *n;
     rt_uuid id;
-    int events;
+    int events, batch;
     double *lat_ms; /* per append, or NULL */
     int status;
     char err[320];
@@ -75,16 +75,22 @@ static void *write_events(void *arg)
         w->status = st_nats_log_open(w->n, &w->id, &l);
     if (w->status == 0)
         w->status = st_nats_log_take_over(l, NULL);
-    for (int i = 0; w->status == 0 && i < w->events; i++) {
-        char id[32];
-        snprintf(id, sizeof id, "ev-%d", i);
-        st_nats_item it = {.id = id, .idlen = (uint32_t)strlen(id), .data = body, .len = BODY};
+    char ids[ST_NATS_BATCH_MAX][24];
+    st_nats_item it[ST_NATS_BATCH_MAX];
+    for (int i = 0, a = 0; w->status == 0 && i < w->events; a++) {
+        int k = w->events - i < w->batch ? w->events - i : w->batch;
+        for (int j = 0; j < k; j++) {
+            snprintf(ids[j], sizeof ids[j], "ev-%d", i + j);
+            it[j] = (st_nats_item){
+                .id = ids[j], .idlen = (uint32_t)strlen(ids[j]), .data = body, .len = BODY};
+        }
         uint64_t first;
         size_t stored;
         double t = cli_now_s();
-        w->status = st_nats_log_append(l, &it, 1, &first, &stored);
+        w->status = st_nats_log_append(l, it, (size_t)k, &first, &stored);
         if (w->lat_ms)
-            w->lat_ms[i] = (cli_now_s() - t) * 1000;
+            w->lat_ms[a] = (cli_now_s() - t) * 1000;
+        i += k;
     }
     if (w->status && l)
         snprintf(w->err, sizeof w->err, "%s", st_nats_log_error(l));
@@ -92,13 +98,14 @@ static void *write_events(void *arg)
     return NULL;
 }
 
-/* `nw` writers of `per` events each, on threads; events/s overall, or -1. */
-static double run_writers(st_nats *n, writer *w, int nw, int per, double *lat_ms)
+/* `nw` writers of `per` events each, in appends of `batch`, on threads;
+ * events/s overall, or -1. */
+static double run_writers(st_nats *n, writer *w, int nw, int per, int batch, double *lat_ms)
 {
     pthread_t *th = calloc((size_t)nw, sizeof *th);
     double t = cli_now_s();
     for (int i = 0; i < nw; i++) {
-        w[i] = (writer){.n = n, .events = per, .lat_ms = i == 0 ? lat_ms : NULL};
+        w[i] = (writer){.n = n, .events = per, .batch = batch, .lat_ms = i == 0 ? lat_ms : NULL};
         pthread_create(&th[i], NULL, write_events, &w[i]);
     }
     for (int i = 0; i < nw; i++)
@@ -114,14 +121,18 @@ static double run_writers(st_nats *n, writer *w, int nw, int per, double *lat_ms
 }
 
 static const char usage[] =
-    "usage: parley bench nats --servers URLS [--runs N] [--json] [--events N] [--writers N]\n\n"
+    "usage: parley bench nats --servers URLS [--runs N] [--json] [--events N] [--writers N]\n"
+    "                         [--batch N]\n\n"
     "Measure the JetStream store's log on a running cluster (URLS: nats://HOST:PORT,...;\n"
     "default $PARLEY_NATS_URLS); each figure is the median of N runs (default 3).\n"
     "Writes new conversations on every run (512-byte events); they stay in the cluster.\n\n"
     "  --events N    appends per run, spread over the writers (default 4000)\n"
     "  --writers N   concurrent writers, each its own conversation (default 8)\n"
+    "  --batch N     events per append of the concurrent writers (default 10; one\n"
+    "                writer's latency is measured with single events)\n"
     "  --json        print one JSON object: append_ms_p50, append_ms_p99,\n"
-    "                one_writer_events_per_s, events_per_s, page_read_ms_p50,\n"
+    "                one_writer_events_per_s, events_per_s, batched_events_per_s,\n"
+    "                page_read_ms_p50,\n"
     "                take_over_ms_p50\n"
     "  -h, --help    show this help\n";
 
@@ -139,11 +150,12 @@ int bench_nats(int argc, char **argv)
         else
             args[nargs++] = argv[i];
     }
-    int runs = 3, events = 4000, nwriters = 8;
+    int runs = 3, events = 4000, nwriters = 8, nbatch = 10;
     bool json = false;
     const cli_int_opt ints[] = {{"--events", &events, 100, 10000000},
-                                {"--writers", &nwriters, 1, 256}};
-    int st = cli_bench_args("bench nats", usage, nargs, args, &runs, &json, NULL, ints, 2);
+                                {"--writers", &nwriters, 1, 256},
+                                {"--batch", &nbatch, 1, ST_NATS_BATCH_MAX}};
+    int st = cli_bench_args("bench nats", usage, nargs, args, &runs, &json, NULL, ints, 3);
     free(args);
     if (st >= 0)
         return st;
@@ -160,16 +172,18 @@ int bench_nats(int argc, char **argv)
     int per = events / nwriters, one = events / 4;
     double *lat = calloc((size_t)one, sizeof *lat), *p50 = calloc((size_t)runs, sizeof *p50),
            *p99 = calloc((size_t)runs, sizeof *p99), *single = calloc((size_t)runs, sizeof *single),
-           *many = calloc((size_t)runs, sizeof *many), *page = calloc((size_t)runs, sizeof *page),
-           *take = calloc((size_t)runs, sizeof *take);
+           *many = calloc((size_t)runs, sizeof *many),
+           *batched = calloc((size_t)runs, sizeof *many),
+           *page = calloc((size_t)runs, sizeof *page), *take = calloc((size_t)runs, sizeof *take);
     writer *w = calloc((size_t)nwriters, sizeof *w);
     int rc = CLI_OK;
     for (int r = 0; r < runs && rc == CLI_OK; r++) {
         if (!json)
             fprintf(stderr, "\rrun %d/%d...", r + 1, runs);
-        single[r] = run_writers(n, w, 1, one, lat);
-        many[r] = single[r] < 0 ? -1 : run_writers(n, w, nwriters, per, NULL);
-        if (many[r] < 0) {
+        single[r] = run_writers(n, w, 1, one, 1, lat);
+        many[r] = single[r] < 0 ? -1 : run_writers(n, w, nwriters, per, 1, NULL);
+        batched[r] = many[r] < 0 ? -1 : run_writers(n, w, nwriters, per, nbatch, NULL);
+        if (batched[r] < 0) {
             rc = CLI_FAIL;
             break;
         }
@@ -208,13 +222,15 @@ int bench_nats(int argc, char **argv)
     if (rc == CLI_OK) {
         double a50 = cli_median(p50, runs), a99 = cli_median(p99, runs),
                s1 = cli_median(single, runs), sm = cli_median(many, runs),
-               pr = cli_median(page, runs), to = cli_median(take, runs);
+               sb = cli_median(batched, runs), pr = cli_median(page, runs),
+               to = cli_median(take, runs);
         if (json) {
             printf("{\"append_ms_p50\": %.3f, \"append_ms_p99\": %.3f, "
                    "\"one_writer_events_per_s\": %.0f, \"events_per_s\": %.0f, "
+                   "\"batched_events_per_s\": %.0f, \"batch\": %d, "
                    "\"writers\": %d, \"page_read_ms_p50\": %.3f, \"take_over_ms_p50\": %.3f, "
                    "\"replicas\": %d, \"runs\": %d}\n",
-                   a50, a99, s1, sm, nwriters, pr, to, st_nats_replicas(n), runs);
+                   a50, a99, s1, sm, sb, nbatch, nwriters, pr, to, st_nats_replicas(n), runs);
         } else {
             fprintf(stderr, "\r%30s\r", "");
             printf("parley bench nats (median of %d runs, R%d streams, 512-byte events)\n", runs,
@@ -222,6 +238,7 @@ int bench_nats(int argc, char **argv)
             printf("  append, one writer   %7.3f ms p50  %7.3f ms p99  %7.0f events/s\n", a50, a99,
                    s1);
             printf("  append, %3d writers  %7.0f events/s\n", nwriters, sm);
+            printf("  same, %3d per append %7.0f events/s (one record per append)\n", nbatch, sb);
             printf("  closed page of 100   %7.3f ms p50 (entry + direct gets, another "
                    "connection)\n",
                    pr);
@@ -233,6 +250,7 @@ int bench_nats(int argc, char **argv)
     free(p99);
     free(single);
     free(many);
+    free(batched);
     free(page);
     free(take);
     free(w);
