@@ -41,6 +41,25 @@ struct st_nats {
     unsigned char *ready; /* per shard: its stream was checked or made */
 };
 
+/* A page of the page index (an entry of parley_pages): the stream
+ * sequences of its events' records, and hashes of their ids and keys (0:
+ * no key), for st_nats_log_find. */
+typedef struct stn_page {
+    uint64_t seq[ST_NATS_PAGE];
+    uint32_t idh[ST_NATS_PAGE], keyh[ST_NATS_PAGE];
+} stn_page;
+#define STN_ENTRY_BYTES (ST_NATS_PAGE * 16)
+
+/* Hashes to event indexes (open addressing, duplicates kept: equal hashes
+ * are told apart by reading the event). */
+typedef struct stn_table {
+    struct stn_slot {
+        uint32_t h;
+        uint64_t idx1; /* index + 1; 0: empty */
+    } * v;
+    size_t cap, used;
+} stn_table;
+
 struct st_nats_log {
     st_nats *n;
     rt_uuid id;
@@ -53,11 +72,14 @@ struct st_nats_log {
     uint64_t epoch;
     char writer[33];
     uint64_t next_slot, next_index, last_seq;
-    /* the open page: sequences of events page_no*100 .. +page_fill-1 */
+    /* the open page: events page_no*100 .. +page_fill-1 */
     uint64_t page_no;
     uint32_t page_fill;
     bool page_known;
-    uint64_t page_seq[ST_NATS_PAGE];
+    stn_page page;
+    /* st_nats_log_find's index of events [0, covered) */
+    stn_table ids, keys;
+    uint64_t covered;
 };
 
 /* Sets l->err (printf-style) and returns code. */
@@ -90,15 +112,27 @@ int stn_get_last(st_nats_log *l, natsMsg **m, st_nats_event *ev);
 /* The record at stream sequence seq: from any replica, or from the leader
  * if the replica that answered does not have it yet. */
 int stn_get_seq(st_nats_log *l, uint64_t seq, natsMsg **m, st_nats_event *ev);
-/* A closed page's stream sequences, from its entry: -ENOENT if there is
- * none (yet). */
-int stn_get_page(st_nats_log *l, uint64_t page, uint64_t *seqs);
-/* Store the stream sequences of closed page `page`. */
-int stn_put_page(st_nats_log *l, uint64_t page, const uint64_t *seqs);
-/* Walk back from record `from` (already read) collecting the sequences of
- * events with index >= lo into seqs[index - lo] (room for hi - lo), until
- * an event below lo or the first record. */
-int stn_collect(st_nats_log *l, const st_nats_event *from, uint64_t lo, uint64_t hi,
-                uint64_t *seqs);
+/* A closed page's entry: -ENOENT if there is none (yet). */
+int stn_get_page(st_nats_log *l, uint64_t page, stn_page *pg);
+/* Store the entry of closed page `page`. */
+int stn_put_page(st_nats_log *l, uint64_t page, const stn_page *pg);
+/* The events of page `page` that exist: *have of them, *closed if the page
+ * is full. From the writer's memory, the entry, or a walk back from the
+ * last record (which writes a missing entry again). */
+int stn_page_get(st_nats_log *l, uint64_t page, stn_page *pg, uint32_t *have, bool *closed);
+/* Walk back from record `from` (parsed from m, which may be NULL if from
+ * is not an event record) noting events lo <= index < hi into pg[] (lo a
+ * multiple of ST_NATS_PAGE; room for the pages up to hi), until a record
+ * before lo or the first record. */
+int stn_collect(st_nats_log *l, natsMsg *m, const st_nats_event *from, uint64_t lo, uint64_t hi,
+                stn_page *pg);
+/* Note event `index` of record rec (parsed from m) in pg at its place. */
+int stn_note(st_nats_log *l, natsMsg *m, const st_nats_event *rec, uint64_t index, uint64_t lo,
+             stn_page *pg);
+
+uint32_t stn_hash(const void *p, size_t len); /* never 0 */
+/* Event `index` into the find index, if it is the next one it lacks. */
+void stn_index_add(st_nats_log *l, uint64_t index, uint32_t idh, uint32_t keyh);
+void stn_index_free(st_nats_log *l);
 
 #endif

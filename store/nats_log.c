@@ -35,6 +35,9 @@ int st_nats_log_open(st_nats *n, const rt_uuid *id, st_nats_log **out)
 
 void st_nats_log_close(st_nats_log *l)
 {
+    if (!l)
+        return;
+    stn_index_free(l);
     free(l);
 }
 
@@ -281,26 +284,29 @@ static int publish(st_nats_log *l, const rec *c, natsMsg *m, uint64_t *seq)
     }
 }
 
-/* Record `e` (events e->index .. + e->count) was appended: note its
- * sequence in the open page for each event, and when one closes the page,
- * store the page's entry. A writer that took over in the middle of a page
- * learns the page's first sequences only then, by a walk back (once per
+/* Record e (events e->index .. + e->count, message m) was appended: note
+ * its events in the open page and the find index, and when one closes the
+ * page, store the page's entry. A writer that took over in the middle of a
+ * page learns the page's first events only then, by a walk back (once per
  * page), so that a take-over stays two round trips. */
-static void page_note(st_nats_log *l, const st_nats_event *e)
+static void page_note(st_nats_log *l, natsMsg *m, const st_nats_event *e)
 {
     for (uint64_t i = e->index; i < e->index + e->count; i++) {
-        uint64_t page = i / ST_NATS_PAGE;
-        uint32_t at = (uint32_t)(i % ST_NATS_PAGE);
-        if (l->page_known && page == l->page_no && at == l->page_fill)
-            l->page_seq[l->page_fill++] = e->seq;
-        else
+        uint64_t page = i / ST_NATS_PAGE, lo = page * ST_NATS_PAGE;
+        uint32_t at = (uint32_t)(i - lo);
+        bool noted = l->page_known && page == l->page_no && at == l->page_fill &&
+                     stn_note(l, m, e, i, lo, &l->page) == 0;
+        if (noted) {
+            l->page_fill++;
+            stn_index_add(l, i, l->page.idh[at], l->page.keyh[at]);
+        } else {
             l->page_known = false;
+        }
         if (at != ST_NATS_PAGE - 1)
             continue;
         /* best effort: a missing entry is rebuilt from the chain by readers */
-        if (l->page_known ||
-            stn_collect(l, e, page * ST_NATS_PAGE, (page + 1) * ST_NATS_PAGE, l->page_seq) == 0)
-            stn_put_page(l, page, l->page_seq);
+        if (l->page_known || stn_collect(l, m, e, lo, lo + ST_NATS_PAGE, &l->page) == 0)
+            stn_put_page(l, page, &l->page);
         l->page_no = page + 1;
         l->page_fill = 0;
         l->page_known = true;
@@ -367,20 +373,23 @@ int st_nats_log_append(st_nats_log *l, const st_nats_item *items, size_t n, uint
         free(joined);
         if (r == 0)
             r = publish(l, &c, m, &seq);
-        natsMsg_Destroy(m);
         if (r) {
+            natsMsg_Destroy(m);
             if (r == -ESTALE)
                 l->fenced = true;
             if (r == -ESTALE || r == -EIO)
                 l->owner = false; /* fenced, or unsure where the log ends */
             return r;
         }
-        st_nats_event e = {
-            .index = c.index, .count = c.count, .slot = c.slot, .seq = seq, .prev = c.prev};
+        st_nats_event e;
         l->last_seq = seq;
         l->next_slot++;
         l->next_index += c.count;
-        page_note(l, &e);
+        if (stn_parse(l, m, seq, &e) == 0)
+            page_note(l, m, &e);
+        else
+            l->page_known = false;
+        natsMsg_Destroy(m);
         *stored += c.count;
         i += c.count;
     }
@@ -391,19 +400,21 @@ int st_nats_log_append(st_nats_log *l, const st_nats_item *items, size_t n, uint
  * entry of the last closed page is written if a crash left it out (the
  * walk back that rebuilds it also gives the open page's sequences).
  * Failing here costs speed, not safety. */
-static void load_pages(st_nats_log *l, const st_nats_event *last, uint64_t index)
+static void load_pages(st_nats_log *l, natsMsg *m, const st_nats_event *last, uint64_t index)
 {
     l->page_no = index / ST_NATS_PAGE;
     l->page_fill = (uint32_t)(index % ST_NATS_PAGE);
     l->page_known = l->page_fill == 0;
     if (l->page_no == 0 || !last)
         return;
-    uint64_t seqs[2 * ST_NATS_PAGE], lo = (l->page_no - 1) * ST_NATS_PAGE;
-    if (stn_get_page(l, l->page_no - 1, seqs) != -ENOENT)
+    stn_page pg[2];
+    memset(pg, 0, sizeof pg);
+    uint64_t lo = (l->page_no - 1) * ST_NATS_PAGE;
+    if (stn_get_page(l, l->page_no - 1, &pg[0]) != -ENOENT)
         return;
-    if (stn_collect(l, last, lo, index, seqs) || stn_put_page(l, l->page_no - 1, seqs))
+    if (stn_collect(l, m, last, lo, index, pg) || stn_put_page(l, l->page_no - 1, &pg[0]))
         return;
-    memcpy(l->page_seq, seqs + ST_NATS_PAGE, l->page_fill * sizeof l->page_seq[0]);
+    l->page = pg[1];
     l->page_known = true;
 }
 
@@ -457,9 +468,9 @@ int st_nats_log_take_over(st_nats_log *l, uint64_t *epoch)
         if (epoch)
             *epoch = c.epoch;
         if (empty)
-            load_pages(l, NULL, 0);
+            load_pages(l, NULL, NULL, 0);
         else
-            load_pages(l, &last, c.index);
+            load_pages(l, lm, &last, c.index);
     } else if (r == -ESTALE) {
         l->fenced = false; /* lost this race; l may try again */
     }

@@ -44,8 +44,8 @@
  * writer's (the append landed) or another's (fenced).
  *
  * Dense paging. When a page of 100 events closes, the writer stores the
- * stream sequences of the page's events' records in the bucket
- * parley_pages, key "<32 hex>.<page>". Reading a closed page is one bucket
+ * stream sequences of the page's events' records, and hashes of their ids
+ * and keys, in the bucket parley_pages, key "<32 hex>.<page>". Reading a closed page is one bucket
  * read and a direct get per record, all sent at once, answered by any
  * replica (one that lags is asked again at the leader). The open page is in the writer's memory, or
  * walked back from the last record (one round trip per record). An entry a
@@ -150,6 +150,17 @@ typedef struct st_nats_page {
  * yet, it sees the prefix it wrote, as a lagging reader would. */
 int st_nats_log_read(st_nats_log *l, uint64_t first, uint32_t max, st_nats_page **out);
 void st_nats_page_free(st_nats_page *p);
+
+/* The index of the first event with this id (or, _key, this second key);
+ * -ENOENT if none. An index of hashes in memory (16-32 bytes per event)
+ * answers; a match is confirmed by reading the event. The writer indexes
+ * its appends as it makes them; a first find elsewhere loads the index
+ * (one bucket read per 100 events), later ones what was appended since
+ * (one read of the last record, and the new events' pages). */
+int st_nats_log_find(st_nats_log *l, const void *id, size_t idlen, uint64_t *index);
+int st_nats_log_find_key(st_nats_log *l, const void *key, size_t keylen, uint64_t *index);
+/* Heap bytes the handle holds (its find index), for reports. */
+size_t st_nats_log_memory(const st_nats_log *l);
 
 /* Every record, take-over records included, newest first, from the last
  * one (read at the leader) back through the chain until fn returns

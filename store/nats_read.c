@@ -263,18 +263,35 @@ static int fetch(st_nats_log *l, const uint64_t *seqs, size_t n, natsMsg **out, 
     return 0;
 }
 
-int stn_collect(st_nats_log *l, const st_nats_event *from, uint64_t lo, uint64_t hi, uint64_t *seqs)
+int stn_note(st_nats_log *l, natsMsg *m, const st_nats_event *rec, uint64_t index, uint64_t lo,
+             stn_page *pg)
+{
+    st_nats_event ev;
+    int r = stn_event(l, m, rec, index, &ev);
+    if (r)
+        return r;
+    stn_page *p = &pg[(index - lo) / ST_NATS_PAGE];
+    size_t at = (index - lo) % ST_NATS_PAGE;
+    p->seq[at] = rec->seq;
+    p->idh[at] = stn_hash(ev.id, ev.idlen);
+    p->keyh[at] = ev.keylen ? stn_hash(ev.key, ev.keylen) : 0;
+    return 0;
+}
+
+int stn_collect(st_nats_log *l, natsMsg *m, const st_nats_event *from, uint64_t lo, uint64_t hi,
+                stn_page *pg)
 {
     st_nats_event cur = *from;
-    natsMsg *m = NULL;
+    natsMsg *own = NULL; /* the records this walk read */
     int r = 0;
     for (int hops = 0;; hops++) {
         /* what comes before holds only events below cur.index */
         if (cur.index + cur.count <= lo)
             break;
-        for (uint64_t i = cur.index > lo ? cur.index : lo; i < cur.index + cur.count && i < hi; i++)
-            seqs[i - lo] = cur.seq;
-        if (cur.index <= lo || cur.prev == 0)
+        for (uint64_t i = cur.index > lo ? cur.index : lo;
+             r == 0 && i < cur.index + cur.count && i < hi; i++)
+            r = stn_note(l, m, &cur, i, lo, pg);
+        if (r || cur.index <= lo || cur.prev == 0)
             break;
         if (hops >= STN_WALK_MAX) {
             r = stn_fail(l, -EIO, "walking back %s: more than %d records", l->subject,
@@ -282,9 +299,10 @@ int stn_collect(st_nats_log *l, const st_nats_event *from, uint64_t lo, uint64_t
             break;
         }
         uint64_t slot = cur.slot, prev = cur.prev;
-        natsMsg_Destroy(m);
-        if ((r = stn_get_seq(l, prev, &m, &cur)))
+        natsMsg_Destroy(own);
+        if ((r = stn_get_seq(l, prev, &own, &cur)))
             break;
+        m = own;
         if (cur.slot + 1 != slot) {
             r = stn_fail(l, -EBADMSG, "%s: record %llu has slot %llu before slot %llu", l->subject,
                          (unsigned long long)prev, (unsigned long long)cur.slot,
@@ -292,7 +310,7 @@ int stn_collect(st_nats_log *l, const st_nats_event *from, uint64_t lo, uint64_t
             break;
         }
     }
-    natsMsg_Destroy(m);
+    natsMsg_Destroy(own);
     return r;
 }
 
@@ -301,12 +319,30 @@ static void page_key(const st_nats_log *l, uint64_t page, char *key, size_t cap)
     snprintf(key, cap, "%s.%llu", l->hex, (unsigned long long)page);
 }
 
-int stn_put_page(st_nats_log *l, uint64_t page, const uint64_t *seqs)
+/* An entry: 100 sequences (8 bytes), 100 id hashes, 100 key hashes (4
+ * bytes), little-endian. */
+static void put_le(unsigned char *p, uint64_t v, int bytes)
 {
-    unsigned char v[ST_NATS_PAGE * 8];
-    for (int i = 0; i < ST_NATS_PAGE; i++)
-        for (int b = 0; b < 8; b++)
-            v[i * 8 + b] = (unsigned char)(seqs[i] >> (8 * b));
+    for (int b = 0; b < bytes; b++)
+        p[b] = (unsigned char)(v >> (8 * b));
+}
+
+static uint64_t get_le(const unsigned char *p, int bytes)
+{
+    uint64_t v = 0;
+    for (int b = 0; b < bytes; b++)
+        v |= (uint64_t)p[b] << (8 * b);
+    return v;
+}
+
+int stn_put_page(st_nats_log *l, uint64_t page, const stn_page *pg)
+{
+    unsigned char v[STN_ENTRY_BYTES];
+    for (int i = 0; i < ST_NATS_PAGE; i++) {
+        put_le(v + i * 8, pg->seq[i], 8);
+        put_le(v + ST_NATS_PAGE * 8 + i * 4, pg->idh[i], 4);
+        put_le(v + ST_NATS_PAGE * 12 + i * 4, pg->keyh[i], 4);
+    }
     char key[64];
     page_key(l, page, key, sizeof key);
     uint64_t rev;
@@ -318,8 +354,7 @@ int stn_put_page(st_nats_log *l, uint64_t page, const uint64_t *seqs)
     return 0;
 }
 
-/* A closed page's sequences from its entry: -ENOENT if there is none. */
-int stn_get_page(st_nats_log *l, uint64_t page, uint64_t *seqs)
+int stn_get_page(st_nats_log *l, uint64_t page, stn_page *pg)
 {
     char key[64];
     page_key(l, page, key, sizeof key);
@@ -330,13 +365,13 @@ int stn_get_page(st_nats_log *l, uint64_t page, uint64_t *seqs)
         if (s == NATS_OK) {
             const unsigned char *v = kvEntry_Value(e);
             int r = 0;
-            if (kvEntry_ValueLen(e) != ST_NATS_PAGE * 8)
+            if (kvEntry_ValueLen(e) != STN_ENTRY_BYTES)
                 r = stn_fail(l, -EBADMSG, "page entry %s has %d bytes, not %d", key,
-                             kvEntry_ValueLen(e), ST_NATS_PAGE * 8);
+                             kvEntry_ValueLen(e), STN_ENTRY_BYTES);
             for (int i = 0; r == 0 && i < ST_NATS_PAGE; i++) {
-                seqs[i] = 0;
-                for (int b = 0; b < 8; b++)
-                    seqs[i] |= (uint64_t)v[i * 8 + b] << (8 * b);
+                pg->seq[i] = get_le(v + i * 8, 8);
+                pg->idh[i] = (uint32_t)get_le(v + ST_NATS_PAGE * 8 + i * 4, 4);
+                pg->keyh[i] = (uint32_t)get_le(v + ST_NATS_PAGE * 12 + i * 4, 4);
             }
             kvEntry_Destroy(e);
             return r;
@@ -350,18 +385,15 @@ int stn_get_page(st_nats_log *l, uint64_t page, uint64_t *seqs)
     }
 }
 
-/* The sequences of the events of page `page` that exist: *have of them,
- * *closed if the page is full. From the writer's memory, the entry, or a
- * walk back from the last record (which writes a missing entry again). */
-static int page_seqs(st_nats_log *l, uint64_t page, uint64_t *seqs, uint32_t *have, bool *closed)
+int stn_page_get(st_nats_log *l, uint64_t page, stn_page *pg, uint32_t *have, bool *closed)
 {
     if (l->owner && !l->fenced && l->page_known && page == l->page_no) {
-        memcpy(seqs, l->page_seq, l->page_fill * sizeof *seqs);
+        *pg = l->page;
         *have = l->page_fill;
         *closed = false;
         return 0;
     }
-    int r = stn_get_page(l, page, seqs);
+    int r = stn_get_page(l, page, pg);
     if (r != -ENOENT) {
         *have = r == 0 ? ST_NATS_PAGE : 0;
         *closed = r == 0;
@@ -381,12 +413,12 @@ static int page_seqs(st_nats_log *l, uint64_t page, uint64_t *seqs, uint32_t *ha
     if (hi > count)
         hi = count;
     if (lo < hi) {
-        r = stn_collect(l, &last, lo, hi, seqs);
+        r = stn_collect(l, m, &last, lo, hi, pg);
         if (r == 0) {
             *have = (uint32_t)(hi - lo);
             *closed = *have == ST_NATS_PAGE;
             if (*closed)
-                stn_put_page(l, page, seqs); /* best effort: the next reader walks again */
+                stn_put_page(l, page, pg); /* best effort: the next reader walks again */
         }
     }
     natsMsg_Destroy(m);
@@ -421,11 +453,12 @@ int st_nats_log_read(st_nats_log *l, uint64_t first, uint32_t max, st_nats_page 
     uint64_t idx = first;
     while (r == 0 && p->n < max && idx < UINT64_MAX - ST_NATS_PAGE) {
         uint64_t page = idx / ST_NATS_PAGE, lo = page * ST_NATS_PAGE;
-        uint64_t seqs[ST_NATS_PAGE], uniq[ST_NATS_PAGE];
+        stn_page pg;
+        uint64_t *seqs = pg.seq, uniq[ST_NATS_PAGE];
         st_nats_event recs[ST_NATS_PAGE];
         uint32_t have, nu = 0;
         bool closed;
-        if ((r = page_seqs(l, page, seqs, &have, &closed)) || idx - lo >= have)
+        if ((r = stn_page_get(l, page, &pg, &have, &closed)) || idx - lo >= have)
             break;
         uint32_t from = (uint32_t)(idx - lo), want = have - from;
         if (want > max - p->n)

@@ -219,6 +219,30 @@ static uint64_t subject_count(st_nats_log *l)
     return n;
 }
 
+/* Look events of append_range up by id and by key, as anyone may. */
+static void check_find(st_nats_log *l, uint64_t count)
+{
+    static const uint64_t probe[] = {0, 1, 99, 100, 137, 199, 200, 249, 250, 479};
+    char v[32];
+    uint64_t at = UINT64_MAX;
+    for (size_t i = 0; i < sizeof probe / sizeof probe[0] && probe[i] < count; i++) {
+        snprintf(v, sizeof v, "ev-%llu", (unsigned long long)probe[i]);
+        int r = st_nats_log_find(l, v, strlen(v), &at);
+        ck_assert_msg(r == 0 && at == probe[i], "find %s: %d at %llu (%s)", v, r,
+                      (unsigned long long)at, st_nats_log_error(l));
+        snprintf(v, sizeof v, "key %llu", (unsigned long long)probe[i]);
+        r = st_nats_log_find_key(l, v, strlen(v), &at);
+        if (probe[i] % 3)
+            ck_assert_int_eq(r, -ENOENT);
+        else
+            ck_assert_msg(r == 0 && at == probe[i], "find key %s: %d", v, r);
+    }
+    snprintf(v, sizeof v, "ev-%llu", (unsigned long long)count);
+    ck_assert_int_eq(st_nats_log_find(l, v, strlen(v), &at), -ENOENT);
+    ck_assert_int_eq(st_nats_log_find(l, "ev-", 3, &at), -ENOENT);
+    ck_assert_int_eq(st_nats_log_find(l, "", 0, &at), -ENOENT);
+}
+
 static void done(st_nats *n)
 {
     st_nats_close(n);
@@ -285,6 +309,16 @@ START_TEST(test_round_trip_across_pages)
     ck_assert_int_eq(append_range(l, "ev", 250, 230), 0);
     ck_assert_uint_eq(subject_count(l), 11);
     verify(r2, "ev", 480, 1000, 1);
+    /* ids and keys found by the writer (indexed as it appended) and by a
+     * reader (loaded from the page entries and the open page) */
+    check_find(l, 480);
+    check_find(r2, 480);
+    ck_assert_uint_gt(st_nats_log_memory(r2), 480 * 16);
+    /* the reader catches up with what was appended since */
+    ck_assert_int_eq(append_range(l, "ev", 480, 20), 0);
+    uint64_t found = 0;
+    ck_assert_int_eq(st_nats_log_find(r2, "ev-499", 6, &found), 0);
+    ck_assert_uint_eq(found, 499);
     st_nats_log_close(r2);
     st_nats_close(n2);
     st_nats_log_close(l);
@@ -405,7 +439,7 @@ static bool entry_stored(jsCtx *js, const char *key)
     natsStatus s = js_GetLastMsg(&m, js, "KV_" ST_NATS_PAGES, subject, NULL, &jerr);
     const char *op = NULL;
     bool stored = s == NATS_OK && natsMsgHeader_Get(m, "KV-Operation", &op) != NATS_OK &&
-                  natsMsg_GetDataLength(m) == ST_NATS_PAGE * 8;
+                  natsMsg_GetDataLength(m) == ST_NATS_PAGE * 16;
     natsMsg_Destroy(m);
     return stored;
 }
@@ -478,6 +512,7 @@ START_TEST(test_missing_page_entry_rebuilt)
     ck_assert(entry_stored(c.js, key));
     st_nats_log *fresh = open_log(n, &id);
     verify(fresh, "ev", 310, 100, 0);
+    check_find(fresh, 310); /* from entries that walks rebuilt */
     st_nats_log_close(fresh);
     kvStore_Destroy(kv);
     raw_close(&c);
