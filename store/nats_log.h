@@ -88,8 +88,9 @@ int st_nats_log_count(st_nats_log *l, uint64_t *count);
 /* Become the writer: append a take-over record after the last record, with
  * the next epoch (*epoch, may be NULL). -ESTALE if another writer appended
  * or took over in the meantime (l is not the writer; call again to try
- * once more). Two round trips, and a walk back when a crash left the entry
- * of the last closed page out (it is written again). */
+ * once more). Two round trips (three past the first page: the last closed
+ * page's entry is checked), and a walk back when a crash left that entry
+ * out (it is written again). */
 int st_nats_log_take_over(st_nats_log *l, uint64_t *epoch);
 /* The writer's epoch, 0 if not the writer; and whether it was fenced. */
 uint64_t st_nats_log_epoch(const st_nats_log *l);
