@@ -26,6 +26,10 @@ packages=(
     chromium
     # HTTP benchmarks (tools/bench_http.sh)
     wrk
+    # the NATS JetStream store (--store nats://): the C client to build it,
+    # the server for the tests, which start their own cluster on free ports
+    # (tests/integration/nats_cluster.py); the system's service is not used
+    nats-server libnats-dev
 )
 # node and npm for the `ws` test client (tests/node); a node that is there
 # already (from any source) is used as it is
@@ -57,8 +61,9 @@ if [ ${#missing[@]} -gt 0 ]; then
     fi
     "${sudo[@]}" apt-get update -qq
     # With a policy-rc.d that exits 101, the packages' maintainer scripts do
-    # not start their services (redis-server's would fail, or linger, in a
-    # container without systemd). One that is there already is kept.
+    # not start their services (redis-server's or nats-server's would fail,
+    # or linger, in a container without systemd). One that is there already
+    # is kept.
     policy=/usr/sbin/policy-rc.d
     own_policy=0
     if [ ! -e "$policy" ]; then

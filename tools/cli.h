@@ -49,6 +49,7 @@ int bench_conversation(int argc, char **argv);
 int bench_ws(int argc, char **argv);
 int bench_view(int argc, char **argv);
 int bench_convs(int argc, char **argv);
+int bench_nats(int argc, char **argv);
 
 /* Benchmarks' command lines: --runs N (1..101), --json, --dir DIR (only
  * when `dir` is not NULL), -h/--help, and the whole-number options of

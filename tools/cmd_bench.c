@@ -22,6 +22,8 @@ static const cli_cmd benches[] = {
     {"view", "the visualizer's fold of a long conversation into blocks, its memory, /state's cost",
      bench_view},
     {"ws", "WebSocket fan-out and idle connections against a running `parley serve`", bench_ws},
+    {"nats", "the JetStream store's log on a running cluster: appends, pages, take-overs",
+     bench_nats},
 };
 #define NBENCHES (sizeof(benches) / sizeof(benches[0]))
 

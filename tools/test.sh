@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # test.sh - quick start (2): install what is missing, build, and run the whole
 # test suite through ctest: once in a plain build, once under ASan+UBSan, and
-# the unit suites once more under TSan. Warnings are errors. Exits non-zero
-# if anything fails.
+# the unit suites once more under TSan. Warnings are errors, and the NATS
+# JetStream store must be built (libnats). Exits non-zero if anything fails.
 #
 #   tools/test.sh           everything (what CI runs)
 #   tools/test.sh --quick   the plain build only
@@ -21,7 +21,7 @@ suite() { # suite DIR LABEL-REGEX CMAKE-ARGS...
     local dir=$1 regex=$2
     shift 2
     echo "== $dir: configure and build" >&2
-    cmake -S . -B "$dir" -DPARLEY_WERROR=ON "$@" >/dev/null
+    cmake -S . -B "$dir" -DPARLEY_WERROR=ON -DPARLEY_REQUIRE_NATS=ON "$@" >/dev/null
     cmake --build "$dir" -j"$jobs" >/dev/null
     echo "== $dir: ctest" >&2
     local run=()

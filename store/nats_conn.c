@@ -1,0 +1,397 @@
+/*
+ * nats_conn.c - the connection to the cluster (nats_conn.h): connect to every
+ * server given, make or check the shard streams and the page bucket, and
+ * turn cnats' answers into errno values and one-line reasons.
+ */
+#include "nats_impl.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+int stn_failv(char *err, size_t errlen, int code, const char *fmt, va_list ap)
+{
+    if (err && errlen)
+        vsnprintf(err, errlen, fmt, ap);
+    return code;
+}
+
+int stn_fail(st_nats_log *l, int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    stn_failv(l->err, sizeof l->err, code, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    stn_failv(err, errlen, code, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+int stn_errno(natsStatus s, jsErrCode jerr)
+{
+    switch (s) {
+    case NATS_OK:
+        return 0;
+    case NATS_TIMEOUT:
+        return -ETIMEDOUT;
+    case NATS_NO_RESPONDERS:
+        return -EAGAIN; /* no stream leader (yet): an election */
+    case NATS_NO_SERVER:
+    case NATS_CONNECTION_CLOSED:
+    case NATS_CONNECTION_DISCONNECTED:
+    case NATS_CONNECTION_AUTH_FAILED:
+    case NATS_STALE_CONNECTION:
+    case NATS_IO_ERROR:
+        return -ENOTCONN;
+    case NATS_NOT_FOUND:
+        return -ENOENT;
+    case NATS_NO_MEMORY:
+        return -ENOMEM;
+    case NATS_MAX_PAYLOAD:
+        return -EMSGSIZE;
+    case NATS_INVALID_ARG:
+        return -EINVAL;
+    default:
+        break;
+    }
+    if (jerr == JSClusterNotAvailErr || jerr == JSClusterNotLeaderErr ||
+        jerr == JSStreamOfflineErr || jerr == JSClusterNoPeersErr)
+        return -EAGAIN;
+    if (jerr == JSStreamNotFoundErr || jerr == JSNoMessageFoundErr)
+        return -ENOENT;
+    return -EIO;
+}
+
+const char *stn_what(int code)
+{
+    switch (code) {
+    case -ENOTCONN:
+        return "NATS unreachable";
+    case -ETIMEDOUT:
+        return "NATS timed out";
+    case -EAGAIN:
+        return "JetStream not available (no leader)";
+    default:
+        return "JetStream error";
+    }
+}
+
+const char *stn_last_error(natsStatus s)
+{
+    natsStatus ls = NATS_OK;
+    const char *t = nats_GetLastError(&ls);
+    return t && *t ? t : natsStatus_GetText(s);
+}
+
+bool stn_retryable(int code)
+{
+    return code == -ETIMEDOUT || code == -EAGAIN || code == -ENOTCONN;
+}
+
+int64_t stn_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void stn_backoff(int attempt, int64_t until)
+{
+    int64_t ms = 20;
+    for (int i = 0; i < attempt && ms < 500; i++)
+        ms *= 2;
+    if (ms > 500)
+        ms = 500;
+    int64_t left = until - stn_now_ms();
+    if (left <= 0)
+        return;
+    if (ms > left)
+        ms = left;
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000};
+    nanosleep(&ts, NULL);
+}
+
+unsigned st_nats_shard(const st_nats *n, const rt_uuid *id)
+{
+    /* FNV-1a over the 16 bytes: stable across builds and machines */
+    uint64_t h = 1469598103934665603ull;
+    const unsigned char *b = (const unsigned char *)id;
+    for (size_t i = 0; i < sizeof *id; i++)
+        h = (h ^ b[i]) * 1099511628211ull;
+    return (unsigned)(h % n->shards);
+}
+
+int64_t st_nats_max_payload(const st_nats *n)
+{
+    return n->max_payload;
+}
+
+int st_nats_replicas(const st_nats *n)
+{
+    return n->replicas;
+}
+
+/* The settings the fence and the log's promises rest on. */
+static int check_stream(const jsStreamConfig *c, const char *subject, char *err, size_t errlen)
+{
+    const char *bad = NULL;
+    if (c->SubjectsLen != 1 || strcmp(c->Subjects[0], subject) != 0)
+        bad = "subjects";
+    else if (c->Duplicates < (int64_t)ST_NATS_DUPLICATES * 1000000)
+        bad = "duplicate window below 10 minutes";
+    else if (!c->AllowDirect)
+        bad = "no allow_direct";
+    else if (!c->DenyDelete || !c->DenyPurge)
+        bad = "deletes or purges allowed";
+    else if (c->Retention != js_LimitsPolicy || c->MaxMsgs > 0 || c->MaxBytes > 0 ||
+             c->MaxAge > 0 || c->MaxMsgsPerSubject > 0)
+        bad = "limits that drop events";
+    if (bad)
+        return fail(err, errlen, -EINVAL,
+                    "stream %s exists with other settings (%s): not parley's, or changed by hand",
+                    c->Name, bad);
+    return 0;
+}
+
+static int make_stream(st_nats *n, unsigned shard, char *err, size_t errlen)
+{
+    char name[32], subject[48];
+    snprintf(name, sizeof name, ST_NATS_STREAM "%u", shard);
+    snprintf(subject, sizeof subject, "parley.ev.%u.*", shard);
+    int64_t until = stn_now_ms() + n->deadline_ms;
+    for (int attempt = 0;; attempt++) {
+        jsStreamInfo *si = NULL;
+        jsErrCode jerr = 0;
+        natsStatus s = js_GetStreamInfo(&si, n->js, name, NULL, &jerr);
+        if (s == NATS_OK) {
+            int r = check_stream(si->Config, subject, err, errlen);
+            jsStreamInfo_Destroy(si);
+            return r;
+        }
+        int r = stn_errno(s, jerr);
+        if (r == -ENOENT) {
+            jsStreamConfig c;
+            jsStreamConfig_Init(&c);
+            const char *subjects[] = {subject};
+            c.Name = name;
+            c.Description = "parley: conversations' event logs (one subject each)";
+            c.Subjects = subjects;
+            c.SubjectsLen = 1;
+            c.Storage = js_FileStorage;
+            c.Replicas = n->replicas;
+            c.Duplicates = (int64_t)ST_NATS_DUPLICATES * 1000000;
+            c.AllowDirect = true;
+            c.DenyDelete = true;
+            c.DenyPurge = true;
+            jerr = 0;
+            s = js_AddStream(&si, n->js, &c, NULL, &jerr);
+            jsStreamInfo_Destroy(si);
+            if (s == NATS_OK)
+                return 0;
+            /* made by another node meanwhile: check it on the next round */
+            r = jerr == JSStreamNameExistErr ? -EAGAIN : stn_errno(s, jerr);
+        }
+        if (!stn_retryable(r) || stn_now_ms() >= until)
+            return fail(err, errlen, r, "%s: stream %s: %s", stn_what(r), name, stn_last_error(s));
+        stn_backoff(attempt, until);
+    }
+}
+
+int stn_ensure_stream(st_nats *n, unsigned shard, char *err, size_t errlen)
+{
+    pthread_mutex_lock(&n->mu);
+    bool ready = n->ready[shard];
+    pthread_mutex_unlock(&n->mu);
+    if (ready)
+        return 0;
+    int r = make_stream(n, shard, err, errlen);
+    if (r == 0) {
+        pthread_mutex_lock(&n->mu);
+        n->ready[shard] = 1;
+        pthread_mutex_unlock(&n->mu);
+    }
+    return r;
+}
+
+static int bind_pages(st_nats *n, char *err, size_t errlen)
+{
+    int64_t until = stn_now_ms() + n->deadline_ms;
+    for (int attempt = 0;; attempt++) {
+        natsStatus s = js_KeyValue(&n->pages, n->js, ST_NATS_PAGES);
+        if (s == NATS_NOT_FOUND) {
+            kvConfig c;
+            kvConfig_Init(&c);
+            c.Bucket = ST_NATS_PAGES;
+            c.Description = "parley: stream sequences of each closed page of 100 events";
+            c.History = 1;
+            c.StorageType = js_FileStorage;
+            c.Replicas = n->replicas;
+            s = js_CreateKeyValue(&n->pages, n->js, &c);
+        }
+        if (s == NATS_OK)
+            return 0;
+        int r = stn_errno(s, 0);
+        if (r == -EIO)
+            r = -EAGAIN; /* created by another node meanwhile, or no leader yet */
+        if (!stn_retryable(r) || stn_now_ms() >= until)
+            return fail(err, errlen, r, "%s: bucket %s: %s", stn_what(r), ST_NATS_PAGES,
+                        stn_last_error(s));
+        stn_backoff(attempt, until);
+    }
+}
+
+/* "a,b,c" into nats:// URLs; *count of them. */
+static char **split_servers(const char *list, int *count)
+{
+    size_t cap = 1;
+    for (const char *p = list; *p; p++)
+        cap += *p == ',';
+    char **v = calloc(cap, sizeof *v);
+    if (!v)
+        return NULL;
+    int c = 0;
+    const char *p = list;
+    while (*p) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        while (len && (*p == ' ' || *p == '\t'))
+            p++, len--;
+        while (len && (p[len - 1] == ' ' || p[len - 1] == '\t'))
+            len--;
+        if (len) {
+            bool scheme = memmem(p, len, "://", 3) != NULL;
+            size_t sz = len + (scheme ? 1 : 8);
+            v[c] = malloc(sz);
+            if (!v[c])
+                break;
+            snprintf(v[c], sz, "%s%.*s", scheme ? "" : "nats://", (int)len, p);
+            c++;
+        }
+        if (!e)
+            break;
+        p = e + 1;
+    }
+    *count = c;
+    return v;
+}
+
+static void free_servers(char **v, int count)
+{
+    for (int i = 0; v && i < count; i++)
+        free(v[i]);
+    free(v);
+}
+
+int st_nats_open(const st_nats_opts *o, st_nats **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    if (!o || !o->servers || !*o->servers)
+        return fail(err, errlen, -EINVAL, "no NATS servers given (nats://HOST:PORT,...)");
+    if (o->shards > ST_NATS_SHARDS_MAX)
+        return fail(err, errlen, -EINVAL, "too many shard streams: %u (at most %d)", o->shards,
+                    ST_NATS_SHARDS_MAX);
+    st_nats *n = calloc(1, sizeof *n);
+    int count = 0;
+    char **servers = split_servers(o->servers, &count);
+    if (!n || !servers) {
+        free(n);
+        free_servers(servers, count);
+        return fail(err, errlen, -ENOMEM, "out of memory");
+    }
+    if (count == 0) {
+        free(n);
+        free_servers(servers, count);
+        return fail(err, errlen, -EINVAL, "no NATS servers in \"%s\"", o->servers);
+    }
+    n->shards = o->shards ? o->shards : 16;
+    n->request_ms = o->request_ms ? (int64_t)o->request_ms : 2000;
+    n->deadline_ms = o->deadline_ms ? (int64_t)o->deadline_ms : 15000;
+    snprintf(n->node, sizeof n->node, "%s", o->node ? o->node : "parley");
+    snprintf(n->servers, sizeof n->servers, "%s", o->servers);
+    pthread_mutex_init(&n->mu, NULL);
+    n->ready = calloc(n->shards, 1);
+
+    natsOptions *no = NULL;
+    char name[96];
+    snprintf(name, sizeof name, "parley %s", n->node);
+    natsStatus s = n->ready ? natsOptions_Create(&no) : NATS_NO_MEMORY;
+    if (s == NATS_OK)
+        s = natsOptions_SetServers(no, (const char **)servers, count);
+    if (s == NATS_OK)
+        s = natsOptions_SetName(no, name);
+    if (s == NATS_OK)
+        s = natsOptions_SetTimeout(no, n->request_ms);
+    if (s == NATS_OK)
+        s = natsOptions_SetMaxReconnect(no, -1);
+    if (s == NATS_OK)
+        s = natsOptions_SetReconnectWait(no, 250);
+    /* requests fail at once while disconnected, and are retried with a
+     * backoff within their deadline, instead of each waiting its timeout */
+    if (s == NATS_OK)
+        s = natsOptions_SetFailRequestsOnDisconnect(no, true);
+    if (s == NATS_OK)
+        s = natsConnection_Connect(&n->nc, no);
+    natsOptions_Destroy(no);
+    free_servers(servers, count);
+    int r = 0;
+    if (s != NATS_OK) {
+        r = stn_errno(s, 0);
+        if (r == -EIO || r == -ETIMEDOUT)
+            r = -ENOTCONN;
+        fail(err, errlen, r, "NATS unreachable: %s: %s", n->servers, stn_last_error(s));
+    }
+    if (r == 0) {
+        jsOptions jo;
+        jsOptions_Init(&jo);
+        jo.Wait = n->request_ms;
+        s = natsConnection_JetStream(&n->js, n->nc, &jo);
+        if (s != NATS_OK)
+            r = fail(err, errlen, stn_errno(s, 0), "JetStream context: %s", stn_last_error(s));
+    }
+    if (r == 0) {
+        n->max_payload = natsConnection_GetMaxPayload(n->nc);
+        n->replicas = o->replicas;
+        if (n->replicas <= 0) {
+            char **known = NULL;
+            int nknown = 0;
+            n->replicas = 1;
+            if (natsConnection_GetServers(n->nc, &known, &nknown) == NATS_OK) {
+                n->replicas = nknown >= 3 ? 3 : 1;
+                free_servers(known, nknown);
+            }
+        }
+        r = bind_pages(n, err, errlen);
+    }
+    if (r != 0) {
+        st_nats_close(n);
+        return r;
+    }
+    *out = n;
+    return 0;
+}
+
+void st_nats_close(st_nats *n)
+{
+    if (!n)
+        return;
+    kvStore_Destroy(n->pages);
+    jsCtx_Destroy(n->js);
+    if (n->nc) {
+        natsConnection_Close(n->nc);
+        natsConnection_Destroy(n->nc);
+    }
+    pthread_mutex_destroy(&n->mu);
+    free(n->ready);
+    free(n);
+}

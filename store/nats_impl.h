@@ -1,0 +1,138 @@
+/*
+ * nats_impl.h - what the files of the JetStream store share: the
+ * connection's and a log's state, cnats' answers as errno values, and the
+ * record format's header names (nats_log.h describes the format).
+ */
+#ifndef ST_NATS_IMPL_H
+#define ST_NATS_IMPL_H
+
+#include "nats_log.h"
+
+#include <nats/nats.h>
+#include <pthread.h>
+#include <stdarg.h>
+
+#define STN_H_SLOT    "Parley-Slot"
+#define STN_H_INDEX   "Parley-Index"
+#define STN_H_COUNT   "Parley-Count"
+#define STN_H_LENS    "Parley-Lens"
+#define STN_H_EPOCH   "Parley-Epoch"
+#define STN_H_WRITER  "Parley-Writer"
+#define STN_H_PREV    "Parley-Prev"
+#define STN_H_ID      "Parley-Id"
+#define STN_H_KEY     "Parley-Key"
+#define STN_H_KIND    "Parley-Kind"
+#define STN_TAKE_OVER "take-over"
+
+/* A walk back through the chain gives up past this many records: an open
+ * page and a closed one, with room for many take-overs. */
+#define STN_WALK_MAX 10000
+
+struct st_nats {
+    natsConnection *nc;
+    jsCtx *js;
+    kvStore *pages;
+    unsigned shards;
+    int replicas;
+    int64_t request_ms, deadline_ms, max_payload;
+    char node[64];
+    char servers[256]; /* for messages, cut if long */
+    pthread_mutex_t mu;
+    unsigned char *ready; /* per shard: its stream was checked or made */
+};
+
+/* A page of the page index (an entry of parley_pages): the stream
+ * sequences of its events' records, and hashes of their ids and keys (0:
+ * no key), for st_nats_log_find. */
+typedef struct stn_page {
+    uint64_t seq[ST_NATS_PAGE];
+    uint32_t idh[ST_NATS_PAGE], keyh[ST_NATS_PAGE];
+} stn_page;
+#define STN_ENTRY_BYTES (ST_NATS_PAGE * 16)
+
+/* Hashes to event indexes (open addressing, duplicates kept: equal hashes
+ * are told apart by reading the event). */
+typedef struct stn_table {
+    struct stn_slot {
+        uint32_t h;
+        uint64_t idx1; /* index + 1; 0: empty */
+    } * v;
+    size_t cap, used;
+} stn_table;
+
+struct st_nats_log {
+    st_nats *n;
+    rt_uuid id;
+    char hex[33];
+    unsigned shard;
+    char subject[64], stream[32], direct[64];
+    char err[320];
+    /* the writer, after a take-over */
+    bool owner, fenced;
+    uint64_t epoch;
+    char writer[33];
+    uint64_t next_slot, next_index, last_seq;
+    /* the open page: events page_no*100 .. +page_fill-1 */
+    uint64_t page_no;
+    uint32_t page_fill;
+    bool page_known;
+    stn_page page;
+    /* st_nats_log_find's index of events [0, covered) */
+    stn_table ids, keys;
+    uint64_t covered;
+};
+
+/* Sets l->err (printf-style) and returns code. */
+int stn_fail(st_nats_log *l, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+int stn_failv(char *err, size_t errlen, int code, const char *fmt, va_list ap);
+/* cnats' status (and JetStream error code) as a negative errno. */
+int stn_errno(natsStatus s, jsErrCode jerr);
+/* The words for such an error: "NATS unreachable", "NATS timed out", ... */
+const char *stn_what(int code);
+/* The cnats text of the last error on this thread. */
+const char *stn_last_error(natsStatus s);
+bool stn_retryable(int code);
+int64_t stn_now_ms(void);
+/* Sleep before retry number `attempt` (0, 1, ...): 20 ms doubling up to
+ * 500 ms, never past `until` (ms). A pause between retries of a failed
+ * request, not a way to wait for something. */
+void stn_backoff(int attempt, int64_t until);
+
+/* Check the shard's stream, or make it (once per st_nats). */
+int stn_ensure_stream(st_nats *n, unsigned shard, char *err, size_t errlen);
+
+/* A record's headers into ev (its data and pointers into m). -EBADMSG if
+ * one is missing or malformed. seq: the record's stream sequence. */
+int stn_parse(st_nats_log *l, natsMsg *m, uint64_t seq, st_nats_event *ev);
+/* Event `index` of record rec (parsed from m) into ev. */
+int stn_event(st_nats_log *l, natsMsg *m, const st_nats_event *rec, uint64_t index,
+              st_nats_event *ev);
+/* The last record, from the stream leader; -ENOENT if there is none. */
+int stn_get_last(st_nats_log *l, natsMsg **m, st_nats_event *ev);
+/* The record at stream sequence seq: from any replica, or from the leader
+ * if the replica that answered does not have it yet. */
+int stn_get_seq(st_nats_log *l, uint64_t seq, natsMsg **m, st_nats_event *ev);
+/* A closed page's entry: -ENOENT if there is none (yet). */
+int stn_get_page(st_nats_log *l, uint64_t page, stn_page *pg);
+/* Store the entry of closed page `page`. */
+int stn_put_page(st_nats_log *l, uint64_t page, const stn_page *pg);
+/* The events of page `page` that exist: *have of them, *closed if the page
+ * is full. From the writer's memory, the entry, or a walk back from the
+ * last record (which writes a missing entry again). */
+int stn_page_get(st_nats_log *l, uint64_t page, stn_page *pg, uint32_t *have, bool *closed);
+/* Walk back from record `from` (parsed from m, which may be NULL if from
+ * is not an event record) noting events lo <= index < hi into pg[] (lo a
+ * multiple of ST_NATS_PAGE; room for the pages up to hi), until a record
+ * before lo or the first record. */
+int stn_collect(st_nats_log *l, natsMsg *m, const st_nats_event *from, uint64_t lo, uint64_t hi,
+                stn_page *pg);
+/* Note event `index` of record rec (parsed from m) in pg at its place. */
+int stn_note(st_nats_log *l, natsMsg *m, const st_nats_event *rec, uint64_t index, uint64_t lo,
+             stn_page *pg);
+
+uint32_t stn_hash(const void *p, size_t len); /* never 0 */
+/* Event `index` into the find index, if it is the next one it lacks. */
+void stn_index_add(st_nats_log *l, uint64_t index, uint32_t idh, uint32_t keyh);
+void stn_index_free(st_nats_log *l);
+
+#endif

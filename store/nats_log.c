@@ -1,0 +1,479 @@
+/*
+ * nats_log.c - the writer of a conversation's log on JetStream: take-over,
+ * appends fenced by the expected last sequence and the per-slot message
+ * id, and the resolution of answers that were lost or ambiguous by reading
+ * the log back (nats_log.h says why each piece is there).
+ */
+#include "nats_impl.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+bool (*st_nats_drop_ack)(const st_nats_event *sent);
+
+/* Headers other than the id, key and node name, generously. */
+enum { HEADERS_BOUND = 512 };
+
+int st_nats_log_open(st_nats *n, const rt_uuid *id, st_nats_log **out)
+{
+    *out = NULL;
+    st_nats_log *l = calloc(1, sizeof *l);
+    if (!l)
+        return -ENOMEM;
+    l->n = n;
+    l->id = *id;
+    rt_uuid_hex(id, l->hex);
+    l->shard = st_nats_shard(n, id);
+    snprintf(l->subject, sizeof l->subject, "parley.ev.%u.%s", l->shard, l->hex);
+    snprintf(l->stream, sizeof l->stream, ST_NATS_STREAM "%u", l->shard);
+    snprintf(l->direct, sizeof l->direct, "$JS.API.DIRECT.GET.%s", l->stream);
+    *out = l;
+    return 0;
+}
+
+void st_nats_log_close(st_nats_log *l)
+{
+    if (!l)
+        return;
+    stn_index_free(l);
+    free(l);
+}
+
+const char *st_nats_log_error(const st_nats_log *l)
+{
+    return l->err;
+}
+
+uint64_t st_nats_log_epoch(const st_nats_log *l)
+{
+    return l->owner ? l->epoch : 0;
+}
+
+bool st_nats_log_fenced(const st_nats_log *l)
+{
+    return l->fenced;
+}
+
+const char *st_nats_log_subject(const st_nats_log *l)
+{
+    return l->subject;
+}
+
+const char *st_nats_log_stream(const st_nats_log *l)
+{
+    return l->stream;
+}
+
+int st_nats_log_count(st_nats_log *l, uint64_t *count)
+{
+    *count = 0;
+    int r = stn_ensure_stream(l->n, l->shard, l->err, sizeof l->err);
+    natsMsg *m = NULL;
+    st_nats_event last;
+    if (r == 0)
+        r = stn_get_last(l, &m, &last);
+    if (r == -ENOENT)
+        return 0;
+    if (r == 0)
+        *count = last.index + last.count;
+    natsMsg_Destroy(m);
+    return r;
+}
+
+/* A header value: printable ASCII without edge spaces. */
+static bool header_safe(const char *s, uint32_t len)
+{
+    if (len == 0 || len > 255 || s[0] == ' ' || s[len - 1] == ' ')
+        return false;
+    for (uint32_t i = 0; i < len; i++)
+        if (s[i] < 0x20 || s[i] > 0x7e)
+            return false;
+    return true;
+}
+
+/* What a record is, besides its bytes. */
+typedef struct rec {
+    uint64_t slot, index, epoch, prev;
+    const char *writer;
+    bool take_over;
+    const st_nats_item *items; /* events: count of them */
+    uint32_t count;
+} rec;
+
+/* The header bytes an event adds to its record, generously. */
+static size_t event_overhead(const st_nats_item *it)
+{
+    return it->idlen + it->keylen + 48;
+}
+
+static int build(st_nats_log *l, const rec *c, const void *data, size_t len, natsMsg **out)
+{
+    natsMsg *m = NULL;
+    char v[24];
+    natsStatus s = natsMsg_Create(&m, l->subject, NULL, data, (int)len);
+#define SETU(k, x)                                                                                 \
+    if (s == NATS_OK) {                                                                            \
+        snprintf(v, sizeof v, "%llu", (unsigned long long)(x));                                    \
+        s = natsMsgHeader_Set(m, k, v);                                                            \
+    }
+    SETU(STN_H_SLOT, c->slot)
+    SETU(STN_H_INDEX, c->index)
+    SETU(STN_H_COUNT, c->count)
+    SETU(STN_H_EPOCH, c->epoch)
+    SETU(STN_H_PREV, c->prev)
+#undef SETU
+    if (s == NATS_OK)
+        s = natsMsgHeader_Set(m, STN_H_WRITER, c->writer);
+    if (s == NATS_OK && c->take_over)
+        s = natsMsgHeader_Set(m, STN_H_KIND, STN_TAKE_OVER);
+    char hv[272], lens[ST_NATS_BATCH_MAX * 21];
+    size_t ll = 0;
+    for (uint32_t i = 0; s == NATS_OK && i < c->count; i++) {
+        const st_nats_item *it = &c->items[i];
+        snprintf(hv, sizeof hv, "%.*s", (int)it->idlen, it->id);
+        s = natsMsgHeader_Add(m, STN_H_ID, hv);
+        if (s == NATS_OK && it->keylen) {
+            snprintf(hv, sizeof hv, "%u %.*s", i, (int)it->keylen, it->key);
+            s = natsMsgHeader_Add(m, STN_H_KEY, hv);
+        }
+        ll += (size_t)snprintf(lens + ll, sizeof lens - ll, "%s%zu", i ? "," : "", it->len);
+    }
+    if (s == NATS_OK && c->count > 1)
+        s = natsMsgHeader_Set(m, STN_H_LENS, lens);
+    if (s != NATS_OK) {
+        natsMsg_Destroy(m);
+        return stn_fail(l, stn_errno(s, 0), "making a record of %s: %s", l->subject,
+                        stn_last_error(s));
+    }
+    *out = m;
+    return 0;
+}
+
+/* An answer was lost or ambiguous (a duplicate, or 10071 "wrong last
+ * sequence"): the record at `c->slot` is read back from the leader. 0: it
+ * is ours, *seq is where; -ESTALE: another writer's; -EAGAIN: the slot is
+ * still free and the log unchanged, send again. */
+static int resolve(st_nats_log *l, const rec *c, uint64_t *seq)
+{
+    natsMsg *m = NULL;
+    st_nats_event cur;
+    int r = stn_get_last(l, &m, &cur);
+    if (r == -ENOENT)
+        return c->slot == 0 ? stn_fail(l, -EAGAIN,
+                                       "%s: the append was refused, yet the log is "
+                                       "still empty",
+                                       l->subject)
+                            : stn_fail(l, -EBADMSG, "%s is empty, yet slot %llu was expected",
+                                       l->subject, (unsigned long long)c->slot);
+    if (r)
+        return r;
+    uint64_t last_slot = cur.slot;
+    if (cur.slot < c->slot) {
+        if (cur.seq == c->prev)
+            r = stn_fail(l, -EAGAIN,
+                         "%s: the append was refused, yet the log still ends at "
+                         "slot %llu",
+                         l->subject, (unsigned long long)cur.slot);
+        else
+            r = stn_fail(l, -EBADMSG, "%s ends at slot %llu (record %llu), not at record %llu",
+                         l->subject, (unsigned long long)cur.slot, (unsigned long long)cur.seq,
+                         (unsigned long long)c->prev);
+        natsMsg_Destroy(m);
+        return r;
+    }
+    for (int hops = 0; r == 0 && cur.slot > c->slot; hops++) {
+        uint64_t prev = cur.prev, slot = cur.slot;
+        natsMsg_Destroy(m);
+        m = NULL;
+        if (hops >= STN_WALK_MAX)
+            r = stn_fail(l, -EIO, "%s: slot %llu is more than %d records back", l->subject,
+                         (unsigned long long)c->slot, STN_WALK_MAX);
+        else if (prev == 0 || (r = stn_get_seq(l, prev, &m, &cur)) == 0) {
+            if (prev == 0 || cur.slot + 1 != slot)
+                r = stn_fail(l, -EBADMSG, "%s: the chain breaks before slot %llu", l->subject,
+                             (unsigned long long)slot);
+        }
+    }
+    if (r == 0) {
+        if (cur.epoch == c->epoch && strcmp(cur.writer, c->writer) == 0) {
+            *seq = cur.seq;
+            if (last_slot > c->slot)
+                l->fenced = true; /* ours landed, and another wrote after it */
+        } else {
+            r = stn_fail(l, -ESTALE,
+                         "fenced: slot %llu of %s was written by epoch %llu (writer %.8s), not "
+                         "by epoch %llu: another node took the conversation over",
+                         (unsigned long long)c->slot, l->hex, (unsigned long long)cur.epoch,
+                         cur.writer, (unsigned long long)c->epoch);
+        }
+    }
+    natsMsg_Destroy(m);
+    return r;
+}
+
+/* Publish record c (message m) after the record at stream sequence c->prev.
+ * 0 with *seq, -ESTALE (fenced), -EIO with "outcome unknown", or another
+ * error (nothing stored). */
+static int publish(st_nats_log *l, const rec *c, natsMsg *m, uint64_t *seq)
+{
+    char msgid[48];
+    snprintf(msgid, sizeof msgid, "%s:%llu", l->hex, (unsigned long long)c->slot);
+    jsPubOptions po;
+    jsPubOptions_Init(&po);
+    po.MsgId = msgid;
+    po.MaxWait = l->n->request_ms;
+    if (c->prev == 0)
+        po.ExpectNoMessage = true;
+    else
+        po.ExpectLastSubjectSeq = c->prev;
+    int64_t until = stn_now_ms() + l->n->deadline_ms;
+    bool unsure = false; /* sent at least once without an answer */
+    for (int attempt = 0;; attempt++) {
+        jsPubAck *pa = NULL;
+        jsErrCode jerr = 0;
+        natsStatus s = js_PublishMsg(&pa, l->n->js, m, &po, &jerr);
+        int r;
+        if (s == NATS_OK) {
+            bool dup = pa->Duplicate;
+            *seq = pa->Sequence;
+            jsPubAck_Destroy(pa);
+            st_nats_event sent = {.slot = c->slot,
+                                  .index = c->index,
+                                  .epoch = c->epoch,
+                                  .seq = *seq,
+                                  .prev = c->prev,
+                                  .count = c->count,
+                                  .take_over = c->take_over,
+                                  .writer = c->writer};
+            if (!dup && st_nats_drop_ack && st_nats_drop_ack(&sent)) {
+                unsure = true;
+                r = stn_fail(l, -ETIMEDOUT, "NATS timed out: appending to %s: ack dropped",
+                             l->subject);
+            } else if (!dup) {
+                return 0;
+            } else {
+                r = resolve(l, c, seq);
+            }
+        } else if (jerr == JSStreamWrongLastSequenceErr) {
+            r = resolve(l, c, seq);
+        } else {
+            r = stn_errno(s, jerr);
+            if (r == -ETIMEDOUT || r == -ENOTCONN)
+                unsure = true;
+            if (stn_retryable(r))
+                stn_fail(l, r, "%s: appending to %s: %s", stn_what(r), l->subject,
+                         stn_last_error(s));
+            else
+                stn_fail(l, r, "appending to %s: %s", l->subject, stn_last_error(s));
+        }
+        if (r == 0 || r == -ESTALE)
+            return r;
+        if (!stn_retryable(r) || stn_now_ms() >= until) {
+            char why[sizeof l->err];
+            memcpy(why, l->err, sizeof why);
+            if (unsure)
+                return stn_fail(l, -EIO,
+                                "outcome unknown (take over again, then look the "
+                                "event up): %s",
+                                why);
+            return r;
+        }
+        stn_backoff(attempt, until);
+    }
+}
+
+/* Record e (events e->index .. + e->count, message m) was appended: note
+ * its events in the open page and the find index, and when one closes the
+ * page, store the page's entry. A writer that took over in the middle of a
+ * page learns the page's first events only then, by a walk back (once per
+ * page), so that a take-over stays two round trips. */
+static void page_note(st_nats_log *l, natsMsg *m, const st_nats_event *e)
+{
+    for (uint64_t i = e->index; i < e->index + e->count; i++) {
+        uint64_t page = i / ST_NATS_PAGE, lo = page * ST_NATS_PAGE;
+        uint32_t at = (uint32_t)(i - lo);
+        bool noted = l->page_known && page == l->page_no && at == l->page_fill &&
+                     stn_note(l, m, e, i, lo, &l->page) == 0;
+        if (noted) {
+            l->page_fill++;
+            stn_index_add(l, i, l->page.idh[at], l->page.keyh[at]);
+        } else {
+            l->page_known = false;
+        }
+        if (at != ST_NATS_PAGE - 1)
+            continue;
+        /* best effort: a missing entry is rebuilt from the chain by readers */
+        if (l->page_known || stn_collect(l, m, e, lo, lo + ST_NATS_PAGE, &l->page) == 0)
+            stn_put_page(l, page, &l->page);
+        l->page_no = page + 1;
+        l->page_fill = 0;
+        l->page_known = true;
+    }
+}
+
+/* How many of the n items (at least 1) go into one record. */
+static uint32_t batch(const st_nats_log *l, const st_nats_item *items, size_t n)
+{
+    size_t bytes = HEADERS_BOUND, k = 0;
+    while (k < n && k < ST_NATS_BATCH_MAX) {
+        bytes += items[k].len + event_overhead(&items[k]);
+        if (k > 0 && (int64_t)bytes > l->n->max_payload)
+            break;
+        k++;
+    }
+    return (uint32_t)k;
+}
+
+int st_nats_log_append(st_nats_log *l, const st_nats_item *items, size_t n, uint64_t *first,
+                       size_t *stored)
+{
+    *stored = 0;
+    *first = l->next_index;
+    if (l->fenced)
+        return stn_fail(l, -ESTALE, "fenced: another node took conversation %s over", l->hex);
+    if (!l->owner)
+        return stn_fail(l, -EPERM, "not the writer of conversation %s: take it over first", l->hex);
+    for (size_t i = 0; i < n; i++) {
+        const st_nats_item *it = &items[i];
+        if (!header_safe(it->id, it->idlen) || (it->keylen && !header_safe(it->key, it->keylen)))
+            return stn_fail(l, -EINVAL,
+                            "event %zu: an id or key must be 1..255 printable ASCII bytes", i);
+        if ((int64_t)(it->len + event_overhead(it) + HEADERS_BOUND) > l->n->max_payload)
+            return stn_fail(l, -EMSGSIZE,
+                            "event %zu: %zu bytes, more than the cluster's max_payload (%lld "
+                            "bytes with headers)",
+                            i, it->len, (long long)l->n->max_payload);
+    }
+    for (size_t i = 0; i < n;) {
+        rec c = {.slot = l->next_slot,
+                 .index = l->next_index,
+                 .epoch = l->epoch,
+                 .prev = l->last_seq,
+                 .writer = l->writer,
+                 .items = &items[i],
+                 .count = batch(l, &items[i], n - i)};
+        const void *data = items[i].data;
+        size_t len = items[i].len;
+        char *joined = NULL;
+        if (c.count > 1) {
+            len = 0;
+            for (uint32_t k = 0; k < c.count; k++)
+                len += items[i + k].len;
+            if (!(joined = malloc(len ? len : 1)))
+                return stn_fail(l, -ENOMEM, "out of memory");
+            for (size_t k = 0, off = 0; k < c.count; off += items[i + k].len, k++)
+                memcpy(joined + off, items[i + k].data, items[i + k].len);
+            data = joined;
+        }
+        natsMsg *m = NULL;
+        uint64_t seq = 0;
+        int r = build(l, &c, data, len, &m);
+        free(joined);
+        if (r == 0)
+            r = publish(l, &c, m, &seq);
+        if (r) {
+            natsMsg_Destroy(m);
+            if (r == -ESTALE)
+                l->fenced = true;
+            if (r == -ESTALE || r == -EIO)
+                l->owner = false; /* fenced, or unsure where the log ends */
+            return r;
+        }
+        st_nats_event e;
+        l->last_seq = seq;
+        l->next_slot++;
+        l->next_index += c.count;
+        if (stn_parse(l, m, seq, &e) == 0)
+            page_note(l, m, &e);
+        else
+            l->page_known = false;
+        natsMsg_Destroy(m);
+        *stored += c.count;
+        i += c.count;
+    }
+    return 0;
+}
+
+/* After a take-over at event index `index` following record `last`: the
+ * entry of the last closed page is written if a crash left it out (the
+ * walk back that rebuilds it also gives the open page's sequences).
+ * Failing here costs speed, not safety. */
+static void load_pages(st_nats_log *l, natsMsg *m, const st_nats_event *last, uint64_t index)
+{
+    l->page_no = index / ST_NATS_PAGE;
+    l->page_fill = (uint32_t)(index % ST_NATS_PAGE);
+    l->page_known = l->page_fill == 0;
+    if (l->page_no == 0 || !last)
+        return;
+    stn_page pg[2];
+    memset(pg, 0, sizeof pg);
+    uint64_t lo = (l->page_no - 1) * ST_NATS_PAGE;
+    if (stn_get_page(l, l->page_no - 1, &pg[0]) != -ENOENT)
+        return;
+    if (stn_collect(l, m, last, lo, index, pg) || stn_put_page(l, l->page_no - 1, &pg[0]))
+        return;
+    l->page = pg[1];
+    l->page_known = true;
+}
+
+int st_nats_log_take_over(st_nats_log *l, uint64_t *epoch)
+{
+    l->owner = false;
+    l->fenced = false;
+    int r = stn_ensure_stream(l->n, l->shard, l->err, sizeof l->err);
+    if (r)
+        return r;
+    natsMsg *lm = NULL;
+    st_nats_event last = {0};
+    r = stn_get_last(l, &lm, &last);
+    bool empty = r == -ENOENT;
+    if (r && !empty)
+        return r;
+    rt_uuid token;
+    if (rt_uuid_v4(&token)) {
+        natsMsg_Destroy(lm);
+        return stn_fail(l, -EIO, "no random bytes for a writer token");
+    }
+    char writer[33];
+    rt_uuid_hex(&token, writer);
+    rec c = {.writer = writer, .take_over = true};
+    if (!empty) {
+        c.slot = last.slot + 1;
+        c.index = last.index + last.count;
+        c.epoch = last.epoch + 1;
+        c.prev = last.seq;
+    } else {
+        c.epoch = 1;
+    }
+    char body[160];
+    int blen = snprintf(body, sizeof body, "{\"take_over\":{\"node\":\"%s\",\"epoch\":%llu}}",
+                        l->n->node, (unsigned long long)c.epoch);
+    natsMsg *m = NULL;
+    uint64_t seq = 0;
+    r = build(l, &c, body, (size_t)blen, &m);
+    if (r == 0)
+        r = publish(l, &c, m, &seq);
+    natsMsg_Destroy(m);
+    if (r == 0 && l->fenced)
+        r = stn_fail(l, -ESTALE, "conversation %s was taken over again right after", l->hex);
+    if (r == 0) {
+        l->owner = true;
+        l->epoch = c.epoch;
+        memcpy(l->writer, writer, sizeof writer);
+        l->next_slot = c.slot + 1;
+        l->next_index = c.index;
+        l->last_seq = seq;
+        if (epoch)
+            *epoch = c.epoch;
+        if (empty)
+            load_pages(l, NULL, NULL, 0);
+        else
+            load_pages(l, lm, &last, c.index);
+    } else if (r == -ESTALE) {
+        l->fenced = false; /* lost this race; l may try again */
+    }
+    natsMsg_Destroy(lm);
+    return r;
+}

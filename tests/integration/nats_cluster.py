@@ -1,0 +1,355 @@
+#!/usr/bin/env python3
+"""nats_cluster.py - a real nats-server cluster on loopback, for tests.
+
+Every node listens on 127.0.0.1 on ports picked free at start (tests run in
+parallel: never fixed ports), keeps its JetStream files under DIR/n<i>/, and
+is ready when GET /healthz on its monitoring port answers 200 (a JetStream
+meta leader exists and the node is current). Readiness is polled against a
+deadline; a node that exits while starting fails the start with its log.
+
+    nats_cluster.py start DIR [--nodes N]   start, wait until healthy, print
+                                            the client URLs (one line,
+                                            comma-separated); DIR/cluster.json
+                                            holds ports and pids
+    nats_cluster.py stop DIR                stop every node started in DIR
+                                            (SIGTERM, then SIGKILL)
+    nats_cluster.py kill DIR I              SIGKILL node I (1-based)
+    nats_cluster.py restart DIR I           start node I again (same ports,
+                                            same data), wait until healthy
+    nats_cluster.py urls DIR                the client URLs again
+    nats_cluster.py run [--nodes N] -- CMD...
+                                            start in a fresh temporary
+                                            directory, run CMD with
+                                            PARLEY_NATS_URLS set (and
+                                            PARLEY_NATS_DIR, the directory,
+                                            and PARLEY_NATS_CLUSTER, this
+                                            script, for kill and restart),
+                                            stop the cluster, remove the
+                                            directory (kept if CMD failed),
+                                            exit with CMD's status
+
+Python tests import it: `with nats_cluster.Cluster(dir) as c: c.urls ...`.
+Only processes this script started are signalled: a pid from cluster.json
+is checked against /proc/PID/cmdline (nats-server with this node's config)
+before any signal, so a reused pid is never hit.
+"""
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+NATS_SERVER = os.environ.get("NATS_SERVER", "nats-server")
+READY_DEADLINE_S = float(os.environ.get("PARLEY_NATS_READY_S", "60"))
+STOP_DEADLINE_S = 10.0
+
+
+def _free_ports(n):
+    """n distinct ports that were free a moment ago (the kernel's pick)."""
+    socks, ports = [], []
+    try:
+        while len(ports) < n:
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+            ports.append(s.getsockname()[1])
+    finally:
+        for s in socks:
+            s.close()
+    return ports
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # a zombie child of ours is as good as gone
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+class Cluster:
+    def __init__(self, dir, nodes=3):
+        self.dir = os.path.abspath(dir)
+        self.nodes = nodes
+        self.state_file = os.path.join(self.dir, "cluster.json")
+        self.procs = {}
+        self.state = None
+        self._load()
+
+    def _load(self):
+        """The state as saved: another process may have killed or restarted
+        a node since (a test calling this script while `run` waits)."""
+        if os.path.exists(self.state_file):
+            with open(self.state_file) as f:
+                self.state = json.load(f)
+            self.nodes = len(self.state["nodes"])
+
+    # ---- layout -----------------------------------------------------------
+    def _node_dir(self, i):
+        return os.path.join(self.dir, f"n{i}")
+
+    def _conf(self, i):
+        return os.path.join(self._node_dir(i), "nats.conf")
+
+    def _write_configs(self):
+        ports = _free_ports(3 * self.nodes)
+        nodes = []
+        for i in range(1, self.nodes + 1):
+            client, route, http = ports[3 * (i - 1): 3 * i]
+            nodes.append({"client": client, "route": route, "http": http, "pid": None})
+        routes = ", ".join(f"nats-route://127.0.0.1:{n['route']}" for n in nodes)
+        for i, n in enumerate(nodes, 1):
+            d = self._node_dir(i)
+            os.makedirs(os.path.join(d, "js"), exist_ok=True)
+            conf = [
+                f"server_name: n{i}",
+                f"listen: 127.0.0.1:{n['client']}",
+                f"http: 127.0.0.1:{n['http']}",
+                "jetstream {",
+                f"  store_dir: \"{os.path.join(d, 'js')}\"",
+                "  max_memory_store: 256MB",
+                "  max_file_store: 4GB",
+                "}",
+            ]
+            if self.nodes > 1:
+                conf += [
+                    "cluster {",
+                    "  name: parley_test",
+                    f"  listen: 127.0.0.1:{n['route']}",
+                    f"  routes: [{routes}]",
+                    "}",
+                ]
+            with open(self._conf(i), "w") as f:
+                f.write("\n".join(conf) + "\n")
+        self.state = {"nodes": nodes}
+        self._save()
+
+    def _save(self):
+        tmp = self.state_file + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(self.state, f)
+        os.replace(tmp, self.state_file)
+
+    @property
+    def urls(self):
+        return ",".join(f"nats://127.0.0.1:{n['client']}" for n in self.state["nodes"])
+
+    def url(self, i):
+        return f"nats://127.0.0.1:{self.state['nodes'][i - 1]['client']}"
+
+    # ---- processes --------------------------------------------------------
+    def _ours(self, i, pid):
+        """pid is nats-server running node i's config (not a reused pid)."""
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            return False
+        return (any(a.endswith(b"nats-server") for a in argv[:1])
+                and self._conf(i).encode() in argv)
+
+    def _spawn(self, i):
+        d = self._node_dir(i)
+        log = open(os.path.join(d, "server.log"), "ab")
+        # a session of its own: `start` returns while the nodes keep running,
+        # and a signal to the test's process group does not reach them
+        p = subprocess.Popen([NATS_SERVER, "-c", self._conf(i)], stdin=subprocess.DEVNULL,
+                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        log.close()
+        self.procs[i] = p
+        self.state["nodes"][i - 1]["pid"] = p.pid
+        self._save()
+
+    def _healthy(self, i):
+        url = f"http://127.0.0.1:{self.state['nodes'][i - 1]['http']}/healthz"
+        try:
+            with urllib.request.urlopen(url, timeout=2) as r:
+                return r.status == 200
+        except (urllib.error.URLError, OSError):
+            return False
+
+    def _exited(self, i):
+        p = self.procs.get(i)
+        if p is not None:
+            return p.poll() is not None
+        pid = self.state["nodes"][i - 1]["pid"]
+        return pid is None or not _alive(pid)
+
+    def _log_tail(self, i, lines=20):
+        try:
+            with open(os.path.join(self._node_dir(i), "server.log"), errors="replace") as f:
+                return "".join(f.readlines()[-lines:])
+        except OSError:
+            return ""
+
+    def wait_healthy(self, which=None, deadline_s=READY_DEADLINE_S):
+        """Poll /healthz of the given nodes (all by default) until each
+        answers 200; raises with the node's log when it exits or the
+        deadline passes."""
+        which = list(which or range(1, self.nodes + 1))
+        end = time.monotonic() + deadline_s
+        pending = set(which)
+        while pending:
+            for i in sorted(pending):
+                if self._exited(i):
+                    raise RuntimeError(f"nats-server n{i} exited while starting:\n"
+                                       + self._log_tail(i))
+                if self._healthy(i):
+                    pending.discard(i)
+            if not pending:
+                break
+            if time.monotonic() > end:
+                raise RuntimeError(f"nats-server n{min(pending)} not healthy after "
+                                   f"{deadline_s:.0f} s:\n" + self._log_tail(min(pending)))
+            time.sleep(0.05)  # polling interval; readiness is what /healthz says
+
+    def start(self, attempts=3):
+        os.makedirs(self.dir, exist_ok=True)
+        for attempt in range(attempts):
+            self._write_configs()
+            for i in range(1, self.nodes + 1):
+                self._spawn(i)
+            try:
+                self.wait_healthy()
+                return self.urls
+            except RuntimeError as e:
+                self.stop()
+                # a port taken between picking and binding: pick again
+                if "address already in use" not in str(e) or attempt == attempts - 1:
+                    raise
+        raise AssertionError("unreachable")
+
+    def kill(self, i, sig=signal.SIGKILL):
+        self._load()
+        pid = self.state["nodes"][i - 1]["pid"]
+        if pid and self._ours(i, pid):
+            os.kill(pid, sig)
+            self._reap(i, pid, STOP_DEADLINE_S)
+
+    def restart(self, i):
+        self._load()
+        pid = self.state["nodes"][i - 1]["pid"]
+        if pid and self._ours(i, pid) and _alive(pid):
+            raise RuntimeError(f"nats-server n{i} is running (pid {pid})")
+        self._spawn(i)
+        self.wait_healthy([i])
+
+    def _reap(self, i, pid, deadline_s):
+        p = self.procs.get(i)
+        if p is not None and p.pid == pid:
+            try:
+                p.wait(timeout=deadline_s)
+                return True
+            except subprocess.TimeoutExpired:
+                return False
+        end = time.monotonic() + deadline_s
+        while _alive(pid):
+            if time.monotonic() > end:
+                return False
+            time.sleep(0.02)
+        return True
+
+    def stop(self):
+        self._load()
+        if not self.state:
+            return
+        running = []
+        for i, n in enumerate(self.state["nodes"], 1):
+            pid = n["pid"]
+            if pid and self._ours(i, pid) and _alive(pid):
+                os.kill(pid, signal.SIGTERM)
+                running.append((i, pid))
+        for i, pid in running:
+            if not self._reap(i, pid, STOP_DEADLINE_S) and self._ours(i, pid):
+                os.kill(pid, signal.SIGKILL)
+                self._reap(i, pid, STOP_DEADLINE_S)
+        for n in self.state["nodes"]:
+            n["pid"] = None
+        self._save()
+
+    def __enter__(self):
+        if not self.state or not any(n["pid"] for n in self.state["nodes"]):
+            self.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+def _run(argv):
+    nodes = 3
+    if argv[:1] == ["--nodes"]:
+        nodes, argv = int(argv[1]), argv[2:]
+    if argv[:1] == ["--"]:
+        argv = argv[1:]
+    if not argv:
+        sys.exit("usage: nats_cluster.py run [--nodes N] -- CMD...")
+    d = tempfile.mkdtemp(prefix="parley-nats-")
+    c = Cluster(d, nodes)
+    status = 1
+
+    def on_signal(signum, frame):
+        raise KeyboardInterrupt
+
+    # ctest's timeout sends SIGTERM: stop the cluster on the way out
+    signal.signal(signal.SIGTERM, on_signal)
+    try:
+        c.start()
+        env = dict(os.environ, PARLEY_NATS_URLS=c.urls, PARLEY_NATS_DIR=d,
+                   PARLEY_NATS_CLUSTER=os.path.abspath(__file__))
+        status = subprocess.call(argv, env=env)
+    except KeyboardInterrupt:
+        status = 130
+    finally:
+        c.stop()
+        if status == 0:
+            shutil.rmtree(d, ignore_errors=True)
+        else:
+            print(f"nats_cluster: kept {d} (server logs in n*/server.log)", file=sys.stderr)
+    sys.exit(status)
+
+
+def main():
+    args = sys.argv[1:]
+    if not args:
+        sys.exit(__doc__)
+    cmd, rest = args[0], args[1:]
+    if cmd == "run":
+        _run(rest)
+    if not rest:
+        sys.exit(__doc__)
+    d = rest[0]
+    if cmd == "start":
+        nodes = int(rest[2]) if rest[1:2] == ["--nodes"] else 3
+        c = Cluster(d, nodes)
+        try:
+            print(c.start())
+        except RuntimeError as e:
+            sys.exit(f"nats_cluster: {e}")
+    elif cmd == "stop":
+        Cluster(d).stop()
+    elif cmd == "kill":
+        Cluster(d).kill(int(rest[1]))
+    elif cmd == "restart":
+        Cluster(d).restart(int(rest[1]))
+    elif cmd == "urls":
+        print(Cluster(d).urls)
+    else:
+        sys.exit(__doc__)
+
+
+if __name__ == "__main__":
+    main()
