@@ -266,7 +266,7 @@ static int fetch(st_nats_log *l, const uint64_t *seqs, size_t n, natsMsg **out, 
 int stn_note(st_nats_log *l, natsMsg *m, const st_nats_event *rec, uint64_t index, uint64_t lo,
              stn_page *pg)
 {
-    st_nats_event ev;
+    st_nats_event ev = {0};
     int r = stn_event(l, m, rec, index, &ev);
     if (r)
         return r;
