@@ -109,7 +109,7 @@ static int submit(st_req *r, st_conv *c, st_done_fn done, void *ctx)
     return e;
 }
 
-int st_append(st_conv *c, const st_item *items, size_t n, st_done_fn done, void *ctx)
+int stl_append(st_conv *c, const st_item *items, size_t n, st_done_fn done, void *ctx)
 {
     if (n == 0 || done == NULL)
         return -EINVAL;
@@ -154,8 +154,8 @@ static bool aux_name_ok(const char *name)
            strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789_-.") == n;
 }
 
-int st_conv_put_file(st_conv *c, const char *name, rt_buf *data, bool durable, st_done_fn done,
-                     void *ctx)
+int stl_conv_put_file(st_conv *c, const char *name, rt_buf *data, bool durable, st_done_fn done,
+                      void *ctx)
 {
     if (done == NULL || data == NULL || !aux_name_ok(name))
         return -EINVAL;
@@ -173,7 +173,7 @@ int st_conv_put_file(st_conv *c, const char *name, rt_buf *data, bool durable, s
     return submit(r, c, done, ctx);
 }
 
-int st_conv_get_file(st_conv *c, const char *name, char **data, size_t *len)
+int stl_conv_get_file(st_conv *c, const char *name, char **data, size_t *len)
 {
     if (!aux_name_ok(name))
         return -EINVAL;
@@ -204,7 +204,7 @@ int st_commit_create(st_conv *c, st_done_fn done, void *ctx)
     return submit(r, c, done, ctx);
 }
 
-int st_conv_delete(st_conv *c, st_done_fn done, void *ctx)
+int stl_conv_delete(st_conv *c, st_done_fn done, void *ctx)
 {
     if (done == NULL)
         return -EINVAL;
@@ -226,7 +226,7 @@ static void finish(st_req *r)
     r->done(r->ctx, r->status, r->first);
     for (size_t i = 0; i < r->n; i++)
         rt_buf_unref(r->items[i].payload);
-    st_conv_release(r->conv);
+    stl_conv_release(r->conv);
     free(r);
 }
 
@@ -290,7 +290,7 @@ static int plan_conv(st_store *s, group *g, st_conv *c)
     if (c->gfirst->kind == REQ_CREATE) /* alone: nobody appends before it is made */
         return journal_records(s, g, c->gfirst) < 0 ? -ENOMEM : 0;
     st_log *l;
-    int e = st_conv_log(c, &l, NULL);
+    int e = stl_conv_log(c, &l, NULL);
     uint64_t first = e == 0 ? st_log_next(l) : 0;
     for (st_req *r = c->gfirst; r != NULL; r = r->gnext) {
         r->status = e;
@@ -432,7 +432,7 @@ static void sync_dirty(st_store *s)
             continue;
         }
         held[i]->dirty = false;
-        st_conv_release(held[i]);
+        stl_conv_release(held[i]);
     }
     free(held);
 }
