@@ -74,6 +74,26 @@ int st_store_take_file(st_store *s, const char *name, char **data, size_t *len)
     return ST_BACKEND(s)->take_file(s, name, data, len);
 }
 
+static bool plain_name(const char *name, size_t n)
+{
+    return n < 64 && name[0] != '.' && strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789_-.") == n;
+}
+
+bool st_store_file_name_ok(const char *name)
+{
+    size_t n = strlen(name);
+    bool json = (n > 5 && strcmp(name + n - 5, ".json") == 0) ||
+                (n > 6 && strcmp(name + n - 6, ".jsonl") == 0);
+    return json && plain_name(name, n);
+}
+
+bool st_conv_file_name_ok(const char *name)
+{
+    size_t n = strlen(name);
+    return n > 5 && strcmp(name + n - 5, ".json") == 0 && strcmp(name, "meta.json") != 0 &&
+           plain_name(name, n);
+}
+
 /* ---- conversations ------------------------------------------------------- */
 
 int st_conv_create(st_store *s, const rt_uuid *id, const rt_uuid *parent, rt_buf *meta,

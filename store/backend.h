@@ -58,6 +58,12 @@ typedef struct st_backend {
     bool (*log_read_only)(const st_log *l);
 } st_backend;
 
+/* The names of the store's own files (st_store_put_file): plain, lower
+ * case, ending in ".json" or ".jsonl"; and of a conversation's
+ * (st_conv_put_file): the same ending in ".json", but "meta.json". */
+bool st_store_file_name_ok(const char *name);
+bool st_conv_file_name_ok(const char *name);
+
 /* The table of a handle of any backend: its first member. */
 #define ST_BACKEND(h) (*(const st_backend *const *)(const void *)(h))
 

@@ -22,6 +22,7 @@
  */
 #include "store_impl.h"
 
+#include "backend.h"
 #include "io.h"
 #include "record.h"
 #include "runtime/grow.h"
@@ -146,18 +147,10 @@ int stl_append(st_conv *c, const st_item *items, size_t n, st_done_fn done, void
     return submit(r, c, done, ctx);
 }
 
-static bool aux_name_ok(const char *name)
-{
-    size_t n = strlen(name);
-    return n > 5 && n < 64 && strcmp(name + n - 5, ".json") == 0 &&
-           strcmp(name, "meta.json") != 0 && name[0] != '.' &&
-           strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789_-.") == n;
-}
-
 int stl_conv_put_file(st_conv *c, const char *name, rt_buf *data, bool durable, st_done_fn done,
                       void *ctx)
 {
-    if (done == NULL || data == NULL || !aux_name_ok(name))
+    if (done == NULL || data == NULL || !st_conv_file_name_ok(name))
         return -EINVAL;
     if (atomic_load(&c->gone))
         return -ENOENT;
@@ -175,7 +168,7 @@ int stl_conv_put_file(st_conv *c, const char *name, rt_buf *data, bool durable, 
 
 int stl_conv_get_file(st_conv *c, const char *name, char **data, size_t *len)
 {
-    if (!aux_name_ok(name))
+    if (!st_conv_file_name_ok(name))
         return -EINVAL;
     char path[4200];
     snprintf(path, sizeof(path), "%s/%s", c->dir, name);

@@ -283,27 +283,16 @@ size_t stl_store_max_open_logs(const st_store *s)
 
 /* ---- the store's own small files ----------------------------------------- */
 
-/* A plain lower-case name ending in ".json" or ".jsonl", none of the
- * store's own. */
-static bool own_name_ok(const char *name)
-{
-    size_t n = strlen(name);
-    bool json = (n > 5 && strcmp(name + n - 5, ".json") == 0) ||
-                (n > 6 && strcmp(name + n - 6, ".jsonl") == 0);
-    return json && n < 64 && name[0] != '.' &&
-           strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789_-.") == n;
-}
-
 int stl_store_put_file(st_store *s, const char *name, const void *data, size_t len)
 {
-    if (!own_name_ok(name))
+    if (!st_store_file_name_ok(name))
         return -EINVAL;
     return st_write_file_atomic(s->dir, name, data, len);
 }
 
 int stl_store_take_file(st_store *s, const char *name, char **data, size_t *len)
 {
-    if (!own_name_ok(name))
+    if (!st_store_file_name_ok(name))
         return -EINVAL;
     char path[4200];
     snprintf(path, sizeof(path), "%s/%s", s->dir, name);
