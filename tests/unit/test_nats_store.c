@@ -4,8 +4,8 @@
  * the 3-node JetStream cluster that tests/integration/nats_cluster.py
  * starts (PARLEY_NATS_URLS): create, get, meta, list, children, appends in
  * order, reads, finds, counts, a conversation's files, the store's files,
- * deletion. Then what only a cluster has: a second store on another
- * server sees the same conversations, metas, events and files.
+ * deletion, and where they differ (a batch of more than 100 events). Then what only a cluster has:
+ * a second store on another server sees the same conversations, metas, events and files.
  *
  * The cluster's buckets and streams are shared by every test: each makes
  * conversations with fresh random ids, and lists are checked for what the
@@ -321,6 +321,50 @@ START_TEST(test_append_read_find)
 }
 END_TEST
 
+/* An append is stored whole or not at all. On the cluster whole means one
+ * record (no atomic batch before nats-server 2.12): more than 100 events
+ * are refused at once (-EMSGSIZE) and nothing is stored; the local store
+ * takes them. */
+START_TEST(test_large_batch)
+{
+    fixture f = {0};
+    setup(&f, _i);
+    rt_uuid a = fresh();
+    st_conv *c = create(f.s, &a, NULL, "{}");
+    enum { N = 101 };
+    st_item it[N];
+    char ids[N][16];
+    rt_buf *body = text("{\"type\":\"message\"}");
+    for (int i = 0; i < N; i++) {
+        snprintf(ids[i], sizeof ids[i], "big-%d", i);
+        it[i] = (st_item){.id = ids[i], .idlen = (uint32_t)strlen(ids[i]), .payload = body};
+    }
+    waiter w;
+    ts_counter_init(&w.n);
+    int r = st_append(c, it, N, on_done, &w);
+    rt_buf_unref(body);
+    st_log *l = NULL;
+    if (_i == NATS) {
+        ck_assert_int_eq(r, -EMSGSIZE);
+        ck_assert_int_eq(append(c, 0, 1, &w), 0); /* and the log goes on */
+        ck_assert(ts_counter_wait(&w.n, 1));
+        ck_assert_int_eq(w.status[0], 0);
+        ck_assert_uint_eq(w.first[0], 0);
+        ck_assert_int_eq(st_conv_log(c, &l, NULL), 0);
+        ck_assert_uint_eq(st_log_count(l), 1);
+    } else {
+        ck_assert_int_eq(r, 0);
+        ck_assert(ts_counter_wait(&w.n, 1));
+        ck_assert_int_eq(w.status[0], 0);
+        ck_assert_int_eq(st_conv_log(c, &l, NULL), 0);
+        ck_assert_uint_eq(st_log_count(l), N);
+    }
+    st_conv_release(c);
+    ts_counter_destroy(&w.n);
+    teardown(&f);
+}
+END_TEST
+
 START_TEST(test_files)
 {
     fixture f = {0};
@@ -492,6 +536,7 @@ int main(void)
     tcase_add_loop_test(tc, test_create_get_meta_list, LOCAL, NATS + 1);
     tcase_add_loop_test(tc, test_parent_and_children, LOCAL, NATS + 1);
     tcase_add_loop_test(tc, test_append_read_find, LOCAL, NATS + 1);
+    tcase_add_loop_test(tc, test_large_batch, LOCAL, NATS + 1);
     tcase_add_loop_test(tc, test_files, LOCAL, NATS + 1);
     tcase_add_loop_test(tc, test_delete, LOCAL, NATS + 1);
     suite_add_tcase(s, tc);
