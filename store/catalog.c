@@ -21,6 +21,7 @@
  */
 #include "store_impl.h"
 
+#include "backend.h"
 #include "io.h"
 #include "record.h"
 #include "runtime/log.h"
@@ -125,6 +126,7 @@ static st_conv *conv_new(st_store *s, const rt_uuid *id, rt_buf *meta)
         return NULL;
     }
     snprintf(c->dir, len, "%s/%s", s->conv_dir, hex);
+    c->be = &st_local_backend;
     c->s = s;
     c->id = *id;
     c->meta = meta;
@@ -381,7 +383,7 @@ static void hold(st_conv *c)
     atomic_fetch_add(&c->refs, 1);
 }
 
-int st_conv_get(st_store *s, const rt_uuid *id, st_conv **out)
+int stl_conv_get(st_store *s, const rt_uuid *id, st_conv **out)
 {
     pthread_mutex_lock(&s->cat_mu);
     st_conv *c = lookup(s, id);
@@ -394,7 +396,7 @@ int st_conv_get(st_store *s, const rt_uuid *id, st_conv **out)
     return c != NULL ? 0 : -ENOENT;
 }
 
-void st_conv_release(st_conv *c)
+void stl_conv_release(st_conv *c)
 {
     if (c == NULL)
         return;
@@ -411,12 +413,12 @@ void st_conv_release(st_conv *c)
         crowded(s);
 }
 
-const rt_uuid *st_conv_id(const st_conv *c)
+const rt_uuid *stl_conv_id(const st_conv *c)
 {
     return &c->id;
 }
 
-bool st_conv_parent(const st_conv *c, rt_uuid *parent)
+bool stl_conv_parent(const st_conv *c, rt_uuid *parent)
 {
     if (c->has_parent)
         *parent = c->parent;
@@ -506,8 +508,8 @@ static int create_journaled(st_conv *c)
     return r;
 }
 
-int st_conv_create(st_store *s, const rt_uuid *id, const rt_uuid *parent, rt_buf *meta,
-                   st_conv **out)
+int stl_conv_create(st_store *s, const rt_uuid *id, const rt_uuid *parent, rt_buf *meta,
+                    st_conv **out)
 {
     *out = NULL;
     pthread_mutex_lock(&s->cat_mu);
@@ -556,7 +558,7 @@ int st_conv_create(st_store *s, const rt_uuid *id, const rt_uuid *parent, rt_buf
     pthread_mutex_unlock(&s->cat_mu);
     if (r < 0) { /* a create of the same id meanwhile may hold it: the last frees it */
         atomic_store(&c->gone, true);
-        st_conv_release(c);
+        stl_conv_release(c);
         return r;
     }
     *out = c;
@@ -651,7 +653,7 @@ void st_catalog_sweep(st_store *s)
     s->nunfinished = 0;
 }
 
-rt_buf *st_conv_meta(st_conv *c)
+rt_buf *stl_conv_meta(st_conv *c)
 {
     pthread_mutex_lock(&c->mu);
     rt_buf *m = rt_buf_ref(c->meta);
@@ -659,7 +661,7 @@ rt_buf *st_conv_meta(st_conv *c)
     return m;
 }
 
-int st_conv_set_meta(st_conv *c, rt_buf *meta)
+int stl_conv_set_meta(st_conv *c, rt_buf *meta)
 {
     pthread_mutex_lock(&c->mu);
     int r = atomic_load(&c->gone)
@@ -673,7 +675,7 @@ int st_conv_set_meta(st_conv *c, rt_buf *meta)
     return r;
 }
 
-int st_conv_log(st_conv *c, st_log **log, st_open_report *rep)
+int stl_conv_log(st_conv *c, st_log **log, st_open_report *rep)
 {
     st_store *s = c->s;
     if (atomic_load(&s->open_logs) >= s->hard_open_logs)
@@ -705,7 +707,7 @@ int st_conv_log(st_conv *c, st_log **log, st_open_report *rep)
     return r;
 }
 
-size_t st_store_count(st_store *s)
+size_t stl_store_count(st_store *s)
 {
     pthread_mutex_lock(&s->cat_mu);
     size_t n = s->count - s->ncreating;
@@ -713,7 +715,7 @@ size_t st_store_count(st_store *s)
     return n;
 }
 
-int st_store_list(st_store *s, rt_uuid **ids, size_t *n)
+int stl_store_list(st_store *s, rt_uuid **ids, size_t *n)
 {
     pthread_mutex_lock(&s->cat_mu);
     rt_uuid *v = malloc((s->count ? s->count : 1) * sizeof(*v));
@@ -735,7 +737,7 @@ static int cmp_uuid(const void *a, const void *b)
     return memcmp(((const rt_uuid *)a)->b, ((const rt_uuid *)b)->b, sizeof(((rt_uuid *)a)->b));
 }
 
-int st_store_children(st_store *s, const rt_uuid *id, rt_uuid **ids, size_t *n)
+int stl_store_children(st_store *s, const rt_uuid *id, rt_uuid **ids, size_t *n)
 {
     size_t k = 0, cap = 0;
     rt_uuid *v = NULL;

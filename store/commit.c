@@ -22,6 +22,7 @@
  */
 #include "store_impl.h"
 
+#include "backend.h"
 #include "io.h"
 #include "record.h"
 #include "runtime/grow.h"
@@ -109,7 +110,7 @@ static int submit(st_req *r, st_conv *c, st_done_fn done, void *ctx)
     return e;
 }
 
-int st_append(st_conv *c, const st_item *items, size_t n, st_done_fn done, void *ctx)
+int stl_append(st_conv *c, const st_item *items, size_t n, st_done_fn done, void *ctx)
 {
     if (n == 0 || done == NULL)
         return -EINVAL;
@@ -146,18 +147,10 @@ int st_append(st_conv *c, const st_item *items, size_t n, st_done_fn done, void 
     return submit(r, c, done, ctx);
 }
 
-static bool aux_name_ok(const char *name)
+int stl_conv_put_file(st_conv *c, const char *name, rt_buf *data, bool durable, st_done_fn done,
+                      void *ctx)
 {
-    size_t n = strlen(name);
-    return n > 5 && n < 64 && strcmp(name + n - 5, ".json") == 0 &&
-           strcmp(name, "meta.json") != 0 && name[0] != '.' &&
-           strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789_-.") == n;
-}
-
-int st_conv_put_file(st_conv *c, const char *name, rt_buf *data, bool durable, st_done_fn done,
-                     void *ctx)
-{
-    if (done == NULL || data == NULL || !aux_name_ok(name))
+    if (done == NULL || data == NULL || !st_conv_file_name_ok(name))
         return -EINVAL;
     if (atomic_load(&c->gone))
         return -ENOENT;
@@ -173,9 +166,9 @@ int st_conv_put_file(st_conv *c, const char *name, rt_buf *data, bool durable, s
     return submit(r, c, done, ctx);
 }
 
-int st_conv_get_file(st_conv *c, const char *name, char **data, size_t *len)
+int stl_conv_get_file(st_conv *c, const char *name, char **data, size_t *len)
 {
-    if (!aux_name_ok(name))
+    if (!st_conv_file_name_ok(name))
         return -EINVAL;
     char path[4200];
     snprintf(path, sizeof(path), "%s/%s", c->dir, name);
@@ -204,7 +197,7 @@ int st_commit_create(st_conv *c, st_done_fn done, void *ctx)
     return submit(r, c, done, ctx);
 }
 
-int st_conv_delete(st_conv *c, st_done_fn done, void *ctx)
+int stl_conv_delete(st_conv *c, st_done_fn done, void *ctx)
 {
     if (done == NULL)
         return -EINVAL;
@@ -226,7 +219,7 @@ static void finish(st_req *r)
     r->done(r->ctx, r->status, r->first);
     for (size_t i = 0; i < r->n; i++)
         rt_buf_unref(r->items[i].payload);
-    st_conv_release(r->conv);
+    stl_conv_release(r->conv);
     free(r);
 }
 
@@ -290,7 +283,7 @@ static int plan_conv(st_store *s, group *g, st_conv *c)
     if (c->gfirst->kind == REQ_CREATE) /* alone: nobody appends before it is made */
         return journal_records(s, g, c->gfirst) < 0 ? -ENOMEM : 0;
     st_log *l;
-    int e = st_conv_log(c, &l, NULL);
+    int e = stl_conv_log(c, &l, NULL);
     uint64_t first = e == 0 ? st_log_next(l) : 0;
     for (st_req *r = c->gfirst; r != NULL; r = r->gnext) {
         r->status = e;
@@ -432,7 +425,7 @@ static void sync_dirty(st_store *s)
             continue;
         }
         held[i]->dirty = false;
-        st_conv_release(held[i]);
+        stl_conv_release(held[i]);
     }
     free(held);
 }

@@ -251,7 +251,7 @@ static int touch(replay *rp, st_conv *c)
 {
     for (size_t i = 0; i < rp->ntouched; i++)
         if (rp->touched[i] == c) {
-            st_conv_release(c); /* held already */
+            stl_conv_release(c); /* held already */
             return 0;
         }
     if (rp->ntouched == rp->cap) {
@@ -280,14 +280,14 @@ static int apply(replay *rp, const st_rec *rec)
         return r;
     }
     st_conv *c;
-    if (st_conv_get(rp->s, &id, &c) != 0) {
+    if (stl_conv_get(rp->s, &id, &c) != 0) {
         rp->unknown++; /* deleted since */
         return 0;
     }
     int r = touch(rp, c);
     st_log *l;
     if (r == 0)
-        r = st_conv_log(c, &l, NULL);
+        r = stl_conv_log(c, &l, NULL);
     if (r < 0)
         return r;
     uint64_t count = st_log_count(l);
@@ -368,9 +368,9 @@ int st_journal_replay(st_store *s, char *err, size_t errlen)
     /* the journal goes only once what it held is in synced segments */
     for (size_t i = 0; i < rp.ntouched; i++) {
         st_log *l;
-        if (r == 0 && (r = st_conv_log(rp.touched[i], &l, NULL)) == 0 && (r = st_log_sync(l)) == 0)
+        if (r == 0 && (r = stl_conv_log(rp.touched[i], &l, NULL)) == 0 && (r = st_log_sync(l)) == 0)
             r = st_log_checkpoint(l);
-        st_conv_release(rp.touched[i]);
+        stl_conv_release(rp.touched[i]);
     }
     free(rp.touched);
     free(seqs);

@@ -13,6 +13,7 @@
  */
 #include "log_impl.h"
 
+#include "backend.h"
 #include "io.h"
 
 #include <dirent.h>
@@ -454,6 +455,7 @@ int st_log_open(const char *dir, const st_log_opts *o, st_log **out, st_open_rep
         free(l);
         return -ENOMEM;
     }
+    l->be = &st_local_backend;
     l->lock_fd = -1;
     l->read_only = o != NULL && o->read_only;
     l->journaled = o != NULL && o->journaled && !l->read_only;
@@ -512,12 +514,12 @@ int st_log_close(st_log *l)
     return r;
 }
 
-bool st_log_read_only(const st_log *l)
+bool stl_log_read_only(const st_log *l)
 {
     return l->read_only;
 }
 
-size_t st_log_memory(const st_log *l)
+size_t stl_log_memory(const st_log *l)
 {
     return sizeof(*l) + st_offsets_bytes(&l->offsets) + st_idtab_bytes(&l->ids) +
            2 * l->act_cap * sizeof(uint32_t) + l->scratch_cap;

@@ -1,6 +1,10 @@
 /*
  * log.h - one conversation's append-only event log, in the local format.
  *
+ * Its readers (count, read, find, find_key, memory, read_only, and the
+ * pages) are also those of the log of a conversation of any store backend
+ * (st_conv_log, backend.h); opening and writing are the local format's.
+ *
  * A directory holds segment files `<first index>.seg` (a 16-byte header,
  * then framed records, see record.h), each with a checkpoint `<first>.idx`
  * (the offsets and id hashes of its records), and a `lock` file. Segments

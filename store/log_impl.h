@@ -27,6 +27,7 @@ typedef struct st_segs {
 } st_segs;
 
 struct st_log {
+    const struct st_backend *be; /* &st_local_backend (backend.h) */
     char *dir;
     int lock_fd;
     bool read_only;
@@ -48,6 +49,14 @@ struct st_log {
     uint8_t *scratch;    /* record headers being written */
     size_t scratch_cap;
 };
+
+/* The readers of log.h with an stl_ prefix: the local backend's (local.c). */
+uint64_t stl_log_count(const st_log *l);
+int stl_log_read(st_log *l, uint64_t first, uint32_t max, st_page **out);
+int stl_log_find(st_log *l, const void *id, size_t idlen, uint64_t *index);
+int stl_log_find_key(st_log *l, const void *key, size_t keylen, uint64_t *index);
+size_t stl_log_memory(const st_log *l);
+bool stl_log_read_only(const st_log *l);
 
 /* Path of a log file, e.g. "<dir>/00000000000000000042.seg". */
 void st_log_path(const st_log *l, uint64_t first, const char *ext, char *out, size_t cap);

@@ -16,7 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
-uint64_t st_log_count(const st_log *l)
+uint64_t stl_log_count(const st_log *l)
 {
     return atomic_load_explicit(&((st_log *)l)->count, memory_order_acquire);
 }
@@ -48,9 +48,9 @@ static size_t plan(const st_log *l, const st_segs *segs, uint64_t first, uint64_
     return k;
 }
 
-int st_log_read(st_log *l, uint64_t first, uint32_t max, st_page **out)
+int stl_log_read(st_log *l, uint64_t first, uint32_t max, st_page **out)
 {
-    uint64_t count = st_log_count(l);
+    uint64_t count = stl_log_count(l);
     uint32_t n = first < count ? (uint32_t)(count - first < max ? count - first : max) : 0;
     st_page *p = malloc(sizeof(*p) + n * sizeof(p->ev[0]));
     if (p == NULL)
@@ -153,7 +153,7 @@ static int find(st_log *l, const void *what, size_t len, bool key, uint64_t *ind
 {
     if (len == 0 || len > 255)
         return -ENOENT;
-    uint64_t count = st_log_count(l);
+    uint64_t count = stl_log_count(l);
     if (count == 0)
         return -ENOENT;
     find_ctx c = {l, atomic_load_explicit(&l->segs, memory_order_acquire), what, len, key};
@@ -165,12 +165,12 @@ static int find(st_log *l, const void *what, size_t len, bool key, uint64_t *ind
     return 0;
 }
 
-int st_log_find(st_log *l, const void *id, size_t idlen, uint64_t *index)
+int stl_log_find(st_log *l, const void *id, size_t idlen, uint64_t *index)
 {
     return find(l, id, idlen, false, index);
 }
 
-int st_log_find_key(st_log *l, const void *key, size_t keylen, uint64_t *index)
+int stl_log_find_key(st_log *l, const void *key, size_t keylen, uint64_t *index)
 {
     return find(l, key, keylen, true, index);
 }

@@ -109,7 +109,7 @@ int st_log_write(st_log *l, const st_item *items, size_t n, uint64_t *first)
         return 0;
     st_seg *s = st_log_active(l);
     bool empty_seg = l->wcount == s->first;
-    if (l->wcount == st_log_count(l) && !empty_seg &&
+    if (l->wcount == stl_log_count(l) && !empty_seg &&
         (l->wend >= l->segment_bytes || l->wend + total > UINT32_MAX)) {
         int r = roll(l);
         if (r < 0)
@@ -118,7 +118,7 @@ int st_log_write(st_log *l, const st_item *items, size_t n, uint64_t *first)
     }
     if (l->wend + total > UINT32_MAX || l->wcount + n >= 0xffffffffull)
         return -EFBIG;
-    int r = st_idtab_reserve(&l->ids, 2 * ((l->wcount - st_log_count(l)) + n));
+    int r = st_idtab_reserve(&l->ids, 2 * ((l->wcount - stl_log_count(l)) + n));
     if (r < 0)
         return r;
     if (l->scratch_cap < n * ST_REC_HDR_MAX) {
@@ -178,7 +178,7 @@ int st_log_sync(st_log *l)
 void st_log_publish(st_log *l)
 {
     st_seg *s = st_log_active(l);
-    for (uint64_t i = st_log_count(l); i < l->wcount; i++) { /* room was reserved */
+    for (uint64_t i = stl_log_count(l); i < l->wcount; i++) { /* room was reserved */
         st_idtab_add(&l->ids, (uint64_t)l->act_hash[i - s->first] << 32, i);
         if (l->act_khash[i - s->first] != 0)
             st_idtab_add(&l->ids, (uint64_t)l->act_khash[i - s->first] << 32, i);
@@ -189,7 +189,7 @@ void st_log_publish(st_log *l)
 
 int st_log_rollback(st_log *l)
 {
-    uint64_t count = st_log_count(l);
+    uint64_t count = stl_log_count(l);
     if (l->wcount == count)
         return 0;
     st_seg *s = st_log_active(l);
@@ -202,7 +202,7 @@ int st_log_rollback(st_log *l)
 uint64_t st_log_unchecked(const st_log *l)
 {
     st_seg *s = st_log_active(l);
-    return s == NULL ? 0 : st_log_count(l) - s->first - l->ckpt_count;
+    return s == NULL ? 0 : stl_log_count(l) - s->first - l->ckpt_count;
 }
 
 int st_log_checkpoint(st_log *l)
@@ -210,7 +210,7 @@ int st_log_checkpoint(st_log *l)
     st_seg *s = st_log_active(l);
     if (l->read_only || s == NULL || st_log_unchecked(l) == 0)
         return 0;
-    uint64_t count = st_log_count(l);
+    uint64_t count = stl_log_count(l);
     int r = st_log_write_idx(l, s, count, atomic_load_explicit(&s->end, memory_order_relaxed),
                              !l->journaled);
     if (r == 0)

@@ -224,20 +224,21 @@ int stn_ensure_stream(st_nats *n, unsigned shard, char *err, size_t errlen)
     return r;
 }
 
-static int bind_pages(st_nats *n, char *err, size_t errlen)
+int stn_bind_bucket(st_nats *n, const char *bucket, const char *about, kvStore **kv, char *err,
+                    size_t errlen)
 {
     int64_t until = stn_now_ms() + n->deadline_ms;
     for (int attempt = 0;; attempt++) {
-        natsStatus s = js_KeyValue(&n->pages, n->js, ST_NATS_PAGES);
+        natsStatus s = js_KeyValue(kv, n->js, bucket);
         if (s == NATS_NOT_FOUND) {
             kvConfig c;
             kvConfig_Init(&c);
-            c.Bucket = ST_NATS_PAGES;
-            c.Description = "parley: stream sequences of each closed page of 100 events";
+            c.Bucket = bucket;
+            c.Description = about;
             c.History = 1;
             c.StorageType = js_FileStorage;
             c.Replicas = n->replicas;
-            s = js_CreateKeyValue(&n->pages, n->js, &c);
+            s = js_CreateKeyValue(kv, n->js, &c);
         }
         if (s == NATS_OK)
             return 0;
@@ -245,7 +246,7 @@ static int bind_pages(st_nats *n, char *err, size_t errlen)
         if (r == -EIO)
             r = -EAGAIN; /* created by another node meanwhile, or no leader yet */
         if (!stn_retryable(r) || stn_now_ms() >= until)
-            return fail(err, errlen, r, "%s: bucket %s: %s", stn_what(r), ST_NATS_PAGES,
+            return fail(err, errlen, r, "%s: bucket %s: %s", stn_what(r), bucket,
                         stn_last_error(s));
         stn_backoff(attempt, until);
     }
@@ -371,7 +372,9 @@ int st_nats_open(const st_nats_opts *o, st_nats **out, char *err, size_t errlen)
                 free_servers(known, nknown);
             }
         }
-        r = bind_pages(n, err, errlen);
+        r = stn_bind_bucket(n, ST_NATS_PAGES,
+                            "parley: stream sequences of each closed page of 100 events", &n->pages,
+                            err, errlen);
     }
     if (r != 0) {
         st_nats_close(n);

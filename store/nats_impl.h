@@ -98,6 +98,9 @@ int64_t stn_now_ms(void);
  * request, not a way to wait for something. */
 void stn_backoff(int attempt, int64_t until);
 
+/* Bind KV bucket `bucket`, or make it (R as the shard streams, history 1). */
+int stn_bind_bucket(st_nats *n, const char *bucket, const char *about, kvStore **kv, char *err,
+                    size_t errlen);
 /* Check the shard's stream, or make it (once per st_nats). */
 int stn_ensure_stream(st_nats *n, unsigned shard, char *err, size_t errlen);
 

@@ -5,6 +5,7 @@
  */
 #include "store_impl.h"
 
+#include "backend.h"
 #include "io.h"
 #include "runtime/err.h"
 #include "runtime/log.h"
@@ -125,7 +126,7 @@ static char *join(const char *a, const char *b)
     return p;
 }
 
-int st_store_open(const st_opts *o, st_store **out, char *err, size_t errlen)
+int stl_store_open(const st_opts *o, st_store **out, char *err, size_t errlen)
 {
     char scratch[256];
     if (err == NULL) {
@@ -138,6 +139,7 @@ int st_store_open(const st_opts *o, st_store **out, char *err, size_t errlen)
     st_store *s = calloc(1, sizeof(*s));
     if (s == NULL)
         return -ENOMEM;
+    s->be = &st_local_backend;
     s->o = *o;
     if (s->o.interval_ms == 0)
         s->o.interval_ms = 1000;
@@ -216,7 +218,7 @@ int st_store_open(const st_opts *o, st_store **out, char *err, size_t errlen)
     return 0;
 }
 
-int st_workspace(st_store *s, const rt_uuid *id, char *out, size_t cap)
+int stl_workspace(st_store *s, const rt_uuid *id, char *out, size_t cap)
 {
     char hex[33], base[4096];
     rt_uuid_hex(id, hex);
@@ -233,7 +235,7 @@ int st_workspace(st_store *s, const rt_uuid *id, char *out, size_t cap)
     return 0;
 }
 
-void st_store_close(st_store *s)
+void stl_store_close(st_store *s)
 {
     if (s == NULL)
         return;
@@ -269,39 +271,28 @@ void st_store_close(st_store *s)
     free(s);
 }
 
-size_t st_store_open_logs(st_store *s)
+size_t stl_store_open_logs(st_store *s)
 {
     return atomic_load(&s->open_logs);
 }
 
-size_t st_store_max_open_logs(const st_store *s)
+size_t stl_store_max_open_logs(const st_store *s)
 {
     return (size_t)s->o.max_open_logs;
 }
 
 /* ---- the store's own small files ----------------------------------------- */
 
-/* A plain lower-case name ending in ".json" or ".jsonl", none of the
- * store's own. */
-static bool own_name_ok(const char *name)
+int stl_store_put_file(st_store *s, const char *name, const void *data, size_t len)
 {
-    size_t n = strlen(name);
-    bool json = (n > 5 && strcmp(name + n - 5, ".json") == 0) ||
-                (n > 6 && strcmp(name + n - 6, ".jsonl") == 0);
-    return json && n < 64 && name[0] != '.' &&
-           strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789_-.") == n;
-}
-
-int st_store_put_file(st_store *s, const char *name, const void *data, size_t len)
-{
-    if (!own_name_ok(name))
+    if (!st_store_file_name_ok(name))
         return -EINVAL;
     return st_write_file_atomic(s->dir, name, data, len);
 }
 
-int st_store_take_file(st_store *s, const char *name, char **data, size_t *len)
+int stl_store_take_file(st_store *s, const char *name, char **data, size_t *len)
 {
-    if (!own_name_ok(name))
+    if (!st_store_file_name_ok(name))
         return -EINVAL;
     char path[4200];
     snprintf(path, sizeof(path), "%s/%s", s->dir, name);

@@ -2,6 +2,12 @@
  * store.h - the store: the conversations under a data directory, their
  * logs (log.h), and the committer that makes appends durable.
  *
+ * Behind this interface is a backend (backend.h), chosen by the location
+ * given to st_store_open: a directory is the local store described here;
+ * nats://host:port[,host:port...] a JetStream cluster (nats_log.h), when
+ * built with libnats. The layers above see the same calls and contracts
+ * whichever it is, and nothing of the local files' format.
+ *
  *   <dir>/lock                        one process per data directory
  *   <dir>/conversations/<32 hex>/     meta.json, parent (a child's: its
  *                                     parent's 32 hex), then the log's files
@@ -48,7 +54,7 @@
 typedef enum { ST_FULL = 0, ST_INTERVAL, ST_NONE } st_durability;
 
 typedef struct st_opts {
-    const char *dir;
+    const char *dir; /* the location: a directory, or nats://host:port[,...] */
     st_durability durability;
     uint64_t interval_ms;        /* ST_INTERVAL: default 1000 */
     uint64_t segment_bytes;      /* default 64 MiB */
@@ -70,7 +76,8 @@ typedef struct st_store st_store;
 typedef struct st_conv st_conv;
 
 /* Lock the directory (creating it), load the catalog, replay the journal.
- * On failure, `err` (if given) holds one line saying why. */
+ * On failure, `err` (if given) holds one line saying why: -ENOTSUP "the
+ * NATS store is not built" for a nats:// location without libnats. */
 int st_store_open(const st_opts *o, st_store **out, char *err, size_t errlen);
 /* Finish pending appends, flush and close every log, unlock. No handle
  * may be held any more. */

@@ -16,6 +16,7 @@
 typedef struct st_req st_req;
 
 struct st_conv {
+    const struct st_backend *be; /* &st_local_backend (backend.h) */
     st_store *s;
     rt_uuid id;
     char *dir;
@@ -57,6 +58,7 @@ typedef struct st_journal {
 } st_journal;
 
 struct st_store {
+    const struct st_backend *be; /* &st_local_backend (backend.h) */
     st_opts o;
     char *dir, *conv_dir, *journal_dir;
     int lock_fd, dir_fd;
@@ -93,6 +95,33 @@ struct st_store {
 };
 
 uint64_t st_now_ms(void);
+
+/* The local backend's functions (local.c puts them in its table): those of
+ * store.h with an stl_ prefix, on its own handles. */
+int stl_store_open(const st_opts *o, st_store **out, char *err, size_t errlen);
+void stl_store_close(st_store *s);
+int stl_workspace(st_store *s, const rt_uuid *id, char *out, size_t cap);
+size_t stl_store_count(st_store *s);
+size_t stl_store_open_logs(st_store *s);
+size_t stl_store_max_open_logs(const st_store *s);
+int stl_store_list(st_store *s, rt_uuid **ids, size_t *n);
+int stl_store_children(st_store *s, const rt_uuid *id, rt_uuid **ids, size_t *n);
+int stl_store_put_file(st_store *s, const char *name, const void *data, size_t len);
+int stl_store_take_file(st_store *s, const char *name, char **data, size_t *len);
+int stl_conv_create(st_store *s, const rt_uuid *id, const rt_uuid *parent, rt_buf *meta,
+                    st_conv **out);
+int stl_conv_get(st_store *s, const rt_uuid *id, st_conv **out);
+void stl_conv_release(st_conv *c);
+const rt_uuid *stl_conv_id(const st_conv *c);
+bool stl_conv_parent(const st_conv *c, rt_uuid *parent);
+rt_buf *stl_conv_meta(st_conv *c);
+int stl_conv_set_meta(st_conv *c, rt_buf *meta);
+int stl_conv_log(st_conv *c, st_log **log, st_open_report *rep);
+int stl_append(st_conv *c, const st_item *items, size_t n, st_done_fn done, void *ctx);
+int stl_conv_put_file(st_conv *c, const char *name, rt_buf *data, bool durable, st_done_fn done,
+                      void *ctx);
+int stl_conv_get_file(st_conv *c, const char *name, char **data, size_t *len);
+int stl_conv_delete(st_conv *c, st_done_fn done, void *ctx);
 
 /* catalog.c */
 int st_catalog_load(st_store *s, char *err, size_t errlen);

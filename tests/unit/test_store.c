@@ -677,6 +677,33 @@ START_TEST(test_second_store_is_refused)
 }
 END_TEST
 
+/* A nats:// location goes to the JetStream backend, never to a directory
+ * of that name; built without libnats, it says so in one line. */
+START_TEST(test_nats_location_is_not_a_directory)
+{
+    char *dir = tst_mkdtemp();
+    char cwd[4096];
+    ck_assert_ptr_nonnull(getcwd(cwd, sizeof(cwd)));
+    ck_assert_int_eq(chdir(dir), 0);
+    st_opts o = {.dir = "nats://127.0.0.1:1", .durability = ST_FULL};
+    st_store *s = NULL;
+    char err[256];
+    int r = st_store_open(&o, &s, err, sizeof(err));
+    ck_assert_int_lt(r, 0);
+    ck_assert_ptr_null(s);
+    ck_assert(err[0] != '\0' && strchr(err, '\n') == NULL);
+#ifndef PARLEY_HAVE_NATS
+    ck_assert_int_eq(r, -ENOTSUP);
+    ck_assert_msg(strstr(err, "the NATS store is not built") != NULL, "%s", err);
+#endif
+    struct stat st;
+    ck_assert_int_ne(stat("nats:", &st), 0);
+    ck_assert_int_eq(chdir(cwd), 0);
+    tst_rmdir(dir);
+    free(dir);
+}
+END_TEST
+
 /* Logs left unused past the TTL are closed (their lock file is free again)
  * and reopen transparently on the next use. */
 START_TEST(test_idle_logs_close)
@@ -748,6 +775,7 @@ int main(void)
     Suite *s = suite_create("store");
     TCase *tc = tcase_create("store");
     tcase_add_test(tc, test_parse_durability);
+    tcase_add_test(tc, test_nats_location_is_not_a_directory);
     tcase_add_test(tc, test_catalog_create_get_meta_list);
     tcase_add_test(tc, test_catalog_create_race);
     tcase_add_test(tc, test_parent_and_children);

@@ -1,0 +1,192 @@
+/*
+ * backend.c - the calls of store.h and log.h: the backend chosen by the
+ * location at st_store_open, then one indirect call through the table of
+ * the handle given (backend.h).
+ */
+#include "backend.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#define NATS_SCHEME "nats://"
+
+int st_store_open(const st_opts *o, st_store **out, char *err, size_t errlen)
+{
+    if (err != NULL && errlen > 0)
+        err[0] = '\0';
+    if (o == NULL || o->dir == NULL)
+        return -EINVAL;
+    if (strncmp(o->dir, NATS_SCHEME, strlen(NATS_SCHEME)) != 0)
+        return st_local_backend.open(o, out, err, errlen);
+#ifdef PARLEY_HAVE_NATS
+    return st_nats_backend.open(o, out, err, errlen);
+#else
+    if (err != NULL)
+        snprintf(err, errlen, "the NATS store is not built (parley was built without libnats)");
+    return -ENOTSUP;
+#endif
+}
+
+void st_store_close(st_store *s)
+{
+    if (s != NULL)
+        ST_BACKEND(s)->close(s);
+}
+
+int st_workspace(st_store *s, const rt_uuid *id, char *out, size_t cap)
+{
+    return ST_BACKEND(s)->workspace(s, id, out, cap);
+}
+
+size_t st_store_count(st_store *s)
+{
+    return ST_BACKEND(s)->count(s);
+}
+
+size_t st_store_open_logs(st_store *s)
+{
+    return ST_BACKEND(s)->open_logs(s);
+}
+
+size_t st_store_max_open_logs(const st_store *s)
+{
+    return ST_BACKEND(s)->max_open_logs(s);
+}
+
+int st_store_list(st_store *s, rt_uuid **ids, size_t *n)
+{
+    return ST_BACKEND(s)->list(s, ids, n);
+}
+
+int st_store_children(st_store *s, const rt_uuid *id, rt_uuid **ids, size_t *n)
+{
+    return ST_BACKEND(s)->children(s, id, ids, n);
+}
+
+int st_store_put_file(st_store *s, const char *name, const void *data, size_t len)
+{
+    return ST_BACKEND(s)->put_file(s, name, data, len);
+}
+
+int st_store_take_file(st_store *s, const char *name, char **data, size_t *len)
+{
+    return ST_BACKEND(s)->take_file(s, name, data, len);
+}
+
+static bool plain_name(const char *name, size_t n)
+{
+    return n < 64 && name[0] != '.' && strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789_-.") == n;
+}
+
+bool st_store_file_name_ok(const char *name)
+{
+    size_t n = strlen(name);
+    bool json = (n > 5 && strcmp(name + n - 5, ".json") == 0) ||
+                (n > 6 && strcmp(name + n - 6, ".jsonl") == 0);
+    return json && plain_name(name, n);
+}
+
+bool st_conv_file_name_ok(const char *name)
+{
+    size_t n = strlen(name);
+    return n > 5 && strcmp(name + n - 5, ".json") == 0 && strcmp(name, "meta.json") != 0 &&
+           plain_name(name, n);
+}
+
+/* ---- conversations ------------------------------------------------------- */
+
+int st_conv_create(st_store *s, const rt_uuid *id, const rt_uuid *parent, rt_buf *meta,
+                   st_conv **out)
+{
+    return ST_BACKEND(s)->conv_create(s, id, parent, meta, out);
+}
+
+int st_conv_get(st_store *s, const rt_uuid *id, st_conv **out)
+{
+    return ST_BACKEND(s)->conv_get(s, id, out);
+}
+
+void st_conv_release(st_conv *c)
+{
+    if (c != NULL)
+        ST_BACKEND(c)->conv_release(c);
+}
+
+const rt_uuid *st_conv_id(const st_conv *c)
+{
+    return ST_BACKEND(c)->conv_id(c);
+}
+
+bool st_conv_parent(const st_conv *c, rt_uuid *parent)
+{
+    return ST_BACKEND(c)->conv_parent(c, parent);
+}
+
+rt_buf *st_conv_meta(st_conv *c)
+{
+    return ST_BACKEND(c)->conv_meta(c);
+}
+
+int st_conv_set_meta(st_conv *c, rt_buf *meta)
+{
+    return ST_BACKEND(c)->conv_set_meta(c, meta);
+}
+
+int st_conv_log(st_conv *c, st_log **log, st_open_report *rep)
+{
+    return ST_BACKEND(c)->conv_log(c, log, rep);
+}
+
+int st_append(st_conv *c, const st_item *items, size_t n, st_done_fn done, void *ctx)
+{
+    return ST_BACKEND(c)->append(c, items, n, done, ctx);
+}
+
+int st_conv_put_file(st_conv *c, const char *name, rt_buf *data, bool durable, st_done_fn done,
+                     void *ctx)
+{
+    return ST_BACKEND(c)->conv_put_file(c, name, data, durable, done, ctx);
+}
+
+int st_conv_get_file(st_conv *c, const char *name, char **data, size_t *len)
+{
+    return ST_BACKEND(c)->conv_get_file(c, name, data, len);
+}
+
+int st_conv_delete(st_conv *c, st_done_fn done, void *ctx)
+{
+    return ST_BACKEND(c)->conv_delete(c, done, ctx);
+}
+
+/* ---- logs: readers ------------------------------------------------------- */
+
+uint64_t st_log_count(const st_log *l)
+{
+    return ST_BACKEND(l)->log_count(l);
+}
+
+int st_log_read(st_log *l, uint64_t first, uint32_t max, st_page **out)
+{
+    return ST_BACKEND(l)->log_read(l, first, max, out);
+}
+
+int st_log_find(st_log *l, const void *id, size_t idlen, uint64_t *index)
+{
+    return ST_BACKEND(l)->log_find(l, id, idlen, index);
+}
+
+int st_log_find_key(st_log *l, const void *key, size_t keylen, uint64_t *index)
+{
+    return ST_BACKEND(l)->log_find_key(l, key, keylen, index);
+}
+
+size_t st_log_memory(const st_log *l)
+{
+    return ST_BACKEND(l)->log_memory(l);
+}
+
+bool st_log_read_only(const st_log *l)
+{
+    return ST_BACKEND(l)->log_read_only(l);
+}

@@ -1,0 +1,345 @@
+/*
+ * nats_conv.c - the JetStream backend's appends, a conversation's files and
+ * its deletion (nats_store.h).
+ *
+ * st_append and the other calls that store.h runs "after the appends made
+ * before" queue a job on the conversation and return; a small pool of
+ * workers runs the jobs, each conversation's in order and on one worker at
+ * a time, with the blocking calls of nats_log.h (never on a loop), and calls
+ * `done` from there, as the local committer does. A worker's first append
+ * to a conversation takes its log over; a writer fenced by another one
+ * (-ESTALE) is dropped, so the next append takes over again.
+ */
+#include "nats_store.h"
+
+#include "runtime/log.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static stn_conv *C(st_conv *c)
+{
+    return (stn_conv *)(void *)c;
+}
+
+static void job_free(stn_job *j)
+{
+    for (size_t i = 0; i < j->n; i++)
+        rt_buf_unref(j->payloads[i]);
+    rt_buf_unref(j->data);
+    free(j);
+}
+
+/* Queue j on c (holding c for it) unless the store is closing. */
+static int submit(stn_conv *c, stn_job *j, bool hold)
+{
+    stn_store *s = c->s;
+    pthread_mutex_lock(&s->mu);
+    if (s->stop) {
+        pthread_mutex_unlock(&s->mu);
+        return -ESHUTDOWN;
+    }
+    if (hold)
+        c->refs++;
+    pthread_mutex_lock(&c->mu);
+    j->next = NULL;
+    if (c->jtail != NULL)
+        c->jtail->next = j;
+    else
+        c->jhead = j;
+    c->jtail = j;
+    bool run = !c->scheduled;
+    c->scheduled = true;
+    pthread_mutex_unlock(&c->mu);
+    if (run) {
+        c->rnext = NULL;
+        if (s->rtail != NULL)
+            s->rtail->rnext = c;
+        else
+            s->rhead = c;
+        s->rtail = c;
+        pthread_cond_signal(&s->cv);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return 0;
+}
+
+static void drop_writer(stn_conv *c)
+{
+    atomic_store(&c->writing, false);
+    st_nats_log_close(c->writer);
+    c->writer = NULL;
+}
+
+static int take_over(stn_conv *c)
+{
+    int r = st_nats_log_open(c->s->n, &c->id, &c->writer);
+    if (r == 0 && (r = st_nats_log_take_over(c->writer, NULL)) < 0)
+        rt_log(RT_LOG_ERROR, "store", "nats: cannot take conversation %s over: %s", c->hex,
+               st_nats_log_error(c->writer));
+    if (r < 0) {
+        drop_writer(c);
+        return r;
+    }
+    atomic_store(&c->written, c->writer->next_index);
+    atomic_store(&c->writing, true);
+    return 0;
+}
+
+static int run_append(stn_conv *c, stn_job *j, uint64_t *first)
+{
+    if (c->writer == NULL) {
+        int r = take_over(c);
+        if (r < 0)
+            return r;
+    }
+    size_t stored = 0;
+    int r = st_nats_log_append(c->writer, j->items, j->n, first, &stored);
+    if (r == 0) {
+        atomic_store(&c->written, *first + j->n);
+        return 0;
+    }
+    rt_log(RT_LOG_ERROR, "store", "nats: append to %s: %s%s", c->hex, st_nats_log_error(c->writer),
+           stored > 0 ? " (a part was stored)" : "");
+    if (r == -ESTALE || stored > 0)
+        drop_writer(c); /* fenced, or a state the next take-over reads back */
+    return r;
+}
+
+typedef struct keys_ctx {
+    kvStore *kv;
+    int r;
+} keys_ctx;
+
+static int delete_key(void *ctx, const char *key)
+{
+    keys_ctx *k = ctx;
+    int r = stn_kv_delete(k->kv, key);
+    if (r < 0 && k->r == 0)
+        k->r = r;
+    return 0;
+}
+
+/* The tombstone first: from then on the id is never created again. */
+static int run_delete(stn_conv *c)
+{
+    stn_store *s = c->s;
+    char key[80];
+    snprintf(key, sizeof key, "d.%s", c->hex);
+    int r = stn_kv_put(s->convs, key, "", 0);
+    if (r == 0) {
+        snprintf(key, sizeof key, "c.%s", c->hex);
+        r = stn_kv_delete(s->convs, key);
+    }
+    if (r == 0) { /* a get from now on finds neither the entry nor this handle */
+        atomic_store(&c->gone, true);
+        drop_writer(c);
+    }
+    keys_ctx k = {.kv = s->convs};
+    if (r == 0) {
+        snprintf(key, sizeof key, "m.%s", c->hex);
+        delete_key(&k, key);
+        if (c->has_parent) {
+            char phex[33];
+            rt_uuid_hex(&c->parent, phex);
+            snprintf(key, sizeof key, "p.%s.%s", phex, c->hex);
+            delete_key(&k, key);
+        }
+        k.kv = s->files;
+        snprintf(key, sizeof key, "%s.>", c->hex);
+        r = stn_kv_keys(s->files, key, delete_key, &k);
+    }
+    return r < 0 ? r : k.r;
+}
+
+static void run(stn_conv *c, stn_job *j)
+{
+    uint64_t first = 0;
+    int r = 0;
+    if (atomic_load(&c->gone))
+        r = -ENOENT;
+    else if (j->kind == STN_APPEND)
+        r = run_append(c, j, &first);
+    else if (j->kind == STN_FILE) {
+        char key[120];
+        snprintf(key, sizeof key, "%s.%s", c->hex, j->name);
+        r = stn_kv_put(c->s->files, key, rt_buf_data(j->data), rt_buf_len(j->data));
+    } else {
+        r = run_delete(c);
+    }
+    j->done(j->ctx, r, first);
+    job_free(j);
+    stn_conv_release((st_conv *)(void *)c);
+}
+
+static void *worker_main(void *arg)
+{
+    stn_store *s = arg;
+    pthread_setname_np(pthread_self(), "parley-nats");
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        while (s->rhead == NULL && !s->stop)
+            pthread_cond_wait(&s->cv, &s->mu);
+        stn_conv *c = s->rhead;
+        if (c == NULL)
+            break; /* stopping, and nothing left */
+        s->rhead = c->rnext;
+        if (s->rhead == NULL)
+            s->rtail = NULL;
+        c->refs++; /* the worker's: c outlives its last job's release */
+        pthread_mutex_unlock(&s->mu);
+        for (;;) {
+            pthread_mutex_lock(&c->mu);
+            stn_job *j = c->jhead;
+            if (j != NULL) {
+                c->jhead = j->next;
+                if (c->jhead == NULL)
+                    c->jtail = NULL;
+            } else {
+                c->scheduled = false;
+            }
+            pthread_mutex_unlock(&c->mu);
+            if (j == NULL)
+                break;
+            run(c, j);
+        }
+        stn_conv_release((st_conv *)(void *)c);
+        pthread_mutex_lock(&s->mu);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+int stn_workers_start(stn_store *s)
+{
+    for (; s->nworkers < STN_WORKERS; s->nworkers++) {
+        int r = -pthread_create(&s->workers[s->nworkers], NULL, worker_main, s);
+        if (r < 0) {
+            stn_workers_stop(s);
+            return r;
+        }
+    }
+    return 0;
+}
+
+void stn_workers_stop(stn_store *s)
+{
+    pthread_mutex_lock(&s->mu);
+    s->stop = true;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    for (int i = 0; i < s->nworkers; i++)
+        pthread_join(s->workers[i], NULL);
+    s->nworkers = 0;
+}
+
+/* ---- the calls ----------------------------------------------------------- */
+
+/* The largest append: one record (nats_log.h), so that it is stored whole
+ * or not at all, as store.h promises. */
+static bool fits(const st_nats *n, const st_item *items, size_t count)
+{
+    size_t bytes = 1024; /* the record's own headers */
+    for (size_t i = 0; i < count; i++)
+        bytes += rt_buf_len(items[i].payload) + items[i].idlen + items[i].keylen + 48;
+    return count <= ST_NATS_BATCH_MAX && (int64_t)bytes <= st_nats_max_payload(n);
+}
+
+int stn_append(st_conv *gc, const st_item *items, size_t n, st_done_fn done, void *ctx)
+{
+    stn_conv *c = C(gc);
+    if (n == 0 || done == NULL)
+        return -EINVAL;
+    if (atomic_load(&c->gone))
+        return -ENOENT;
+    size_t keys = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (items[i].idlen == 0 || items[i].idlen > 255 || items[i].keylen > 255 ||
+            items[i].payload == NULL)
+            return -EINVAL;
+        keys += items[i].idlen + items[i].keylen;
+    }
+    if (!fits(c->s->n, items, n))
+        return -EMSGSIZE;
+    stn_job *j = calloc(1, sizeof(*j) + n * (sizeof(st_nats_item) + sizeof(rt_buf *)) + keys);
+    if (j == NULL)
+        return -ENOMEM;
+    j->kind = STN_APPEND;
+    j->done = done;
+    j->ctx = ctx;
+    j->items = (st_nats_item *)(j + 1);
+    j->payloads = (rt_buf **)(j->items + n);
+    char *kb = (char *)(j->payloads + n); /* the ids and keys, copied */
+    for (size_t i = 0; i < n; i++) {
+        j->payloads[i] = rt_buf_ref(items[i].payload);
+        st_nats_item *it = &j->items[i];
+        memcpy(kb, items[i].id, items[i].idlen);
+        it->id = kb;
+        it->idlen = items[i].idlen;
+        kb += items[i].idlen;
+        if (items[i].keylen > 0) {
+            memcpy(kb, items[i].key, items[i].keylen);
+            it->key = kb;
+            it->keylen = items[i].keylen;
+            kb += items[i].keylen;
+        }
+        it->data = rt_buf_data(items[i].payload);
+        it->len = rt_buf_len(items[i].payload);
+    }
+    j->n = n;
+    int r = submit(c, j, true);
+    if (r < 0)
+        job_free(j);
+    return r;
+}
+
+int stn_conv_put_file(st_conv *gc, const char *name, rt_buf *data, bool durable, st_done_fn done,
+                      void *ctx)
+{
+    (void)durable; /* every KV write is replicated before it is acknowledged */
+    stn_conv *c = C(gc);
+    if (done == NULL || data == NULL || !st_conv_file_name_ok(name))
+        return -EINVAL;
+    if (atomic_load(&c->gone))
+        return -ENOENT;
+    stn_job *j = calloc(1, sizeof(*j));
+    if (j == NULL)
+        return -ENOMEM;
+    j->kind = STN_FILE;
+    j->done = done;
+    j->ctx = ctx;
+    snprintf(j->name, sizeof j->name, "%s", name);
+    j->data = rt_buf_ref(data);
+    int r = submit(c, j, true);
+    if (r < 0)
+        job_free(j);
+    return r;
+}
+
+int stn_conv_get_file(st_conv *gc, const char *name, char **data, size_t *len)
+{
+    stn_conv *c = C(gc);
+    if (!st_conv_file_name_ok(name))
+        return -EINVAL;
+    char key[120];
+    snprintf(key, sizeof key, "%s.%s", c->hex, name);
+    return stn_kv_get(c->s, STN_FILES, key, data, len);
+}
+
+int stn_conv_delete(st_conv *gc, st_done_fn done, void *ctx)
+{
+    if (done == NULL)
+        return -EINVAL;
+    stn_job *j = calloc(1, sizeof(*j));
+    if (j == NULL)
+        return -ENOMEM;
+    j->kind = STN_DELETE;
+    j->done = done;
+    j->ctx = ctx;
+    int r = submit(C(gc), j, false); /* takes over the caller's reference */
+    if (r < 0)
+        free(j);
+    return r;
+}

@@ -1,0 +1,155 @@
+/*
+ * nats_rlog.c - the log that st_conv_log hands out in the JetStream backend
+ * (nats_store.h): log.h's readers on a st_nats_log of the conversation's
+ * own, one call at a time (its mutex), any thread; blocking, as log.h's
+ * reads are. The count is this node's writer's while it is the writer (no
+ * request), else read from the stream leader.
+ */
+#include "nats_store.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+static stn_log *L(st_log *l)
+{
+    return (stn_log *)(void *)l;
+}
+
+int stn_conv_log(st_conv *gc, st_log **log, st_open_report *rep)
+{
+    stn_conv *c = (stn_conv *)(void *)gc;
+    if (atomic_load(&c->gone))
+        return -ENOENT;
+    int r = 0;
+    pthread_mutex_lock(&c->mu);
+    if (c->log == NULL) {
+        stn_log *l = calloc(1, sizeof(*l));
+        if (l == NULL)
+            r = -ENOMEM;
+        if (r == 0 && (r = st_nats_log_open(c->s->n, &c->id, &l->nl)) == 0) {
+            l->be = &st_nats_backend;
+            l->c = c;
+            pthread_mutex_init(&l->mu, NULL);
+            c->log = l;
+            atomic_fetch_add(&c->s->nlogs, 1);
+        } else {
+            free(l);
+        }
+    }
+    pthread_mutex_unlock(&c->mu);
+    if (r < 0)
+        return r;
+    if (rep != NULL) {
+        memset(rep, 0, sizeof(*rep));
+        rep->count = stn_log_count((st_log *)(void *)c->log);
+    }
+    *log = (st_log *)(void *)c->log;
+    return 0;
+}
+
+void stn_log_free(stn_log *l)
+{
+    st_nats_log_close(l->nl);
+    pthread_mutex_destroy(&l->mu);
+    free(l);
+}
+
+uint64_t stn_log_count(const st_log *gl)
+{
+    stn_log *l = (stn_log *)(void *)gl; /* its cache changes, not what it reads */
+    if (atomic_load(&l->c->writing))
+        return atomic_load(&l->c->written);
+    uint64_t n = 0;
+    pthread_mutex_lock(&l->mu);
+    int r = st_nats_log_count(l->nl, &n);
+    pthread_mutex_unlock(&l->mu);
+    if (r < 0)
+        return atomic_load(&l->known); /* what is reachable: the last known */
+    atomic_store(&l->known, n);
+    return n;
+}
+
+/* A page of nats_log.h as a page of log.h: the events' bytes and ids
+ * copied into one buffer. */
+static int convert(const st_nats_page *np, st_page **out)
+{
+    size_t total = 0;
+    for (uint32_t i = 0; i < np->n; i++)
+        total += np->ev[i].len + np->ev[i].idlen;
+    if (total > UINT32_MAX)
+        return -EMSGSIZE;
+    st_page *p = malloc(sizeof(*p) + np->n * sizeof(st_event_ref));
+    rt_buf *b = rt_buf_new(total > 0 ? total : 1);
+    if (p == NULL || b == NULL) {
+        free(p);
+        rt_buf_unref(b);
+        return -ENOMEM;
+    }
+    uint8_t *d = rt_buf_wdata(b);
+    uint32_t at = 0;
+    for (uint32_t i = 0; i < np->n; i++) {
+        const st_nats_event *e = &np->ev[i];
+        p->ev[i] = (st_event_ref){.index = e->index,
+                                  .off = at,
+                                  .len = (uint32_t)e->len,
+                                  .id_off = at + (uint32_t)e->len,
+                                  .id_len = e->idlen};
+        memcpy(d + at, e->data, e->len);
+        memcpy(d + at + e->len, e->id, e->idlen);
+        at += (uint32_t)e->len + e->idlen;
+    }
+    p->bytes = b;
+    p->n = np->n;
+    *out = p;
+    return 0;
+}
+
+int stn_log_read(st_log *gl, uint64_t first, uint32_t max, st_page **out)
+{
+    stn_log *l = L(gl);
+    *out = NULL;
+    if (max > ST_NATS_READ_MAX)
+        max = ST_NATS_READ_MAX;
+    st_nats_page *np = NULL;
+    pthread_mutex_lock(&l->mu);
+    int r = st_nats_log_read(l->nl, first, max, &np);
+    pthread_mutex_unlock(&l->mu);
+    if (r == 0)
+        r = convert(np, out);
+    st_nats_page_free(np);
+    return r;
+}
+
+int stn_log_find(st_log *gl, const void *id, size_t idlen, uint64_t *index)
+{
+    stn_log *l = L(gl);
+    pthread_mutex_lock(&l->mu);
+    int r = st_nats_log_find(l->nl, id, idlen, index);
+    pthread_mutex_unlock(&l->mu);
+    return r;
+}
+
+int stn_log_find_key(st_log *gl, const void *key, size_t keylen, uint64_t *index)
+{
+    stn_log *l = L(gl);
+    pthread_mutex_lock(&l->mu);
+    int r = st_nats_log_find_key(l->nl, key, keylen, index);
+    pthread_mutex_unlock(&l->mu);
+    return r;
+}
+
+size_t stn_log_memory(const st_log *gl)
+{
+    stn_log *l = (stn_log *)(void *)gl;
+    pthread_mutex_lock(&l->mu);
+    size_t n = sizeof(*l) + st_nats_log_memory(l->nl);
+    pthread_mutex_unlock(&l->mu);
+    return n;
+}
+
+bool stn_log_read_only(const st_log *gl)
+{
+    (void)gl;
+    return false; /* appends go through the writer, wherever it is */
+}

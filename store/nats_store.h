@@ -1,0 +1,138 @@
+/*
+ * nats_store.h - the inside of the JetStream backend (backend.h), shared by
+ * nats_store.c (opening, the catalog, meta, the store's files), nats_conv.c
+ * (the append workers, a conversation's files, deletion) and nats_rlog.c
+ * (the readers' log handle).
+ *
+ * The catalog is the KV bucket parley_convs:
+ *   c.<32 hex>             the conversation: "<parent's 32 hex or ->\n<meta>",
+ *                          made with kvStore_Create (race-safe on 2.9.10: it
+ *                          expects no message, not a sequence), never changed
+ *   m.<32 hex>             its meta, once replaced (else the c. entry's)
+ *   p.<parent>.<child>     a child, for st_store_children (checked against
+ *                          the child's c. entry when listed)
+ *   d.<32 hex>             deleted: its log stays (the streams deny deletes),
+ *                          so the id is never created again (-EIDRM)
+ * and parley_files holds the small files: "<32 hex>.<name>" a
+ * conversation's, "s.<name>" the store's.
+ *
+ * st_opts' durability and segment sizes do not apply: an acknowledgement
+ * means stored on a majority of the replicas (spec/nats-jetstream.md says
+ * what that is worth on nats-server 2.9). Workspaces are not there yet
+ * (st_workspace: -ENOTSUP).
+ *
+ * A handle reads the meta when it is opened and keeps it: another node's
+ * st_conv_set_meta is seen by the handles opened after it. Counting and
+ * listing read every key of the catalog (O(conversations) per call), and
+ * the handles open are a list: fine for a first step, not for 100,000.
+ *
+ * One handle per conversation per store, held by reference (s->mu). Its
+ * appends, file writes and deletion are jobs run in order by the worker
+ * pool, one worker at a time per conversation: the first append takes the
+ * log over (nats_log.h) and later ones write as that writer.
+ */
+#ifndef ST_NATS_STORE_H
+#define ST_NATS_STORE_H
+
+#include "backend.h"
+#include "nats_impl.h"
+
+#include <stdatomic.h>
+
+#define STN_CONVS   "parley_convs"
+#define STN_FILES   "parley_files"
+#define STN_WORKERS 4
+
+typedef struct stn_store stn_store;
+typedef struct stn_conv stn_conv;
+
+typedef enum { STN_APPEND, STN_FILE, STN_DELETE } stn_kind;
+
+typedef struct stn_job {
+    struct stn_job *next;
+    stn_kind kind;
+    st_done_fn done;
+    void *ctx;
+    char name[64];       /* STN_FILE */
+    rt_buf *data;        /* STN_FILE: a reference */
+    size_t n;            /* STN_APPEND: items, ids and keys copied */
+    st_nats_item *items; /* their data point into payloads */
+    rt_buf **payloads;   /* references */
+} stn_job;
+
+/* What st_conv_log hands out: a reader's log of the conversation. */
+typedef struct stn_log {
+    const st_backend *be;
+    stn_conv *c;
+    pthread_mutex_t mu; /* a st_nats_log is used by one thread at a time */
+    st_nats_log *nl;
+    _Atomic uint64_t known; /* the last count read */
+} stn_log;
+
+struct stn_conv {
+    const st_backend *be;
+    stn_store *s;
+    rt_uuid id;
+    char hex[33];
+    bool has_parent;
+    rt_uuid parent;
+    int refs;       /* s->mu */
+    stn_conv *next; /* s->mu: the handles open */
+    _Atomic bool gone;
+    pthread_mutex_t mu; /* meta, log, the jobs: taken after s->mu, never before */
+    rt_buf *meta;
+    stn_log *log;
+    stn_job *jhead, *jtail;
+    bool scheduled;       /* in the run queue or being run */
+    stn_conv *rnext;      /* s->mu: the run queue */
+    st_nats_log *writer;  /* the worker running its jobs only */
+    _Atomic bool writing; /* writer is live: written is the count */
+    _Atomic uint64_t written;
+};
+
+struct stn_store {
+    const st_backend *be;
+    st_opts o;
+    st_nats *n;
+    kvStore *convs, *files;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    stn_conv *open;
+    _Atomic size_t nlogs; /* no lock: st_conv_log holds c->mu, and s->mu comes first */
+    stn_conv *rhead, *rtail;
+    bool stop;
+    int nworkers;
+    pthread_t workers[STN_WORKERS];
+};
+
+/* nats_store.c */
+void stn_conv_release(st_conv *c);
+/* A KV get (data NULL: whether it exists): 0, -ENOENT, or an error; the
+ * caller frees *data, which is NUL-terminated. */
+int stn_kv_get(stn_store *s, const char *bucket, const char *key, char **data, size_t *len);
+int stn_kv_put(kvStore *kv, const char *key, const void *data, size_t len);
+int stn_kv_delete(kvStore *kv, const char *key);
+/* Every key matching filter (wildcards as subjects), one call each. */
+int stn_kv_keys(kvStore *kv, const char *filter, int (*fn)(void *ctx, const char *key), void *ctx);
+
+/* nats_conv.c */
+int stn_workers_start(stn_store *s);
+/* Run every job queued, then stop the workers. */
+void stn_workers_stop(stn_store *s);
+int stn_append(st_conv *c, const st_item *items, size_t n, st_done_fn done, void *ctx);
+int stn_conv_put_file(st_conv *c, const char *name, rt_buf *data, bool durable, st_done_fn done,
+                      void *ctx);
+int stn_conv_get_file(st_conv *c, const char *name, char **data, size_t *len);
+int stn_conv_delete(st_conv *c, st_done_fn done, void *ctx);
+
+/* nats_rlog.c */
+int stn_conv_log(st_conv *c, st_log **log, st_open_report *rep);
+void stn_log_free(stn_log *l);
+uint64_t stn_log_count(const st_log *l);
+int stn_log_read(st_log *l, uint64_t first, uint32_t max, st_page **out);
+int stn_log_find(st_log *l, const void *id, size_t idlen, uint64_t *index);
+int stn_log_find_key(st_log *l, const void *key, size_t keylen, uint64_t *index);
+size_t stn_log_memory(const st_log *l);
+bool stn_log_read_only(const st_log *l);
+
+#endif
