@@ -9,9 +9,10 @@
 #include <string.h>
 #include <sys/mman.h>
 
-/* 1 KiB chunks: a log of ten events costs 1 KiB, and the directory of a
- * million-event log 32 KiB. */
-enum { CHUNK_BITS = 8, CHUNK = 1 << CHUNK_BITS };
+/* 1 KiB chunks: the directory of a million-event log is 32 KiB. The first
+ * chunk starts at FIRST entries and doubles up to a whole one, so that a
+ * log of ten events costs 64 bytes, not 1 KiB. */
+enum { CHUNK_BITS = 8, CHUNK = 1 << CHUNK_BITS, FIRST = 16 };
 
 struct st_retired {
     st_retired *next;
@@ -71,6 +72,7 @@ int st_offsets_init(st_offsets *o, uint64_t expect)
         return -ENOMEM;
     atomic_init(&o->dir, d);
     o->retired = NULL;
+    atomic_init(&o->first_cap, expect > CHUNK / 2 ? (size_t)CHUNK : (size_t)FIRST);
     return 0;
 }
 
@@ -105,13 +107,26 @@ int st_offsets_set(st_offsets *o, uint64_t i, uint32_t off)
         d = n;
     }
     uint32_t *chunk = atomic_load_explicit(&d->chunk[c], memory_order_relaxed);
-    if (chunk == NULL) {
-        chunk = malloc(CHUNK * sizeof(uint32_t));
-        if (chunk == NULL)
+    size_t first = atomic_load_explicit(&o->first_cap, memory_order_relaxed);
+    size_t at = (size_t)(i & (CHUNK - 1)), want = c > 0 ? CHUNK : first;
+    while (c == 0 && at >= want)
+        want *= 2;
+    if (chunk == NULL || (c == 0 && want > first)) {
+        /* a new chunk, or a bigger first one: the old stays readable (its
+         * entries copied) until the log closes, for readers holding it */
+        uint32_t *n = malloc(want * sizeof(uint32_t));
+        if (n == NULL || (chunk != NULL && st_retire(&o->retired, chunk) < 0)) {
+            free(n);
             return -ENOMEM;
+        }
+        if (chunk != NULL)
+            memcpy(n, chunk, first * sizeof(uint32_t));
+        if (c == 0)
+            atomic_store_explicit(&o->first_cap, want, memory_order_relaxed);
+        chunk = n;
         atomic_store_explicit(&d->chunk[c], chunk, memory_order_release);
     }
-    chunk[i & (CHUNK - 1)] = off;
+    chunk[at] = off;
     return 0;
 }
 
@@ -128,7 +143,8 @@ size_t st_offsets_bytes(const st_offsets *o)
     size_t n = sizeof(*d) + d->cap * sizeof(d->chunk[0]);
     for (size_t i = 0; i < d->cap; i++)
         if (atomic_load_explicit(&d->chunk[i], memory_order_relaxed) != NULL)
-            n += CHUNK * sizeof(uint32_t);
+            n += (i > 0 ? CHUNK : atomic_load_explicit(&o->first_cap, memory_order_relaxed)) *
+                 sizeof(uint32_t);
     return n;
 }
 
@@ -228,7 +244,7 @@ static void islots_put(struct st_islots *t, uint64_t hash, uint64_t entry)
 
 int st_idtab_init(st_idtab *t, uint64_t expect)
 {
-    uint64_t cap = 64; /* a new log's table is 512 bytes; it doubles as it fills */
+    uint64_t cap = 16; /* a new log's table is 128 bytes; it doubles as it fills */
     while (cap / 4 * 3 < expect)
         cap *= 2;
     struct st_islots *s = islots_new(cap);

@@ -28,6 +28,7 @@ void st_retired_free(st_retired **list);
 typedef struct st_offsets {
     struct st_odir *_Atomic dir;
     st_retired *retired;
+    _Atomic size_t first_cap; /* entries of the first chunk (written by the writer) */
 } st_offsets;
 
 int st_offsets_init(st_offsets *o, uint64_t expect);

@@ -508,7 +508,6 @@ int st_log_close(st_log *l)
         close(l->lock_fd);
     free(l->act_hash);
     free(l->act_khash);
-    free(l->scratch);
     free(l->dir);
     free(l);
     return r;
@@ -522,5 +521,5 @@ bool stl_log_read_only(const st_log *l)
 size_t stl_log_memory(const st_log *l)
 {
     return sizeof(*l) + st_offsets_bytes(&l->offsets) + st_idtab_bytes(&l->ids) +
-           2 * l->act_cap * sizeof(uint32_t) + l->scratch_cap;
+           2 * l->act_cap * sizeof(uint32_t);
 }

@@ -46,8 +46,6 @@ struct st_log {
     uint32_t *act_khash; /* key hash (high half | 1), or 0: no key */
     uint64_t act_cap;
     uint64_t ckpt_count; /* active-segment records its checkpoint covers */
-    uint8_t *scratch;    /* record headers being written */
-    size_t scratch_cap;
 };
 
 /* The readers of log.h with an stl_ prefix: the local backend's (local.c). */

@@ -31,7 +31,7 @@ int st_log_note_hash(st_log *l, uint64_t index, uint32_t hash_hi, uint32_t khash
 {
     uint64_t k = index - st_log_active(l)->first;
     if (k >= l->act_cap) {
-        uint64_t cap = l->act_cap ? l->act_cap * 2 : 64;
+        uint64_t cap = l->act_cap ? l->act_cap * 2 : 16;
         while (cap <= k)
             cap *= 2;
         uint32_t *h = realloc(l->act_hash, cap * sizeof(*h));
@@ -121,20 +121,16 @@ int st_log_write(st_log *l, const st_item *items, size_t n, uint64_t *first)
     int r = st_idtab_reserve(&l->ids, 2 * ((l->wcount - stl_log_count(l)) + n));
     if (r < 0)
         return r;
-    if (l->scratch_cap < n * ST_REC_HDR_MAX) {
-        uint8_t *sc = realloc(l->scratch, n * ST_REC_HDR_MAX);
-        if (sc == NULL)
-            return -ENOMEM;
-        l->scratch = sc;
-        l->scratch_cap = n * ST_REC_HDR_MAX;
-    }
-    struct iovec *iov = malloc(2 * n * sizeof(*iov));
+    /* the iovecs and the records' headers, for this write only: kept per
+     * log, they cost every open log its largest batch's worth */
+    struct iovec *iov = malloc(2 * n * sizeof(*iov) + n * ST_REC_HDR_MAX);
     if (iov == NULL)
         return -ENOMEM;
+    uint8_t *scratch = (uint8_t *)(iov + 2 * n);
     uint64_t off = l->wend;
     for (size_t i = 0; i < n && r == 0; i++) {
         const st_item *it = &items[i];
-        uint8_t *h = l->scratch + i * ST_REC_HDR_MAX;
+        uint8_t *h = scratch + i * ST_REC_HDR_MAX;
         size_t hl = st_rec_encode(h, NULL, 0, l->wcount + i, it->id, it->idlen, it->key, it->keylen,
                                   rt_buf_data(it->payload), (uint32_t)rt_buf_len(it->payload));
         iov[2 * i] = (struct iovec){h, hl};
