@@ -54,6 +54,8 @@ typedef struct conv_entry {
     rt_actor *viz;   /* its visualizer, once asked for (maybe stopped) */
     json_t *secrets; /* {name: value}, in memory only; NULL: none */
     bool hosted;     /* the tree has an agent's adapter */
+    bool attached;   /* an embedder attached actors to its tree (convs_sup):
+                        it never retires at rest */
     /* what lists show of it, kept here so that a list never needs its
      * actors (convs_summaries); the info's part is read once, the rest is
      * what its conversation actor last noted (convs_note) */
@@ -115,8 +117,8 @@ void convs_note_meta(conv_ctx *ctx, rt_buf *meta);
 /* Let a conversation at rest go: its tree stops and the next request
  * starts a new one (from the log and its checkpoint), so that a
  * conversation nobody uses costs only its summary. Only if nothing else is
- * in its tree (a hosted agent, a visualizer); self is its conversation
- * actor. True if it was let go. */
+ * in its tree (a hosted agent, a visualizer, an embedder's actors); self is
+ * its conversation actor. True if it was let go. */
 bool convs_retire(conv_ctx *ctx, rt_actor *self);
 /* Take back what the last clean close saved (convs_save). */
 void convs_load(struct convs *s);

@@ -277,7 +277,9 @@ static int find_running(convs *s, const rt_uuid *id, bool sup, json_t *secrets, 
     r = get_locked(s, id, &a, secrets);
     if (r == 0 && sup) {
         rt_actor_unref(a);
-        a = rt_actor_ref(convs_find(s, id)->sup);
+        conv_entry *e = convs_find(s, id);
+        e->attached = true;
+        a = rt_actor_ref(e->sup);
     }
     pthread_mutex_unlock(&s->mu);
     if (r == 0)
@@ -427,7 +429,7 @@ bool convs_retire(conv_ctx *ctx, rt_actor *self)
     conv_entry *e = (conv_entry *)(void *)((char *)ctx - offsetof(conv_entry, ctx));
     pthread_mutex_lock(&s->mu);
     bool viz = e->viz != NULL && !rt_actor_closed(e->viz);
-    if (e->hosted || viz || e->ctx.conv != self || e->sup == NULL) {
+    if (e->hosted || e->attached || viz || e->ctx.conv != self || e->sup == NULL) {
         pthread_mutex_unlock(&s->mu);
         return false;
     }

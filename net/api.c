@@ -245,25 +245,60 @@ void net_json_free(void *j)
     json_decref(j);
 }
 
+/* A request to a conversation, kept to be sent once more if it reached a
+ * tree that was retiring at rest (closed before it was handled: nothing
+ * of it was done), to the tree that replaces it. */
+typedef struct asking {
+    net_req *r;
+    uint32_t kind;
+    uint64_t arg;
+    rt_buf *buf; /* a reference of our own, or NULL */
+    bool again;
+} asking;
+
+static void send_ask(asking *k);
+
 static void on_answer(void *ctx, rt_msg *m)
 {
-    net_reply_actor(ctx, m);
+    asking *k = ctx;
+    if (m->kind == RT_KIND_ERROR && m->status == RT_ECLOSED && !k->again) {
+        k->again = true;
+        send_ask(k);
+        return;
+    }
+    net_reply_actor(k->r, m);
+    rt_buf_unref(k->buf);
+    free(k);
+}
+
+static void send_ask(asking *k)
+{
+    rt_actor *a = net_conv_actor(k->r);
+    int e = a == NULL ? 0
+                      : rt_call(k->r->api->rt, RT_LOOP_ANY, a, k->kind, k->arg,
+                                k->buf != NULL ? rt_buf_ref(k->buf) : NULL,
+                                k->r->api->call_timeout_ms, on_answer, k);
+    rt_actor_unref(a);
+    if (a == NULL || e < 0) { /* answered by net_conv_actor, or now */
+        if (e < 0) {
+            rt_buf_unref(k->buf); /* the reference rt_call did not take */
+            net_reply_error(k->r, 503, "cannot reach the conversation: %s", rt_strerror(e));
+        }
+        rt_buf_unref(k->buf);
+        free(k);
+    }
 }
 
 void net_ask_conv(net_req *r, uint32_t kind, uint64_t arg, rt_buf *buf)
 {
-    rt_actor *a = net_conv_actor(r);
-    if (a == NULL) {
+    asking *k = malloc(sizeof(*k));
+    if (k == NULL) {
         rt_buf_unref(buf);
+        net_reply_error(r, 503, "out of memory");
         return;
     }
-    int e =
-        rt_call(r->api->rt, RT_LOOP_ANY, a, kind, arg, buf, r->api->call_timeout_ms, on_answer, r);
-    rt_actor_unref(a);
-    if (e < 0) {
-        rt_buf_unref(buf);
-        net_reply_error(r, 503, "cannot reach the conversation: %s", rt_strerror(e));
-    }
+    *k = (asking){r, kind, arg, buf, false};
+    send_ask(k);
 }
 
 typedef struct posting {

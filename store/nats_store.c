@@ -54,7 +54,8 @@ int stn_kv_get(stn_store *st, const char *bucket, const char *key, char **data, 
         if (*data == NULL) {
             r = -ENOMEM;
         } else {
-            memcpy(*data, natsMsg_GetData(m), (size_t)n);
+            if (n > 0) /* an empty value's data may be NULL */
+                memcpy(*data, natsMsg_GetData(m), (size_t)n);
             (*data)[n] = '\0';
             *len = (size_t)n;
         }
@@ -427,7 +428,8 @@ static int nats_children(st_store *gs, const rt_uuid *id, rt_uuid **ids, size_t 
         free(l.v);
         return r;
     }
-    qsort(l.v, k, sizeof(rt_uuid), cmp_uuid);
+    if (k > 1) /* l.v is NULL when none was found */
+        qsort(l.v, k, sizeof(rt_uuid), cmp_uuid);
     *ids = l.v;
     *n = k;
     return 0;

@@ -8,6 +8,7 @@
  * every function (a clear error, nothing written).
  */
 #include "parley.h"
+#include "actors/conversation.h"
 #include "store/io.h"
 
 #include <jansson.h>
@@ -689,6 +690,40 @@ START_TEST(test_attached_actor_restarts)
 }
 END_TEST
 
+/* A conversation at rest stops its actors (issue 21), but never one an
+ * embedder attached actors to: once its log is let go (the moment it
+ * would retire), the attached actor still answers and its tree runs. */
+START_TEST(test_attached_actor_survives_rest)
+{
+    pl_options o = {.idle_close_ms = 20};
+    char data[300];
+    pl_instance *p = fresh(data, sizeof(data), &o);
+    pl_conv *c;
+    ck_assert_int_eq(pl_conv_create(p, NULL, &c), 0);
+    ts_counter_init(&inits);
+    ts_counter_init(&pings);
+    pl_actor *a;
+    pl_spawn_options so = {.beh = &agent, .restart = PL_PERMANENT};
+    ck_assert_int_eq(pl_conv_attach(c, &so, &a), 0);
+    ck_assert(ts_counter_wait(&inits, 1));
+    verdict_slot v;
+    ck_assert_int_eq(append(c, msg("m1", "user"), &v), PL_COMMITTED);
+    /* its log closes after 20 ms without a request */
+    for (int i = 0; i < 30000 && atomic_load(&conv_metrics_g.open) > 0; i++)
+        usleep(1000);
+    ck_assert_int_eq(atomic_load(&conv_metrics_g.open), 0);
+    ck_assert_int_eq(atomic_load(&conv_metrics_g.active), 1);
+    ck_assert_int_eq(pl_send(a, K_PING, 0, "ping", 4), 0);
+    ck_assert(ts_counter_wait(&pings, 1));
+    ck_assert_int_eq(append(c, msg("m2", "user"), &v), PL_COMMITTED);
+    ck_assert_uint_eq(v.first_index, 1);
+    pl_actor_release(a);
+    pl_conv_release(c);
+    pl_close(p);
+    rm_tmp();
+}
+END_TEST
+
 /* ----------------------------------------------------------- bad input --- */
 
 static int blocking_result;
@@ -929,6 +964,7 @@ int main(void)
     tcase_add_test(tc, test_subscribe_across_restart);
     tcase_add_test(tc, test_slow_subscriber);
     tcase_add_test(tc, test_attached_actor_restarts);
+    tcase_add_test(tc, test_attached_actor_survives_rest);
     tcase_add_test(tc, test_bad_input);
     tcase_add_test(tc, test_hosted_agent);
     tcase_add_test(tc, test_parent_and_children);
