@@ -49,8 +49,6 @@ static bool quiet(const conv *c)
            c->meta_queue == NULL && c->saves_done == c->saves_sent;
 }
 
-/* Let the log go. Crowded (too many open), a short tail is not worth a
- * checkpoint: it is replayed faster than the checkpoint is written. */
 /* What a client asks (as opposed to news of the conversation's own work). */
 static bool is_request(uint32_t kind)
 {
@@ -71,6 +69,9 @@ static bool may_retire(const conv *c)
            seq_status(c->sq) == seq_status_committed(c->sq);
 }
 
+/* Let the log go (and, if it may, the whole tree). Crowded (too many
+ * open), a short tail is not worth a checkpoint: it is replayed faster
+ * than the checkpoint is written. */
 static void go_to_sleep(conv *c, bool crowded)
 {
     bool retire = may_retire(c);
