@@ -82,6 +82,10 @@ int convs_summaries(convs *s, const rt_uuid *ids, size_t n, conv_summary *out)
 {
     pthread_mutex_lock(&s->mu);
     for (size_t i = 0; i < n; i++) {
+        if (i % 1024 == 1023) { /* conversations note on their loops meanwhile */
+            pthread_mutex_unlock(&s->mu);
+            pthread_mutex_lock(&s->mu);
+        }
         conv_entry *e = convs_find(s, &ids[i]);
         if (e != NULL && e->meta_known) {
             summary_of(e, &out[i]);
