@@ -2,7 +2,8 @@
  * conv_stuck.c - a conversation's stuck detector: a subscriber that feeds
  * each durable event to the rules (stuck.h) and tells the conversation
  * what they find. It subscribes with the last 20 events, so it starts (and
- * restarts) with its window full, never reading the whole log; and it gets
+ * restarts) with its window full, never reading the whole log (those it
+ * only feeds: what they showed was told before); and it gets
  * each event as its note, made by the conversation from the event it has
  * parsed already, so it never parses one itself.
  */
@@ -19,7 +20,8 @@ typedef struct detector {
     conv_ctx *ctx;
     stuck *rules;
     rt_actor *conv;
-    bool off; /* stuck_detection: false */
+    bool off;  /* stuck_detection: false */
+    bool live; /* the subscription is answered: what comes now is new */
 } detector;
 
 /* The conversation's own settings, from its stored info (as upstream's
@@ -82,10 +84,19 @@ static int stuck_handle(rt_actor *self, void *state, rt_msg *m)
         return m->status;     /* the subscription failed: start again */
     if (m->kind == CONV_SYNC) /* what came before is handled (and told) */
         return rt_reply(m, CONV_SYNC_DONE, 0, m->arg, NULL) < 0 ? 0 : 0;
+    if (m->kind == CONV_RESULT) { /* the subscription's answer, after the replay */
+        d->live = true;
+        return 0;
+    }
     if (m->kind != CONV_NOTE || m->buf == NULL || d->off ||
         rt_buf_len(m->buf) != sizeof(stuck_note))
         return 0;
     stuck_feed_note(d->rules, (const stuck_note *)rt_buf_data(m->buf));
+    /* the replayed events only fill the window: what they showed was told
+     * by the detector before this one (a restart must not nudge or find
+     * it again) */
+    if (!d->live)
+        return 0;
     stuck_verdict v;
     stuck_check(d->rules, &v);
     if (v.nudge) {
