@@ -22,6 +22,7 @@
 #include "actors/stuck.h"
 
 #include <pthread.h>
+#include <stddef.h>
 #include <uv.h>
 
 /* Messages among the conversation's own actors and its helpers. */
@@ -65,6 +66,12 @@ typedef struct conv_entry {
     conv_findings findings;
     char created[40], meta_updated[40], last_event[40];
 } conv_entry;
+
+/* The entry whose context ctx is. */
+static inline conv_entry *conv_entry_of(conv_ctx *ctx)
+{
+    return (conv_entry *)(void *)((char *)ctx - offsetof(conv_entry, ctx));
+}
 
 /* The entry of id (lock held): NULL if none; convs_entry adds one (with no
  * actors) if need be, NULL if out of memory. */

@@ -215,8 +215,11 @@ int convs_summaries(convs *c, const rt_uuid *ids, size_t n, conv_summary *out);
  * removed from the store) when the service starts. */
 void convs_save(convs *c);
 
-/* Its last update: the later of the info's updated_at (created_at if it
- * has none) and its last event's timestamp. */
+/* A conversation's last update: the later of its info's updated_at
+ * (created_at if it has none) and its last event's timestamp; any may be
+ * NULL or "" (none). NULL if all are. */
+const char *conv_last_update(const char *updated, const char *created, const char *last_event);
+/* The same of a summary. */
 const char *conv_summary_updated(const conv_summary *c);
 
 /* Start the adapter of the agent the conversation's info names, in its

@@ -426,7 +426,7 @@ void convs_stop(convs *s, const rt_uuid *id)
 bool convs_retire(conv_ctx *ctx, rt_actor *self)
 {
     convs *s = ctx->svc;
-    conv_entry *e = (conv_entry *)(void *)((char *)ctx - offsetof(conv_entry, ctx));
+    conv_entry *e = conv_entry_of(ctx);
     pthread_mutex_lock(&s->mu);
     bool viz = e->viz != NULL && !rt_actor_closed(e->viz);
     if (e->hosted || e->attached || viz || e->ctx.conv != self || e->sup == NULL) {

@@ -21,11 +21,6 @@
 
 /* ---- what lists show --------------------------------------------------- */
 
-static conv_entry *entry_of_ctx(conv_ctx *ctx)
-{
-    return (conv_entry *)(void *)((char *)ctx - offsetof(conv_entry, ctx));
-}
-
 /* The info's created_at and updated_at into e (lock held). */
 static void set_meta_part(conv_entry *e, const json_t *meta)
 {
@@ -43,7 +38,7 @@ static json_t *parse_meta(rt_buf *m)
 
 void convs_note(conv_ctx *ctx, const conv_reply *info)
 {
-    conv_entry *e = entry_of_ctx(ctx);
+    conv_entry *e = conv_entry_of(ctx);
     pthread_mutex_lock(&ctx->svc->mu);
     e->known = info != NULL;
     if (info == NULL) {
@@ -61,7 +56,7 @@ void convs_note_meta(conv_ctx *ctx, rt_buf *meta)
 {
     json_t *j = parse_meta(meta);
     pthread_mutex_lock(&ctx->svc->mu);
-    set_meta_part(entry_of_ctx(ctx), j);
+    set_meta_part(conv_entry_of(ctx), j);
     pthread_mutex_unlock(&ctx->svc->mu);
     json_decref(j);
 }
@@ -118,10 +113,18 @@ int convs_summaries(convs *s, const rt_uuid *ids, size_t n, conv_summary *out)
     return 0;
 }
 
+const char *conv_last_update(const char *updated, const char *created, const char *last_event)
+{
+    const char *info = updated != NULL && updated[0] != '\0' ? updated : created;
+    if (last_event != NULL && last_event[0] != '\0' &&
+        (info == NULL || strcmp(last_event, info) > 0))
+        return last_event;
+    return info;
+}
+
 const char *conv_summary_updated(const conv_summary *c)
 {
-    const char *info = c->meta_updated[0] != '\0' ? c->meta_updated : c->created;
-    return c->last_event[0] != '\0' && strcmp(c->last_event, info) > 0 ? c->last_event : info;
+    return conv_last_update(c->meta_updated, c->created, c->last_event);
 }
 
 /* ---- across a clean restart ------------------------------------------------ */

@@ -7,11 +7,11 @@
  * knows now: execution_status and updated_at (its last event's time, or
  * its last update's, whichever is later), and parley's own event_count,
  * violations (ComplianceViolation records) and stuck_findings
- * (StuckPatternDetected), all of the durable log. Asking about one
- * conversation (get, batch) asks its actor, which opens its log if it has
- * to; lists (search, count) read the service's summaries in memory
- * instead and ask only conversations not run since the server started
- * (see "search and count").
+ * (StuckPatternDetected), all of the durable log. Every read of infos
+ * (get, batch, search, count) takes them from the service's summaries in
+ * memory (gather_start) and asks a conversation's actor, which opens its
+ * log if it has to, only when its summary is not known (not run since the
+ * server started); see "search and count".
  */
 #include "api.h"
 
@@ -142,12 +142,9 @@ static void fill_info(json_t *info, conv_status status, const char *last_event, 
                       const conv_findings *f)
 {
     json_object_set_new(info, "execution_status", json_string(conv_status_name(status)));
-    /* the later of its last event and its last update (PATCH) */
-    const char *upd = json_string_value(json_object_get(info, "updated_at"));
-    if (upd == NULL)
-        upd = json_string_value(json_object_get(info, "created_at"));
-    if (last_event[0] != '\0' && (upd == NULL || strcmp(last_event, upd) > 0))
-        upd = last_event;
+    const char *upd =
+        conv_last_update(json_string_value(json_object_get(info, "updated_at")),
+                         json_string_value(json_object_get(info, "created_at")), last_event);
     json_object_set_new(info, "updated_at", upd != NULL ? json_string(upd) : json_null());
     /* parley's own: what a list of conversations shows without asking each
      * one again */
@@ -357,7 +354,8 @@ typedef struct listing {
     bool has_page;
     rt_uuid page;
     bool count_only;
-    bool asked; /* those it needed to hear from were asked, once */
+    bool asked;    /* those it needed to hear from were asked, once */
+    char next[33]; /* the next page's first id, "" on the last page */
 } listing;
 
 static int parse_listing(net_req *r, listing *l, bool count_only)
@@ -407,7 +405,6 @@ static int parse_listing(net_req *r, listing *l, bool count_only)
 typedef struct row {
     const char *key; /* created_at or the last update */
     rt_uuid id;
-    size_t i; /* in the summaries */
 } row;
 
 /* Does x come before y in the listing's order? */
@@ -483,22 +480,19 @@ static void asked(gather *g)
     run_listing(l);
 }
 
-/* Ask those of rows (or of all summaries if rows is NULL) not yet known;
- * true if it did (asked then runs the listing again). */
-static bool ask_unknown(listing *l, const rt_uuid *ids, const conv_summary *sums, size_t n,
-                        const row *rows, size_t nrows)
+/* Ask every conversation whose summary is not known yet (once); true if
+ * it did (asked then runs the listing again). */
+static bool ask_unknown(listing *l, const rt_uuid *ids, const conv_summary *sums, size_t n)
 {
     if (l->asked)
         return false;
-    size_t m = rows != NULL ? nrows : n, k = 0;
-    rt_uuid *who = calloc(m + 1, sizeof(*who));
+    size_t k = 0;
+    rt_uuid *who = calloc(n + 1, sizeof(*who));
     if (who == NULL)
         return false; /* then those are left out */
-    for (size_t j = 0; j < m; j++) {
-        size_t i = rows != NULL ? rows[j].i : j;
+    for (size_t i = 0; i < n; i++)
         if (sums[i].exists && !sums[i].known)
             who[k++] = ids[i];
-    }
     if (k == 0) {
         free(who);
         return false;
@@ -506,6 +500,26 @@ static bool ask_unknown(listing *l, const rt_uuid *ids, const conv_summary *sums
     l->asked = true;
     gather_start(l->r, who, k, asked, l);
     return true;
+}
+
+/* The page's infos are in (from summaries, or asked): the answer. */
+static void listed_page(gather *g)
+{
+    listing *l = g->arg;
+    if (gather_failed(g)) {
+        free(l);
+        return;
+    }
+    json_t *items = json_array();
+    for (size_t i = 0; i < g->n; i++)
+        if (g->info[i] != NULL) /* else gone meanwhile */
+            json_array_append(items, shown(g->r, g->info[i]));
+    net_req *r = g->r;
+    gather_free(g);
+    net_reply_json(r, 200,
+                   json_pack("{s:o, s:s?}", "items", items, "next_page_id",
+                             l->next[0] != '\0' ? l->next : NULL));
+    free(l);
 }
 
 static void run_listing(listing *l)
@@ -524,7 +538,7 @@ static void run_listing(listing *l)
         net_reply_error(r, 503, "out of memory");
         goto out;
     }
-    if (need && ask_unknown(l, ids, sums, n, NULL, 0)) {
+    if (need && ask_unknown(l, ids, sums, n)) {
         l = NULL; /* it runs again once they answered */
         goto out;
     }
@@ -535,8 +549,7 @@ static void run_listing(listing *l)
             continue;
         if (l->has_page && rt_uuid_eq(&ids[i], &l->page))
             from = nrows;
-        rows[nrows++] =
-            (row){l->key == BY_CREATED ? c->created : conv_summary_updated(c), ids[i], i};
+        rows[nrows++] = (row){l->key == BY_CREATED ? c->created : conv_summary_updated(c), ids[i]};
     }
     if (l->count_only) {
         net_reply_json(r, 200, json_integer((json_int_t)nrows));
@@ -552,25 +565,18 @@ static void run_listing(listing *l)
     }
     size_t m = first_k(l, rows, nrows, page, (size_t)l->limit + 1);
     size_t shown_n = m < (size_t)l->limit ? m : (size_t)l->limit;
-    if (ask_unknown(l, ids, sums, n, page, shown_n)) {
-        l = NULL;
+    if (m > shown_n)
+        rt_uuid_hex(&page[shown_n].id, l->next);
+    rt_uuid *pids = calloc(shown_n + 1, sizeof(*pids));
+    if (pids == NULL) {
+        net_reply_error(r, 503, "out of memory");
         goto out;
     }
-    json_t *items = json_array();
-    for (size_t j = 0; j < shown_n; j++) {
-        const conv_summary *c = &sums[page[j].i];
-        json_t *info = c->known ? meta_of(r->api->store, &page[j].id) : NULL;
-        if (info == NULL) /* gone meanwhile */
-            continue;
-        fill_info(info, c->status, c->last_event, c->count, &c->findings);
-        json_array_append_new(items, shown(r, info));
-    }
-    char next[33];
-    if (m > shown_n)
-        rt_uuid_hex(&page[shown_n].id, next);
-    net_reply_json(
-        r, 200,
-        json_pack("{s:o, s:s?}", "items", items, "next_page_id", m > shown_n ? next : NULL));
+    for (size_t j = 0; j < shown_n; j++)
+        pids[j] = page[j].id;
+    /* the page's infos: from the summaries, a conversation not known asked */
+    gather_start(r, pids, shown_n, listed_page, l);
+    l = NULL;
 out:
     free(page);
     free(rows);
