@@ -654,20 +654,27 @@ static int asker_handle(pl_actor *self, void *state, const pl_msg *m)
 
 static const pl_behaviour asker = {.name = "asker", .handle = asker_handle};
 
+/* A new conversation of p with `agent` attached to its tree, started. */
+static pl_actor *attached_agent(pl_instance *p, pl_conv **c)
+{
+    ck_assert_int_eq(pl_conv_create(p, NULL, c), 0);
+    ts_counter_init(&inits);
+    ts_counter_init(&pings);
+    ts_counter_init(&replies);
+    pl_actor *a;
+    pl_spawn_options so = {.beh = &agent, .restart = PL_PERMANENT};
+    ck_assert_int_eq(pl_conv_attach(*c, &so, &a), 0);
+    ck_assert(ts_counter_wait(&inits, 1));
+    return a;
+}
+
 START_TEST(test_attached_actor_restarts)
 {
     pl_options o = {.sup_intensity = 3};
     char data[300];
     pl_instance *p = fresh(data, sizeof(data), &o);
     pl_conv *c;
-    ck_assert_int_eq(pl_conv_create(p, NULL, &c), 0);
-    ts_counter_init(&inits);
-    ts_counter_init(&pings);
-    ts_counter_init(&replies);
-    pl_actor *a, *q;
-    pl_spawn_options so = {.beh = &agent, .restart = PL_PERMANENT};
-    ck_assert_int_eq(pl_conv_attach(c, &so, &a), 0);
-    ck_assert(ts_counter_wait(&inits, 1));
+    pl_actor *a = attached_agent(p, &c), *q;
     ck_assert_int_eq(pl_send(a, K_CRASH, 0, NULL, 0), 0);
     ck_assert(ts_counter_wait(&inits, 2)); /* restarted by the conversation's supervisor */
     ck_assert_int_eq(pl_send(a, K_PING, 0, "ping", 4), 0);
@@ -699,13 +706,7 @@ START_TEST(test_attached_actor_survives_rest)
     char data[300];
     pl_instance *p = fresh(data, sizeof(data), &o);
     pl_conv *c;
-    ck_assert_int_eq(pl_conv_create(p, NULL, &c), 0);
-    ts_counter_init(&inits);
-    ts_counter_init(&pings);
-    pl_actor *a;
-    pl_spawn_options so = {.beh = &agent, .restart = PL_PERMANENT};
-    ck_assert_int_eq(pl_conv_attach(c, &so, &a), 0);
-    ck_assert(ts_counter_wait(&inits, 1));
+    pl_actor *a = attached_agent(p, &c);
     verdict_slot v;
     ck_assert_int_eq(append(c, msg("m1", "user"), &v), PL_COMMITTED);
     /* its log closes after 20 ms without a request */
