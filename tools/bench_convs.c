@@ -34,7 +34,8 @@ static const char usage[] =
     "logs (--idle-close-ms, default 2000), RSS per conversation and descriptors at\n"
     "rest, and whether every conversation reads its events back. The scratch data\n"
     "directory (under $TMPDIR) is removed afterwards; one given with --dir is kept\n"
-    "(its data/ is a data directory for `parley serve --data`).\n";
+    "(its data/ is a data directory for `parley serve --data`). --dir pool:DIR runs\n"
+    "on the pool store backend (then serve it with --data pool:DIR/data).\n";
 
 enum { MARK = 10000, MAX_THREADS = 64 };
 
@@ -177,10 +178,11 @@ int bench_convs(int argc, char **argv)
     if (a >= 0)
         return a;
     char dir[4096];
+    const char *prefix = cli_backend_prefix(&base);
     if (cli_scratch_dir("bench conversations", base, dir, sizeof(dir)) != 0)
         return CLI_FAIL;
     char data[4200];
-    snprintf(data, sizeof(data), "%s/data", dir);
+    snprintf(data, sizeof(data), "%s%s/data", prefix, dir);
     run r = {.count = count, .events = events, .threads = threads};
     pthread_mutex_init(&r.mu, NULL);
     r.ids = calloc((size_t)count, sizeof(*r.ids));
