@@ -177,6 +177,13 @@ def start_redis(a):
     fail("redis-server did not start in 5 attempts")
 
 
+def cpu_s(pid):
+    """The process' CPU time so far (user + system), seconds."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def rss_kib(pid):
     with open(f"/proc/{pid}/status") as f:
         for line in f:
@@ -235,7 +242,9 @@ def line_append(a, res):
         log(f"  parley append run {i + 1}/{a.runs}: {runs[-1]['events_per_s']:,.0f} events/s")
     res["parley"]["append"] = {"per_s": med(r["events_per_s"] for r in runs),
                                "p50_ms": med(r["ack_ms"]["p50"] for r in runs),
-                               "p99_ms": med(r["ack_ms"]["p99"] for r in runs)}
+                               "p99_ms": med(r["ack_ms"]["p99"] for r in runs),
+                               "cpu_us": med(r["server"]["cpu_s"] * 1e6 / r["events"]
+                                             for r in runs)}
     # each run on a fresh server, as parley's are: on one server the AOF of
     # the runs before makes each run slower than the last (64 k -> 47 k/s)
     runs = []
@@ -244,13 +253,16 @@ def line_append(a, res):
             payload = os.path.join(srv.tmp, "event.json")
             with open(payload, "w") as f:
                 f.write(body)
+            cpu0 = cpu_s(srv.pid)
             runs.append(bench_redis(a, srv, "xadd", "--connections", 64, "--threads", 2,
                                     "--streams", 64, "--duration", a.duration,
                                     "--payload", payload, "--key", "append"))
+            runs[-1]["cpu_us"] = (cpu_s(srv.pid) - cpu0) * 1e6 / runs[-1]["ops"]
         log(f"  redis XADD run {i + 1}/{a.runs}: {runs[-1]['ops_per_s']:,.0f} events/s")
     res["redis"]["append"] = {"per_s": med(r["ops_per_s"] for r in runs),
                               "p50_ms": med(r["latency_ms"]["p50"] for r in runs),
-                              "p99_ms": med(r["latency_ms"]["p99"] for r in runs)}
+                              "p99_ms": med(r["latency_ms"]["p99"] for r in runs),
+                              "cpu_us": med(r["cpu_us"] for r in runs)}
 
 
 def line_fanout(a, res):
@@ -406,6 +418,8 @@ def fmt(v, kind):
         return "—"
     if kind == "ms":
         return f"{v:.2f}"
+    if kind == "us":
+        return f"{v:.1f}"
     return f"{v:,.0f}"
 
 
@@ -433,6 +447,7 @@ def table(res, a):
         row("durable append, events/s (64 conns, 1 KiB)", "append", "per_s", "n", True)
         row("  append latency p50, ms", "append", "p50_ms", "ms", False)
         row("  append latency p99, ms", "append", "p99_ms", "ms", False)
+        row("  server CPU per append, us (user + system)", "append", "cpu_us", "us", False)
     if "fanout" in res["parley"]:
         row(f"fan-out 1 -> {a.subscribers:,}, deliveries/s", "fanout", "per_s", "n", True, True)
         row("  producer events/s (batches of 50)", "fanout", "events_per_s", "n", True, True)
