@@ -23,9 +23,12 @@ the ratio parley/other as a Markdown table (stdout; progress on stderr):
              XRANGE with exclusive cursors (bench_redis xrange)
   idle-conn  server RSS per idle subscriber connection (2,000 of them):
              parley, node ws, Redis (clients blocked in XREAD)
-  idle-conv  server RSS per conversation / stream (1,000 of them, 10 events
+  idle-conv  server RSS per conversation / stream (10,000 of them, 10 events
              of 100 bytes of text each): just written, and for parley also at
-             rest, once --idle-close (1s here) has closed their logs
+             rest, once --idle-close (1s here) has closed their logs. Enough
+             of them that what a server grows by once (thread stacks, arenas,
+             tables) does not pass for a cost per conversation: at 1,000 it
+             is two thirds of parley's figure
 
 Redis is started as `redis-server --appendonly yes --appendfsync always
 --save '' --auto-aof-rewrite-percentage 0` on a scratch directory: every
@@ -500,7 +503,7 @@ def main():
     ap.add_argument("--subscribers", type=int, default=1000, help="fan-out subscribers")
     ap.add_argument("--events", type=int, default=100000, help="events of the paged log")
     ap.add_argument("--idle", type=int, default=2000, help="idle subscriber connections")
-    ap.add_argument("--conversations", type=int, default=1000, help="idle conversations")
+    ap.add_argument("--conversations", type=int, default=10000, help="idle conversations")
     ap.add_argument("--only", choices=LINES, action="append", help="run only these lines")
     ap.add_argument("--no-bootstrap", action="store_true",
                     help="skip tools/bootstrap.sh --bench (everything is installed)")
