@@ -212,22 +212,22 @@ static void gather_pump(gather *g)
     net_req *r = g->r;
     while (g->pending < GATHER_WINDOW && g->next < g->n) {
         size_t i = g->next++;
-        rt_actor *actor;
-        ask *a;
-        if (!g->ask[i] || convs_get(r->api->convs, &g->ids[i], &actor) != 0)
+        if (!g->ask[i])
             continue;
-        if ((a = malloc(sizeof(*a))) == NULL) {
-            rt_actor_unref(actor);
-            continue;
+        ask *a = malloc(sizeof(*a));
+        int e = a == NULL ? RT_ENOMEM : 0;
+        if (a != NULL) {
+            *a = (ask){g, i};
+            g->pending++;
+            e = convs_call(r->api->convs, &g->ids[i], RT_LOOP_ANY, CONV_STATUS, 0, NULL,
+                           r->api->call_timeout_ms, on_status, a);
         }
-        *a = (ask){g, i};
-        g->pending++;
-        if (rt_call(r->api->rt, RT_LOOP_ANY, actor, CONV_STATUS, 0, NULL, r->api->call_timeout_ms,
-                    on_status, a) < 0) {
+        if (e < 0 && a != NULL) {
             g->pending--;
             free(a);
         }
-        rt_actor_unref(actor);
+        if (e < 0 && e != -ENOENT) /* else gone */
+            g->why[i] = strdup(rt_strerror(e));
     }
 }
 
@@ -773,7 +773,7 @@ static void created(net_req *r, net_outcome *out)
     /* upstream always starts a run with an initial message */
     json_t *role = json_object_get(c->initial, "role");
     if (c->created && c->initial != NULL &&
-        net_post_message(r, c->actor, json_is_string(role) ? json_string_value(role) : "user",
+        net_post_message(r, &c->id, json_is_string(role) ? json_string_value(role) : "user",
                          json_object_get(c->initial, "content"), true, initial_posted) == 0)
         return;
     create_finish(r);
