@@ -800,6 +800,54 @@ START_TEST(test_catalog_opens_no_logs)
 }
 END_TEST
 
+/* Many more conversations than max_open_logs, appended in turn, each with
+ * its log open while held: the store closes logs nobody holds to stay
+ * under the bound, every append is acknowledged, and every conversation
+ * reads back all its events afterwards, before and after a reopen. */
+START_TEST(test_crowded_logs)
+{
+    pool = _i;
+    enum { N = 120, ROUNDS = 3 };
+    char *dir = tst_mkdtemp();
+    st_opts o = {.dir = loc(dir), .durability = ST_FULL, .max_open_logs = 8};
+    st_store *s;
+    ck_assert_int_eq(st_store_open(&o, &s, NULL, 0), 0);
+    rt_buf *meta = rt_buf_copy("{}", 2);
+    for (int k = 0; k < N; k++) {
+        rt_uuid id = conv_id(k);
+        st_conv *c;
+        ck_assert_int_eq(st_conv_create(s, &id, NULL, meta, &c), 0);
+        st_conv_release(c);
+    }
+    rt_buf_unref(meta);
+    for (int round = 0; round < ROUNDS; round++)
+        for (int k = 0; k < N; k++) {
+            rt_uuid id = conv_id(k);
+            st_conv *c;
+            ck_assert_int_eq(st_conv_get(s, &id, &c), 0);
+            st_log *l = log_of(c);
+            ck_assert_uint_eq(st_log_count(l), (uint64_t)round * 2);
+            ck_assert_int_eq(append_wait(c, (uint64_t)round * 2, 2), 0);
+            ck_assert_uint_eq(st_log_count(l), (uint64_t)round * 2 + 2);
+            st_conv_release(c);
+        }
+    for (int pass = 0; pass < 2; pass++) {
+        for (int k = 0; k < N; k++) {
+            rt_uuid id = conv_id(k);
+            st_conv *c;
+            ck_assert_int_eq(st_conv_get(s, &id, &c), 0);
+            ck_assert_int_eq(tst_verify(log_of(c), 2 * ROUNDS, 4, BODY), 0);
+            st_conv_release(c);
+        }
+        st_store_close(s);
+        if (pass == 0)
+            ck_assert_int_eq(st_store_open(&o, &s, NULL, 0), 0);
+    }
+    tst_rmdir(dir);
+    free(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("store");
@@ -820,6 +868,7 @@ int main(void)
     tcase_add_loop_test(tc, test_second_store_is_refused, 0, 2);
     tcase_add_loop_test(tc, test_idle_logs_close, 0, 2);
     tcase_add_loop_test(tc, test_catalog_opens_no_logs, 0, 2);
+    tcase_add_loop_test(tc, test_crowded_logs, 0, 2);
     suite_add_tcase(s, tc);
     return ts_run_suite(s);
 }
