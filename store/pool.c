@@ -93,6 +93,7 @@ static int make_dir(const char *path, char *err, size_t errlen)
 
 static void store_free(stp_store *s)
 {
+    stp_spare_stop(s); /* before the lock goes: it writes in DIR/pool */
     stp_catalog_free(s);
     stp_segs_free(s);
     stp_fds_close(s);
@@ -106,6 +107,8 @@ static void store_free(stp_store *s)
     pthread_cond_destroy(&s->created_cv);
     pthread_mutex_destroy(&s->seg_mu);
     pthread_mutex_destroy(&s->fd_mu);
+    pthread_mutex_destroy(&s->sp_mu);
+    pthread_cond_destroy(&s->sp_cv);
     st_reqq_destroy(&s->q);
     pthread_mutex_destroy(&s->logs_mu);
     free(s->dir);
@@ -148,6 +151,8 @@ static int pool_open(const st_opts *o, st_store **out, char *err, size_t errlen)
         pthread_mutex_init(&s->locks[i], NULL);
     pthread_mutex_init(&s->seg_mu, NULL);
     pthread_mutex_init(&s->fd_mu, NULL);
+    pthread_mutex_init(&s->sp_mu, NULL);
+    pthread_cond_init(&s->sp_cv, NULL);
     st_reqq_init(&s->q);
     pthread_mutex_init(&s->logs_mu, NULL);
     s->dir = strdup(o->dir + strlen(STP_SCHEME));
@@ -177,6 +182,8 @@ static int pool_open(const st_opts *o, st_store **out, char *err, size_t errlen)
         r = make_dir(s->pool_dir, err, errlen);
     if (r == 0)
         r = st_fsync_dir(s->dir);
+    if (r == 0 && (r = stp_spare_start(s)) < 0)
+        snprintf(err, errlen, "cannot start the spare segment's thread: %s", strerror(-r));
     if (r == 0)
         r = stp_recover(s, err, errlen);
     if (r == 0 && (r = stp_committer_start(s)) < 0)

@@ -224,10 +224,14 @@ static void apply(stp_store *s, grp *g, st_req *r)
     pthread_mutex_unlock(stp_lock(c));
 }
 
-/* Cut a failed group off the file; if that fails, appends stop. */
+/* Cut a failed group off the file; if that fails, appends stop. Over a
+ * spare's zeros, zeros again: the file keeps its size and its blocks. */
 static void cut_back(stp_store *s, grp *g, int why)
 {
-    int r = st_truncate(s->act_fd, g->start);
+    uint64_t keep = s->act_alloc > g->start ? s->act_alloc : g->start;
+    int r = st_truncate(s->act_fd, keep);
+    if (r == 0 && keep > g->start)
+        r = stp_zero(s->act_fd, g->start, g->end < keep ? g->end : keep);
     if (r == 0)
         r = st_datasync(s->act_fd);
     if (r < 0 && !s->broken) {
@@ -279,6 +283,10 @@ static int write_group(stp_store *s, grp *g, st_req *head)
     }
     s->act_dirty = !g->sync;
     s->act_size = g->end;
+    if (s->act_alloc < s->act_size)
+        s->act_alloc = s->act_size;
+    if (s->act_size > s->o.segment_bytes / 4) /* the next segment, made ahead */
+        stp_spare_want(s);
     pthread_mutex_lock(&s->seg_mu);
     for (size_t i = 0; i < g->nents; i++)
         if (g->ents[i].index != STP_IDX_COMMIT)

@@ -117,11 +117,17 @@ struct stp_store {
     size_t nsealed, sealed_cap;
     int act_fd;
     uint64_t act_size;
-    bool act_dirty; /* written since the last sync (interval, none) */
-    bool broken;    /* a failed group could not be cut back */
+    uint64_t act_alloc; /* its file's size: zeros from act_size up to there */
+    bool act_dirty;     /* written since the last sync (interval, none) */
+    bool broken;        /* a failed group could not be cut back */
     pthread_mutex_t fd_mu;
     stp_fdslot fds[STP_FDS];
     uint64_t fd_tick;
+    /* the spare segment (pool_spare.c), under sp_mu */
+    pthread_t sp_thread;
+    pthread_mutex_t sp_mu;
+    pthread_cond_t sp_cv;
+    bool sp_started, sp_ready, sp_want, sp_stop;
     /* committer */
     pthread_t committer;
     st_reqq q;
@@ -188,6 +194,17 @@ stp_segidx *stp_sealed_add(stp_store *s, uint32_t seq);
 void stp_fds_close(stp_store *s);
 int stp_pread(stp_store *s, uint32_t seq, void *buf, size_t n, uint64_t off);
 void stp_segs_free(stp_store *s);
+
+/* pool_spare.c: the next segment's file, made ahead */
+int stp_spare_start(stp_store *s);
+void stp_spare_stop(stp_store *s);
+/* Ask for a spare (the committer, once the active segment fills up). */
+void stp_spare_want(stp_store *s);
+/* The spare as segment seq's file (header written, renamed, synced):
+ * -ENOENT if none is ready, another error if taking it failed. */
+int stp_spare_take(stp_store *s, uint32_t seq, int *fd);
+/* Write zeros over [from, to) of fd (a plain pwrite, not the I/O table's). */
+int stp_zero(int fd, uint64_t from, uint64_t to);
 
 /* pool_scan.c: pure: the records of a segment's bytes, by group. */
 typedef struct stp_scan_cb {

@@ -35,12 +35,32 @@ static bool plausible_index(uint64_t index)
     return index <= STP_EVENT_MAX || index >= STP_IDX_COMMIT;
 }
 
+/* The first byte at or after `from` that is not zero, or len. */
+static size_t skip_zeros(const uint8_t *p, size_t from, size_t len)
+{
+    while (from < len && ((uintptr_t)(p + from) & 7) != 0 && p[from] == 0)
+        from++;
+    for (uint64_t w; from + 8 <= len && (memcpy(&w, p + from, 8), w == 0);)
+        from += 8;
+    while (from < len && p[from] == 0)
+        from++;
+    return from;
+}
+
 /* The first offset after `from` where a valid record starts, or len.
- * Candidates are filtered by their index field first: random bytes almost
- * never get as far as a CRC. */
+ * Candidates are filtered by their id's length (never zero: a spare's
+ * zeros after the last group are passed over at once) and their index
+ * field first: random bytes almost never get as far as a CRC. */
 static size_t next_valid(const uint8_t *p, size_t from, size_t len, uint32_t seed)
 {
+    enum { IDLEN = ST_JREC_HDR - 1 }; /* where a record's id length is */
     for (size_t at = from; at + ST_JREC_HDR <= len; at++) {
+        if (p[at + IDLEN] == 0) {
+            size_t nz = skip_zeros(p, at + IDLEN, len);
+            if (nz >= len)
+                return len;
+            at = nz - IDLEN; /* nz > at + IDLEN: at moves on */
+        }
         if (!plausible_index(st_get64(p + at + 8 + ST_TAG_LEN)))
             continue;
         st_rec rec;
@@ -221,6 +241,7 @@ static int recover_seg(stp_store *s, uint32_t seq, bool last, char *err, size_t 
     stp_scan_cb cb = {&x, on_record, on_corrupt};
     stp_scan_res res;
     r = stp_scan_buf(p, len, st_journal_seed(seq), &cb, &res);
+    bool torn = res.end < len && skip_zeros(p, (size_t)res.end, len) < len;
     free(data);
     stp_idx_sort(x.x);
     if (r < 0) {
@@ -229,10 +250,11 @@ static int recover_seg(stp_store *s, uint32_t seq, bool last, char *err, size_t 
     }
     if (res.corrupt > 0)
         rt_log(RT_LOG_ERROR, "store", "%s", s->corrupt);
-    if (res.end < len) { /* a group a crash interrupted: never acknowledged */
-        rt_log(RT_LOG_INFO, "store",
-               "cut a torn tail of %" PRIu64 " bytes from %s at offset %" PRIu64,
-               (uint64_t)len - res.end, path, res.end);
+    if (res.end < len) { /* a group a crash interrupted (never acknowledged), or zeros */
+        if (torn)
+            rt_log(RT_LOG_INFO, "store",
+                   "cut a torn tail of %" PRIu64 " bytes from %s at offset %" PRIu64,
+                   (uint64_t)len - res.end, path, res.end);
         int fd = open(path, O_WRONLY | O_CLOEXEC);
         r = fd < 0 ? -errno : st_truncate(fd, res.end);
         if (r == 0)

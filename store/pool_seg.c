@@ -23,9 +23,14 @@
 #include <string.h>
 #include <unistd.h>
 
-/* Make segment seq's file, durably: its header, and its name. */
-static int seg_make(stp_store *s, uint32_t seq, int *out)
+/* Make segment seq's file, durably: its header, and its name; from the
+ * spare if there is one (*alloc: the file's size, zeros after the header). */
+static int seg_make(stp_store *s, uint32_t seq, int *out, uint64_t *alloc)
 {
+    if (stp_spare_take(s, seq, out) == 0) {
+        *alloc = s->o.segment_bytes;
+        return 0;
+    }
     char path[4096];
     stp_path(s, seq, "seg", path, sizeof(path));
     int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
@@ -45,27 +50,31 @@ static int seg_make(stp_store *s, uint32_t seq, int *out)
         return r;
     }
     *out = fd;
+    *alloc = ST_FILE_HDR;
     return 0;
 }
 
 /* The new active segment (seg_mu held). */
-static void install(stp_store *s, uint32_t seq, int fd)
+static void install(stp_store *s, uint32_t seq, int fd, uint64_t alloc)
 {
     if (s->act_fd >= 0)
         close(s->act_fd);
     s->act_fd = fd;
     s->act_size = ST_FILE_HDR;
+    s->act_alloc = alloc;
     s->act_dirty = false;
     s->act = (stp_segidx){.seq = seq};
 }
 
 int stp_seg_create(stp_store *s, uint32_t seq)
 {
-    int fd, r = seg_make(s, seq, &fd);
+    int fd;
+    uint64_t alloc;
+    int r = seg_make(s, seq, &fd, &alloc);
     if (r < 0)
         return r;
     pthread_mutex_lock(&s->seg_mu);
-    install(s, seq, fd);
+    install(s, seq, fd, alloc);
     pthread_mutex_unlock(&s->seg_mu);
     return 0;
 }
@@ -118,10 +127,11 @@ int stp_seg_roll(stp_store *s)
     /* sealed segments are durable before the next one begins: only the
      * last one can have a torn tail */
     int r = s->act_dirty ? st_datasync(s->act_fd) : 0, fd;
+    uint64_t alloc;
     if (r == 0)
         s->act_dirty = false;
     if (r == 0)
-        r = seg_make(s, s->act.seq + 1, &fd);
+        r = seg_make(s, s->act.seq + 1, &fd, &alloc);
     if (r < 0)
         return r;
     pthread_mutex_lock(&s->seg_mu);
@@ -129,7 +139,7 @@ int stp_seg_roll(stp_store *s)
     if (x != NULL) {
         stp_idx_sort(&s->act);
         *x = s->act;
-        install(s, s->act.seq + 1, fd);
+        install(s, s->act.seq + 1, fd, alloc);
     }
     pthread_mutex_unlock(&s->seg_mu);
     if (x == NULL) {

@@ -115,6 +115,16 @@ static st_log *log_of(st_conv *c)
     return l;
 }
 
+/* Create conversation id, meta "{}": held. */
+static st_conv *create(st_store *s, const rt_uuid *id)
+{
+    rt_buf *meta = rt_buf_copy("{}", 2);
+    st_conv *c;
+    ck_assert_int_eq(st_conv_create(s, id, NULL, meta, &c), 0);
+    rt_buf_unref(meta);
+    return c;
+}
+
 START_TEST(test_parse_durability)
 {
     pool = _i;
@@ -295,10 +305,7 @@ START_TEST(test_batch_append)
     char *dir = tst_mkdtemp();
     st_store *s = open_store(dir, ST_FULL, 0);
     rt_uuid id = conv_id(9);
-    rt_buf *meta = rt_buf_copy("{}", 2);
-    st_conv *c;
-    ck_assert_int_eq(st_conv_create(s, &id, NULL, meta, &c), 0);
-    rt_buf_unref(meta);
+    st_conv *c = create(s, &id);
     ck_assert_int_eq(append_wait(c, 0, 3), 0);
     st_item it[50];
     char idb[50][32];
@@ -744,10 +751,7 @@ START_TEST(test_idle_logs_close)
     st_store *s;
     ck_assert_int_eq(st_store_open(&o, &s, NULL, 0), 0);
     rt_uuid id = conv_id(3);
-    rt_buf *meta = rt_buf_copy("{}", 2);
-    st_conv *c;
-    ck_assert_int_eq(st_conv_create(s, &id, NULL, meta, &c), 0);
-    rt_buf_unref(meta);
+    st_conv *c = create(s, &id);
     ck_assert_int_eq(append_wait(c, 0, 5), 0);
     st_conv_release(c);
     /* the flusher checks once a second; wait for the effect, with a deadline */
@@ -812,14 +816,10 @@ START_TEST(test_crowded_logs)
     st_opts o = {.dir = loc(dir), .durability = ST_FULL, .max_open_logs = 8};
     st_store *s;
     ck_assert_int_eq(st_store_open(&o, &s, NULL, 0), 0);
-    rt_buf *meta = rt_buf_copy("{}", 2);
     for (int k = 0; k < N; k++) {
         rt_uuid id = conv_id(k);
-        st_conv *c;
-        ck_assert_int_eq(st_conv_create(s, &id, NULL, meta, &c), 0);
-        st_conv_release(c);
+        st_conv_release(create(s, &id));
     }
-    rt_buf_unref(meta);
     for (int round = 0; round < ROUNDS; round++)
         for (int k = 0; k < N; k++) {
             rt_uuid id = conv_id(k);
@@ -848,6 +848,48 @@ START_TEST(test_crowded_logs)
 }
 END_TEST
 
+/* The pool's spare segment (pool_spare.c): one left by an earlier run is
+ * taken at open as the active segment, zeros after its header; appends
+ * overwrite them, and a reopen cuts them off and finds every event. */
+START_TEST(test_pool_spare_segment)
+{
+    pool = 1;
+    enum { SEG = 1 << 20 };
+    char *dir = tst_mkdtemp();
+    char path[4300], seg1[4300];
+    snprintf(path, sizeof(path), "%s/pool", dir);
+    ck_assert_int_eq(mkdir(path, 0755), 0);
+    snprintf(path, sizeof(path), "%s/pool/spare", dir);
+    snprintf(seg1, sizeof(seg1), "%s/pool/%020u.seg", dir, 1u);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(ftruncate(fileno(f), SEG), 0);
+    fclose(f);
+    st_opts o = {.dir = loc(dir), .durability = ST_FULL, .segment_bytes = SEG};
+    st_store *s;
+    ck_assert_int_eq(st_store_open(&o, &s, NULL, 0), 0);
+    ck_assert_int_ne(access(path, F_OK), 0); /* taken */
+    ck_assert_uint_eq(tst_file_size(seg1), SEG);
+    rt_uuid id = conv_id(1);
+    st_conv *c = create(s, &id);
+    ck_assert_int_eq(append_wait(c, 0, 20), 0);
+    ck_assert_uint_eq(tst_file_size(seg1), SEG); /* written over the zeros */
+    st_conv_release(c);
+    st_store_close(s);
+    for (int round = 1; round <= 2; round++) {
+        ck_assert_int_eq(st_store_open(&o, &s, NULL, 0), 0);
+        ck_assert_uint_lt(tst_file_size(seg1), SEG / 4); /* the zeros cut off */
+        ck_assert_int_eq(st_conv_get(s, &id, &c), 0);
+        ck_assert_int_eq(tst_verify(log_of(c), 20 * (uint64_t)round, 7, BODY), 0);
+        ck_assert_int_eq(append_wait(c, 20 * (uint64_t)round, 20), 0);
+        st_conv_release(c);
+        st_store_close(s);
+    }
+    tst_rmdir(dir);
+    free(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("store");
@@ -869,6 +911,7 @@ int main(void)
     tcase_add_loop_test(tc, test_idle_logs_close, 0, 2);
     tcase_add_loop_test(tc, test_catalog_opens_no_logs, 0, 2);
     tcase_add_loop_test(tc, test_crowded_logs, 0, 2);
+    tcase_add_test(tc, test_pool_spare_segment);
     suite_add_tcase(s, tc);
     return ts_run_suite(s);
 }
