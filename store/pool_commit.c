@@ -285,7 +285,9 @@ static int write_group(stp_store *s, grp *g, st_req *head)
     s->act_size = g->end;
     if (s->act_alloc < s->act_size)
         s->act_alloc = s->act_size;
-    if (s->act_size > s->o.segment_bytes / 4) /* the next segment, made ahead */
+    /* the next segment, made ahead: only where every group syncs (else
+     * its zeros are writes for nothing) */
+    if (s->o.durability == ST_FULL && s->act_size > s->o.segment_bytes / 4)
         stp_spare_want(s);
     pthread_mutex_lock(&s->seg_mu);
     for (size_t i = 0; i < g->nents; i++)

@@ -20,8 +20,10 @@
  * segment's zeros after its last group are no record: recovery skips them
  * at once and cuts them off the last segment (pool_scan.c).
  *
- * Only once the active segment is a quarter full is a spare made: a store
- * that writes little never pays a segment of zeros. A spare left by an
+ * Only under `full`, once the active segment is a quarter full, is a
+ * spare made: a store that writes little never pays a segment of zeros,
+ * and one that syncs seldom has no use for them (under `none` their
+ * writes cost ~20% of the append rate). A spare left by an
  * earlier run is taken at open. Every call here is a plain system call,
  * not the I/O table's (io.h): a spare is an optimisation whose timing is
  * the thread's, and a failure to make or take one only means the next
