@@ -13,6 +13,9 @@
  */
 #include "cli.h"
 
+#include "actors/parley_impl.h"
+#include "store/store.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <malloc.h>
@@ -223,9 +226,11 @@ int bench_convs(int argc, char **argv)
             printf("stopped: %s\n", r.err);
         fflush(stdout);
     }
-    /* at rest: once the logs are closed (their descriptors go), or a while */
+    /* at rest: once the store has closed every log, or a while (not by
+     * descriptors: a pool store holds none per log, and would be called
+     * at rest at once, its logs still open) */
     double rest_deadline = cli_now_s() + idle_ms / 1e3 + 60;
-    while (open_fds() > fds0 + 16 && cli_now_s() < rest_deadline)
+    while (st_store_open_logs(r.p->store) > 0 && cli_now_s() < rest_deadline)
         usleep(100 * 1000);
     malloc_trim(0);
     long rss2 = rss_kb();
