@@ -8,6 +8,7 @@
  *                           conversation's id, the CRC seeded with
  *                           st_journal_seed(seq), so that nothing from
  *                           another file or an older use ever validates)
+ *   DIR/pool/spare          the next segment made ahead, zeros (pool_spare.c)
  *   DIR/workspaces/<hex>/   hosted agents' directories (dirfiles.h)
  *   DIR/<name>.json(l)      the store's own files (dirfiles.h)
  *
