@@ -169,6 +169,40 @@ START_TEST(test_other_seed_never_validates)
 }
 END_TEST
 
+/* A spare segment's zeros after the last group are no record: the end is
+ * the last COMMIT, nothing is corrupt; a group torn inside the zeros too.
+ * Zeros in the middle (a lost page) with a valid group after them: that
+ * group is found again and the zeros reported once. */
+START_TEST(test_zeros_after_the_last_group)
+{
+    seg s;
+    memset(&s, 0, sizeof(s));
+    init(&s);
+    event(&s, 1, 0);
+    commit(&s);
+    size_t end = s.len;
+    got g;
+    stp_scan_res res = scan(&s, sizeof(s.b), &g);
+    ck_assert_int_eq(g.records, 1);
+    ck_assert_uint_eq(res.end, end);
+    ck_assert_uint_eq(res.corrupt, 0);
+    event(&s, 1, 1); /* torn: no COMMIT, zeros after it */
+    res = scan(&s, sizeof(s.b), &g);
+    ck_assert_int_eq(g.records, 1);
+    ck_assert_uint_eq(res.end, end);
+    ck_assert_uint_eq(res.corrupt, 0);
+    size_t hole = s.len;
+    s.len += 1000; /* zeros, then a whole group */
+    s.gstart = s.len;
+    event(&s, 2, 0);
+    commit(&s);
+    res = scan(&s, sizeof(s.b), &g);
+    ck_assert_uint_eq(res.corrupt, 1);
+    ck_assert_uint_eq(g.corrupt_at, hole);
+    ck_assert_uint_eq(res.end, s.len);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("pool_scan");
@@ -177,6 +211,7 @@ int main(void)
     tcase_add_test(tc, test_torn_commit);
     tcase_add_test(tc, test_corruption_in_the_middle);
     tcase_add_test(tc, test_other_seed_never_validates);
+    tcase_add_test(tc, test_zeros_after_the_last_group);
     suite_add_tcase(s, tc);
     return ts_run_suite(s);
 }
