@@ -398,11 +398,6 @@ static size_t nats_count(st_store *gs)
     return n;
 }
 
-static int cmp_uuid(const void *a, const void *b)
-{
-    return memcmp(a, b, sizeof(rt_uuid));
-}
-
 static int nats_children(st_store *gs, const rt_uuid *id, rt_uuid **ids, size_t *n)
 {
     stn_store *s = S(gs);
@@ -429,7 +424,7 @@ static int nats_children(st_store *gs, const rt_uuid *id, rt_uuid **ids, size_t 
         return r;
     }
     if (k > 1) /* l.v is NULL when none was found */
-        qsort(l.v, k, sizeof(rt_uuid), cmp_uuid);
+        qsort(l.v, k, sizeof(rt_uuid), rt_uuid_cmp);
     *ids = l.v;
     *n = k;
     return 0;
