@@ -418,11 +418,6 @@ int stp_list(st_store *st, rt_uuid **ids, size_t *n)
     return 0;
 }
 
-static int by_id(const void *a, const void *b)
-{
-    return memcmp(a, b, sizeof(rt_uuid));
-}
-
 int stp_children(st_store *st, const rt_uuid *id, rt_uuid **ids, size_t *n)
 {
     stp_store *s = (stp_store *)st;
@@ -438,7 +433,7 @@ int stp_children(st_store *st, const rt_uuid *id, rt_uuid **ids, size_t *n)
     pthread_mutex_unlock(&s->cat_mu);
     if (v == NULL)
         return -ENOMEM;
-    qsort(v, k, sizeof(*v), by_id);
+    qsort(v, k, sizeof(*v), rt_uuid_cmp);
     *ids = v;
     *n = k;
     return 0;
