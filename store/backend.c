@@ -10,6 +10,7 @@
 #include <string.h>
 
 #define NATS_SCHEME "nats://"
+#define POOL_SCHEME "pool:" /* shared segments (pool.c) */
 
 int st_store_open(const st_opts *o, st_store **out, char *err, size_t errlen)
 {
@@ -17,6 +18,8 @@ int st_store_open(const st_opts *o, st_store **out, char *err, size_t errlen)
         err[0] = '\0';
     if (o == NULL || o->dir == NULL)
         return -EINVAL;
+    if (strncmp(o->dir, POOL_SCHEME, strlen(POOL_SCHEME)) == 0)
+        return st_pool_backend.open(o, out, err, errlen);
     if (strncmp(o->dir, NATS_SCHEME, strlen(NATS_SCHEME)) != 0)
         return st_local_backend.open(o, out, err, errlen);
 #ifdef PARLEY_HAVE_NATS

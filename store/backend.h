@@ -4,8 +4,9 @@
  *
  * A backend is a const table of functions: the local one (local.c: the
  * files of store.h, the logs of log.h) and, built with libnats, the
- * JetStream one. st_store_open picks it by the form of the location (a
- * directory, or nats://host:port[,host:port...]); every other call of
+ * JetStream one, and the pool (pool.c: conversations sharing segment
+ * files). st_store_open picks it by the form of the location (a
+ * directory, pool:DIR, or nats://host:port[,host:port...]); every other call of
  * store.h and the readers of log.h are one indirect call through the table
  * of the handle they are given (backend.c), so nothing above store/ knows
  * which backend it talks to.
@@ -68,6 +69,7 @@ bool st_conv_file_name_ok(const char *name);
 #define ST_BACKEND(h) (*(const st_backend *const *)(const void *)(h))
 
 extern const st_backend st_local_backend;
+extern const st_backend st_pool_backend; /* pool:DIR, pool.c */
 #ifdef PARLEY_HAVE_NATS
 extern const st_backend st_nats_backend;
 #endif

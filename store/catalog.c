@@ -22,14 +22,15 @@
 #include "store_impl.h"
 
 #include "backend.h"
+#include "dirfiles.h"
 #include "io.h"
 #include "record.h"
+#include "req.h"
 #include "runtime/log.h"
 
 #include <dirent.h>
 #include <fcntl.h>
 #include <errno.h>
-#include <ftw.h>
 #include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -174,17 +175,6 @@ static void free_data(void *data, void *ctx)
     free(data);
 }
 
-static int rm_entry(const char *p, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st, (void)flag, (void)ftw;
-    return remove(p) != 0 && errno != ENOENT ? -1 : 0;
-}
-
-static int rm_tree(const char *path)
-{
-    return nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS) != 0 ? -errno : 0;
-}
-
 /* The file `parent` is written before the directory appears, so it is
  * whole or absent; anything else is said and ignored (top-level). */
 static void read_parent(st_conv *c)
@@ -224,7 +214,7 @@ int st_catalog_load(st_store *s, char *err, size_t errlen)
         if ((name[0] == '.' && len > 5 && strcmp(name + len - 4, ".tmp") == 0) ||
             (len > 8 && strcmp(name + len - 8, ".deleted") == 0)) {
             snprintf(path, sizeof(path), "%s/%s", s->conv_dir, name);
-            rm_tree(path); /* a creation or a deletion that a crash interrupted */
+            st_rm_tree(path); /* a creation or a deletion that a crash interrupted */
             continue;
         }
         if (len != 32 || !rt_uuid_parse(name, len, &id))
@@ -467,45 +457,19 @@ int st_conv_make_files(st_conv *c, bool durable)
     if (r == 0 && durable)
         r = st_fsync(s->conv_dir_fd);
     if (r < 0 && !there)
-        rm_tree(tmp);
+        st_rm_tree(tmp);
     return r;
-}
-
-typedef struct created {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    bool done;
-    int status;
-} created;
-
-static void on_created(void *ctx, int status, uint64_t first)
-{
-    (void)first;
-    created *w = ctx;
-    pthread_mutex_lock(&w->mu);
-    w->status = status;
-    w->done = true;
-    pthread_cond_signal(&w->cv);
-    pthread_mutex_unlock(&w->mu);
 }
 
 /* Under `full`: the committer writes its CREATE record and files. */
 static int create_journaled(st_conv *c)
 {
-    created w = {.done = false};
-    pthread_mutex_init(&w.mu, NULL);
-    pthread_cond_init(&w.cv, NULL);
-    int r = st_commit_create(c, on_created, &w);
-    if (r == 0) {
-        pthread_mutex_lock(&w.mu);
-        while (!w.done)
-            pthread_cond_wait(&w.cv, &w.mu);
-        pthread_mutex_unlock(&w.mu);
-        r = w.status;
-    }
-    pthread_mutex_destroy(&w.mu);
-    pthread_cond_destroy(&w.cv);
-    return r;
+    st_waiter w;
+    st_waiter_init(&w);
+    int r = st_commit_create(c, st_waiter_done, &w);
+    if (r < 0) /* never queued: nothing else answers */
+        st_waiter_done(&w, r, 0);
+    return st_waiter_wait(&w);
 }
 
 int stl_conv_create(st_store *s, const rt_uuid *id, const rt_uuid *parent, rt_buf *meta,
@@ -567,7 +531,7 @@ int stl_conv_create(st_store *s, const rt_uuid *id, const rt_uuid *parent, rt_bu
 
 void st_conv_unmake_files(st_conv *c)
 {
-    rm_tree(c->dir);
+    st_rm_tree(c->dir);
 }
 
 int st_catalog_replay_create(st_store *s, const rt_uuid *id, const uint8_t *parent_hex,
@@ -644,7 +608,7 @@ void st_catalog_sweep(st_store *s)
                    dir);
         } else if (!made) { /* never acknowledged: no record made it again */
             rt_log(RT_LOG_WARN, "store", "removing %s: a creation a crash interrupted", dir);
-            rm_tree(dir);
+            st_rm_tree(dir);
         }
         free(s->unfinished[i]);
     }
@@ -781,10 +745,7 @@ int st_conv_remove_files(st_conv *c)
     /* one rename makes it gone for a reopen, however the removal ends */
     int r = rename(c->dir, tomb) != 0 ? -errno : st_fsync(s->conv_dir_fd);
     if (r == 0)
-        rm_tree(tomb);
-    char hex[33], ws[4096];
-    rt_uuid_hex(&c->id, hex);
-    snprintf(ws, sizeof(ws), "%s/workspaces/%s", s->dir, hex);
-    rm_tree(ws); /* its hosted agent's files go with it (none if never hosted) */
+        st_rm_tree(tomb);
+    st_dir_remove_workspace(s->dir, &c->id);
     return r;
 }

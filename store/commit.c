@@ -25,6 +25,7 @@
 #include "backend.h"
 #include "io.h"
 #include "record.h"
+#include "req.h"
 #include "runtime/grow.h"
 #include "runtime/log.h"
 
@@ -33,23 +34,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-enum { REQ_APPEND, REQ_CREATE, REQ_DELETE, REQ_FILE };
-
-struct st_req {
-    st_req *next;
-    char name[64]; /* REQ_FILE: the file; the data is items[0].payload */
-    st_req *gnext; /* the next request of the same conversation in the group */
-    int kind;
-    bool durable;  /* REQ_FILE: synced (else st_write_file_replace) */
-    st_conv *conv; /* held */
-    size_t n;
-    st_item *items; /* ids and keys copied after the struct */
-    st_done_fn done;
-    void *ctx;
-    int status;
-    uint64_t first;
-};
 
 /* The committer's scratch for one group: the journal's iovecs and headers,
  * the conversations written to, and their requests' items put together. */
@@ -74,24 +58,6 @@ static int grow(void **p, size_t *cap, size_t need, size_t elem)
     return rt_grow(p, cap, need, elem, 64);
 }
 
-static int enqueue(st_store *s, st_req *r)
-{
-    pthread_mutex_lock(&s->q_mu);
-    if (s->q_stop) {
-        pthread_mutex_unlock(&s->q_mu);
-        return -ESHUTDOWN;
-    }
-    r->next = NULL;
-    if (s->q_tail != NULL)
-        s->q_tail->next = r;
-    else
-        s->q_head = r;
-    s->q_tail = r;
-    pthread_cond_signal(&s->q_cv);
-    pthread_mutex_unlock(&s->q_mu);
-    return 0;
-}
-
 /* Queue r (its items' payloads referenced) for c, holding c until done
  * has run; if it cannot be queued, give everything back. */
 static int submit(st_req *r, st_conv *c, st_done_fn done, void *ctx)
@@ -100,12 +66,10 @@ static int submit(st_req *r, st_conv *c, st_done_fn done, void *ctx)
     r->conv = c;
     r->done = done;
     r->ctx = ctx;
-    int e = enqueue(c->s, r);
+    int e = st_reqq_push(&c->s->q, r);
     if (e < 0) {
-        for (size_t i = 0; i < r->n; i++)
-            rt_buf_unref(r->items[i].payload);
         atomic_fetch_sub(&c->refs, 1);
-        free(r);
+        st_req_free(r);
     }
     return e;
 }
@@ -116,35 +80,9 @@ int stl_append(st_conv *c, const st_item *items, size_t n, st_done_fn done, void
         return -EINVAL;
     if (atomic_load(&c->gone))
         return -ENOENT;
-    size_t keys = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (items[i].idlen == 0 || items[i].idlen > ST_ID_MAX || items[i].keylen > ST_KEY_MAX ||
-            items[i].payload == NULL)
-            return -EINVAL;
-        keys += items[i].idlen + items[i].keylen;
-    }
-    st_req *r = malloc(sizeof(*r) + n * sizeof(st_item) + keys);
-    if (r == NULL)
-        return -ENOMEM;
-    r->kind = REQ_APPEND;
-    r->items = (st_item *)(r + 1);
-    uint8_t *kb = (uint8_t *)(r->items + n); /* the ids and keys, copied */
-    for (size_t i = 0; i < n; i++) {
-        r->items[i] = items[i];
-        memcpy(kb, items[i].id, items[i].idlen);
-        r->items[i].id = kb;
-        kb += items[i].idlen;
-        if (items[i].keylen > 0) {
-            memcpy(kb, items[i].key, items[i].keylen);
-            r->items[i].key = kb;
-            kb += items[i].keylen;
-        }
-        rt_buf_ref(items[i].payload);
-    }
-    r->n = n;
-    r->status = 0;
-    r->first = 0;
-    return submit(r, c, done, ctx);
+    int e;
+    st_req *r = st_req_append(items, n, &e);
+    return r != NULL ? submit(r, c, done, ctx) : e;
 }
 
 int stl_conv_put_file(st_conv *c, const char *name, rt_buf *data, bool durable, st_done_fn done,
@@ -154,16 +92,9 @@ int stl_conv_put_file(st_conv *c, const char *name, rt_buf *data, bool durable, 
         return -EINVAL;
     if (atomic_load(&c->gone))
         return -ENOENT;
-    st_req *r = calloc(1, sizeof(*r) + sizeof(st_item));
-    if (r == NULL)
-        return -ENOMEM;
-    r->kind = REQ_FILE;
-    r->durable = durable;
-    snprintf(r->name, sizeof(r->name), "%s", name);
-    r->items = (st_item *)(r + 1);
-    r->items[0].payload = rt_buf_ref(data);
-    r->n = 1;
-    return submit(r, c, done, ctx);
+    int e;
+    st_req *r = st_req_file(name, data, durable, &e);
+    return r != NULL ? submit(r, c, done, ctx) : e;
 }
 
 int stl_conv_get_file(st_conv *c, const char *name, char **data, size_t *len)
@@ -177,22 +108,12 @@ int stl_conv_get_file(st_conv *c, const char *name, char **data, size_t *len)
 
 int st_commit_create(st_conv *c, st_done_fn done, void *ctx)
 {
-    st_req *r = calloc(1, sizeof(*r) + sizeof(st_item) + 32);
+    char hex[33];
+    if (c->has_parent)
+        rt_uuid_hex(&c->parent, hex);
+    st_req *r = st_req_one(REQ_CREATE, ST_CREATE_ID, hex, c->has_parent ? 32 : 0, c->meta);
     if (r == NULL)
         return -ENOMEM;
-    r->kind = REQ_CREATE;
-    r->items = (st_item *)(r + 1);
-    r->items[0].id = ST_CREATE_ID;
-    r->items[0].idlen = (uint32_t)strlen(ST_CREATE_ID);
-    if (c->has_parent) {
-        char hex[33];
-        rt_uuid_hex(&c->parent, hex);
-        memcpy(r->items + 1, hex, 32);
-        r->items[0].key = r->items + 1;
-        r->items[0].keylen = 32;
-    }
-    r->items[0].payload = rt_buf_ref(c->meta);
-    r->n = 1;
     r->first = ST_CREATE_INDEX;
     return submit(r, c, done, ctx);
 }
@@ -208,7 +129,7 @@ int stl_conv_delete(st_conv *c, st_done_fn done, void *ctx)
     r->conv = c; /* takes over the caller's reference */
     r->done = done;
     r->ctx = ctx;
-    int e = enqueue(c->s, r);
+    int e = st_reqq_push(&c->s->q, r);
     if (e < 0)
         free(r);
     return e;
@@ -217,10 +138,9 @@ int stl_conv_delete(st_conv *c, st_done_fn done, void *ctx)
 static void finish(st_req *r)
 {
     r->done(r->ctx, r->status, r->first);
-    for (size_t i = 0; i < r->n; i++)
-        rt_buf_unref(r->items[i].payload);
-    stl_conv_release(r->conv);
-    free(r);
+    st_conv *c = r->conv;
+    st_req_free(r);
+    stl_conv_release(c);
 }
 
 static void put_file(st_req *r)
@@ -493,26 +413,21 @@ static void *committer_main(void *arg)
     for (;;) {
         if (inflight != NULL) /* what comes meanwhile makes the next group */
             group_settle(s, inflight);
-        pthread_mutex_lock(&s->q_mu);
-        while (s->q_head == NULL && !s->q_stop && inflight == NULL) {
+        pthread_mutex_lock(&s->q.mu);
+        while (s->q.head == NULL && !s->q.stop && inflight == NULL) {
             if (s->o.durability != ST_INTERVAL) {
-                pthread_cond_wait(&s->q_cv, &s->q_mu);
+                pthread_cond_wait(&s->q.cv, &s->q.mu);
                 continue;
             }
             uint64_t now = st_now_ms();
             if (now >= next_sync)
                 break;
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            uint64_t ns = (uint64_t)ts.tv_nsec + (next_sync - now) * 1000000;
-            ts.tv_sec += (time_t)(ns / 1000000000);
-            ts.tv_nsec = (long)(ns % 1000000000);
-            pthread_cond_timedwait(&s->q_cv, &s->q_mu, &ts);
+            st_reqq_wait(&s->q, next_sync - now);
         }
-        st_req *batch = s->q_head;
-        s->q_head = s->q_tail = NULL;
-        bool stop = s->q_stop;
-        pthread_mutex_unlock(&s->q_mu);
+        st_req *batch = s->q.head;
+        s->q.head = s->q.tail = NULL;
+        bool stop = s->q.stop;
+        pthread_mutex_unlock(&s->q.mu);
         if (batch == NULL)
             inflight = drain(s, inflight, true);
 
@@ -548,9 +463,9 @@ static void *committer_main(void *arg)
             rotate_journal(s, &rotate_retry);
         }
         if (stop) {
-            pthread_mutex_lock(&s->q_mu);
-            bool more = s->q_head != NULL;
-            pthread_mutex_unlock(&s->q_mu);
+            pthread_mutex_lock(&s->q.mu);
+            bool more = s->q.head != NULL;
+            pthread_mutex_unlock(&s->q.mu);
             if (!more) {
                 inflight = drain(s, inflight, false);
                 break;
@@ -585,10 +500,7 @@ int st_committer_start(st_store *s)
 
 void st_committer_stop(st_store *s)
 {
-    pthread_mutex_lock(&s->q_mu);
-    s->q_stop = true;
-    pthread_cond_signal(&s->q_cv);
-    pthread_mutex_unlock(&s->q_mu);
+    st_reqq_stop(&s->q);
     pthread_join(s->committer, NULL);
     if (s->o.durability == ST_FULL)
         st_journal_syncer_stop(s);

@@ -6,6 +6,7 @@
 #include "store_impl.h"
 
 #include "backend.h"
+#include "dirfiles.h"
 #include "io.h"
 #include "runtime/err.h"
 #include "runtime/log.h"
@@ -161,8 +162,7 @@ int stl_store_open(const st_opts *o, st_store **out, char *err, size_t errlen)
     pthread_mutex_init(&s->cat_mu, NULL);
     pthread_cond_init(&s->created_cv, NULL);
     pthread_mutex_init(&s->idle_mu, NULL);
-    pthread_mutex_init(&s->q_mu, NULL);
-    pthread_cond_init(&s->q_cv, NULL);
+    st_reqq_init(&s->q);
     pthread_mutex_init(&s->f_mu, NULL);
     pthread_cond_init(&s->f_cv, NULL);
     s->dir = strdup(o->dir);
@@ -220,19 +220,7 @@ int stl_store_open(const st_opts *o, st_store **out, char *err, size_t errlen)
 
 int stl_workspace(st_store *s, const rt_uuid *id, char *out, size_t cap)
 {
-    char hex[33], base[4096];
-    rt_uuid_hex(id, hex);
-    if (realpath(s->dir, base) == NULL)
-        return -errno;
-    int n = snprintf(out, cap, "%s/workspaces", base);
-    if (n < 0 || (size_t)n + 34 > cap)
-        return -ENAMETOOLONG;
-    if (mkdir(out, 0755) != 0 && errno != EEXIST)
-        return -errno;
-    snprintf(out + n, cap - (size_t)n, "/%s", hex);
-    if (mkdir(out, 0700) != 0 && errno != EEXIST)
-        return -errno;
-    return 0;
+    return st_dir_workspace(s->dir, id, out, cap);
 }
 
 void stl_store_close(st_store *s)
@@ -261,8 +249,7 @@ void stl_store_close(st_store *s)
     pthread_mutex_destroy(&s->cat_mu);
     pthread_cond_destroy(&s->created_cv);
     pthread_mutex_destroy(&s->idle_mu);
-    pthread_mutex_destroy(&s->q_mu);
-    pthread_cond_destroy(&s->q_cv);
+    st_reqq_destroy(&s->q);
     pthread_mutex_destroy(&s->f_mu);
     pthread_cond_destroy(&s->f_cv);
     free(s->dir);
@@ -285,26 +272,10 @@ size_t stl_store_max_open_logs(const st_store *s)
 
 int stl_store_put_file(st_store *s, const char *name, const void *data, size_t len)
 {
-    if (!st_store_file_name_ok(name))
-        return -EINVAL;
-    return st_write_file_atomic(s->dir, name, data, len);
+    return st_dir_put_file(s->dir, name, data, len);
 }
 
 int stl_store_take_file(st_store *s, const char *name, char **data, size_t *len)
 {
-    if (!st_store_file_name_ok(name))
-        return -EINVAL;
-    char path[4200];
-    snprintf(path, sizeof(path), "%s/%s", s->dir, name);
-    int r = st_read_file(path, (size_t)1 << 30, data, len);
-    if (r < 0)
-        return r;
-    /* durably gone before anything it describes can change */
-    if (unlink(path) != 0 || (r = st_fsync_dir(s->dir)) < 0) {
-        r = r < 0 ? r : -errno;
-        free(*data);
-        *data = NULL;
-        return r;
-    }
-    return 0;
+    return st_dir_take_file(s->dir, name, data, len);
 }

@@ -6,14 +6,13 @@
 #ifndef ST_STORE_IMPL_H
 #define ST_STORE_IMPL_H
 
+#include "req.h"
 #include "store.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <sys/uio.h>
-
-typedef struct st_req st_req;
 
 struct st_conv {
     const struct st_backend *be; /* &st_local_backend (backend.h) */
@@ -73,10 +72,7 @@ struct st_store {
     size_t nunfinished;
     /* committer */
     pthread_t committer;
-    pthread_mutex_t q_mu;
-    pthread_cond_t q_cv;
-    st_req *q_head, *q_tail;
-    bool q_stop;
+    st_reqq q;
     st_journal j; /* committer-owned */
     /* flusher: syncs and deletes rotated journals, closes idle logs */
     pthread_t flusher;

@@ -13,6 +13,9 @@
  */
 #include "cli.h"
 
+#include "actors/parley_impl.h"
+#include "store/store.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <malloc.h>
@@ -34,7 +37,8 @@ static const char usage[] =
     "logs (--idle-close-ms, default 2000), RSS per conversation and descriptors at\n"
     "rest, and whether every conversation reads its events back. The scratch data\n"
     "directory (under $TMPDIR) is removed afterwards; one given with --dir is kept\n"
-    "(its data/ is a data directory for `parley serve --data`).\n";
+    "(its data/ is a data directory for `parley serve --data`). --dir pool:DIR runs\n"
+    "on the pool store backend (then serve it with --data pool:DIR/data).\n";
 
 enum { MARK = 10000, MAX_THREADS = 64 };
 
@@ -177,10 +181,11 @@ int bench_convs(int argc, char **argv)
     if (a >= 0)
         return a;
     char dir[4096];
+    const char *prefix = cli_backend_prefix(&base);
     if (cli_scratch_dir("bench conversations", base, dir, sizeof(dir)) != 0)
         return CLI_FAIL;
     char data[4200];
-    snprintf(data, sizeof(data), "%s/data", dir);
+    snprintf(data, sizeof(data), "%s%s/data", prefix, dir);
     run r = {.count = count, .events = events, .threads = threads};
     pthread_mutex_init(&r.mu, NULL);
     r.ids = calloc((size_t)count, sizeof(*r.ids));
@@ -221,9 +226,11 @@ int bench_convs(int argc, char **argv)
             printf("stopped: %s\n", r.err);
         fflush(stdout);
     }
-    /* at rest: once the logs are closed (their descriptors go), or a while */
+    /* at rest: once the store has closed every log, or a while (not by
+     * descriptors: a pool store holds none per log, and would be called
+     * at rest at once, its logs still open) */
     double rest_deadline = cli_now_s() + idle_ms / 1e3 + 60;
-    while (open_fds() > fds0 + 16 && cli_now_s() < rest_deadline)
+    while (st_store_open_logs(r.p->store) > 0 && cli_now_s() < rest_deadline)
         usleep(100 * 1000);
     malloc_trim(0);
     long rss2 = rss_kb();

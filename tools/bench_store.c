@@ -86,6 +86,8 @@ static void next_append(appender *a)
  * policy d, on new conversations in the store in dir: a fresh one if
  * `fresh`, else the one left by the previous run, with its journal spares,
  * as a server that has been running has them. */
+static const char *prefix = ""; /* "pool:" for the pool backend */
+
 static double run_appends(const char *dir, st_durability d, int appenders, uint64_t events,
                           bool fresh)
 {
@@ -94,7 +96,9 @@ static double run_appends(const char *dir, st_durability d, int appenders, uint6
     /* every run starts with no dirty data of earlier runs being written
      * back under it */
     sync();
-    st_opts o = {.dir = dir, .durability = d};
+    char where[4300];
+    snprintf(where, sizeof(where), "%s%s", prefix, dir);
+    st_opts o = {.dir = where, .durability = d};
     st_store *s;
     char err[256];
     if (st_store_open(&o, &s, err, sizeof(err)) != 0) {
@@ -137,6 +141,84 @@ static double run_appends(const char *dir, st_durability d, int appenders, uint6
 }
 
 /* ------------------------------------------------------- the 1M-event log --- */
+
+/* The pool has no log of its own: its 1M-event log is one conversation's,
+ * written and opened through the store. */
+static const rt_uuid pool_conv = {{0x10, 0x6e, 0x11}};
+
+typedef struct acked {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int pending, failed;
+} acked;
+
+static void on_built(void *ctx, int status, uint64_t first)
+{
+    (void)first;
+    acked *a = ctx;
+    pthread_mutex_lock(&a->mu);
+    a->pending--;
+    a->failed += status != 0;
+    pthread_cond_signal(&a->cv);
+    pthread_mutex_unlock(&a->mu);
+}
+
+static st_store *pool_open(const char *dir, st_durability d)
+{
+    char where[4300], err[256];
+    snprintf(where, sizeof(where), "%s%s", prefix, dir);
+    st_opts o = {.dir = where, .durability = d};
+    st_store *s;
+    if (st_store_open(&o, &s, err, sizeof(err)) != 0) {
+        fprintf(stderr, "parley bench store: %s\n", err);
+        exit(CLI_FAIL);
+    }
+    return s;
+}
+
+static void build_pool_log(const char *dir, uint64_t n)
+{
+    cli_rm_tree(dir);
+    st_store *s = pool_open(dir, ST_NONE);
+    rt_buf *meta = rt_buf_copy("{}", 2), *body = rt_buf_new(EVENT);
+    memset(rt_buf_wdata(body), 'y', EVENT);
+    st_conv *c;
+    if (st_conv_create(s, &pool_conv, NULL, meta, &c) != 0) {
+        fprintf(stderr, "parley bench store: cannot create the 1M-event conversation\n");
+        exit(CLI_FAIL);
+    }
+    enum { BATCH = 1000 };
+    acked a = {.pending = 0};
+    pthread_mutex_init(&a.mu, NULL);
+    pthread_cond_init(&a.cv, NULL);
+    static char ids[BATCH][40];
+    st_item items[BATCH];
+    for (uint64_t at = 0; at < n; at += BATCH) {
+        size_t k = n - at < BATCH ? (size_t)(n - at) : BATCH;
+        for (size_t i = 0; i < k; i++) {
+            int len = snprintf(ids[i], sizeof(ids[i]), "%08llx-0000-4000-8000-000000000000",
+                               (unsigned long long)(at + i));
+            items[i] = (st_item){.id = ids[i], .idlen = (uint32_t)len, .payload = body};
+        }
+        pthread_mutex_lock(&a.mu);
+        a.pending++;
+        pthread_mutex_unlock(&a.mu);
+        if (st_append(c, items, k, on_built, &a) != 0)
+            exit(CLI_FAIL);
+    }
+    pthread_mutex_lock(&a.mu);
+    while (a.pending > 0)
+        pthread_cond_wait(&a.cv, &a.mu);
+    pthread_mutex_unlock(&a.mu);
+    if (a.failed > 0) {
+        fprintf(stderr, "parley bench store: writing the 1M-event log failed\n");
+        exit(CLI_FAIL);
+    }
+    st_conv_release(c);
+    rt_buf_unref(meta);
+    rt_buf_unref(body);
+    st_store_close(s);
+}
 
 static void build_log(const char *dir, uint64_t n)
 {
@@ -236,7 +318,9 @@ static const char usage[] =
     "Works in a scratch directory that is removed afterwards; it needs room for\n"
     "--log-events KiB (1 GiB by default).\n\n"
     "  --runs N         runs per figure (default 5)\n"
-    "  --dir DIR        where to work (default: a new directory under $TMPDIR or /tmp)\n"
+    "  --dir DIR        where to work (default: a new directory under $TMPDIR or /tmp);\n"
+    "                   pool:DIR for the pool backend (the 1M-event log is then one\n"
+    "                   conversation's, its open time the store's open and the log's)\n"
     "  --events N       appends per run for the append figures (default 200000)\n"
     "  --log-events N   events in the log for the read and open figures (default 1000000)\n"
     "  --json           print one JSON object: durable_events_per_s, none_events_per_s,\n"
@@ -255,6 +339,7 @@ int bench_store(int argc, char **argv)
         return st;
     rt_log_set_level(RT_LOG_WARN);
     char root[4096];
+    prefix = cli_backend_prefix(&base);
     if (cli_scratch_dir("bench store", base, root, sizeof(root)) != 0)
         return CLI_FAIL;
     char sdir[4200], ndir[4200], ldir[4200];
@@ -285,7 +370,10 @@ int bench_store(int argc, char **argv)
     }
     if (!json)
         fprintf(stderr, "\r%40s\r", "");
-    build_log(ldir, (uint64_t)log_events);
+    if (*prefix != '\0')
+        build_pool_log(ldir, (uint64_t)log_events);
+    else
+        build_log(ldir, (uint64_t)log_events);
     for (int i = 0; i < runs; i++) {
         if (!json)
             fprintf(stderr, "\rrun %d/%d: open and read...", i + 1, runs);
@@ -293,7 +381,14 @@ int bench_store(int argc, char **argv)
         long before = rss_bytes();
         double t = cli_now_s();
         st_open_report rep;
-        if (st_log_open(ldir, NULL, &l, &rep) != 0 || rep.count != (uint64_t)log_events) {
+        st_store *ps = NULL; /* the pool: the store's open, then the conversation's log */
+        st_conv *pc = NULL;
+        int orr = *prefix != '\0' ? ((ps = pool_open(ldir, ST_NONE)) != NULL &&
+                                             st_conv_get(ps, &pool_conv, &pc) == 0
+                                         ? st_conv_log(pc, &l, &rep)
+                                         : -ENOENT)
+                                  : st_log_open(ldir, NULL, &l, &rep);
+        if (orr != 0 || rep.count != (uint64_t)log_events) {
             fprintf(stderr, "parley bench store: reopening the log failed: %s\n", rep.detail);
             return CLI_FAIL;
         }
@@ -304,7 +399,12 @@ int bench_store(int argc, char **argv)
         beg[i] = page_ms(l, 200, pick_start);
         mid[i] = page_ms(l, 200, pick_middle);
         end[i] = page_ms(l, 200, pick_end);
-        st_log_close(l);
+        if (ps != NULL) {
+            st_conv_release(pc);
+            st_store_close(ps);
+        } else {
+            st_log_close(l);
+        }
         malloc_trim(0); /* so that the next open's RSS growth is its own */
     }
     if (base == NULL)

@@ -83,6 +83,10 @@ double cli_now_s(void);
 /* Benchmarks: the scratch directory `base` (created if missing), or a new
  * one under $TMPDIR; 0, or -1 with the reason printed for `cmd`. */
 int cli_scratch_dir(const char *cmd, const char *base, char *out, size_t cap);
+/* A --dir given as pool:DIR asks for the pool store backend: *base loses
+ * the prefix, which is returned ("" otherwise) to put before the store
+ * locations made under it. */
+const char *cli_backend_prefix(const char **base);
 /* Remove a directory tree (what is left of it: errors are ignored). */
 void cli_rm_tree(const char *dir);
 

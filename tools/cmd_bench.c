@@ -66,6 +66,14 @@ int cli_bench_args(const char *cmd, const char *usage, int argc, char **argv, in
     return -1;
 }
 
+const char *cli_backend_prefix(const char **base)
+{
+    if (*base == NULL || strncmp(*base, "pool:", 5) != 0)
+        return "";
+    *base += 5;
+    return "pool:";
+}
+
 int cli_scratch_dir(const char *cmd, const char *base, char *out, size_t cap)
 {
     if (base != NULL) {

@@ -20,6 +20,10 @@
  * directory as it was for the next child). One kill in six is timed from the
  * fork instead of from an acknowledgement, to land in start-up and replay.
  *
+ * Both variants run on both directory backends (loop index 0: the local
+ * store, 1: the pool, pool:DIR), where the pool's small segments stand in
+ * for the journal's rotations.
+ *
  * SIGKILL leaves the page cache alone, so this checks the store's logic
  * (framing, ordering, repair, replay), not the disk's: power loss is out of
  * its reach. The seed is printed; PARLEY_CRASH_SEED=N repeats a run's choices
@@ -207,8 +211,10 @@ static void child_main(const st_opts *o, int fd, unsigned seed, pid_t parent)
 typedef struct run {
     const char *name;
     bool keep; /* one directory for every kill */
+    bool pool; /* the pool backend (pool:DIR) */
     st_opts o;
     char *dir;
+    char where[4200]; /* the location of dir */
     unsigned seed, rng;
     int kill;
     bool opened;           /* the child reported its store open */
@@ -299,10 +305,12 @@ static void verify(run *R)
 {
     char copy[4200];
     st_opts o = R->o;
+    char where[4300];
     if (R->keep) { /* leave the crashed directory as it is for the next child */
         snprintf(copy, sizeof(copy), "%s.check", R->dir);
         tst_copydir(R->dir, copy);
-        o.dir = copy;
+        snprintf(where, sizeof(where), "%s%s", R->pool ? "pool:" : "", copy);
+        o.dir = where;
     }
     st_store *s;
     char err[512] = "";
@@ -349,7 +357,8 @@ static void one_kill(run *R)
         R->dir = tst_mkdtemp();
         memset(R->acked, 0, sizeof(R->acked));
     }
-    R->o.dir = R->dir;
+    snprintf(R->where, sizeof(R->where), "%s%s", R->pool ? "pool:" : "", R->dir);
+    R->o.dir = R->where;
     R->opened = R->killed = false;
     int p[2];
     ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
@@ -438,6 +447,12 @@ static uint64_t files(const char *dir, const char *suf1, const char *suf2, int *
 static void kept_summary(const run *R, int *segs, uint64_t *journal_seq)
 {
     char path[4200], hex[33];
+    if (R->pool) { /* its segments are the journal: rolls count for both */
+        snprintf(path, sizeof(path), "%s/pool", R->dir);
+        *journal_seq = files(path, ".seg", ".seg", segs);
+        *segs += 2 * NCONV;
+        return;
+    }
     for (unsigned k = 0; k < NCONV; k++) {
         rt_uuid id;
         tst_conv_id(k, &id);
@@ -485,15 +500,18 @@ static void crash_run(run *R)
 
 START_TEST(test_kill_fresh_dir)
 {
-    run R = {.name = "fresh directory", .o = {.durability = ST_FULL}};
+    run R = {.name = _i ? "fresh directory, pool" : "fresh directory",
+             .pool = _i,
+             .o = {.durability = ST_FULL}};
     crash_run(&R);
 }
 END_TEST
 
 START_TEST(test_kill_kept_dir)
 {
-    run R = {.name = "kept directory",
+    run R = {.name = _i ? "kept directory, pool" : "kept directory",
              .keep = true,
+             .pool = _i,
              .o = {.durability = ST_FULL,
                    .segment_bytes = 64 << 10,
                    .journal_bytes = 256 << 10,
@@ -507,8 +525,9 @@ END_TEST
 START_TEST(test_second_open_in_process_is_busy)
 {
     rt_log_set_level(RT_LOG_WARN);
-    char *dir = tst_mkdtemp();
-    st_opts o = {.dir = dir, .durability = ST_FULL};
+    char *dir = tst_mkdtemp(), where[4200];
+    snprintf(where, sizeof(where), "%s%s", _i ? "pool:" : "", dir);
+    st_opts o = {.dir = where, .durability = ST_FULL};
     st_store *s, *t = NULL;
     ck_assert_int_eq(st_store_open(&o, &s, NULL, 0), 0);
     char err[512], want[64];
@@ -528,9 +547,9 @@ int main(void)
 {
     Suite *s = suite_create("crash");
     TCase *tc = tcase_create("crash");
-    tcase_add_test(tc, test_second_open_in_process_is_busy);
-    tcase_add_test(tc, test_kill_fresh_dir);
-    tcase_add_test(tc, test_kill_kept_dir);
+    tcase_add_loop_test(tc, test_second_open_in_process_is_busy, 0, 2);
+    tcase_add_loop_test(tc, test_kill_fresh_dir, 0, 2);
+    tcase_add_loop_test(tc, test_kill_kept_dir, 0, 2);
     suite_add_tcase(s, tc);
     return ts_run_suite(s);
 }

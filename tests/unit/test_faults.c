@@ -14,6 +14,10 @@
  * Once "space returns" (the fault is lifted), the next append gets the same
  * index, and the store reopens consistent.
  *
+ * The store-level cases that are not about the local files run on the pool
+ * backend too (pool:DIR; the second half of their loop range), where the
+ * segments are the journal: a fault aimed at the journal hits them.
+ *
  * The shim tells the files apart by what /proc/self/fd says they are:
  * segments (.seg), journal files (.wal), and the rest (checkpoints, meta
  * files, directories). A fault fails the matching calls after the first
@@ -22,6 +26,7 @@
  */
 #include "runtime/log.h"
 #include "store/io.h"
+#include "store/pool_impl.h"
 #include "store/record.h"
 #include "store/store.h"
 #include "support_store.h"
@@ -58,6 +63,15 @@ typedef struct fault {
 } fault;
 
 enum { PASS, FAIL, SHORT };
+
+/* The running case is on the pool backend. */
+static bool pool;
+/* A loop test over n cases on both backends: the second half on the pool. */
+#define BOTH(n)                                                                                    \
+    do {                                                                                           \
+        pool = _i >= (n);                                                                          \
+        _i %= (n);                                                                                 \
+    } while (0)
 
 static struct {
     pthread_mutex_t mu;
@@ -209,6 +223,8 @@ static void shim_teardown(void)
 
 static void shim_arm(fault f)
 {
+    if (pool && f.kinds == K_WAL) /* its segments are its journal */
+        f.kinds = K_SEG;
     pthread_mutex_lock(&sh.mu);
     sh.f = f;
     sh.seen = sh.failed = 0;
@@ -521,6 +537,7 @@ typedef struct fx {
     st_log *l[NCONV];
     st_open_report rep[NCONV];
     uint64_t n[NCONV]; /* acknowledged events */
+    char where[4300];  /* the location of dir */
 } fx;
 
 static rt_buf *meta_for(unsigned k)
@@ -561,8 +578,9 @@ static void fx_close(fx *f)
 static void fx_start(fx *f, st_durability d, uint64_t journal_bytes)
 {
     f->dir = tst_mkdtemp();
+    snprintf(f->where, sizeof(f->where), "%s%s", pool ? "pool:" : "", f->dir);
     f->o = (st_opts){
-        .dir = f->dir, .durability = d, .interval_ms = 20, .journal_bytes = journal_bytes};
+        .dir = f->where, .durability = d, .interval_ms = 20, .journal_bytes = journal_bytes};
     fx_open(f);
 }
 
@@ -639,7 +657,10 @@ static void conv_dir(const fx *f, unsigned k, char *out, size_t cap)
 static uint64_t seg_size(const fx *f, unsigned k)
 {
     char d[4200], seg[4400];
-    conv_dir(f, k, d, sizeof(d));
+    if (pool) /* one active segment for all */
+        snprintf(d, sizeof(d), "%s/pool", f->dir);
+    else
+        conv_dir(f, k, d, sizeof(d));
     tst_last_segment(d, seg, sizeof(seg));
     return tst_file_size(seg);
 }
@@ -650,14 +671,15 @@ static uint64_t seg_size(const fx *f, unsigned k)
 static long journal_check(const fx *f)
 {
     char jdir[4200];
-    snprintf(jdir, sizeof(jdir), "%s/journal", f->dir);
+    const char *ext = pool ? ".seg" : ".wal";
+    snprintf(jdir, sizeof(jdir), "%s/%s", f->dir, pool ? "pool" : "journal");
     DIR *d = opendir(jdir);
     ck_assert_ptr_nonnull(d);
     long total = 0;
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {
         size_t nl = strlen(e->d_name);
-        if (nl != 24 || strcmp(e->d_name + 20, ".wal") != 0)
+        if (nl != 24 || strcmp(e->d_name + 20, ext) != 0)
             continue;
         uint64_t seq = strtoull(e->d_name, NULL, 10);
         char path[sizeof(jdir) + 260], *data;
@@ -669,6 +691,8 @@ static long journal_check(const fx *f)
         for (size_t at = ST_FILE_HDR; at < len; at += rec.size) {
             if (st_rec_decode(p + at, len - at, true, st_journal_seed(seq), &rec) != ST_REC_OK)
                 break;
+            if (pool && rec.index >= STP_IDX_COMMIT) /* a group's COMMIT, a catalog record */
+                continue;
             unsigned k = 0;
             for (rt_uuid id; k < NCONV; k++) {
                 tst_conv_id(k, &id);
@@ -705,7 +729,8 @@ static void fx_crash_image(const fx *f, const char *when)
     snprintf(copy, sizeof(copy), "%s.crash", f->dir);
     tst_copydir(f->dir, copy);
     g.dir = copy;
-    g.o.dir = copy;
+    snprintf(g.where, sizeof(g.where), "%s%s", pool ? "pool:" : "", copy);
+    g.o.dir = g.where;
     fx_open(&g);
     for (unsigned k = 0; k < NCONV; k++)
         ck_assert_msg(g.rep[k].truncated_bytes == 0 && !g.rep[k].corrupt,
@@ -761,6 +786,7 @@ static void fx_sizes(const fx *f, uint64_t *sizes)
  * append fails, the store carries on. */
 START_TEST(test_store_segment_write_fault)
 {
+    BOTH(6);
     static const st_durability ds[] = {ST_FULL, ST_INTERVAL, ST_NONE};
     const fault f = {K_SEG, OP_WRITE, 0, 1, ENOSPC, (_i & 1) ? 77 : 0, false};
     shim_setup();
@@ -796,6 +822,7 @@ static const fault journal_faults[] = {
 
 START_TEST(test_store_journal_fault)
 {
+    BOTH((int)(sizeof(journal_faults) / sizeof(journal_faults[0])));
     const fault *f = &journal_faults[_i];
     shim_setup();
     fx x = {0};
@@ -831,6 +858,7 @@ END_TEST
  * follows, complete and valid, unless the failed write was wiped. */
 START_TEST(test_store_journal_short_write_leftover)
 {
+    BOTH(1);
     shim_setup();
     fx x = {0};
     fx_start(&x, ST_FULL, 0);
@@ -934,6 +962,7 @@ END_TEST
  * creation of a conversation fail and leave nothing; reads carry on. */
 START_TEST(test_store_disk_full)
 {
+    BOTH(1);
     shim_setup();
     fx x = {0};
     fx_start(&x, ST_FULL, 0);
@@ -941,7 +970,7 @@ START_TEST(test_store_disk_full)
     uint64_t sizes[NCONV];
     fx_sizes(&x, sizes);
     char cdir[4200];
-    snprintf(cdir, sizeof(cdir), "%s/conversations", x.dir);
+    snprintf(cdir, sizeof(cdir), "%s/%s", x.dir, pool ? "pool" : "conversations");
     int dirs = count_files(cdir, "", false);
     shim_arm((fault){K_ANY, OP_WRITE, 0, -1, ENOSPC, 0, false});
     for (unsigned k = 0; k < NCONV; k++)
@@ -1242,13 +1271,13 @@ int main(void)
                         (int)(sizeof(roll_faults) / sizeof(roll_faults[0])));
     suite_add_tcase(s, tc);
     tc = tcase_create("store");
-    tcase_add_loop_test(tc, test_store_segment_write_fault, 0, 6);
+    tcase_add_loop_test(tc, test_store_segment_write_fault, 0, 2 * 6);
     tcase_add_loop_test(tc, test_store_journal_fault, 0,
-                        (int)(sizeof(journal_faults) / sizeof(journal_faults[0])));
-    tcase_add_test(tc, test_store_journal_short_write_leftover);
+                        2 * (int)(sizeof(journal_faults) / sizeof(journal_faults[0])));
+    tcase_add_loop_test(tc, test_store_journal_short_write_leftover, 0, 2);
     tcase_add_loop_test(tc, test_store_group_fault, 0,
                         (int)(sizeof(group_faults) / sizeof(group_faults[0])));
-    tcase_add_test(tc, test_store_disk_full);
+    tcase_add_loop_test(tc, test_store_disk_full, 0, 2);
     tcase_add_loop_test(tc, test_store_log_creation_fault, 0, 2);
     tcase_add_loop_test(tc, test_store_rotation_fault, 0,
                         (int)(sizeof(rotation_faults) / sizeof(rotation_faults[0])));

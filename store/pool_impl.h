@@ -1,0 +1,250 @@
+/*
+ * pool_impl.h - the inside of the pool backend (pool.c says what it is):
+ * shared by pool.c (open, close, the table), pool_catalog.c (the
+ * conversations), pool_commit.c (the committer), pool_seg.c (segment
+ * files, their descriptors and record indexes), pool_scan.c (recovery at
+ * open) and pool_log.c (a conversation's log and its readers).
+ */
+#ifndef ST_POOL_IMPL_H
+#define ST_POOL_IMPL_H
+
+#include "index.h"
+#include "record.h"
+#include "req.h"
+#include "store.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#define STP_SEG_MAGIC "PLPOOL\0\1"
+
+/* Reserved record indexes: catalog records and group commit markers. An
+ * event's index is below 2^32 - 1 (the id table's bound). */
+#define STP_IDX_CREATE UINT64_MAX       /* key: the parent's 32 hex; payload: meta */
+#define STP_IDX_META   (UINT64_MAX - 1) /* payload: the new meta */
+#define STP_IDX_FILE   (UINT64_MAX - 2) /* id: the file's name; payload: its data */
+#define STP_IDX_DELETE (UINT64_MAX - 3)
+#define STP_IDX_COMMIT (UINT64_MAX - 4) /* tag zero; payload: u64 the group's start */
+#define STP_EVENT_MAX  0xfffffffeull
+
+/* Where a record's payload is. */
+typedef struct stp_loc {
+    uint32_t seq, off, len;
+} stp_loc;
+
+/* A conversation's events [first, next run's first) are in segment seq. */
+typedef struct stp_run {
+    uint32_t seq, first;
+} stp_run;
+typedef struct stp_runs { /* never changed once published: replaced whole */
+    uint32_t n;
+    stp_run r[];
+} stp_runs;
+
+typedef struct stp_file {
+    struct stp_file *next;
+    stp_loc at;
+    char name[];
+} stp_file;
+
+typedef struct stp_store stp_store;
+typedef struct stp_log stp_log;
+
+typedef struct stp_conv {
+    const struct st_backend *be; /* &st_pool_backend */
+    stp_store *s;
+    struct stp_conv *next, *knext; /* by id, by parent id (cat_mu) */
+    rt_uuid id, parent;
+    _Atomic int refs;
+    _Atomic bool gone;
+    bool has_parent; /* set at creation, never changed */
+    bool creating;   /* cat_mu: not durable yet, invisible */
+    bool broken;     /* corruption in its records: read-only, its valid prefix */
+    bool gdel;       /* committer: deleted in group ggen */
+    /* the conversation's lock (stp_lock) guards what follows */
+    uint32_t count;       /* events written and published */
+    uint32_t gpend, ggen; /* committer: events planned in group ggen */
+    stp_loc meta_at;
+    rt_buf *meta; /* cached while held or its log is open */
+    stp_file *files;
+    stp_runs *_Atomic runs;
+    stp_log *log;
+    _Atomic uint64_t used; /* ms: last release */
+} stp_conv;
+
+/* One record of a segment, as its index keeps it. */
+typedef struct stp_ent {
+    rt_uuid id;
+    uint64_t index;
+    uint32_t off, size;   /* the whole record */
+    uint32_t hash, khash; /* high halves of the id's and the key's hash (0: no key) */
+} stp_ent;
+
+/* A segment's record index: the active one's in write order, a sealed
+ * one's sorted by (id, offset). */
+typedef struct stp_segidx {
+    uint32_t seq;
+    bool sorted;
+    stp_ent *e;
+    size_t n, cap;
+} stp_segidx;
+
+/* The bounded cache of segment descriptors, shared by all logs. */
+enum { STP_FDS = 16 };
+typedef struct stp_fdslot {
+    uint32_t seq; /* 0: empty */
+    int fd;
+    int refs;
+    uint64_t tick;
+} stp_fdslot;
+
+struct stp_store {
+    const struct st_backend *be; /* &st_pool_backend */
+    st_opts o;
+    char *dir, *pool_dir;
+    int lock_fd;
+    /* catalog */
+    pthread_mutex_t cat_mu;
+    pthread_cond_t created_cv;
+    stp_conv **buckets, **kids;
+    size_t nbuckets, count, ncreating;
+    pthread_mutex_t locks[64]; /* a conversation's lock: by its id */
+    /* segments: the active one is the committer's; its index and the
+     * sealed ones' are read by log opens under seg_mu */
+    pthread_mutex_t seg_mu;
+    stp_segidx act;
+    stp_segidx *sealed; /* by seq, ascending */
+    size_t nsealed, sealed_cap;
+    int act_fd;
+    uint64_t act_size;
+    uint64_t act_alloc; /* its file's size: zeros from act_size up to there */
+    bool act_dirty;     /* written since the last sync (interval, none) */
+    bool broken;        /* a failed group could not be cut back */
+    pthread_mutex_t fd_mu;
+    stp_fdslot fds[STP_FDS];
+    uint64_t fd_tick;
+    /* the spare segment (pool_spare.c), under sp_mu */
+    pthread_t sp_thread;
+    pthread_mutex_t sp_mu;
+    pthread_cond_t sp_cv;
+    bool sp_started, sp_ready, sp_want, sp_stop;
+    /* committer */
+    pthread_t committer;
+    st_reqq q;
+    /* open logs (logs_mu), closed when idle by the committer */
+    pthread_mutex_t logs_mu;
+    stp_log *logs;
+    _Atomic size_t open_logs;
+    char corrupt[512]; /* what the open found corrupt, or "" */
+};
+
+struct stp_log {
+    const struct st_backend *be; /* &st_pool_backend */
+    stp_conv *c;
+    stp_log *lnext, *lprev; /* the store's open logs */
+    _Atomic uint64_t count; /* published events */
+    st_offsets off, size;   /* per event: its record's offset and size */
+    st_idtab ids;
+    st_retired *retired; /* runs superseded while open */
+};
+
+/* pool.c */
+extern const struct st_backend st_pool_backend;
+#define STP_SCHEME "pool:"
+void stp_path(const stp_store *s, uint32_t seq, const char *ext, char *out, size_t cap);
+
+/* pool_catalog.c */
+pthread_mutex_t *stp_lock(stp_conv *c);
+stp_conv *stp_lookup(stp_store *s, const rt_uuid *id); /* cat_mu held */
+stp_conv *stp_conv_new(stp_store *s, const rt_uuid *id);
+int stp_insert(stp_store *s, stp_conv *c);  /* cat_mu held */
+void stp_unlink(stp_store *s, stp_conv *c); /* cat_mu held */
+void stp_conv_free(stp_conv *c);
+void stp_catalog_free(stp_store *s);
+int stp_set_file(stp_conv *c, const char *name, size_t len, stp_loc at); /* lock held */
+/* Note that event `index` is in segment seq (lock held; retires into the
+ * open log, if any). */
+int stp_note_run(stp_conv *c, uint32_t seq, uint32_t index);
+/* Out of the catalog and gone (the committer, or the scan). */
+void stp_remove(stp_store *s, stp_conv *c);
+int stp_create(st_store *s, const rt_uuid *id, const rt_uuid *parent, rt_buf *meta, st_conv **out);
+int stp_get(st_store *s, const rt_uuid *id, st_conv **out);
+void stp_release(st_conv *c);
+const rt_uuid *stp_id(const st_conv *c);
+bool stp_parent(const st_conv *c, rt_uuid *parent);
+rt_buf *stp_meta(st_conv *c);
+int stp_set_meta(st_conv *c, rt_buf *meta);
+int stp_get_file(st_conv *c, const char *name, char **data, size_t *len);
+size_t stp_count(st_store *s);
+int stp_list(st_store *s, rt_uuid **ids, size_t *n);
+int stp_children(st_store *s, const rt_uuid *id, rt_uuid **ids, size_t *n);
+
+/* pool_seg.c */
+int stp_seg_create(stp_store *s, uint32_t seq);
+/* Seal the active segment (synced, its index sorted) and begin the next. */
+int stp_seg_roll(stp_store *s);
+int stp_idx_push(stp_segidx *x, const stp_ent *e);
+void stp_idx_sort(stp_segidx *x);
+/* Call fn for each record of conversation id in segment seq, in write
+ * order, until it returns non-zero (returned); seg_mu held. */
+int stp_idx_each(stp_store *s, uint32_t seq, const rt_uuid *id,
+                 int (*fn)(void *ctx, const stp_ent *e), void *ctx);
+/* A sealed segment's index (seg_mu held): to fill at open. */
+stp_segidx *stp_sealed_add(stp_store *s, uint32_t seq);
+void stp_fds_close(stp_store *s);
+int stp_pread(stp_store *s, uint32_t seq, void *buf, size_t n, uint64_t off);
+void stp_segs_free(stp_store *s);
+
+/* pool_spare.c: the next segment's file, made ahead */
+int stp_spare_start(stp_store *s);
+void stp_spare_stop(stp_store *s);
+/* Ask for a spare (the committer, once the active segment fills up). */
+void stp_spare_want(stp_store *s);
+/* The spare as segment seq's file (header written, renamed, synced):
+ * -ENOENT if none is ready, another error if taking it failed. */
+int stp_spare_take(stp_store *s, uint32_t seq, int *fd);
+/* Write zeros over [from, to) of fd (a plain pwrite, not the I/O table's). */
+int stp_zero(int fd, uint64_t from, uint64_t to);
+
+/* pool_scan.c: pure: the records of a segment's bytes, by group. */
+typedef struct stp_scan_cb {
+    void *ctx;
+    /* A record of a committed group, in order; 0 or -errno (stops). */
+    int (*record)(void *ctx, const st_rec *r, uint64_t off);
+    /* A bad record at off with valid ones after it; tag: its conversation,
+     * if its header still says (may be NULL). */
+    void (*corrupt)(void *ctx, uint64_t off, const uint8_t *tag);
+} stp_scan_cb;
+typedef struct stp_scan_res {
+    uint64_t end;     /* the end of the last committed group: the rest is a torn tail */
+    uint64_t corrupt; /* bad records with valid ones after them */
+} stp_scan_res;
+int stp_scan_buf(const uint8_t *p, size_t len, uint32_t seed, const stp_scan_cb *cb,
+                 stp_scan_res *res);
+/* Open: every segment into the catalog, the last one's torn tail cut. */
+int stp_recover(stp_store *s, char *err, size_t errlen);
+
+/* pool_commit.c */
+int stp_committer_start(stp_store *s);
+void stp_committer_stop(stp_store *s);
+int stp_submit(stp_conv *c, st_req *r, st_done_fn done, void *ctx);
+int stp_append(st_conv *c, const st_item *items, size_t n, st_done_fn done, void *ctx);
+int stp_put_file(st_conv *c, const char *name, rt_buf *data, bool durable, st_done_fn done,
+                 void *ctx);
+int stp_delete(st_conv *c, st_done_fn done, void *ctx);
+void stp_close_idle(stp_store *s, uint64_t now, uint64_t ttl, bool crowded);
+
+/* pool_log.c */
+int stp_conv_log(st_conv *c, st_log **log, st_open_report *rep);
+/* Add events [from, to) of an open log, then publish them (lock held). */
+int stp_log_add(stp_log *l, const stp_ent *e, size_t n);
+void stp_log_publish(stp_log *l, uint64_t count);
+void stp_log_free(stp_log *l);
+uint64_t stp_log_count(const st_log *l);
+int stp_log_read(st_log *l, uint64_t first, uint32_t max, st_page **out);
+int stp_log_find(st_log *l, const void *id, size_t idlen, uint64_t *index);
+int stp_log_find_key(st_log *l, const void *key, size_t keylen, uint64_t *index);
+size_t stp_log_memory(const st_log *l);
+bool stp_log_read_only(const st_log *l);
+
+#endif

@@ -1,0 +1,322 @@
+/*
+ * pool_log.c - a pool conversation's log (pool.c): opened from the record
+ * indexes of the segments its runs name, then kept up to date by the
+ * committer, and read on any thread.
+ *
+ * In memory per event: its record's offset and size in its segment (two
+ * st_offsets, 8 bytes) and its id and key in the id table; which segment
+ * comes from the conversation's runs. Readers take the published count
+ * (acquire) first: the committer fills everything below it before it
+ * publishes (release), runs included (a new runs array is published before
+ * the events in it, and the old one stays until the log closes).
+ */
+#include "pool_impl.h"
+
+#include "log_impl.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Bytes between two records of one page that are read rather than paid
+ * for with another pread; and the most one pread takes. */
+enum { GAP = 16 << 10, SPAN_MAX = 4 << 20 };
+
+static void log_unlist(stp_store *s, stp_log *l)
+{
+    pthread_mutex_lock(&s->logs_mu);
+    if (l->lprev != NULL)
+        l->lprev->lnext = l->lnext;
+    else if (s->logs == l)
+        s->logs = l->lnext;
+    if (l->lnext != NULL)
+        l->lnext->lprev = l->lprev;
+    pthread_mutex_unlock(&s->logs_mu);
+}
+
+void stp_log_free(stp_log *l)
+{
+    if (l == NULL)
+        return;
+    stp_store *s = l->c->s;
+    log_unlist(s, l);
+    atomic_fetch_sub(&s->open_logs, 1);
+    st_offsets_free(&l->off);
+    st_offsets_free(&l->size);
+    st_idtab_free(&l->ids);
+    st_retired_free(&l->retired);
+    free(l);
+}
+
+int stp_log_add(stp_log *l, const stp_ent *e, size_t n)
+{
+    int r = st_idtab_reserve(&l->ids, 2 * n);
+    for (size_t i = 0; r == 0 && i < n; i++) {
+        r = st_offsets_set(&l->off, e[i].index, e[i].off);
+        if (r == 0)
+            r = st_offsets_set(&l->size, e[i].index, e[i].size);
+        if (r == 0)
+            r = st_idtab_add(&l->ids, (uint64_t)e[i].hash << 32, e[i].index);
+        if (r == 0 && e[i].khash != 0)
+            r = st_idtab_add(&l->ids, (uint64_t)e[i].khash << 32, e[i].index);
+    }
+    return r;
+}
+
+void stp_log_publish(stp_log *l, uint64_t count)
+{
+    atomic_store_explicit(&l->count, count, memory_order_release);
+}
+
+/* ---- opening ---------------------------------------------------------------- */
+
+typedef struct fill {
+    stp_log *l;
+    uint64_t after; /* the offset of its CREATE in this segment, if there */
+    uint64_t lo, hi, got;
+} fill;
+
+static int last_create(void *ctx, const stp_ent *e)
+{
+    fill *f = ctx;
+    if (e->index == STP_IDX_CREATE)
+        f->after = e->off;
+    return 0;
+}
+
+static int take(void *ctx, const stp_ent *e)
+{
+    fill *f = ctx;
+    if (e->index >= f->lo && e->index < f->hi && e->off >= f->after) {
+        int r = stp_log_add(f->l, e, 1);
+        if (r < 0)
+            return r;
+        f->got++;
+    }
+    return 0;
+}
+
+int stp_conv_log(st_conv *sc, st_log **out, st_open_report *rep)
+{
+    stp_conv *c = (stp_conv *)sc;
+    stp_store *s = c->s;
+    st_open_report local;
+    if (rep == NULL)
+        rep = &local;
+    memset(rep, 0, sizeof(*rep));
+    pthread_mutex_lock(stp_lock(c));
+    int r = 0;
+    stp_log *l = c->log;
+    if (atomic_load(&c->gone)) {
+        r = -ENOENT;
+    } else if (l == NULL && (l = calloc(1, sizeof(*l))) == NULL) {
+        r = -ENOMEM;
+    } else if (c->log == NULL) {
+        l->be = &st_pool_backend;
+        l->c = c;
+        atomic_init(&l->count, 0);
+        if ((r = st_offsets_init(&l->off, c->count)) == 0 &&
+            (r = st_offsets_init(&l->size, c->count)) == 0)
+            r = st_idtab_init(&l->ids, c->count);
+        stp_runs *runs = atomic_load_explicit(&c->runs, memory_order_relaxed);
+        uint64_t got = 0;
+        pthread_mutex_lock(&s->seg_mu);
+        for (uint32_t k = 0; r == 0 && runs != NULL && k < runs->n; k++) {
+            fill f = {l, 0, runs->r[k].first, k + 1 < runs->n ? runs->r[k + 1].first : c->count, 0};
+            r = stp_idx_each(s, runs->r[k].seq, &c->id, last_create, &f);
+            if (r == 0)
+                r = stp_idx_each(s, runs->r[k].seq, &c->id, take, &f);
+            got += f.got;
+        }
+        pthread_mutex_unlock(&s->seg_mu);
+        if (r == 0 && got != c->count) {
+            snprintf(rep->detail, sizeof(rep->detail),
+                     "the pool's indexes hold %llu of the %u events of a conversation",
+                     (unsigned long long)got, c->count);
+            r = -EIO;
+        }
+        atomic_fetch_add(&s->open_logs, 1); /* stp_log_free counts it down */
+        if (r < 0) {
+            stp_log_free(l);
+            l = NULL;
+        } else {
+            stp_log_publish(l, c->count);
+            pthread_mutex_lock(&s->logs_mu);
+            l->lnext = s->logs;
+            if (s->logs != NULL)
+                s->logs->lprev = l;
+            s->logs = l;
+            pthread_mutex_unlock(&s->logs_mu);
+            c->log = l;
+            rep->scanned = 0;
+        }
+    }
+    if (r == 0) {
+        rep->count = c->count;
+        rep->corrupt = c->broken;
+        if (c->broken)
+            snprintf(rep->detail, sizeof(rep->detail), "%s", s->corrupt);
+    }
+    pthread_mutex_unlock(stp_lock(c));
+    *out = (st_log *)l;
+    return r;
+}
+
+/* ---- readers ------------------------------------------------------------------ */
+
+uint64_t stp_log_count(const st_log *sl)
+{
+    return atomic_load_explicit(&((stp_log *)sl)->count, memory_order_acquire);
+}
+
+static uint32_t run_at(const stp_runs *runs, uint64_t i, uint32_t *k)
+{
+    uint32_t lo = *k, hi = runs->n; /* the last run starting at or before i */
+    while (hi - lo > 1) {
+        uint32_t mid = (lo + hi) / 2;
+        if (runs->r[mid].first <= i)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    *k = lo;
+    return runs->r[lo].seq;
+}
+
+typedef struct span {
+    uint32_t seq;
+    uint64_t from, to, at; /* bytes in the segment; where they go in the page */
+} span;
+
+int stp_log_read(st_log *sl, uint64_t first, uint32_t max, st_page **out)
+{
+    stp_log *l = (stp_log *)sl;
+    uint64_t count = stp_log_count(sl);
+    uint32_t n = first < count ? (uint32_t)(count - first < max ? count - first : max) : 0;
+    st_page *p = malloc(sizeof(*p) + n * sizeof(p->ev[0]));
+    span *sp = malloc((n ? n : 1) * sizeof(*sp));
+    uint32_t *which = malloc((n ? n : 1) * sizeof(*which));
+    int r = p != NULL && sp != NULL && which != NULL ? 0 : -ENOMEM;
+    if (r == 0) {
+        p->n = 0;
+        p->bytes = NULL;
+    }
+    const stp_runs *runs = atomic_load_explicit(&l->c->runs, memory_order_acquire);
+    size_t nsp = 0;
+    uint64_t total = 0;
+    uint32_t k = 0;
+    for (uint32_t j = 0; r == 0 && j < n; j++) {
+        uint64_t i = first + j, off = st_offsets_get(&l->off, i);
+        uint64_t end = off + st_offsets_get(&l->size, i);
+        uint32_t seq = run_at(runs, i, &k);
+        span *last = nsp > 0 ? &sp[nsp - 1] : NULL;
+        if (last != NULL && last->seq == seq && off >= last->to && off - last->to <= GAP &&
+            end - last->from <= SPAN_MAX) {
+            total += end - last->to;
+            last->to = end;
+        } else {
+            sp[nsp++] = (span){seq, off, end, total};
+            total += end - off;
+        }
+        which[j] = (uint32_t)(nsp - 1);
+    }
+    if (r == 0 && n > 0 && (p->bytes = rt_buf_new((size_t)total)) == NULL)
+        r = -ENOMEM;
+    uint8_t *base = r == 0 && n > 0 ? rt_buf_wdata(p->bytes) : NULL;
+    for (size_t i = 0; r == 0 && i < nsp; i++)
+        r = stp_pread(l->c->s, sp[i].seq, base + sp[i].at, (size_t)(sp[i].to - sp[i].from),
+                      sp[i].from);
+    for (uint32_t j = 0; r == 0 && j < n; j++) {
+        uint64_t i = first + j, size = st_offsets_get(&l->size, i);
+        const span *s = &sp[which[j]];
+        const uint8_t *rp = base + s->at + (st_offsets_get(&l->off, i) - s->from);
+        st_rec rec;
+        if (st_rec_decode(rp, (size_t)size, true, st_journal_seed(s->seq), &rec) != ST_REC_OK ||
+            rec.size != size || rec.index != i || memcmp(rec.tag, l->c->id.b, ST_TAG_LEN) != 0) {
+            r = -EBADMSG;
+            break;
+        }
+        st_event_ref *e = &p->ev[p->n++];
+        e->index = i;
+        e->off = (uint32_t)(rec.payload - base);
+        e->len = rec.len;
+        e->id_off = (uint32_t)(rec.id - base);
+        e->id_len = rec.idlen;
+    }
+    free(sp);
+    free(which);
+    if (r < 0) {
+        if (p != NULL)
+            st_page_free(p);
+        return r;
+    }
+    *out = p;
+    return 0;
+}
+
+typedef struct find_ctx {
+    stp_log *l;
+    const stp_runs *runs;
+    const void *want;
+    size_t len;
+    bool key;
+} find_ctx;
+
+/* Does event `index` carry this id (or key)? Reads its record's header. */
+static bool matches(void *arg, uint64_t index)
+{
+    find_ctx *f = arg;
+    uint32_t k = 0, seq = run_at(f->runs, index, &k);
+    uint8_t hdr[ST_REC_HDR_MAX];
+    uint64_t size = st_offsets_get(&f->l->size, index);
+    size_t want = size < sizeof(hdr) ? (size_t)size : sizeof(hdr);
+    if (stp_pread(f->l->c->s, seq, hdr, want, st_offsets_get(&f->l->off, index)) != 0 ||
+        want < ST_JREC_HDR)
+        return false;
+    size_t idlen = hdr[ST_JREC_HDR - 1];
+    if (!f->key)
+        return idlen == f->len && ST_JREC_HDR + idlen <= want &&
+               memcmp(hdr + ST_JREC_HDR, f->want, f->len) == 0;
+    size_t at = ST_JREC_HDR + idlen;
+    return at < want && hdr[at] == f->len && at + 1 + f->len <= want &&
+           memcmp(hdr + at + 1, f->want, f->len) == 0;
+}
+
+static int find(stp_log *l, const void *what, size_t len, bool key, uint64_t *index)
+{
+    if (len == 0 || len > 255)
+        return -ENOENT;
+    uint64_t count = stp_log_count((st_log *)l);
+    if (count == 0)
+        return -ENOENT;
+    find_ctx f = {l, atomic_load_explicit(&l->c->runs, memory_order_acquire), what, len, key};
+    uint64_t hash = key ? (uint64_t)st_key_hash_hi(what, len) << 32 : st_id_hash(what, len);
+    uint64_t i = st_idtab_find(&l->ids, hash, count, matches, &f);
+    if (i == UINT64_MAX)
+        return -ENOENT;
+    *index = i;
+    return 0;
+}
+
+int stp_log_find(st_log *l, const void *id, size_t idlen, uint64_t *index)
+{
+    return find((stp_log *)l, id, idlen, false, index);
+}
+
+int stp_log_find_key(st_log *l, const void *key, size_t keylen, uint64_t *index)
+{
+    return find((stp_log *)l, key, keylen, true, index);
+}
+
+size_t stp_log_memory(const st_log *sl)
+{
+    const stp_log *l = (const stp_log *)sl;
+    return sizeof(*l) + st_offsets_bytes(&l->off) + st_offsets_bytes(&l->size) +
+           st_idtab_bytes(&l->ids);
+}
+
+bool stp_log_read_only(const st_log *sl)
+{
+    return ((const stp_log *)sl)->c->broken;
+}

@@ -1,0 +1,295 @@
+/*
+ * pool_scan.c - recovery of the pool at open (pool.c): the records of
+ * every segment, in order, into the catalog and the segments' indexes.
+ *
+ * stp_scan_buf is the rule, without I/O: records are taken while they
+ * decode (complete, CRC right for this segment's seed); they count only
+ * once their group's COMMIT record (whose payload names the group's start)
+ * is there, so a group a crash interrupted is dropped whole. Where a
+ * record does not decode, the rest of the buffer is searched for a later
+ * valid record: none means a torn tail, cut off at the last COMMIT; one
+ * means corruption in the middle, reported with its place, and the scan
+ * goes on from there (a group split by the damage is taken with what is
+ * left of it: it was acknowledged). Applying the records checks that each
+ * conversation's events come with the next index: one that misses some is
+ * read-only from there on, its valid prefix readable.
+ */
+#include "pool_impl.h"
+
+#include "io.h"
+#include "log_impl.h"
+#include "runtime/grow.h"
+#include "runtime/log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static bool plausible_index(uint64_t index)
+{
+    return index <= STP_EVENT_MAX || index >= STP_IDX_COMMIT;
+}
+
+/* The first byte at or after `from` that is not zero, or len. */
+static size_t skip_zeros(const uint8_t *p, size_t from, size_t len)
+{
+    while (from < len && ((uintptr_t)(p + from) & 7) != 0 && p[from] == 0)
+        from++;
+    for (uint64_t w; from + 8 <= len && (memcpy(&w, p + from, 8), w == 0);)
+        from += 8;
+    while (from < len && p[from] == 0)
+        from++;
+    return from;
+}
+
+/* The first offset after `from` where a valid record starts, or len.
+ * Candidates are filtered by their id's length (never zero: a spare's
+ * zeros after the last group are passed over at once) and their index
+ * field first: random bytes almost never get as far as a CRC. */
+static size_t next_valid(const uint8_t *p, size_t from, size_t len, uint32_t seed)
+{
+    enum { IDLEN = ST_JREC_HDR - 1 }; /* where a record's id length is */
+    for (size_t at = from; at + ST_JREC_HDR <= len; at++) {
+        if (p[at + IDLEN] == 0) {
+            size_t nz = skip_zeros(p, at + IDLEN, len);
+            if (nz >= len)
+                return len;
+            at = nz - IDLEN; /* nz > at + IDLEN: at moves on */
+        }
+        if (!plausible_index(st_get64(p + at + 8 + ST_TAG_LEN)))
+            continue;
+        st_rec rec;
+        if (st_rec_decode(p + at, len - at, true, seed, &rec) == ST_REC_OK)
+            return at;
+    }
+    return len;
+}
+
+static bool is_commit(const st_rec *r)
+{
+    static const uint8_t zero[ST_TAG_LEN];
+    return r->index == STP_IDX_COMMIT && memcmp(r->tag, zero, ST_TAG_LEN) == 0 && r->len == 8;
+}
+
+typedef struct pend {
+    st_rec r;
+    uint64_t off;
+} pend;
+
+int stp_scan_buf(const uint8_t *p, size_t len, uint32_t seed, const stp_scan_cb *cb,
+                 stp_scan_res *res)
+{
+    pend *v = NULL;
+    size_t n = 0, cap = 0;
+    size_t pos = ST_FILE_HDR, gstart = pos;
+    bool damaged = false; /* the group under way lost records to corruption */
+    int e = 0;
+    res->end = len < ST_FILE_HDR ? len : ST_FILE_HDR;
+    res->corrupt = 0;
+    while (e == 0 && pos < len) {
+        st_rec rec;
+        bool ok = st_rec_decode(p + pos, len - pos, true, seed, &rec) == ST_REC_OK;
+        if (ok && is_commit(&rec) && st_get64(rec.payload) != gstart && !damaged)
+            ok = false; /* a COMMIT that is not this group's */
+        if (!ok) {
+            size_t q = next_valid(p, pos + 1, len, seed);
+            if (q >= len)
+                break; /* a torn tail */
+            res->corrupt++;
+            if (cb->corrupt != NULL)
+                cb->corrupt(cb->ctx, pos, len - pos >= 8 + ST_TAG_LEN ? p + pos + 8 : NULL);
+            damaged = true;
+            pos = q;
+            continue;
+        }
+        if (is_commit(&rec)) {
+            for (size_t i = 0; e == 0 && i < n; i++)
+                e = cb->record(cb->ctx, &v[i].r, v[i].off);
+            n = 0;
+            pos += rec.size;
+            gstart = res->end = pos;
+            damaged = false;
+            continue;
+        }
+        if (rt_grow((void **)&v, &cap, n + 1, sizeof(*v), 64) < 0) {
+            e = -ENOMEM;
+            break;
+        }
+        v[n++] = (pend){rec, pos};
+        pos += rec.size;
+    }
+    free(v);
+    return e;
+}
+
+/* ---- applying records at open ---------------------------------------------- */
+
+typedef struct rctx {
+    stp_store *s;
+    uint32_t seq;
+    stp_segidx *x;
+    uint64_t gaps;
+} rctx;
+
+static void broken(rctx *x, stp_conv *c, const char *why, uint64_t off)
+{
+    if (c != NULL && !c->broken) {
+        c->broken = true;
+        x->gaps++;
+    }
+    if (x->s->corrupt[0] == '\0') {
+        snprintf(x->s->corrupt, sizeof(x->s->corrupt),
+                 "%s at pool/%020" PRIu32 ".seg offset %" PRIu64 " in %.200s: the "
+                 "conversations it touches are read-only with their valid prefix",
+                 why, x->seq, off, x->s->dir);
+    }
+}
+
+static int on_record(void *ctx, const st_rec *r, uint64_t off)
+{
+    rctx *x = ctx;
+    stp_store *s = x->s;
+    stp_ent e = {.index = r->index, .off = (uint32_t)off, .size = (uint32_t)r->size};
+    memcpy(e.id.b, r->tag, sizeof(e.id.b));
+    e.hash = (uint32_t)(st_id_hash(r->id, r->idlen) >> 32);
+    e.khash = r->keylen > 0 ? st_key_hash_hi(r->key, r->keylen) : 0;
+    int err = stp_idx_push(x->x, &e);
+    if (err < 0)
+        return err;
+    stp_loc at = {x->seq, (uint32_t)(r->payload - (r->tag - 8) + off), r->len};
+    stp_conv *c = stp_lookup(s, &e.id);
+    switch (r->index) {
+    case STP_IDX_CREATE:
+        if (c != NULL)
+            stp_remove(s, c), stp_conv_free(c); /* cannot happen but after damage */
+        if ((c = stp_conv_new(s, &e.id)) == NULL)
+            return -ENOMEM;
+        c->meta_at = at;
+        c->has_parent = r->keylen == 32 && rt_uuid_parse((const char *)r->key, 32, &c->parent);
+        return stp_insert(s, c);
+    case STP_IDX_META:
+        if (c != NULL)
+            c->meta_at = at;
+        return 0;
+    case STP_IDX_FILE:
+        return c != NULL ? stp_set_file(c, (const char *)r->id, r->idlen, at) : 0;
+    case STP_IDX_DELETE:
+        if (c != NULL) {
+            stp_remove(s, c);
+            stp_conv_free(c);
+        }
+        return 0;
+    default:
+        if (c == NULL || c->broken || r->index > STP_EVENT_MAX)
+            return 0;
+        if (r->index != c->count) {
+            broken(x, c, "events missing", off);
+            return 0;
+        }
+        err = stp_note_run(c, x->seq, (uint32_t)r->index);
+        if (err == 0)
+            c->count++;
+        return err;
+    }
+}
+
+static void on_corrupt(void *ctx, uint64_t off, const uint8_t *tag)
+{
+    rctx *x = ctx;
+    rt_uuid id;
+    stp_conv *c = NULL;
+    if (tag != NULL) {
+        memcpy(id.b, tag, sizeof(id.b));
+        c = stp_lookup(x->s, &id);
+    }
+    broken(x, c, "a corrupt record with valid records after it", off);
+}
+
+/* One segment file into the catalog and its index. */
+static int recover_seg(stp_store *s, uint32_t seq, bool last, char *err, size_t errlen)
+{
+    char path[4096];
+    stp_path(s, seq, "seg", path, sizeof(path));
+    char *data;
+    size_t len;
+    int r = st_read_file(path, SIZE_MAX / 2, &data, &len);
+    if (r < 0) {
+        snprintf(err, errlen, "cannot read %s: %s", path, strerror(-r));
+        return r;
+    }
+    const uint8_t *p = (const uint8_t *)data;
+    uint64_t got;
+    if (len < ST_FILE_HDR || !st_file_header_ok(p, STP_SEG_MAGIC, &got) || got != seq) {
+        free(data);
+        if (last && len < ST_FILE_HDR) { /* its creation was interrupted: nothing in it */
+            rt_log(RT_LOG_WARN, "store", "removing %s: a segment a crash left unfinished", path);
+            return unlink(path) == 0 ? 0 : -errno;
+        }
+        snprintf(err, errlen, "%s is not a segment of this pool (bad header)", path);
+        return -EBADMSG;
+    }
+    rctx x = {s, seq, stp_sealed_add(s, seq), 0};
+    if (x.x == NULL) {
+        free(data);
+        return -ENOMEM;
+    }
+    stp_scan_cb cb = {&x, on_record, on_corrupt};
+    stp_scan_res res;
+    r = stp_scan_buf(p, len, st_journal_seed(seq), &cb, &res);
+    bool torn = res.end < len && skip_zeros(p, (size_t)res.end, len) < len;
+    free(data);
+    stp_idx_sort(x.x);
+    if (r < 0) {
+        snprintf(err, errlen, "cannot recover %s: %s", path, strerror(-r));
+        return r;
+    }
+    if (res.corrupt > 0)
+        rt_log(RT_LOG_ERROR, "store", "%s", s->corrupt);
+    if (res.end < len) { /* a group a crash interrupted (never acknowledged), or zeros */
+        if (torn)
+            rt_log(RT_LOG_INFO, "store",
+                   "cut a torn tail of %" PRIu64 " bytes from %s at offset %" PRIu64,
+                   (uint64_t)len - res.end, path, res.end);
+        int fd = open(path, O_WRONLY | O_CLOEXEC);
+        r = fd < 0 ? -errno : st_truncate(fd, res.end);
+        if (r == 0)
+            r = st_fsync(fd);
+        if (fd >= 0)
+            close(fd);
+        if (r < 0) {
+            snprintf(err, errlen, "cannot cut the torn tail of %s: %s", path, strerror(-r));
+            return r;
+        }
+    }
+    return 0;
+}
+
+int stp_recover(stp_store *s, char *err, size_t errlen)
+{
+    uint64_t *seqs;
+    size_t n;
+    int r = st_list_numbered(s->pool_dir, "seg", &seqs, &n);
+    if (r < 0) {
+        snprintf(err, errlen, "cannot list %s: %s", s->pool_dir, strerror(-r));
+        return r;
+    }
+    for (size_t i = 0; r == 0 && i < n; i++) {
+        if (seqs[i] == 0 || seqs[i] >= UINT32_MAX) {
+            snprintf(err, errlen, "%s: a segment number out of range", s->pool_dir);
+            r = -EBADMSG;
+        } else {
+            r = recover_seg(s, (uint32_t)seqs[i], i + 1 == n, err, errlen);
+        }
+    }
+    uint32_t next = n > 0 ? (uint32_t)seqs[n - 1] + 1 : 1;
+    free(seqs);
+    if (r == 0 && (r = stp_seg_create(s, next)) < 0)
+        snprintf(err, errlen, "cannot create segment %" PRIu32 " in %s: %s", next, s->pool_dir,
+                 strerror(-r));
+    return r;
+}

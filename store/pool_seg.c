@@ -1,0 +1,275 @@
+/*
+ * pool_seg.c - the pool's segment files (pool.c): making and rolling them,
+ * their record indexes, and the small cache of descriptors every reader
+ * shares.
+ *
+ * The active segment's index grows in write order as the committer
+ * publishes groups; rolling sorts it by (id, offset) and keeps it as the
+ * sealed segment's. A log opens from the indexes of its runs' segments.
+ *
+ * Readers get descriptors from a cache of STP_FDS read-only descriptors
+ * (least recently used goes; one in use is never closed under its reader):
+ * however many conversations and segments there are, the store holds at
+ * most that many plus the active segment's.
+ */
+#include "pool_impl.h"
+
+#include "io.h"
+#include "runtime/log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Make segment seq's file, durably: its header, and its name; from the
+ * spare if there is one (*alloc: the file's size, zeros after the header). */
+static int seg_make(stp_store *s, uint32_t seq, int *out, uint64_t *alloc)
+{
+    if (stp_spare_take(s, seq, out) == 0) {
+        *alloc = s->o.segment_bytes;
+        return 0;
+    }
+    char path[4096];
+    stp_path(s, seq, "seg", path, sizeof(path));
+    int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return -errno;
+    uint8_t hdr[ST_FILE_HDR];
+    st_file_header(hdr, STP_SEG_MAGIC, seq);
+    struct iovec iov = {hdr, sizeof(hdr)};
+    int r = st_write_all(fd, &iov, 1, 0);
+    if (r == 0)
+        r = st_fsync(fd);
+    if (r == 0)
+        r = st_fsync_dir(s->pool_dir);
+    if (r < 0) {
+        close(fd);
+        unlink(path);
+        return r;
+    }
+    *out = fd;
+    *alloc = ST_FILE_HDR;
+    return 0;
+}
+
+/* The new active segment (seg_mu held). */
+static void install(stp_store *s, uint32_t seq, int fd, uint64_t alloc)
+{
+    if (s->act_fd >= 0)
+        close(s->act_fd);
+    s->act_fd = fd;
+    s->act_size = ST_FILE_HDR;
+    s->act_alloc = alloc;
+    s->act_dirty = false;
+    s->act = (stp_segidx){.seq = seq};
+}
+
+int stp_seg_create(stp_store *s, uint32_t seq)
+{
+    int fd;
+    uint64_t alloc;
+    int r = seg_make(s, seq, &fd, &alloc);
+    if (r < 0)
+        return r;
+    pthread_mutex_lock(&s->seg_mu);
+    install(s, seq, fd, alloc);
+    pthread_mutex_unlock(&s->seg_mu);
+    return 0;
+}
+
+int stp_idx_push(stp_segidx *x, const stp_ent *e)
+{
+    if (x->n == x->cap) {
+        size_t cap = x->cap ? 2 * x->cap : 64;
+        stp_ent *ne = realloc(x->e, cap * sizeof(*ne));
+        if (ne == NULL)
+            return -ENOMEM;
+        x->e = ne;
+        x->cap = cap;
+    }
+    x->e[x->n++] = *e;
+    return 0;
+}
+
+static int by_id_off(const void *a, const void *b)
+{
+    const stp_ent *x = a, *y = b;
+    int c = memcmp(x->id.b, y->id.b, sizeof(x->id.b));
+    return c != 0 ? c : (x->off > y->off) - (x->off < y->off);
+}
+
+void stp_idx_sort(stp_segidx *x)
+{
+    if (!x->sorted && x->n > 1)
+        qsort(x->e, x->n, sizeof(x->e[0]), by_id_off);
+    x->sorted = true;
+}
+
+stp_segidx *stp_sealed_add(stp_store *s, uint32_t seq)
+{
+    if (s->nsealed == s->sealed_cap) {
+        size_t cap = s->sealed_cap ? 2 * s->sealed_cap : 16;
+        stp_segidx *n = realloc(s->sealed, cap * sizeof(*n));
+        if (n == NULL)
+            return NULL;
+        s->sealed = n;
+        s->sealed_cap = cap;
+    }
+    stp_segidx *x = &s->sealed[s->nsealed++];
+    *x = (stp_segidx){.seq = seq};
+    return x;
+}
+
+int stp_seg_roll(stp_store *s)
+{
+    /* sealed segments are durable before the next one begins: only the
+     * last one can have a torn tail */
+    int r = s->act_dirty ? st_datasync(s->act_fd) : 0, fd;
+    uint64_t alloc;
+    if (r == 0)
+        s->act_dirty = false;
+    if (r == 0)
+        r = seg_make(s, s->act.seq + 1, &fd, &alloc);
+    if (r < 0)
+        return r;
+    pthread_mutex_lock(&s->seg_mu);
+    stp_segidx *x = stp_sealed_add(s, s->act.seq);
+    if (x != NULL) {
+        stp_idx_sort(&s->act);
+        *x = s->act;
+        install(s, s->act.seq + 1, fd, alloc);
+    }
+    pthread_mutex_unlock(&s->seg_mu);
+    if (x == NULL) {
+        char path[4096];
+        stp_path(s, s->act.seq + 1, "seg", path, sizeof(path));
+        close(fd);
+        unlink(path);
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+static const stp_segidx *sealed_of(const stp_store *s, uint32_t seq)
+{
+    size_t lo = 0, hi = s->nsealed;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (s->sealed[mid].seq < seq)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < s->nsealed && s->sealed[lo].seq == seq ? &s->sealed[lo] : NULL;
+}
+
+int stp_idx_each(stp_store *s, uint32_t seq, const rt_uuid *id,
+                 int (*fn)(void *ctx, const stp_ent *e), void *ctx)
+{
+    const stp_segidx *x = seq == s->act.seq ? &s->act : sealed_of(s, seq);
+    if (x == NULL)
+        return -ENOENT;
+    size_t i = 0;
+    if (x->sorted) { /* the first of id's */
+        size_t hi = x->n;
+        while (i < hi) {
+            size_t mid = (i + hi) / 2;
+            if (memcmp(x->e[mid].id.b, id->b, sizeof(id->b)) < 0)
+                i = mid + 1;
+            else
+                hi = mid;
+        }
+    }
+    for (; i < x->n; i++) {
+        bool same = rt_uuid_eq(&x->e[i].id, id);
+        if (!same && x->sorted)
+            break;
+        int r = same ? fn(ctx, &x->e[i]) : 0;
+        if (r != 0)
+            return r;
+    }
+    return 0;
+}
+
+void stp_segs_free(stp_store *s)
+{
+    for (size_t i = 0; i < s->nsealed; i++)
+        free(s->sealed[i].e);
+    free(s->sealed);
+    free(s->act.e);
+    s->sealed = NULL;
+    s->act.e = NULL;
+    s->nsealed = 0;
+}
+
+/* ---- descriptors ------------------------------------------------------------ */
+
+/* A slot holding seq's descriptor, referenced; NULL if every slot is in use
+ * (then the caller opens one of its own). */
+static stp_fdslot *fd_get(stp_store *s, uint32_t seq, int *err)
+{
+    pthread_mutex_lock(&s->fd_mu);
+    stp_fdslot *hit = NULL, *victim = NULL;
+    for (size_t i = 0; i < STP_FDS && hit == NULL; i++) {
+        stp_fdslot *f = &s->fds[i];
+        if (f->seq == seq && f->seq != 0)
+            hit = f;
+        else if (f->refs == 0 && (victim == NULL || f->tick < victim->tick))
+            victim = f;
+    }
+    if (hit == NULL && victim != NULL) {
+        char path[4096];
+        stp_path(s, seq, "seg", path, sizeof(path));
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) {
+            *err = -errno;
+            victim = NULL;
+        } else {
+            if (victim->seq != 0)
+                close(victim->fd);
+            victim->seq = seq;
+            victim->fd = fd;
+            hit = victim;
+        }
+    }
+    if (hit != NULL) {
+        hit->refs++;
+        hit->tick = ++s->fd_tick;
+    }
+    pthread_mutex_unlock(&s->fd_mu);
+    return hit;
+}
+
+int stp_pread(stp_store *s, uint32_t seq, void *buf, size_t n, uint64_t off)
+{
+    int err = 0, r;
+    stp_fdslot *f = fd_get(s, seq, &err);
+    if (f != NULL) {
+        r = st_read_at(f->fd, buf, n, off);
+        pthread_mutex_lock(&s->fd_mu);
+        f->refs--;
+        pthread_mutex_unlock(&s->fd_mu);
+        return r;
+    }
+    if (err < 0)
+        return err;
+    char path[4096]; /* every cached one is in use: one of our own, for now */
+    stp_path(s, seq, "seg", path, sizeof(path));
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    r = st_read_at(fd, buf, n, off);
+    close(fd);
+    return r;
+}
+
+void stp_fds_close(stp_store *s)
+{
+    for (size_t i = 0; i < STP_FDS; i++)
+        if (s->fds[i].seq != 0) {
+            close(s->fds[i].fd);
+            s->fds[i].seq = 0;
+        }
+}
