@@ -109,6 +109,7 @@ stp_conv *stp_conv_new(stp_store *s, const rt_uuid *id)
     atomic_init(&c->refs, 0);
     atomic_init(&c->runs, NULL);
     atomic_init(&c->used, now_ms());
+    c->act_last = STP_NONE;
     return c;
 }
 

@@ -35,6 +35,8 @@ typedef struct grp {
     size_t hdr_used, hdr_cap;
     stp_ent *ents;
     size_t nents, ents_cap;
+    stp_conv **econv; /* per entry: its conversation (NULL: COMMIT) */
+    size_t econv_cap;
     uint32_t gen;
     uint64_t start, end; /* the group's bytes in the active segment */
     bool sync;           /* a catalog record that must be durable */
@@ -110,16 +112,20 @@ int stp_delete(st_conv *sc, st_done_fn done, void *ctx)
 /* ---- a group ------------------------------------------------------------------- */
 
 /* One record of the group: its header into g->hdr, its iovecs, its entry. */
-static int encode(stp_store *s, grp *g, const uint8_t *tag, uint64_t index, const st_item *it)
+static int encode(stp_store *s, grp *g, stp_conv *c, uint64_t index, const st_item *it)
 {
+    static const uint8_t zero[ST_TAG_LEN];
+    const uint8_t *tag = c != NULL ? c->id.b : zero;
     const void *payload = it->payload != NULL ? rt_buf_data(it->payload) : g->commit;
     uint32_t len = it->payload != NULL ? (uint32_t)rt_buf_len(it->payload) : 0;
     if (index == STP_IDX_COMMIT)
         len = sizeof(g->commit);
     if (grow((void **)&g->iov, &g->iov_cap, g->niov + 2, sizeof(*g->iov)) < 0 ||
         grow((void **)&g->hdr, &g->hdr_cap, g->hdr_used + ST_REC_HDR_MAX, 1) < 0 ||
-        grow((void **)&g->ents, &g->ents_cap, g->nents + 1, sizeof(*g->ents)) < 0)
+        grow((void **)&g->ents, &g->ents_cap, g->nents + 1, sizeof(*g->ents)) < 0 ||
+        grow((void **)&g->econv, &g->econv_cap, g->nents + 1, sizeof(*g->econv)) < 0)
         return -ENOMEM;
+    g->econv[g->nents] = c;
     uint8_t *h = g->hdr + g->hdr_used;
     size_t hl = st_rec_encode(h, tag, st_journal_seed(s->act.seq), index, it->id, it->idlen,
                               it->key, it->keylen, payload, len);
@@ -164,7 +170,7 @@ static int plan(stp_store *s, grp *g, st_req *r)
     if (r->kind != REQ_APPEND) {
         g->sync |= r->kind != REQ_FILE || r->durable;
         c->gdel = r->kind == REQ_DELETE;
-        return encode(s, g, c->id.b, index_of[r->kind], &r->items[0]);
+        return encode(s, g, c, index_of[r->kind], &r->items[0]);
     }
     uint64_t first = (uint64_t)c->count + c->gpend;
     if (c->broken || first + r->n > STP_EVENT_MAX) {
@@ -173,7 +179,7 @@ static int plan(stp_store *s, grp *g, st_req *r)
     }
     r->first = first;
     for (size_t i = 0; i < r->n; i++) {
-        int e = encode(s, g, c->id.b, first + i, &r->items[i]);
+        int e = encode(s, g, c, first + i, &r->items[i]);
         if (e < 0)
             return e;
     }
@@ -261,16 +267,18 @@ static int write_group(stp_store *s, grp *g, st_req *head)
         e = plan(s, g, r);
     if (e < 0 || g->nents == 0)
         return e;
-    static const uint8_t zero[ST_TAG_LEN];
     st_put64(g->commit, g->start);
     st_item commit = {.id = "commit", .idlen = 6};
-    if ((e = encode(s, g, zero, STP_IDX_COMMIT, &commit)) < 0)
+    if ((e = encode(s, g, NULL, STP_IDX_COMMIT, &commit)) < 0)
         return e;
     for (size_t i = 0; i < g->niov; i += 2)
         g->iov[i].iov_base = g->hdr + (uintptr_t)g->iov[i].iov_base;
     /* room in the segment's index first: once durable, publishing cannot fail */
     pthread_mutex_lock(&s->seg_mu);
     e = grow((void **)&s->act.e, &s->act.cap, s->act.n + g->nents, sizeof(*s->act.e));
+    if (e == 0)
+        e = grow((void **)&s->act_prev, &s->act_prev_cap, s->act.n + g->nents,
+                 sizeof(*s->act_prev));
     pthread_mutex_unlock(&s->seg_mu);
     if (e < 0)
         return e;
@@ -290,9 +298,16 @@ static int write_group(stp_store *s, grp *g, st_req *head)
     if (s->o.durability == ST_FULL && s->act_size > s->o.segment_bytes / 4)
         stp_spare_want(s);
     pthread_mutex_lock(&s->seg_mu);
-    for (size_t i = 0; i < g->nents; i++)
-        if (g->ents[i].index != STP_IDX_COMMIT)
-            s->act.e[s->act.n++] = g->ents[i];
+    for (size_t i = 0; i < g->nents; i++) {
+        stp_conv *c = g->econv[i];
+        if (c == NULL)
+            continue; /* the COMMIT */
+        uint32_t at = (uint32_t)s->act.n++;
+        s->act.e[at] = g->ents[i];
+        s->act_prev[at] = c->act_seq == s->act.seq ? c->act_last : STP_NONE;
+        c->act_seq = s->act.seq;
+        c->act_last = at;
+    }
     pthread_mutex_unlock(&s->seg_mu);
     return 0;
 }
@@ -396,6 +411,7 @@ static void *committer_main(void *arg)
     free(g.iov);
     free(g.hdr);
     free(g.ents);
+    free(g.econv);
     return NULL;
 }
 

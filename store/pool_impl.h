@@ -70,6 +70,9 @@ typedef struct stp_conv {
     stp_runs *_Atomic runs;
     stp_log *log;
     _Atomic uint64_t used; /* ms: last release */
+    /* seg_mu: its last record in the active segment's index, if act_seq is
+     * that segment's (each record links to the one before: stp_act_each) */
+    uint32_t act_seq, act_last;
 } stp_conv;
 
 /* One record of a segment, as its index keeps it. */
@@ -113,6 +116,8 @@ struct stp_store {
      * sealed ones' are read by log opens under seg_mu */
     pthread_mutex_t seg_mu;
     stp_segidx act;
+    uint32_t *act_prev; /* per act entry: its conversation's previous one */
+    size_t act_prev_cap;
     stp_segidx *sealed; /* by seq, ascending */
     size_t nsealed, sealed_cap;
     int act_fd;
@@ -189,6 +194,11 @@ void stp_idx_sort(stp_segidx *x);
  * order, until it returns non-zero (returned); seg_mu held. */
 int stp_idx_each(stp_store *s, uint32_t seq, const rt_uuid *id,
                  int (*fn)(void *ctx, const stp_ent *e), void *ctx);
+/* The same for conversation c's records in the active segment, following
+ * their links (O(its records), not O(the segment's)); seg_mu held. */
+int stp_act_each(stp_store *s, const stp_conv *c, int (*fn)(void *ctx, const stp_ent *e),
+                 void *ctx);
+#define STP_NONE UINT32_MAX
 /* A sealed segment's index (seg_mu held): to fill at open. */
 stp_segidx *stp_sealed_add(stp_store *s, uint32_t seq);
 void stp_fds_close(stp_store *s);

@@ -124,9 +124,13 @@ int stp_conv_log(st_conv *sc, st_log **out, st_open_report *rep)
         pthread_mutex_lock(&s->seg_mu);
         for (uint32_t k = 0; r == 0 && runs != NULL && k < runs->n; k++) {
             fill f = {l, 0, runs->r[k].first, k + 1 < runs->n ? runs->r[k + 1].first : c->count, 0};
-            r = stp_idx_each(s, runs->r[k].seq, &c->id, last_create, &f);
-            if (r == 0)
-                r = stp_idx_each(s, runs->r[k].seq, &c->id, take, &f);
+            if (runs->r[k].seq == s->act.seq) { /* only this incarnation's records are linked */
+                r = stp_act_each(s, c, take, &f);
+            } else {
+                r = stp_idx_each(s, runs->r[k].seq, &c->id, last_create, &f);
+                if (r == 0)
+                    r = stp_idx_each(s, runs->r[k].seq, &c->id, take, &f);
+            }
             got += f.got;
         }
         pthread_mutex_unlock(&s->seg_mu);

@@ -15,6 +15,7 @@
 #include "pool_impl.h"
 
 #include "io.h"
+#include "runtime/grow.h"
 #include "runtime/log.h"
 
 #include <errno.h>
@@ -193,12 +194,34 @@ int stp_idx_each(stp_store *s, uint32_t seq, const rt_uuid *id,
     return 0;
 }
 
+int stp_act_each(stp_store *s, const stp_conv *c, int (*fn)(void *ctx, const stp_ent *e), void *ctx)
+{
+    if (c->act_seq != s->act.seq || c->act_last == STP_NONE)
+        return 0;
+    size_t n = 0, cap = 0;
+    uint32_t *v = NULL; /* newest first */
+    for (uint32_t i = c->act_last; i != STP_NONE; i = s->act_prev[i]) {
+        if (rt_grow((void **)&v, &cap, n + 1, sizeof(*v), 64) < 0) {
+            free(v);
+            return -ENOMEM;
+        }
+        v[n++] = i;
+    }
+    int r = 0;
+    while (r == 0 && n > 0)
+        r = fn(ctx, &s->act.e[v[--n]]);
+    free(v);
+    return r;
+}
+
 void stp_segs_free(stp_store *s)
 {
     for (size_t i = 0; i < s->nsealed; i++)
         free(s->sealed[i].e);
     free(s->sealed);
     free(s->act.e);
+    free(s->act_prev);
+    s->act_prev = NULL;
     s->sealed = NULL;
     s->act.e = NULL;
     s->nsealed = 0;

@@ -525,6 +525,11 @@ START_TEST(test_delete_never_resurrects)
             st_conv_get(s, &id, &other) != -ENOENT || st_conv_create(s, &id, NULL, meta, &c) != 0 ||
             append_wait(c, 0, 2) != 0)
             _exit(1);
+        /* its log, opened now, holds the new incarnation's events only
+         * (the pool: the old one's records are in the same segment) */
+        st_log *l = NULL;
+        if (st_conv_log(c, &l, NULL) != 0 || tst_verify(l, 2, 10, BODY) != 0)
+            _exit(2);
         _exit(0); /* crash: the journal of the new one stays */
     }
     int st;
