@@ -27,6 +27,9 @@ from contextlib import contextmanager
 START_TIMEOUT = 60  # seconds for `listening on ...` (ASan builds are slow)
 STOP_TIMEOUT = 60   # seconds for a clean exit after SIGTERM
 HTTP_TIMEOUT = 60   # seconds for one request
+# PARLEY_DATA_PREFIX=pool: every server keeps its conversations in the pool
+# backend's shared segments (--data pool:DIR): the contract suites on it.
+DATA_PREFIX = os.environ.get("PARLEY_DATA_PREFIX", "")
 
 
 class TestFailure(Exception):
@@ -148,7 +151,8 @@ class Server:
     def start(self):
         binary = os.environ.get("PARLEY")
         check(binary, "PARLEY must point at the parley binary (ctest sets it)")
-        cmd = self.wrap + [binary, "serve", "--data", self.data, "--listen", "127.0.0.1:0",
+        cmd = self.wrap + [binary, "serve", "--data", DATA_PREFIX + self.data,
+               "--listen", "127.0.0.1:0",
                "--workers", str(self.workers), "--log-level", "warn"] + self.args
         if self.api_key is not None:
             cmd += ["--api-key", self.api_key]
