@@ -217,6 +217,7 @@ static void apply(stp_store *s, grp *g, st_req *r)
     }
     if (err < 0) { /* on disk, but not in memory: say so, and keep it from getting worse */
         c->broken = true;
+        s->no_ckpt = true; /* a checkpoint would keep what memory says */
         rt_log(RT_LOG_ERROR, "store",
                "pool: out of memory recording a committed group: "
                "a conversation is read-only until the store is reopened");

@@ -22,6 +22,8 @@
 /* Bytes between two records of one page that are read rather than paid
  * for with another pread; and the most one pread takes. */
 enum { GAP = 16 << 10, SPAN_MAX = 4 << 20 };
+/* Events past which a log's open gives back the index pages it read. */
+enum { BIG = 4096 };
 
 static void log_unlist(stp_store *s, stp_log *l)
 {
@@ -121,6 +123,9 @@ int stp_conv_log(st_conv *sc, st_log **out, st_open_report *rep)
             r = st_idtab_init(&l->ids, c->count);
         stp_runs *runs = atomic_load_explicit(&c->runs, memory_order_relaxed);
         uint64_t got = 0;
+        /* sealed indexes not used since the open: mapped (or rebuilt) first */
+        for (uint32_t k = 0; r == 0 && runs != NULL && k < runs->n; k++)
+            r = stp_idx_ensure(s, runs->r[k].seq, rep->detail, sizeof(rep->detail));
         pthread_mutex_lock(&s->seg_mu);
         for (uint32_t k = 0; r == 0 && runs != NULL && k < runs->n; k++) {
             fill f = {l, 0, runs->r[k].first, k + 1 < runs->n ? runs->r[k + 1].first : c->count, 0};
@@ -130,6 +135,10 @@ int stp_conv_log(st_conv *sc, st_log **out, st_open_report *rep)
             got += f.got;
         }
         pthread_mutex_unlock(&s->seg_mu);
+        /* what a long log walked of the mapped indexes stays in the page
+         * cache, not in this process */
+        for (uint32_t k = 0; r == 0 && runs != NULL && c->count > BIG && k < runs->n; k++)
+            stp_idx_dontneed(s, runs->r[k].seq);
         if (r == 0 && got != c->count) {
             snprintf(rep->detail, sizeof(rep->detail),
                      "the pool's indexes hold %llu of the %u events of a conversation",

@@ -850,7 +850,8 @@ END_TEST
 
 /* The pool's spare segment (pool_spare.c): one left by an earlier run is
  * taken at open as the active segment, zeros after its header; appends
- * overwrite them, and a reopen cuts them off and finds every event. */
+ * overwrite them, the close (which seals the segment) cuts them off, and
+ * a reopen finds every event. */
 START_TEST(test_pool_spare_segment)
 {
     pool = 1;
@@ -878,7 +879,7 @@ START_TEST(test_pool_spare_segment)
     st_store_close(s);
     for (int round = 1; round <= 2; round++) {
         ck_assert_int_eq(st_store_open(&o, &s, NULL, 0), 0);
-        ck_assert_uint_lt(tst_file_size(seg1), SEG / 4); /* the zeros cut off */
+        ck_assert_uint_lt(tst_file_size(seg1), SEG / 4); /* the zeros cut off at close */
         ck_assert_int_eq(st_conv_get(s, &id, &c), 0);
         ck_assert_int_eq(tst_verify(log_of(c), 20 * (uint64_t)round, 7, BODY), 0);
         ck_assert_int_eq(append_wait(c, 20 * (uint64_t)round, 20), 0);
