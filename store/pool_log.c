@@ -73,10 +73,18 @@ void stp_log_publish(stp_log *l, uint64_t count)
 
 /* ---- opening ---------------------------------------------------------------- */
 
+/* Entries wait AHEAD places in a ring while the id table's slots for
+ * them are prefetched: each add is a cache miss in a table of millions of
+ * slots, and waiting for them one at a time made most of a large log's
+ * open. */
+enum { AHEAD = 16 };
+
 typedef struct fill {
     stp_log *l;
     uint64_t after; /* the offset of its CREATE in this segment, if there */
     uint64_t lo, hi, got;
+    stp_ent q[AHEAD];
+    size_t head, nq;
 } fill;
 
 static int last_create(void *ctx, const stp_ent *e)
@@ -87,16 +95,26 @@ static int last_create(void *ctx, const stp_ent *e)
     return 0;
 }
 
+static int add_oldest(fill *f)
+{
+    int r = stp_log_add(f->l, &f->q[f->head], 1);
+    f->head = (f->head + 1) % AHEAD;
+    f->nq--;
+    return r;
+}
+
 static int take(void *ctx, const stp_ent *e)
 {
     fill *f = ctx;
-    if (e->index >= f->lo && e->index < f->hi && e->off >= f->after) {
-        int r = stp_log_add(f->l, e, 1);
-        if (r < 0)
-            return r;
-        f->got++;
-    }
-    return 0;
+    if (e->index < f->lo || e->index >= f->hi || e->off < f->after)
+        return 0;
+    st_idtab_prefetch(&f->l->ids, (uint64_t)e->hash << 32);
+    if (e->khash != 0)
+        st_idtab_prefetch(&f->l->ids, (uint64_t)e->khash << 32);
+    int r = f->nq == AHEAD ? add_oldest(f) : 0;
+    f->q[(f->head + f->nq++) % AHEAD] = *e;
+    f->got++;
+    return r;
 }
 
 int stp_conv_log(st_conv *sc, st_log **out, st_open_report *rep)
@@ -128,10 +146,14 @@ int stp_conv_log(st_conv *sc, st_log **out, st_open_report *rep)
             r = stp_idx_ensure(s, runs->r[k].seq, rep->detail, sizeof(rep->detail));
         pthread_mutex_lock(&s->seg_mu);
         for (uint32_t k = 0; r == 0 && runs != NULL && k < runs->n; k++) {
-            fill f = {l, 0, runs->r[k].first, k + 1 < runs->n ? runs->r[k + 1].first : c->count, 0};
+            fill f = {.l = l,
+                      .lo = runs->r[k].first,
+                      .hi = k + 1 < runs->n ? runs->r[k + 1].first : c->count};
             r = stp_idx_each(s, runs->r[k].seq, &c->id, last_create, &f);
             if (r == 0)
                 r = stp_idx_each(s, runs->r[k].seq, &c->id, take, &f);
+            while (r == 0 && f.nq > 0)
+                r = add_oldest(&f);
             got += f.got;
         }
         pthread_mutex_unlock(&s->seg_mu);
