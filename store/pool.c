@@ -230,7 +230,14 @@ static void pool_close(st_store *st)
     uint32_t seq = s->act.seq;
     uint8_t *b;
     size_t len;
-    if (r == 0 && !s->broken && !s->no_ckpt && s->act_size > ST_FILE_HDR) {
+    if (r == 0 && !s->broken && s->act_size == ST_FILE_HDR) {
+        /* nothing in it and nothing names it: gone, so that the next open
+         * has nothing to scan (it makes the same seq anew) */
+        char path[4096];
+        stp_path(s, seq, "seg", path, sizeof(path));
+        if (unlink(path) == 0)
+            st_fsync_dir(s->pool_dir);
+    } else if (r == 0 && !s->broken && !s->no_ckpt) {
         /* a spare's zeros after the last group go (unsynced: should a
          * power cut bring them back, they are no record) */
         if (s->act_alloc > s->act_size && st_truncate(s->act_fd, s->act_size) == 0)

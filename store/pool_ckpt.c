@@ -102,6 +102,11 @@ static void put_loc(wbuf *w, stp_loc l)
 int stp_ckpt_encode(const stp_ckpt *h, stp_conv *const *v, size_t n, uint8_t **out, size_t *len)
 {
     wbuf w = {0};
+    /* about what it takes (a conversation of a few runs, no file): one
+     * allocation rather than a dozen copies as it doubles */
+    size_t guess = HDR + 8 * (size_t)(h->seq - h->first + 1) + 600 + 80 * n;
+    if ((w.p = malloc(guess)) != NULL)
+        w.cap = guess;
     uint8_t *hdr = room(&w, HDR);
     if (hdr != NULL) {
         st_file_header(hdr, STP_CKPT_MAGIC, h->seq);

@@ -300,6 +300,7 @@ int stp_recover(stp_store *s, char *err, size_t errlen)
         return r;
     }
     uint32_t covered = 0, scanned = 0, nscanned = 0;
+    bool records = false; /* in the segments scanned: else the checkpoint is current */
     for (size_t i = 0; i < n; i++)
         if (seqs[i] == 0 || seqs[i] >= UINT32_MAX) {
             snprintf(err, errlen, "%s: a segment number out of range", s->pool_dir);
@@ -317,11 +318,12 @@ int stp_recover(stp_store *s, char *err, size_t errlen)
         if (x != NULL) {
             scanned = x->seq;
             nscanned++;
+            records |= x->n > 0;
         }
     }
     uint32_t next = n > 0 ? (uint32_t)seqs[n - 1] + 1 : 1;
     free(seqs);
-    if (r == 0 && scanned > 0 && !s->no_ckpt) { /* so that the next open scans none of it */
+    if (r == 0 && records && !s->no_ckpt) { /* so that the next open scans none of it */
         uint8_t *b;
         size_t len;
         if (stp_ckpt_snapshot(s, scanned, &b, &len) == 0)
@@ -330,9 +332,13 @@ int stp_recover(stp_store *s, char *err, size_t errlen)
     if (r == 0 && (r = stp_seg_create(s, next)) < 0)
         snprintf(err, errlen, "cannot create segment %" PRIu32 " in %s: %s", next, s->pool_dir,
                  strerror(-r));
-    if (r == 0)
+    if (r == 0 && covered > 0)
         rt_log(RT_LOG_INFO, "store",
-               "pool: checkpoint of segment %" PRIu32 ", %" PRIu32 " segment(s) after it scanned",
+               "pool: opened from the checkpoint of segment %" PRIu32 ", %" PRIu32
+               " segment(s) after it scanned",
                covered, nscanned);
+    else if (r == 0 && n > 0)
+        rt_log(RT_LOG_INFO, "store", "pool: no checkpoint used, %" PRIu32 " segment(s) scanned",
+               nscanned);
     return r;
 }
