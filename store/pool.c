@@ -46,8 +46,8 @@
  * pread). Each roll (and the close) writes a checkpoint of it as of the
  * sealed segment's end (pool_ckpt.c); opening the store loads the newest
  * valid one and scans only the segments after it (pool_scan.c), or every
- * segment if there is none; it seals the last segment (its torn tail cut)
- * and begins a new one.
+ * segment if there is none; it seals the last segment (its torn tail cut),
+ * and the first group begins a new one.
  *
  *   DIR/pool/<seq>.idx      a sealed segment's record index (pool_idx.c)
  *   DIR/pool/<seq>.ckpt     the catalog as of that segment's end (newest two)

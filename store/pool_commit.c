@@ -249,6 +249,11 @@ static int write_group(stp_store *s, grp *g, st_req *head)
 {
     if (s->broken)
         return -EIO;
+    if (s->act_fd < 0) { /* the open left it to the first group */
+        int e = stp_seg_create(s, s->act.seq);
+        if (e < 0)
+            return e;
+    }
     if (s->act_size >= s->o.segment_bytes && s->act_size > ST_FILE_HDR) {
         int e = stp_seg_roll(s);
         if (e < 0)

@@ -313,8 +313,6 @@ int stp_recover(stp_store *s, char *err, size_t errlen)
             continue;
         r = recover_seg(s, (uint32_t)seqs[i], i + 1 == n, err, errlen);
         stp_segidx *x = r == 0 ? stp_sealed_of(s, (uint32_t)seqs[i]) : NULL;
-        if (x != NULL && x->n > 0) /* its index file, anew: this scan is the truth */
-            stp_seal_idx(s, x->seq);
         if (x != NULL) {
             scanned = x->seq;
             nscanned++;
@@ -323,15 +321,21 @@ int stp_recover(stp_store *s, char *err, size_t errlen)
     }
     uint32_t next = n > 0 ? (uint32_t)seqs[n - 1] + 1 : 1;
     free(seqs);
+    /* their index files, anew (this scan is the truth): queued once the
+     * scan is over, as it grows the array of sealed indexes unlocked */
+    for (size_t k = 0; r == 0 && k < s->nsealed; k++)
+        if (s->sealed[k].seq > covered && s->sealed[k].n > 0)
+            stp_seal_idx(s, s->sealed[k].seq);
     if (r == 0 && records && !s->no_ckpt) { /* so that the next open scans none of it */
         uint8_t *b;
         size_t len;
         if (stp_ckpt_snapshot(s, scanned, &b, &len) == 0)
             stp_seal_ckpt(s, scanned, b, len);
     }
-    if (r == 0 && (r = stp_seg_create(s, next)) < 0)
-        snprintf(err, errlen, "cannot create segment %" PRIu32 " in %s: %s", next, s->pool_dir,
-                 strerror(-r));
+    /* the next segment's file is made by the first group: an open (and a
+     * store opened only to read) waits for no fsync */
+    s->act = (stp_segidx){.seq = next};
+    s->act_size = s->act_alloc = ST_FILE_HDR;
     if (r == 0 && covered > 0)
         rt_log(RT_LOG_INFO, "store",
                "pool: opened from the checkpoint of segment %" PRIu32 ", %" PRIu32
