@@ -2,7 +2,9 @@
  * pool_impl.h - the inside of the pool backend (pool.c says what it is):
  * shared by pool.c (open, close, the table), pool_catalog.c (the
  * conversations), pool_commit.c (the committer), pool_seg.c (segment
- * files, their descriptors and record indexes), pool_scan.c (recovery at
+ * files, their descriptors and record indexes), pool_idx.c (a sealed
+ * segment's index file), pool_ckpt.c (the catalog's checkpoint),
+ * pool_seal.c (the thread that writes both), pool_scan.c (recovery at
  * open) and pool_log.c (a conversation's log and its readers).
  */
 #ifndef ST_POOL_IMPL_H
@@ -152,7 +154,7 @@ struct stp_store {
     pthread_t sl_thread;
     pthread_mutex_t sl_mu;
     pthread_cond_t sl_cv;
-    bool sl_started, sl_stop, sl_busy, sl_ckpt_busy;
+    bool sl_started, sl_stop, sl_ckpt_busy;
     uint32_t *sl_seqs; /* indexes to write */
     size_t sl_n, sl_cap;
     uint8_t *sl_ckpt; /* a checkpoint to write, or NULL */
@@ -281,8 +283,6 @@ void stp_seal_stop(stp_store *s);
 void stp_seal_idx(stp_store *s, uint32_t seq);
 /* Queue a checkpoint (takes buf), replacing one not yet written. */
 void stp_seal_ckpt(stp_store *s, uint32_t seq, uint8_t *buf, size_t len);
-/* Until everything queued is written (tests, close). */
-void stp_seal_wait(stp_store *s);
 /* The committer: a roll's checkpoint, unless one is still being written. */
 void stp_seal_roll_ckpt(stp_store *s, uint32_t seq);
 
@@ -316,7 +316,8 @@ int stp_scan_buf(const uint8_t *p, size_t len, uint32_t seed, const stp_scan_cb 
 stp_ent stp_ent_of(const st_rec *r, uint64_t off);
 /* Read segment seq's file and check its header (-EBADMSG if not ours). */
 int stp_seg_read(stp_store *s, uint32_t seq, char **data, size_t *len);
-/* Open: every segment into the catalog, the last one's torn tail cut. */
+/* Open: the newest usable checkpoint, then every segment after it (all of
+ * them without one) into the catalog, the last one's torn tail cut. */
 int stp_recover(stp_store *s, char *err, size_t errlen);
 
 /* pool_commit.c */

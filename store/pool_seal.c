@@ -82,35 +82,27 @@ static void *seal_main(void *arg)
     pthread_setname_np(pthread_self(), "parley-seal");
     pthread_mutex_lock(&s->sl_mu);
     for (;;) {
-        while (!s->sl_stop && s->sl_n == 0 && s->sl_ckpt == NULL) {
-            s->sl_busy = false;
-            pthread_cond_broadcast(&s->sl_cv);
+        while (!s->sl_stop && s->sl_n == 0 && s->sl_ckpt == NULL)
             pthread_cond_wait(&s->sl_cv, &s->sl_mu);
-        }
         if (s->sl_n == 0 && s->sl_ckpt == NULL)
-            break; /* stopped, and nothing is left */
-        s->sl_busy = true;
-        if (s->sl_n > 0) { /* indexes first: they are what the memory waits for */
-            uint32_t seq = s->sl_seqs[0];
+            break;              /* stopped, and nothing is left */
+        bool idx = s->sl_n > 0; /* indexes first: they are what the memory waits for */
+        uint32_t seq = idx ? s->sl_seqs[0] : s->sl_ckpt_seq;
+        uint8_t *b = idx ? NULL : s->sl_ckpt;
+        size_t len = s->sl_ckpt_len;
+        if (idx)
             memmove(s->sl_seqs, s->sl_seqs + 1, --s->sl_n * sizeof(s->sl_seqs[0]));
-            pthread_mutex_unlock(&s->sl_mu);
-            write_idx(s, seq);
-        } else {
-            uint8_t *b = s->sl_ckpt;
-            size_t len = s->sl_ckpt_len;
-            uint32_t seq = s->sl_ckpt_seq;
+        else
             s->sl_ckpt = NULL;
-            s->sl_ckpt_busy = true;
-            pthread_mutex_unlock(&s->sl_mu);
+        s->sl_ckpt_busy = !idx;
+        pthread_mutex_unlock(&s->sl_mu);
+        if (idx)
+            write_idx(s, seq);
+        else
             write_ckpt(s, seq, b, len);
-            pthread_mutex_lock(&s->sl_mu);
-            s->sl_ckpt_busy = false;
-            pthread_mutex_unlock(&s->sl_mu);
-        }
         pthread_mutex_lock(&s->sl_mu);
+        s->sl_ckpt_busy = false;
     }
-    s->sl_busy = false;
-    pthread_cond_broadcast(&s->sl_cv);
     pthread_mutex_unlock(&s->sl_mu);
     return NULL;
 }
@@ -157,14 +149,6 @@ void stp_seal_ckpt(stp_store *s, uint32_t seq, uint8_t *buf, size_t len)
     s->sl_ckpt_len = len;
     s->sl_ckpt_seq = seq;
     pthread_cond_broadcast(&s->sl_cv);
-    pthread_mutex_unlock(&s->sl_mu);
-}
-
-void stp_seal_wait(stp_store *s)
-{
-    pthread_mutex_lock(&s->sl_mu);
-    while (s->sl_started && (s->sl_busy || s->sl_n > 0 || s->sl_ckpt != NULL))
-        pthread_cond_wait(&s->sl_cv, &s->sl_mu);
     pthread_mutex_unlock(&s->sl_mu);
 }
 
