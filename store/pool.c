@@ -43,12 +43,20 @@
  * where its latest meta and files are (seq, offset, length), and a compact
  * list of runs (segment, first index) telling which segments hold its
  * events; the meta bytes only while it is held or its log open (else one
- * pread). Opening the store scans the segments (pool_scan.c) and rebuilds
- * it; it seals the last segment (its torn tail cut) and begins a new one.
+ * pread). Each roll (and the close) writes a checkpoint of it as of the
+ * sealed segment's end (pool_ckpt.c); opening the store loads the newest
+ * valid one and scans only the segments after it (pool_scan.c), or every
+ * segment if there is none; it seals the last segment (its torn tail cut),
+ * and the first group begins a new one.
+ *
+ *   DIR/pool/<seq>.idx      a sealed segment's record index (pool_idx.c)
+ *   DIR/pool/<seq>.ckpt     the catalog as of that segment's end (newest two)
  *
  * A conversation's log (pool_log.c) opens from the record indexes of the
- * segments of its runs (pool_seg.c): the records' offsets and sizes (8
- * bytes per event) and the id table. Pages coalesce records that are near
+ * segments of its runs (pool_seg.c): the active one's in memory, the
+ * sealed ones' mapped from their files (pool_idx.c, written by
+ * pool_seal.c's thread): the records' offsets and sizes (8 bytes per
+ * event) and the id table. Pages coalesce records that are near
  * each other in one segment into one pread; otherwise one pread each: O(the
  * page), wherever it is. Segment descriptors come from a small cache shared
  * by every log: descriptors do not grow with conversations.
@@ -94,7 +102,8 @@ static int make_dir(const char *path, char *err, size_t errlen)
 
 static void store_free(stp_store *s)
 {
-    stp_spare_stop(s); /* before the lock goes: it writes in DIR/pool */
+    stp_spare_stop(s); /* before the lock goes: they write in DIR/pool */
+    stp_seal_stop(s);
     stp_catalog_free(s);
     stp_segs_free(s);
     stp_fds_close(s);
@@ -110,6 +119,9 @@ static void store_free(stp_store *s)
     pthread_mutex_destroy(&s->fd_mu);
     pthread_mutex_destroy(&s->sp_mu);
     pthread_cond_destroy(&s->sp_cv);
+    pthread_mutex_destroy(&s->idx_mu);
+    pthread_mutex_destroy(&s->sl_mu);
+    pthread_cond_destroy(&s->sl_cv);
     st_reqq_destroy(&s->q);
     pthread_mutex_destroy(&s->logs_mu);
     free(s->dir);
@@ -154,6 +166,9 @@ static int pool_open(const st_opts *o, st_store **out, char *err, size_t errlen)
     pthread_mutex_init(&s->fd_mu, NULL);
     pthread_mutex_init(&s->sp_mu, NULL);
     pthread_cond_init(&s->sp_cv, NULL);
+    pthread_mutex_init(&s->idx_mu, NULL);
+    pthread_mutex_init(&s->sl_mu, NULL);
+    pthread_cond_init(&s->sl_cv, NULL);
     st_reqq_init(&s->q);
     pthread_mutex_init(&s->logs_mu, NULL);
     s->dir = strdup(o->dir + strlen(STP_SCHEME));
@@ -185,6 +200,8 @@ static int pool_open(const st_opts *o, st_store **out, char *err, size_t errlen)
         r = st_fsync_dir(s->dir);
     if (r == 0 && (r = stp_spare_start(s)) < 0)
         snprintf(err, errlen, "cannot start the spare segment's thread: %s", strerror(-r));
+    if (r == 0 && (r = stp_seal_start(s)) < 0)
+        snprintf(err, errlen, "cannot start the sealing thread: %s", strerror(-r));
     if (r == 0)
         r = stp_recover(s, err, errlen);
     if (r == 0 && (r = stp_committer_start(s)) < 0)
@@ -209,7 +226,27 @@ static void pool_close(st_store *st)
     int r = s->act_dirty ? st_datasync(s->act_fd) : 0;
     if (r < 0)
         rt_log(RT_LOG_ERROR, "store", "closing: the last segment's flush failed: %s", strerror(-r));
-    store_free(s);
+    /* the last segment sealed as a roll would: the next open scans nothing */
+    uint32_t seq = s->act.seq;
+    uint8_t *b;
+    size_t len;
+    if (r == 0 && !s->broken && s->act_size == ST_FILE_HDR) {
+        /* nothing in it and nothing names it: gone, so that the next open
+         * has nothing to scan (it makes the same seq anew) */
+        char path[4096];
+        stp_path(s, seq, "seg", path, sizeof(path));
+        if (unlink(path) == 0)
+            st_fsync_dir(s->pool_dir);
+    } else if (r == 0 && !s->broken && !s->no_ckpt) {
+        /* a spare's zeros after the last group go (unsynced: should a
+         * power cut bring them back, they are no record) */
+        if (s->act_alloc > s->act_size && st_truncate(s->act_fd, s->act_size) == 0)
+            s->act_alloc = s->act_size;
+        stp_seal_active(s);
+        if (stp_ckpt_snapshot(s, seq, &b, &len) == 0)
+            stp_seal_ckpt(s, seq, b, len);
+    }
+    store_free(s); /* writes what is queued first */
 }
 
 static int pool_workspace(st_store *s, const rt_uuid *id, char *out, size_t cap)

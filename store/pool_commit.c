@@ -223,6 +223,7 @@ static void apply(stp_store *s, grp *g, st_req *r)
     }
     if (err < 0) { /* on disk, but not in memory: say so, and keep it from getting worse */
         c->broken = true;
+        s->no_ckpt = true; /* a checkpoint would keep what memory says */
         rt_log(RT_LOG_ERROR, "store",
                "pool: out of memory recording a committed group: "
                "a conversation is read-only until the store is reopened");
@@ -254,6 +255,11 @@ static int write_group(stp_store *s, grp *g, st_req *head)
 {
     if (s->broken)
         return -EIO;
+    if (s->act_fd < 0) { /* the open left it to the first group */
+        int e = stp_seg_create(s, s->act.seq);
+        if (e < 0)
+            return e;
+    }
     if (s->act_size >= s->o.segment_bytes && s->act_size > ST_FILE_HDR) {
         int e = stp_seg_roll(s);
         if (e < 0)

@@ -2,7 +2,9 @@
  * pool_impl.h - the inside of the pool backend (pool.c says what it is):
  * shared by pool.c (open, close, the table), pool_catalog.c (the
  * conversations), pool_commit.c (the committer), pool_seg.c (segment
- * files, their descriptors and record indexes), pool_scan.c (recovery at
+ * files, their descriptors and record indexes), pool_idx.c (a sealed
+ * segment's index file), pool_ckpt.c (the catalog's checkpoint),
+ * pool_seal.c (the thread that writes both), pool_scan.c (recovery at
  * open) and pool_log.c (a conversation's log and its readers).
  */
 #ifndef ST_POOL_IMPL_H
@@ -83,13 +85,24 @@ typedef struct stp_ent {
     uint32_t hash, khash; /* high halves of the id's and the key's hash (0: no key) */
 } stp_ent;
 
+/* Where a segment's record index is (pool_idx.c). */
+enum {
+    STP_IDX_HEAP,   /* e: malloc'd (the active segment, or sealed and not yet in its file) */
+    STP_IDX_MAPPED, /* e: in `map`, its .idx file mapped read-only */
+    STP_IDX_LAZY,   /* sealed and covered by the checkpoint: mapped at first use */
+};
+
 /* A segment's record index: the active one's in write order, a sealed
  * one's sorted by (id, offset). */
 typedef struct stp_segidx {
     uint32_t seq;
     bool sorted;
+    uint8_t state; /* STP_IDX_* */
+    uint64_t end;  /* sealed: where its last group ends */
     stp_ent *e;
     size_t n, cap;
+    void *map;
+    size_t maplen;
 } stp_segidx;
 
 /* The bounded cache of segment descriptors, shared by all logs. */
@@ -141,6 +154,18 @@ struct stp_store {
     stp_log *logs;
     _Atomic size_t open_logs;
     char corrupt[512]; /* what the open found corrupt, or "" */
+    /* sealed indexes and checkpoints (pool_seal.c), under sl_mu */
+    pthread_mutex_t idx_mu; /* one lazy index load at a time */
+    pthread_t sl_thread;
+    pthread_mutex_t sl_mu;
+    pthread_cond_t sl_cv;
+    bool sl_started, sl_stop, sl_ckpt_busy;
+    uint32_t *sl_seqs; /* indexes to write */
+    size_t sl_n, sl_cap;
+    uint8_t *sl_ckpt; /* a checkpoint to write, or NULL */
+    size_t sl_ckpt_len;
+    uint32_t sl_ckpt_seq;
+    bool no_ckpt; /* the catalog in memory may differ from the records: no checkpoint */
 };
 
 struct stp_log {
@@ -201,9 +226,75 @@ int stp_act_each(stp_store *s, const stp_conv *c, int (*fn)(void *ctx, const stp
 #define STP_NONE UINT32_MAX
 /* A sealed segment's index (seg_mu held): to fill at open. */
 stp_segidx *stp_sealed_add(stp_store *s, uint32_t seq);
+/* Sealed segment seq's index, or NULL (seg_mu held). */
+stp_segidx *stp_sealed_of(stp_store *s, uint32_t seq);
+/* The active segment, sealed (its index sorted, queued for its file);
+ * at close. */
+void stp_seal_active(stp_store *s);
 void stp_fds_close(stp_store *s);
 int stp_pread(stp_store *s, uint32_t seq, void *buf, size_t n, uint64_t off);
 void stp_segs_free(stp_store *s);
+
+/* pool_idx.c: a sealed segment's index file, DIR/pool/<seq>.idx: a
+ * header (magic, seq, entries, the segment's end), the entries as
+ * stp_ent is laid out (little-endian), a CRC-32C of all before it. */
+#define STP_IDX_MAGIC "PLPIDX\0\1"
+enum { STP_IDX_HDR = 32, STP_ENT_BYTES = 40 };
+size_t stp_idx_file_size(size_t n);
+/* Pure: the file's bytes into out (stp_idx_file_size(n) of them). */
+void stp_idx_encode(uint8_t *out, uint32_t seq, uint64_t end, const stp_ent *e, size_t n);
+/* Pure: 0 if p is a whole index of segment seq ending at `end`, with *n
+ * entries at p + STP_IDX_HDR; else -EBADMSG and why. */
+int stp_idx_check(const uint8_t *p, size_t len, uint32_t seq, uint64_t end, size_t *n,
+                  const char **why);
+/* Write segment seq's index file (temp, fsync, rename, directory fsync). */
+int stp_idx_write(stp_store *s, uint32_t seq, uint64_t end, const stp_ent *e, size_t n);
+/* Map segment seq's index file into x (its seq and end set): 0, or -errno
+ * and why it was not taken. */
+int stp_idx_map(stp_store *s, stp_segidx *x, char *why, size_t whylen);
+/* x's entries from a scan of its segment (x->end: where the scan ended). */
+int stp_idx_rebuild(stp_store *s, stp_segidx *x);
+/* Make sealed segment seq's index usable (mapped, or rebuilt by a scan,
+ * which is reported in detail and the log); seg_mu not held. */
+int stp_idx_ensure(stp_store *s, uint32_t seq, char *detail, size_t cap);
+void stp_idx_unmap(stp_segidx *x);
+/* Drop a mapped index's pages from this process (they stay cached). */
+void stp_idx_dontneed(stp_store *s, uint32_t seq);
+
+/* pool_ckpt.c: the catalog's checkpoint, DIR/pool/<seq>.ckpt: the
+ * conversations as of the end of segment seq. */
+#define STP_CKPT_MAGIC "PLCKPT\0\1"
+typedef struct stp_ckpt {
+    uint32_t first, seq; /* covers segments [first, seq] */
+    uint64_t *ends;      /* ends[k]: where segment first + k's last group ends */
+    char corrupt[512];
+} stp_ckpt;
+/* Pure: encode h and conversations v[0..n) into a malloc'd buffer. */
+int stp_ckpt_encode(const stp_ckpt *h, stp_conv *const *v, size_t n, uint8_t **out, size_t *len);
+/* Pure: check and decode; every conversation (made with stp_conv_new(s))
+ * goes to add, which owns it. h->ends is malloc'd. 0 or -EBADMSG/-ENOMEM. */
+int stp_ckpt_decode(const uint8_t *p, size_t len, stp_ckpt *h, stp_store *s,
+                    int (*add)(void *ctx, stp_conv *c), void *ctx);
+/* The catalog now, as of the end of sealed segment seq (the committer, or
+ * the open): a malloc'd checkpoint. */
+int stp_ckpt_snapshot(stp_store *s, uint32_t seq, uint8_t **out, size_t *len);
+/* Open: the newest valid checkpoint into the catalog, its segments
+ * registered as sealed (lazy); *covered: its seq, 0 if none. */
+int stp_ckpt_load(stp_store *s, const uint64_t *seqs, size_t n, uint32_t *covered);
+/* Remove checkpoints older than the newest two. */
+void stp_ckpt_prune(stp_store *s);
+
+/* pool_seal.c: the thread that writes sealed indexes and checkpoints */
+int stp_seal_start(stp_store *s);
+/* Write everything queued, then stop. */
+void stp_seal_stop(stp_store *s);
+/* Queue: write sealed segment seq's index (in memory) to its file, then
+ * use the file. */
+void stp_seal_idx(stp_store *s, uint32_t seq);
+/* Queue a checkpoint (takes buf), replacing one not yet written. */
+void stp_seal_ckpt(stp_store *s, uint32_t seq, uint8_t *buf, size_t len);
+/* The committer: a roll's checkpoint, unless one is still being written. */
+void stp_seal_roll_ckpt(stp_store *s, uint32_t seq);
 
 /* pool_spare.c: the next segment's file, made ahead */
 int stp_spare_start(stp_store *s);
@@ -231,7 +322,12 @@ typedef struct stp_scan_res {
 } stp_scan_res;
 int stp_scan_buf(const uint8_t *p, size_t len, uint32_t seed, const stp_scan_cb *cb,
                  stp_scan_res *res);
-/* Open: every segment into the catalog, the last one's torn tail cut. */
+/* A record's index entry. */
+stp_ent stp_ent_of(const st_rec *r, uint64_t off);
+/* Read segment seq's file and check its header (-EBADMSG if not ours). */
+int stp_seg_read(stp_store *s, uint32_t seq, char **data, size_t *len);
+/* Open: the newest usable checkpoint, then every segment after it (all of
+ * them without one) into the catalog, the last one's torn tail cut. */
 int stp_recover(stp_store *s, char *err, size_t errlen);
 
 /* pool_commit.c */

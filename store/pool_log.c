@@ -22,6 +22,8 @@
 /* Bytes between two records of one page that are read rather than paid
  * for with another pread; and the most one pread takes. */
 enum { GAP = 16 << 10, SPAN_MAX = 4 << 20 };
+/* Events past which a log's open gives back the index pages it read. */
+enum { BIG = 4096 };
 
 static void log_unlist(stp_store *s, stp_log *l)
 {
@@ -71,10 +73,18 @@ void stp_log_publish(stp_log *l, uint64_t count)
 
 /* ---- opening ---------------------------------------------------------------- */
 
+/* Entries wait AHEAD places in a ring while the id table's slots for
+ * them are prefetched: each add is a cache miss in a table of millions of
+ * slots, and waiting for them one at a time made most of a large log's
+ * open. */
+enum { AHEAD = 16 };
+
 typedef struct fill {
     stp_log *l;
     uint64_t after; /* the offset of its CREATE in this segment, if there */
     uint64_t lo, hi, got;
+    stp_ent q[AHEAD];
+    size_t head, nq;
 } fill;
 
 static int last_create(void *ctx, const stp_ent *e)
@@ -85,16 +95,26 @@ static int last_create(void *ctx, const stp_ent *e)
     return 0;
 }
 
+static int add_oldest(fill *f)
+{
+    int r = stp_log_add(f->l, &f->q[f->head], 1);
+    f->head = (f->head + 1) % AHEAD;
+    f->nq--;
+    return r;
+}
+
 static int take(void *ctx, const stp_ent *e)
 {
     fill *f = ctx;
-    if (e->index >= f->lo && e->index < f->hi && e->off >= f->after) {
-        int r = stp_log_add(f->l, e, 1);
-        if (r < 0)
-            return r;
-        f->got++;
-    }
-    return 0;
+    if (e->index < f->lo || e->index >= f->hi || e->off < f->after)
+        return 0;
+    st_idtab_prefetch(&f->l->ids, (uint64_t)e->hash << 32);
+    if (e->khash != 0)
+        st_idtab_prefetch(&f->l->ids, (uint64_t)e->khash << 32);
+    int r = f->nq == AHEAD ? add_oldest(f) : 0;
+    f->q[(f->head + f->nq++) % AHEAD] = *e;
+    f->got++;
+    return r;
 }
 
 int stp_conv_log(st_conv *sc, st_log **out, st_open_report *rep)
@@ -121,9 +141,14 @@ int stp_conv_log(st_conv *sc, st_log **out, st_open_report *rep)
             r = st_idtab_init(&l->ids, c->count);
         stp_runs *runs = atomic_load_explicit(&c->runs, memory_order_relaxed);
         uint64_t got = 0;
+        /* sealed indexes not used since the open: mapped (or rebuilt) first */
+        for (uint32_t k = 0; r == 0 && runs != NULL && k < runs->n; k++)
+            r = stp_idx_ensure(s, runs->r[k].seq, rep->detail, sizeof(rep->detail));
         pthread_mutex_lock(&s->seg_mu);
         for (uint32_t k = 0; r == 0 && runs != NULL && k < runs->n; k++) {
-            fill f = {l, 0, runs->r[k].first, k + 1 < runs->n ? runs->r[k + 1].first : c->count, 0};
+            fill f = {.l = l,
+                      .lo = runs->r[k].first,
+                      .hi = k + 1 < runs->n ? runs->r[k + 1].first : c->count};
             if (runs->r[k].seq == s->act.seq) { /* only this incarnation's records are linked */
                 r = stp_act_each(s, c, take, &f);
             } else {
@@ -131,9 +156,15 @@ int stp_conv_log(st_conv *sc, st_log **out, st_open_report *rep)
                 if (r == 0)
                     r = stp_idx_each(s, runs->r[k].seq, &c->id, take, &f);
             }
+            while (r == 0 && f.nq > 0)
+                r = add_oldest(&f);
             got += f.got;
         }
         pthread_mutex_unlock(&s->seg_mu);
+        /* what a long log walked of the mapped indexes stays in the page
+         * cache, not in this process */
+        for (uint32_t k = 0; r == 0 && runs != NULL && c->count > BIG && k < runs->n; k++)
+            stp_idx_dontneed(s, runs->r[k].seq);
         if (r == 0 && got != c->count) {
             snprintf(rep->detail, sizeof(rep->detail),
                      "the pool's indexes hold %llu of the %u events of a conversation",

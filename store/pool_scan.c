@@ -129,6 +129,15 @@ int stp_scan_buf(const uint8_t *p, size_t len, uint32_t seed, const stp_scan_cb 
 
 /* ---- applying records at open ---------------------------------------------- */
 
+stp_ent stp_ent_of(const st_rec *r, uint64_t off)
+{
+    stp_ent e = {.index = r->index, .off = (uint32_t)off, .size = (uint32_t)r->size};
+    memcpy(e.id.b, r->tag, sizeof(e.id.b));
+    e.hash = (uint32_t)(st_id_hash(r->id, r->idlen) >> 32);
+    e.khash = r->keylen > 0 ? st_key_hash_hi(r->key, r->keylen) : 0;
+    return e;
+}
+
 typedef struct rctx {
     stp_store *s;
     uint32_t seq;
@@ -154,10 +163,7 @@ static int on_record(void *ctx, const st_rec *r, uint64_t off)
 {
     rctx *x = ctx;
     stp_store *s = x->s;
-    stp_ent e = {.index = r->index, .off = (uint32_t)off, .size = (uint32_t)r->size};
-    memcpy(e.id.b, r->tag, sizeof(e.id.b));
-    e.hash = (uint32_t)(st_id_hash(r->id, r->idlen) >> 32);
-    e.khash = r->keylen > 0 ? st_key_hash_hi(r->key, r->keylen) : 0;
+    stp_ent e = stp_ent_of(r, off);
     int err = stp_idx_push(x->x, &e);
     if (err < 0)
         return err;
@@ -210,6 +216,20 @@ static void on_corrupt(void *ctx, uint64_t off, const uint8_t *tag)
     broken(x, c, "a corrupt record with valid records after it", off);
 }
 
+int stp_seg_read(stp_store *s, uint32_t seq, char **data, size_t *len)
+{
+    char path[4096];
+    stp_path(s, seq, "seg", path, sizeof(path));
+    int r = st_read_file(path, SIZE_MAX / 2, data, len);
+    uint64_t got;
+    if (r == 0 && (*len < ST_FILE_HDR ||
+                   !st_file_header_ok((const uint8_t *)*data, STP_SEG_MAGIC, &got) || got != seq)) {
+        free(*data);
+        r = -EBADMSG;
+    }
+    return r;
+}
+
 /* One segment file into the catalog and its index. */
 static int recover_seg(stp_store *s, uint32_t seq, bool last, char *err, size_t errlen)
 {
@@ -217,22 +237,22 @@ static int recover_seg(stp_store *s, uint32_t seq, bool last, char *err, size_t 
     stp_path(s, seq, "seg", path, sizeof(path));
     char *data;
     size_t len;
-    int r = st_read_file(path, SIZE_MAX / 2, &data, &len);
+    int r = stp_seg_read(s, seq, &data, &len);
+    if (r == -EBADMSG) {
+        struct stat st;
+        if (last && stat(path, &st) == 0 && st.st_size < ST_FILE_HDR) {
+            /* its creation was interrupted: nothing in it */
+            rt_log(RT_LOG_WARN, "store", "removing %s: a segment a crash left unfinished", path);
+            return unlink(path) == 0 ? 0 : -errno;
+        }
+        snprintf(err, errlen, "%s is not a segment of this pool (bad header)", path);
+        return r;
+    }
     if (r < 0) {
         snprintf(err, errlen, "cannot read %s: %s", path, strerror(-r));
         return r;
     }
     const uint8_t *p = (const uint8_t *)data;
-    uint64_t got;
-    if (len < ST_FILE_HDR || !st_file_header_ok(p, STP_SEG_MAGIC, &got) || got != seq) {
-        free(data);
-        if (last && len < ST_FILE_HDR) { /* its creation was interrupted: nothing in it */
-            rt_log(RT_LOG_WARN, "store", "removing %s: a segment a crash left unfinished", path);
-            return unlink(path) == 0 ? 0 : -errno;
-        }
-        snprintf(err, errlen, "%s is not a segment of this pool (bad header)", path);
-        return -EBADMSG;
-    }
     rctx x = {s, seq, stp_sealed_add(s, seq), 0};
     if (x.x == NULL) {
         free(data);
@@ -244,6 +264,7 @@ static int recover_seg(stp_store *s, uint32_t seq, bool last, char *err, size_t 
     bool torn = res.end < len && skip_zeros(p, (size_t)res.end, len) < len;
     free(data);
     stp_idx_sort(x.x);
+    x.x->end = res.end;
     if (r < 0) {
         snprintf(err, errlen, "cannot recover %s: %s", path, strerror(-r));
         return r;
@@ -278,18 +299,50 @@ int stp_recover(stp_store *s, char *err, size_t errlen)
         snprintf(err, errlen, "cannot list %s: %s", s->pool_dir, strerror(-r));
         return r;
     }
-    for (size_t i = 0; r == 0 && i < n; i++) {
+    uint32_t covered = 0, scanned = 0, nscanned = 0;
+    bool records = false; /* in the segments scanned: else the checkpoint is current */
+    for (size_t i = 0; i < n; i++)
         if (seqs[i] == 0 || seqs[i] >= UINT32_MAX) {
             snprintf(err, errlen, "%s: a segment number out of range", s->pool_dir);
             r = -EBADMSG;
-        } else {
-            r = recover_seg(s, (uint32_t)seqs[i], i + 1 == n, err, errlen);
+        }
+    if (r == 0 && (r = stp_ckpt_load(s, seqs, n, &covered)) < 0)
+        snprintf(err, errlen, "cannot load the pool's checkpoint: %s", strerror(-r));
+    for (size_t i = 0; r == 0 && i < n; i++) {
+        if (seqs[i] <= covered)
+            continue;
+        r = recover_seg(s, (uint32_t)seqs[i], i + 1 == n, err, errlen);
+        stp_segidx *x = r == 0 ? stp_sealed_of(s, (uint32_t)seqs[i]) : NULL;
+        if (x != NULL) {
+            scanned = x->seq;
+            nscanned++;
+            records |= x->n > 0;
         }
     }
     uint32_t next = n > 0 ? (uint32_t)seqs[n - 1] + 1 : 1;
     free(seqs);
-    if (r == 0 && (r = stp_seg_create(s, next)) < 0)
-        snprintf(err, errlen, "cannot create segment %" PRIu32 " in %s: %s", next, s->pool_dir,
-                 strerror(-r));
+    /* their index files, anew (this scan is the truth): queued once the
+     * scan is over, as it grows the array of sealed indexes unlocked */
+    for (size_t k = 0; r == 0 && k < s->nsealed; k++)
+        if (s->sealed[k].seq > covered && s->sealed[k].n > 0)
+            stp_seal_idx(s, s->sealed[k].seq);
+    if (r == 0 && records && !s->no_ckpt) { /* so that the next open scans none of it */
+        uint8_t *b;
+        size_t len;
+        if (stp_ckpt_snapshot(s, scanned, &b, &len) == 0)
+            stp_seal_ckpt(s, scanned, b, len);
+    }
+    /* the next segment's file is made by the first group: an open (and a
+     * store opened only to read) waits for no fsync */
+    s->act = (stp_segidx){.seq = next};
+    s->act_size = s->act_alloc = ST_FILE_HDR;
+    if (r == 0 && covered > 0)
+        rt_log(RT_LOG_INFO, "store",
+               "pool: opened from the checkpoint of segment %" PRIu32 ", %" PRIu32
+               " segment(s) after it scanned",
+               covered, nscanned);
+    else if (r == 0 && n > 0)
+        rt_log(RT_LOG_INFO, "store", "pool: no checkpoint used, %" PRIu32 " segment(s) scanned",
+               nscanned);
     return r;
 }

@@ -5,7 +5,9 @@
  *
  * The active segment's index grows in write order as the committer
  * publishes groups; rolling sorts it by (id, offset) and keeps it as the
- * sealed segment's. A log opens from the indexes of its runs' segments.
+ * sealed segment's until its file is written and mapped (pool_idx.c,
+ * pool_seal.c), and asks for a checkpoint of the catalog (pool_ckpt.c).
+ * A log opens from the indexes of its runs' segments.
  *
  * Readers get descriptors from a cache of STP_FDS read-only descriptors
  * (least recently used goes; one in use is never closed under its reader):
@@ -123,6 +125,19 @@ stp_segidx *stp_sealed_add(stp_store *s, uint32_t seq)
     return x;
 }
 
+/* The active segment's index among the sealed ones, sorted, with its end
+ * (seg_mu held); false if out of memory. */
+static bool seal(stp_store *s)
+{
+    stp_segidx *x = stp_sealed_add(s, s->act.seq);
+    if (x == NULL)
+        return false;
+    stp_idx_sort(&s->act);
+    *x = s->act;
+    x->end = s->act_size;
+    return true;
+}
+
 int stp_seg_roll(stp_store *s)
 {
     /* sealed segments are durable before the next one begins: only the
@@ -136,24 +151,36 @@ int stp_seg_roll(stp_store *s)
     if (r < 0)
         return r;
     pthread_mutex_lock(&s->seg_mu);
-    stp_segidx *x = stp_sealed_add(s, s->act.seq);
-    if (x != NULL) {
-        stp_idx_sort(&s->act);
-        *x = s->act;
-        install(s, s->act.seq + 1, fd, alloc);
-    }
+    uint32_t seq = s->act.seq;
+    bool sealed = seal(s);
+    if (sealed)
+        install(s, seq + 1, fd, alloc);
     pthread_mutex_unlock(&s->seg_mu);
-    if (x == NULL) {
+    if (!sealed) {
         char path[4096];
-        stp_path(s, s->act.seq + 1, "seg", path, sizeof(path));
+        stp_path(s, seq + 1, "seg", path, sizeof(path));
         close(fd);
         unlink(path);
         return -ENOMEM;
     }
+    stp_seal_idx(s, seq);
+    stp_seal_roll_ckpt(s, seq);
     return 0;
 }
 
-static const stp_segidx *sealed_of(const stp_store *s, uint32_t seq)
+void stp_seal_active(stp_store *s)
+{
+    pthread_mutex_lock(&s->seg_mu);
+    uint32_t seq = s->act.seq;
+    bool sealed = seal(s);
+    if (sealed)
+        s->act = (stp_segidx){.seq = 0};
+    pthread_mutex_unlock(&s->seg_mu);
+    if (sealed)
+        stp_seal_idx(s, seq);
+}
+
+stp_segidx *stp_sealed_of(stp_store *s, uint32_t seq)
 {
     size_t lo = 0, hi = s->nsealed;
     while (lo < hi) {
@@ -169,9 +196,11 @@ static const stp_segidx *sealed_of(const stp_store *s, uint32_t seq)
 int stp_idx_each(stp_store *s, uint32_t seq, const rt_uuid *id,
                  int (*fn)(void *ctx, const stp_ent *e), void *ctx)
 {
-    const stp_segidx *x = seq == s->act.seq ? &s->act : sealed_of(s, seq);
+    const stp_segidx *x = seq == s->act.seq ? &s->act : stp_sealed_of(s, seq);
     if (x == NULL)
         return -ENOENT;
+    if (x->state == STP_IDX_LAZY) /* stp_idx_ensure first */
+        return -EAGAIN;
     size_t i = 0;
     if (x->sorted) { /* the first of id's */
         size_t hi = x->n;
@@ -217,7 +246,7 @@ int stp_act_each(stp_store *s, const stp_conv *c, int (*fn)(void *ctx, const stp
 void stp_segs_free(stp_store *s)
 {
     for (size_t i = 0; i < s->nsealed; i++)
-        free(s->sealed[i].e);
+        stp_idx_unmap(&s->sealed[i]);
     free(s->sealed);
     free(s->act.e);
     free(s->act_prev);

@@ -57,18 +57,6 @@ typedef struct run {
     bool marked;
 } run;
 
-static long rss_kb(void)
-{
-    FILE *f = fopen("/proc/self/statm", "r");
-    long size = 0, res = 0;
-    if (f != NULL) {
-        if (fscanf(f, "%ld %ld", &size, &res) != 2)
-            res = 0;
-        fclose(f);
-    }
-    return res * (sysconf(_SC_PAGESIZE) / 1024);
-}
-
 static double cpu_s(void)
 {
     struct rusage u;
@@ -125,7 +113,7 @@ static void *creator(void *arg)
         if (atomic_fetch_add(&r->made, 1) + 1 == MARK) {
             pthread_mutex_lock(&r->mu);
             r->t_mark = cli_now_s();
-            r->rss_mark = rss_kb();
+            r->rss_mark = cli_rss_bytes() / 1024;
             r->fds_mark = open_fds();
             r->marked = true;
             pthread_mutex_unlock(&r->mu);
@@ -198,7 +186,7 @@ int bench_convs(int argc, char **argv)
                 r.ids == NULL || r.body == NULL ? "out of memory" : err);
         goto out;
     }
-    long rss0 = rss_kb();
+    long rss0 = cli_rss_bytes() / 1024;
     int fds0 = open_fds();
     fprintf(stderr, "creating %d conversations, %d events each, %d threads...\n", count, events,
             threads);
@@ -210,7 +198,7 @@ int bench_convs(int argc, char **argv)
     for (int i = 0; i < threads; i++)
         pthread_join(t[i], NULL);
     double t1 = cli_now_s(), cpu1 = cpu_s();
-    long rss1 = rss_kb();
+    long rss1 = cli_rss_bytes() / 1024;
     int fds1 = open_fds(), made = atomic_load(&r.made);
     double per = made > 0 ? 1024.0 / made : 0;
     if (!json) { /* now: the wait for rest can be long */
@@ -233,7 +221,7 @@ int bench_convs(int argc, char **argv)
     while (st_store_open_logs(r.p->store) > 0 && cli_now_s() < rest_deadline)
         usleep(100 * 1000);
     malloc_trim(0);
-    long rss2 = rss_kb();
+    long rss2 = cli_rss_bytes() / 1024;
     int fds2 = open_fds();
     int bad = unreadable(&r, made);
     if (json) {

@@ -255,18 +255,6 @@ static void build_log(const char *dir, uint64_t n)
     st_log_close(l);
 }
 
-static long rss_bytes(void)
-{
-    long pages = 0, resident = 0;
-    FILE *f = fopen("/proc/self/statm", "r");
-    if (f != NULL) {
-        if (fscanf(f, "%ld %ld", &pages, &resident) != 2)
-            resident = 0;
-        fclose(f);
-    }
-    return resident * sysconf(_SC_PAGESIZE);
-}
-
 /* Median milliseconds of `n` page reads at positions from pick(). */
 static double page_ms(st_log *l, int n, uint64_t (*pick)(uint64_t count, unsigned *seed))
 {
@@ -378,7 +366,7 @@ int bench_store(int argc, char **argv)
         if (!json)
             fprintf(stderr, "\rrun %d/%d: open and read...", i + 1, runs);
         st_log *l;
-        long before = rss_bytes();
+        long before = cli_rss_bytes();
         double t = cli_now_s();
         st_open_report rep;
         st_store *ps = NULL; /* the pool: the store's open, then the conversation's log */
@@ -393,7 +381,7 @@ int bench_store(int argc, char **argv)
             return CLI_FAIL;
         }
         open_ms[i] = (cli_now_s() - t) * 1000;
-        rss[i] = (double)(rss_bytes() - before);
+        rss[i] = (double)(cli_rss_bytes() - before);
         mem[i] = (double)st_log_memory(l);
         rnd[i] = page_ms(l, 2000, pick_random);
         beg[i] = page_ms(l, 200, pick_start);

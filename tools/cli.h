@@ -45,6 +45,7 @@ struct acp_registry;
 int serve_read_agents(const char *path, struct acp_registry *r, char *why, size_t cap);
 int bench_runtime(int argc, char **argv);
 int bench_store(int argc, char **argv);
+int bench_open(int argc, char **argv);
 int bench_conversation(int argc, char **argv);
 int bench_ws(int argc, char **argv);
 int bench_view(int argc, char **argv);
@@ -80,6 +81,8 @@ struct rt_buf *bench_cycle_event(int n, uint64_t seq);
 /* Benchmarks: the median of n samples (sorts them in place). */
 double cli_median(double *v, int n);
 double cli_now_s(void);
+/* The process's resident set (/proc/self/statm), in bytes. */
+long cli_rss_bytes(void);
 /* Benchmarks: the scratch directory `base` (created if missing), or a new
  * one under $TMPDIR; 0, or -1 with the reason printed for `cmd`. */
 int cli_scratch_dir(const char *cmd, const char *base, char *out, size_t cap);

@@ -15,6 +15,7 @@ static const cli_cmd benches[] = {
     {"runtime", "message hops on one loop, hand-offs across loops, bytes per idle actor",
      bench_runtime},
     {"store", "durable appends, page reads anywhere in a 1M-event log, opening it", bench_store},
+    {"open", "opening an existing store: its time and the memory the catalog holds", bench_open},
     {"conversation", "the full path of an event through the actors; opening a big conversation",
      bench_conversation},
     {"conversations", "100,000 conversations in one process: creation rate, memory and fds each",

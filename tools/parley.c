@@ -87,6 +87,18 @@ double cli_now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+long cli_rss_bytes(void)
+{
+    long pages = 0, resident = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f != NULL) {
+        if (fscanf(f, "%ld %ld", &pages, &resident) != 2)
+            resident = 0;
+        fclose(f);
+    }
+    return resident * sysconf(_SC_PAGESIZE);
+}
+
 int main(int argc, char **argv)
 {
     /* A peer that closes while we write must cost an EPIPE on that

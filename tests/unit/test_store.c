@@ -854,8 +854,9 @@ START_TEST(test_crowded_logs)
 END_TEST
 
 /* The pool's spare segment (pool_spare.c): one left by an earlier run is
- * taken at open as the active segment, zeros after its header; appends
- * overwrite them, and a reopen cuts them off and finds every event. */
+ * taken by the first group as the active segment, zeros after its header; appends
+ * overwrite them, the close (which seals the segment) cuts them off, and
+ * a reopen finds every event. */
 START_TEST(test_pool_spare_segment)
 {
     pool = 1;
@@ -873,17 +874,17 @@ START_TEST(test_pool_spare_segment)
     st_opts o = {.dir = loc(dir), .durability = ST_FULL, .segment_bytes = SEG};
     st_store *s;
     ck_assert_int_eq(st_store_open(&o, &s, NULL, 0), 0);
+    rt_uuid id = conv_id(1);
+    st_conv *c = create(s, &id);             /* the first group makes the segment */
     ck_assert_int_ne(access(path, F_OK), 0); /* taken */
     ck_assert_uint_eq(tst_file_size(seg1), SEG);
-    rt_uuid id = conv_id(1);
-    st_conv *c = create(s, &id);
     ck_assert_int_eq(append_wait(c, 0, 20), 0);
     ck_assert_uint_eq(tst_file_size(seg1), SEG); /* written over the zeros */
     st_conv_release(c);
     st_store_close(s);
     for (int round = 1; round <= 2; round++) {
         ck_assert_int_eq(st_store_open(&o, &s, NULL, 0), 0);
-        ck_assert_uint_lt(tst_file_size(seg1), SEG / 4); /* the zeros cut off */
+        ck_assert_uint_lt(tst_file_size(seg1), SEG / 4); /* the zeros cut off at close */
         ck_assert_int_eq(st_conv_get(s, &id, &c), 0);
         ck_assert_int_eq(tst_verify(log_of(c), 20 * (uint64_t)round, 7, BODY), 0);
         ck_assert_int_eq(append_wait(c, 20 * (uint64_t)round, 20), 0);

@@ -1,0 +1,862 @@
+/*
+ * test_pool_ckpt.c - the pool's sealed index files and catalog checkpoints
+ * (store/pool_idx.c, pool_ckpt.c, pool_seal.c).
+ *
+ * Their encodings are checked without I/O: what is written decodes to the
+ * same, and any byte changed or cut is refused. Then the promise that
+ * matters: an open from the checkpoint (and the index files) sees exactly
+ * what an open that scans every segment sees, the same catalog and the
+ * same reads, after random workloads of creations with parents, appends,
+ * metas, files, deletes and creations of the same ids again, on small
+ * segments that roll often; after a clean close and on a copy taken while
+ * the store ran (what a crash leaves). A checkpoint or an index file that
+ * is corrupt, cut, missing, of another segment, or that names a segment
+ * that is gone is never trusted: the open falls back and sees the same.
+ * Faults injected into their writes (io.h) cost nothing but the next
+ * open's time. Corruption inside a segment a checkpoint covers is
+ * reported when a reader reaches it (a scan makes the conversation
+ * read-only at its valid prefix).
+ */
+#include "runtime/log.h"
+#include "store/io.h"
+#include "store/pool_impl.h"
+#include "store/store.h"
+#include "support_store.h"
+#include "support_sync.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+enum { SEG = 8 << 10, IDS = 24, OPS = 400 };
+
+/* ---- pure: the index file -------------------------------------------------------- */
+
+static void some_ents(stp_ent *e, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        memset(&e[i], 0, sizeof(e[i]));
+        e[i].id.b[0] = (uint8_t)(i / 3);
+        e[i].index = i;
+        e[i].off = (uint32_t)(16 + 100 * i);
+        e[i].size = 100;
+        e[i].hash = (uint32_t)(i * 2654435761u);
+        e[i].khash = (uint32_t)i;
+    }
+}
+
+START_TEST(test_idx_encoding)
+{
+    enum { N = 9 };
+    stp_ent e[N];
+    some_ents(e, N);
+    size_t len = stp_idx_file_size(N);
+    uint8_t *b = malloc(len);
+    stp_idx_encode(b, 5, 916, e, N);
+    size_t n;
+    const char *why;
+    ck_assert_int_eq(stp_idx_check(b, len, 5, 916, &n, &why), 0);
+    ck_assert_uint_eq(n, N);
+    ck_assert_int_eq(memcmp(b + STP_IDX_HDR, e, sizeof(e)), 0);
+    ck_assert_int_eq(stp_idx_check(b, len, 6, 916, &n, &why), -EBADMSG); /* another segment */
+    ck_assert_int_eq(stp_idx_check(b, len, 5, 917, &n, &why), -EBADMSG); /* another end */
+    for (size_t cut = 0; cut < len; cut += 7)
+        ck_assert_int_eq(stp_idx_check(b, cut, 5, 916, &n, &why), -EBADMSG);
+    for (size_t at = 0; at < len; at++) {
+        b[at] ^= 0x20;
+        ck_assert_msg(stp_idx_check(b, len, 5, 916, &n, &why) == -EBADMSG, "flip at %zu", at);
+        b[at] ^= 0x20;
+    }
+    stp_idx_encode(b, 5, 16, NULL, 0); /* an empty segment's */
+    ck_assert_int_eq(stp_idx_check(b, stp_idx_file_size(0), 5, 16, &n, &why), 0);
+    ck_assert_uint_eq(n, 0);
+    free(b);
+}
+END_TEST
+
+/* ---- pure: the checkpoint ----------------------------------------------------------- */
+
+typedef struct convs {
+    stp_conv *v[8];
+    size_t n;
+} convs;
+
+static int collect(void *ctx, stp_conv *c)
+{
+    convs *x = ctx;
+    if (x->n == 8) {
+        stp_conv_free(c);
+        return -EBADMSG;
+    }
+    x->v[x->n++] = c;
+    return 0;
+}
+
+static void convs_free(convs *x)
+{
+    for (size_t i = 0; i < x->n; i++)
+        stp_conv_free(x->v[i]);
+    x->n = 0;
+}
+
+static stp_conv *make_conv(unsigned k, bool parent, uint32_t nruns, int nfiles)
+{
+    rt_uuid id;
+    tst_conv_id(k, &id);
+    stp_conv *c = stp_conv_new(NULL, &id);
+    c->has_parent = parent;
+    if (parent)
+        tst_conv_id(k + 100, &c->parent);
+    c->broken = k % 2 == 1;
+    c->count = 10 * nruns;
+    c->meta_at = (stp_loc){k, 16 + k, 30};
+    for (uint32_t r = 0; r < nruns; r++)
+        ck_assert_int_eq(stp_note_run(c, 2 + 2 * r, 10 * r), 0);
+    for (int f = 0; f < nfiles; f++) {
+        char name[16];
+        int len = snprintf(name, sizeof(name), "f%d.json", f);
+        ck_assert_int_eq(stp_set_file(c, name, (size_t)len, (stp_loc){3, 40u + (uint32_t)f, 9}), 0);
+    }
+    return c;
+}
+
+static void same_conv(const stp_conv *a, const stp_conv *b)
+{
+    ck_assert(rt_uuid_eq(&a->id, &b->id));
+    ck_assert_int_eq(a->has_parent, b->has_parent);
+    if (a->has_parent)
+        ck_assert(rt_uuid_eq(&a->parent, &b->parent));
+    ck_assert_int_eq(a->broken, b->broken);
+    ck_assert_uint_eq(a->count, b->count);
+    ck_assert_int_eq(memcmp(&a->meta_at, &b->meta_at, sizeof(a->meta_at)), 0);
+    const stp_runs *ra = atomic_load(&a->runs), *rb = atomic_load(&b->runs);
+    ck_assert_uint_eq(ra ? ra->n : 0, rb ? rb->n : 0);
+    for (uint32_t k = 0; ra != NULL && k < ra->n; k++)
+        ck_assert(ra->r[k].seq == rb->r[k].seq && ra->r[k].first == rb->r[k].first);
+    const stp_file *fa = a->files, *fb = b->files;
+    for (; fa != NULL && fb != NULL; fa = fa->next, fb = fb->next) {
+        ck_assert_str_eq(fa->name, fb->name);
+        ck_assert_int_eq(memcmp(&fa->at, &fb->at, sizeof(fa->at)), 0);
+    }
+    ck_assert(fa == NULL && fb == NULL);
+}
+
+START_TEST(test_ckpt_encoding)
+{
+    convs in = {.n = 0}, out = {.n = 0};
+    in.v[in.n++] = make_conv(1, false, 0, 0);
+    in.v[in.n++] = make_conv(2, true, 3, 2);
+    in.v[in.n++] = make_conv(3, true, 1, 0);
+    uint64_t ends[4] = {100, 200, 300, 400};
+    stp_ckpt h = {.first = 2, .seq = 5, .ends = ends};
+    snprintf(h.corrupt, sizeof(h.corrupt), "a corrupt record somewhere");
+    uint8_t *b;
+    size_t len;
+    ck_assert_int_eq(stp_ckpt_encode(&h, in.v, in.n, &b, &len), 0);
+    stp_ckpt g;
+    ck_assert_int_eq(stp_ckpt_decode(b, len, &g, NULL, collect, &out), 0);
+    ck_assert(g.first == 2 && g.seq == 5);
+    ck_assert_int_eq(memcmp(g.ends, ends, sizeof(ends)), 0);
+    ck_assert_str_eq(g.corrupt, h.corrupt);
+    free(g.ends);
+    ck_assert_uint_eq(out.n, in.n);
+    for (size_t i = 0; i < in.n; i++)
+        same_conv(in.v[i], out.v[i]);
+    convs_free(&out);
+    for (size_t cut = 0; cut < len; cut++) {
+        ck_assert_msg(stp_ckpt_decode(b, cut, &g, NULL, collect, &out) == -EBADMSG, "cut %zu", cut);
+        convs_free(&out);
+    }
+    for (size_t at = 0; at < len; at++) {
+        b[at] ^= 0x01;
+        ck_assert_msg(stp_ckpt_decode(b, len, &g, NULL, collect, &out) == -EBADMSG, "flip %zu", at);
+        convs_free(&out);
+        b[at] ^= 0x01;
+    }
+    free(b);
+    convs_free(&in);
+}
+END_TEST
+
+/* ---- the store: a workload and what it looks like ------------------------------------ */
+
+static uint64_t rnd(uint64_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
+static st_store *open_at(const char *dir, st_durability d)
+{
+    char where[4200], err[256] = "";
+    snprintf(where, sizeof(where), "pool:%s", dir);
+    st_opts o = {.dir = where, .durability = d, .segment_bytes = SEG};
+    st_store *s = NULL;
+    int r = st_store_open(&o, &s, err, sizeof(err));
+    ck_assert_msg(r == 0, "open %s: %s", dir, err);
+    return s;
+}
+
+static int wait_done(st_waiter *w)
+{
+    return st_waiter_wait(w);
+}
+
+static int append_n(st_conv *c, uint64_t *seed, unsigned n)
+{
+    st_item it[20];
+    rt_buf *b[20];
+    char ids[20][40];
+    for (unsigned i = 0; i < n; i++) {
+        size_t len = 20 + rnd(seed) % 700;
+        b[i] = rt_buf_new(len);
+        uint8_t *p = rt_buf_wdata(b[i]);
+        for (size_t k = 0; k < len; k++)
+            p[k] = (uint8_t)('a' + rnd(seed) % 26);
+        snprintf(ids[i], sizeof(ids[i]), "e%016llx", (unsigned long long)rnd(seed));
+        it[i] = (st_item){.id = ids[i], .idlen = (uint32_t)strlen(ids[i]), .payload = b[i]};
+    }
+    st_waiter w;
+    st_waiter_init(&w);
+    int r = st_append(c, it, n, st_waiter_done, &w);
+    r = r == 0 ? wait_done(&w) : r;
+    for (unsigned i = 0; i < n; i++)
+        rt_buf_unref(b[i]);
+    return r;
+}
+
+static rt_buf *text(const char *fmt, unsigned long long v)
+{
+    char s[64];
+    int n = snprintf(s, sizeof(s), fmt, v);
+    return rt_buf_copy(s, (size_t)n);
+}
+
+/* OPS random operations on conversations among IDS ids. */
+static void workload(st_store *s, uint64_t seed)
+{
+    for (int op = 0; op < OPS; op++) {
+        rt_uuid id, parent;
+        unsigned k = (unsigned)(rnd(&seed) % IDS);
+        tst_conv_id(k, &id);
+        st_conv *c = NULL;
+        unsigned what = (unsigned)(rnd(&seed) % 20);
+        if (st_conv_get(s, &id, &c) != 0) {
+            if (what < 12)
+                continue;
+            tst_conv_id((unsigned)(rnd(&seed) % IDS), &parent);
+            st_conv *p = NULL;
+            bool has = st_conv_get(s, &parent, &p) == 0;
+            if (p != NULL)
+                st_conv_release(p);
+            rt_buf *meta = text("{\"m\":%llu}", rnd(&seed) % 1000);
+            int r =
+                st_conv_create(s, &id, has && !rt_uuid_eq(&id, &parent) ? &parent : NULL, meta, &c);
+            rt_buf_unref(meta);
+            ck_assert_int_eq(r, 0);
+            st_conv_release(c);
+            continue;
+        }
+        if (what < 13) {
+            ck_assert_int_eq(append_n(c, &seed, 1 + (unsigned)(rnd(&seed) % 20)), 0);
+        } else if (what < 15) {
+            rt_buf *meta = text("{\"m\":%llu}", rnd(&seed) % 1000);
+            ck_assert_int_eq(st_conv_set_meta(c, meta), 0);
+            rt_buf_unref(meta);
+        } else if (what < 18) {
+            rt_buf *data = text("{\"f\":%llu}", rnd(&seed));
+            st_waiter w;
+            st_waiter_init(&w);
+            ck_assert_int_eq(st_conv_put_file(c, what == 15 ? "a.json" : "b.json", data, what != 17,
+                                              st_waiter_done, &w),
+                             0);
+            ck_assert_int_eq(wait_done(&w), 0);
+            rt_buf_unref(data);
+        } else {
+            st_waiter w;
+            st_waiter_init(&w);
+            ck_assert_int_eq(st_conv_delete(c, st_waiter_done, &w), 0);
+            ck_assert_int_eq(wait_done(&w), 0);
+            continue; /* the delete took the reference */
+        }
+        st_conv_release(c);
+    }
+}
+
+typedef struct sbuf {
+    char *p;
+    size_t len, cap;
+} sbuf;
+
+static void add(sbuf *b, const void *data, size_t n)
+{
+    if (b->len + n + 1 > b->cap) {
+        b->cap = (b->len + n + 1) * 2;
+        b->p = realloc(b->p, b->cap);
+        ck_assert_ptr_nonnull(b->p);
+    }
+    memcpy(b->p + b->len, data, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+}
+
+static void addf(sbuf *b, const char *fmt, unsigned long long v)
+{
+    char s[64];
+    int n = snprintf(s, sizeof(s), fmt, v);
+    add(b, s, (size_t)n);
+}
+
+static int by_uuid(const void *a, const void *b)
+{
+    return memcmp(a, b, sizeof(rt_uuid));
+}
+
+/* Everything a reader can see of the store, as text: the conversations in
+ * id order, each with its parent, meta, files, read-only flag and every
+ * event (id and payload, read in pages). bad: what reads failed, where. */
+static char *view(st_store *s)
+{
+    sbuf b = {0};
+    rt_uuid *ids;
+    size_t n;
+    ck_assert_int_eq(st_store_list(s, &ids, &n), 0);
+    qsort(ids, n, sizeof(*ids), by_uuid);
+    addf(&b, "%llu conversations\n", n);
+    for (size_t i = 0; i < n; i++) {
+        char hex[33];
+        rt_uuid_hex(&ids[i], hex);
+        add(&b, hex, 32);
+        st_conv *c;
+        ck_assert_int_eq(st_conv_get(s, &ids[i], &c), 0);
+        rt_uuid p;
+        if (st_conv_parent(c, &p)) {
+            rt_uuid_hex(&p, hex);
+            add(&b, " parent ", 8);
+            add(&b, hex, 32);
+        }
+        rt_buf *m = st_conv_meta(c);
+        add(&b, " meta ", 6);
+        add(&b, rt_buf_data(m), rt_buf_len(m));
+        rt_buf_unref(m);
+        static const char *const files[] = {"a.json", "b.json"};
+        for (int f = 0; f < 2; f++) {
+            char *data;
+            size_t len;
+            int r = st_conv_get_file(c, files[f], &data, &len);
+            addf(&b, " file %lld ", r);
+            if (r == 0) {
+                add(&b, data, len);
+                free(data);
+            }
+        }
+        st_log *l;
+        st_open_report rep;
+        int r = st_conv_log(c, &l, &rep);
+        addf(&b, " log %lld", r);
+        if (r == 0) {
+            uint64_t count = st_log_count(l);
+            addf(&b, " count %llu", count);
+            addf(&b, " read-only %llu\n", st_log_read_only(l));
+            for (uint64_t at = 0; at < count;) {
+                st_page *pg;
+                r = st_log_read(l, at, 100, &pg);
+                if (r < 0) {
+                    addf(&b, "  read error at %llu\n", at);
+                    at += 100;
+                    continue;
+                }
+                const uint8_t *base = rt_buf_data(pg->bytes);
+                for (uint32_t j = 0; j < pg->n; j++) {
+                    addf(&b, "  %llu ", pg->ev[j].index);
+                    add(&b, base + pg->ev[j].id_off, pg->ev[j].id_len);
+                    add(&b, " ", 1);
+                    add(&b, base + pg->ev[j].off, pg->ev[j].len);
+                    add(&b, "\n", 1);
+                }
+                at += pg->n;
+                st_page_free(pg);
+            }
+        } else {
+            add(&b, "\n", 1);
+        }
+        st_conv_release(c);
+    }
+    free(ids);
+    return b.p;
+}
+
+static void same_view(const char *a, const char *b, const char *what)
+{
+    if (strcmp(a, b) == 0)
+        return;
+    size_t i = 0;
+    while (a[i] == b[i])
+        i++;
+    size_t from = i > 200 ? i - 200 : 0;
+    ck_abort_msg("%s: views differ at %zu:\n--- %.300s\n+++ %.300s", what, i, a + from, b + from);
+}
+
+static char *view_of(const char *dir)
+{
+    st_store *s = open_at(dir, ST_FULL);
+    char *v = view(s);
+    st_store_close(s);
+    return v;
+}
+
+/* Open dir: it looks as `want`. */
+static void expect_view(const char *dir, const char *want, const char *what)
+{
+    char *got = view_of(dir);
+    same_view(want, got, what);
+    free(got);
+}
+
+/* Remove the files of the pool named *.ext. */
+static int remove_ext(const char *dir, const char *ext)
+{
+    char pdir[4200], path[4500];
+    snprintf(pdir, sizeof(pdir), "%s/pool", dir);
+    DIR *d = opendir(pdir);
+    ck_assert_ptr_nonnull(d);
+    int n = 0;
+    size_t el = strlen(ext);
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        size_t l = strlen(e->d_name);
+        if (l > el && strcmp(e->d_name + l - el, ext) == 0) {
+            snprintf(path, sizeof(path), "%s/%s", pdir, e->d_name);
+            ck_assert_int_eq(unlink(path), 0);
+            n++;
+        }
+    }
+    closedir(d);
+    return n;
+}
+
+/* The numbers of the pool's files *.ext, ascending. */
+static size_t numbered(const char *dir, const char *ext, uint64_t **v)
+{
+    char pdir[4200];
+    snprintf(pdir, sizeof(pdir), "%s/pool", dir);
+    size_t n;
+    ck_assert_int_eq(st_list_numbered(pdir, ext, v, &n), 0);
+    return n;
+}
+
+static void pool_file(const char *dir, uint64_t seq, const char *ext, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s/pool/%020llu.%s", dir, (unsigned long long)seq, ext);
+}
+
+/* A view of dir after an open that scans every segment (on a copy). */
+static char *scan_view(const char *dir)
+{
+    char *copy = tst_mkdtemp();
+    tst_rmdir(copy);
+    tst_copydir(dir, copy);
+    remove_ext(copy, ".ckpt");
+    remove_ext(copy, ".idx");
+    char *v = view_of(copy);
+    tst_rmdir(copy);
+    free(copy);
+    return v;
+}
+
+/* A store after a workload, closed: its view (from the checkpoint). */
+static char *prepared(char *dir, uint64_t seed)
+{
+    st_store *s = open_at(dir, ST_FULL);
+    workload(s, seed);
+    char *v = view(s);
+    st_store_close(s);
+    return v;
+}
+
+/* Open from the checkpoint = open by a full scan = what was there before
+ * the close; on a copy taken while the store ran too (a crash image). */
+START_TEST(test_checkpoint_equals_scan)
+{
+    uint64_t seed = 0x9e3779b97f4a7c15ull * (uint64_t)(_i + 1);
+    char *dir = tst_mkdtemp(), *crash = tst_mkdtemp();
+    tst_rmdir(crash);
+    st_store *s = open_at(dir, ST_FULL);
+    workload(s, seed);
+    char *live = view(s);
+    tst_copydir(dir, crash); /* the sealing thread may be anywhere */
+    workload(s, seed + 1);   /* and go on: deletes and creations after it */
+    char *live2 = view(s);
+    st_store_close(s);
+
+    uint64_t *v;
+    size_t nseg = numbered(dir, "seg", &v);
+    uint64_t last = v[nseg - 1];
+    free(v);
+    ck_assert_uint_ge(nseg, 10); /* it rolled often */
+    uint64_t *ck;
+    size_t nck = numbered(dir, "ckpt", &ck);
+    ck_assert_uint_eq(nck, 2);      /* the newest two */
+    ck_assert_uint_eq(ck[1], last); /* the close's covers every segment */
+    free(ck);
+
+    char *scanned = scan_view(dir);
+    expect_view(dir, live2, "reopened from the checkpoint");
+    same_view(live2, scanned, "reopened by a scan");
+    char *c2 = scan_view(crash);
+    expect_view(crash, live, "crash image, from its checkpoint");
+    same_view(live, c2, "crash image, by a scan");
+    /* the crash image's open wrote a checkpoint: the next open uses it */
+    expect_view(crash, live, "crash image, reopened");
+    free(c2);
+    free(scanned);
+    free(live);
+    free(live2);
+    tst_rmdir(dir);
+    tst_rmdir(crash);
+    free(dir);
+    free(crash);
+}
+END_TEST
+
+/* A checkpoint that is corrupt, cut, or gone: the one before it is used,
+ * or every segment is scanned; the view is the same. */
+START_TEST(test_bad_checkpoint_falls_back)
+{
+    char *dir = tst_mkdtemp();
+    char *want = prepared(dir, 77);
+    uint64_t *ck;
+    size_t nck = numbered(dir, "ckpt", &ck);
+    ck_assert_uint_eq(nck, 2);
+    char newest[4400], older[4400];
+    pool_file(dir, ck[1], "ckpt", newest, sizeof(newest));
+    pool_file(dir, ck[0], "ckpt", older, sizeof(older));
+    free(ck);
+    switch (_i) {
+    case 0: /* a flipped byte */
+        tst_flip(newest, tst_file_size(newest) / 2);
+        break;
+    case 1: /* cut */
+        tst_truncate(newest, tst_file_size(newest) - 5);
+        break;
+    case 2: /* gone */
+        ck_assert_int_eq(unlink(newest), 0);
+        break;
+    case 3: /* both bad: a scan of everything */
+        tst_flip(newest, 40);
+        tst_truncate(older, 10);
+        break;
+    case 4: /* the newest named for another segment */
+        ck_assert_int_eq(rename(newest, older), 0);
+        break;
+    }
+    expect_view(dir, want, "after a bad checkpoint");
+    expect_view(dir, want, "reopened"); /* the open that fell back wrote a good one */
+    free(want);
+    tst_rmdir(dir);
+    free(dir);
+}
+END_TEST
+
+/* A checkpoint covering a segment that is gone, or shorter than it says,
+ * is not used: the open sees what a scan of what is there sees. */
+START_TEST(test_checkpoint_of_missing_segment)
+{
+    char *dir = tst_mkdtemp();
+    char *before = prepared(dir, 1234);
+    char seg[4400];
+    pool_file(dir, 3, "seg", seg, sizeof(seg));
+    if (_i == 0)
+        ck_assert_int_eq(unlink(seg), 0);
+    else
+        tst_truncate(seg, 200);
+    char *want = scan_view(dir);
+    ck_assert_msg(strcmp(want, before) != 0, "nothing was lost");
+    expect_view(dir, want, "a checkpoint whose segment is damaged");
+    free(want);
+    free(before);
+    tst_rmdir(dir);
+    free(dir);
+}
+END_TEST
+
+static void copy_file(const char *from, const char *to)
+{
+    char *data;
+    size_t len;
+    ck_assert_int_eq(st_read_file(from, 1 << 30, &data, &len), 0);
+    FILE *f = fopen(to, "w");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(data, 1, len, f), len);
+    fclose(f);
+    free(data);
+}
+
+/* Index files that are missing, cut, corrupt, or another segment's: each
+ * is rebuilt from its segment when first needed, said in the open
+ * report, and written again. */
+START_TEST(test_bad_index_is_rebuilt)
+{
+    char *dir = tst_mkdtemp();
+    char *want = prepared(dir, 4321);
+    uint64_t *v;
+    size_t n = numbered(dir, "idx", &v);
+    ck_assert_uint_ge(n, 5);
+    for (size_t i = 0; i < n; i++) {
+        char path[4400], other[4400];
+        pool_file(dir, v[i], "idx", path, sizeof(path));
+        switch (_i) {
+        case 0:
+            ck_assert_int_eq(unlink(path), 0);
+            break;
+        case 1:
+            tst_truncate(path, tst_file_size(path) - 1);
+            break;
+        case 2:
+            tst_flip(path, tst_file_size(path) / 2);
+            break;
+        case 3:
+            tst_truncate(path, 0);
+            break;
+        case 4:
+            pool_file(dir, v[(i + 1) % n], "idx", other, sizeof(other));
+            copy_file(other, path);
+            break;
+        }
+    }
+    /* the report of a log that needed one */
+    st_store *s = open_at(dir, ST_FULL);
+    rt_uuid *ids;
+    size_t nids;
+    ck_assert_int_eq(st_store_list(s, &ids, &nids), 0);
+    bool said = false;
+    for (size_t i = 0; i < nids && !said; i++) {
+        st_conv *c;
+        st_log *l;
+        st_open_report rep;
+        ck_assert_int_eq(st_conv_get(s, &ids[i], &c), 0);
+        ck_assert_int_eq(st_conv_log(c, &l, &rep), 0);
+        said = strstr(rep.detail, "rescanned") != NULL;
+        st_conv_release(c);
+    }
+    free(ids);
+    ck_assert_msg(said, "no open report said an index was rebuilt");
+    char *got = view(s);
+    st_store_close(s);
+    same_view(want, got, "with bad index files");
+    free(got);
+    /* those a log needed are written again, whole (the others wait for
+     * their first use) */
+    int whole = 0;
+    for (size_t i = 0; i < n; i++) {
+        char path[4400];
+        pool_file(dir, v[i], "idx", path, sizeof(path));
+        char *data;
+        size_t len, cnt;
+        const char *why;
+        if (st_read_file(path, 1 << 30, &data, &len) != 0)
+            continue;
+        whole +=
+            len >= STP_IDX_HDR && stp_idx_check((uint8_t *)data, len, (uint32_t)v[i],
+                                                st_get64((uint8_t *)data + 24), &cnt, &why) == 0;
+        free(data);
+    }
+    ck_assert_int_gt(whole, 0);
+    free(v);
+    expect_view(dir, want, "reopened");
+    free(want);
+    tst_rmdir(dir);
+    free(dir);
+}
+END_TEST
+
+/* ---- faults in their writes ------------------------------------------------------------ */
+
+static struct {
+    pthread_mutex_t mu;
+    int op; /* 0: pwritev, 1: fsync */
+    const char *ext;
+    long failed;
+} fl = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+/* Is fd a file of ours (an index or a checkpoint, or its temp file)? */
+static bool ours(int fd)
+{
+    char link[64], path[4096];
+    snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(link, path, sizeof(path) - 1);
+    if (n <= 0)
+        return false;
+    path[n] = '\0';
+    return fl.ext != NULL ? strstr(path, fl.ext) != NULL
+                          : strstr(path, ".idx") != NULL || strstr(path, ".ckpt") != NULL;
+}
+
+static bool hit(int fd, int op)
+{
+    if (fl.op != op || !ours(fd))
+        return false;
+    pthread_mutex_lock(&fl.mu);
+    fl.failed++;
+    pthread_mutex_unlock(&fl.mu);
+    return true;
+}
+
+static ssize_t f_pwritev(int fd, const struct iovec *iov, int n, off_t off)
+{
+    if (hit(fd, 0)) {
+        errno = ENOSPC;
+        return -1;
+    }
+    return pwritev(fd, iov, n, off);
+}
+
+static int f_fsync(int fd)
+{
+    if (hit(fd, 1)) {
+        errno = EIO;
+        return -1;
+    }
+    return fsync(fd);
+}
+
+static const st_io faulty = {f_pwritev, fdatasync, f_fsync, NULL};
+
+/* Every write (or fsync) of index files, checkpoints, or both fails: the
+ * store works on (its indexes stay in memory), a reopen scans and sees
+ * the same; once the disk is well, the next open writes them. */
+START_TEST(test_faults_in_their_writes)
+{
+    static const char *const ext[] = {".idx", ".ckpt", NULL};
+    fl.op = _i % 2;
+    fl.ext = ext[_i / 2];
+    fl.failed = 0;
+    char *dir = tst_mkdtemp();
+    st_io_set(&faulty);
+    char *want = prepared(dir, 99 + (uint64_t)_i);
+    ck_assert_int_gt(fl.failed, 0);
+    expect_view(dir, want, "after faults in their writes");
+    st_io_set(NULL);
+    expect_view(dir, want, "once the disk is well"); /* writes them now */
+    uint64_t *v;
+    ck_assert_uint_ge(numbered(dir, "ckpt", &v), 1);
+    free(v);
+    expect_view(dir, want, "from what was written");
+    free(want);
+    tst_rmdir(dir);
+    free(dir);
+}
+END_TEST
+
+/* ---- corruption in a segment a checkpoint covers ---------------------------------------- */
+
+/* The offset of conversation k's event `index` in segment seq, from its
+ * index file; 0 if not there. */
+static uint64_t event_at(const char *dir, uint64_t seq, unsigned k, uint64_t *index)
+{
+    char path[4400];
+    pool_file(dir, seq, "idx", path, sizeof(path));
+    char *data;
+    size_t len;
+    if (st_read_file(path, 1 << 30, &data, &len) != 0)
+        return 0;
+    rt_uuid id;
+    tst_conv_id(k, &id);
+    size_t n = (len - stp_idx_file_size(0)) / STP_ENT_BYTES;
+    const stp_ent *e = (const stp_ent *)(data + STP_IDX_HDR);
+    uint64_t off = 0;
+    for (size_t i = 0; i < n && off == 0; i++)
+        if (rt_uuid_eq(&e[i].id, &id) && e[i].index <= STP_EVENT_MAX) {
+            off = e[i].off + e[i].size - 3; /* in its payload */
+            *index = e[i].index;
+        }
+    free(data);
+    return off;
+}
+
+/* As the local store's checkpoints do, the pool's open does not look for
+ * it: the reader that reaches the record gets -EBADMSG, the other events
+ * read. A scan (no checkpoint) finds it and opens the conversation
+ * read-only, its valid prefix readable. */
+START_TEST(test_corruption_under_checkpoint)
+{
+    char *dir = tst_mkdtemp();
+    st_store *s = open_at(dir, ST_FULL);
+    rt_uuid a, b;
+    tst_conv_id(1, &a);
+    tst_conv_id(2, &b);
+    rt_buf *meta = rt_buf_copy("{}", 2);
+    st_conv *ca, *cb;
+    ck_assert_int_eq(st_conv_create(s, &a, NULL, meta, &ca), 0);
+    ck_assert_int_eq(st_conv_create(s, &b, NULL, meta, &cb), 0);
+    rt_buf_unref(meta);
+    uint64_t seed = 5;
+    for (int i = 0; i < 30; i++) {
+        ck_assert_int_eq(append_n(ca, &seed, 5), 0);
+        ck_assert_int_eq(append_n(cb, &seed, 5), 0);
+    }
+    st_conv_release(ca);
+    st_conv_release(cb);
+    st_store_close(s);
+    uint64_t index = 0, off = event_at(dir, 2, 1, &index);
+    ck_assert_uint_gt(off, 0);
+    ck_assert_uint_gt(index, 0);
+    char seg[4400];
+    pool_file(dir, 2, "seg", seg, sizeof(seg));
+    tst_flip(seg, off);
+
+    s = open_at(dir, ST_FULL);
+    st_log *l;
+    st_page *p;
+    ck_assert_int_eq(st_conv_get(s, &a, &ca), 0);
+    ck_assert_int_eq(st_conv_log(ca, &l, NULL), 0);
+    ck_assert_uint_eq(st_log_count(l), 150);
+    ck_assert_int_eq(st_log_read(l, index, 1, &p), -EBADMSG);
+    ck_assert_int_eq(st_log_read(l, 0, (uint32_t)index, &p), 0);
+    ck_assert_uint_eq(p->n, index);
+    st_page_free(p);
+    st_conv_release(ca);
+    ck_assert_int_eq(st_conv_get(s, &b, &cb), 0);
+    ck_assert_int_eq(st_conv_log(cb, &l, NULL), 0);
+    for (uint64_t at = 0; at < 150; at += 100) {
+        ck_assert_int_eq(st_log_read(l, at, 100, &p), 0);
+        st_page_free(p);
+    }
+    st_conv_release(cb);
+    st_store_close(s);
+
+    remove_ext(dir, ".ckpt");
+    s = open_at(dir, ST_FULL);
+    ck_assert_int_eq(st_conv_get(s, &a, &ca), 0);
+    st_open_report rep;
+    ck_assert_int_eq(st_conv_log(ca, &l, &rep), 0);
+    ck_assert(rep.corrupt && st_log_read_only(l));
+    ck_assert_uint_eq(st_log_count(l), index);
+    st_conv_release(ca);
+    st_store_close(s);
+    tst_rmdir(dir);
+    free(dir);
+}
+END_TEST
+
+int main(void)
+{
+    rt_log_set_level(RT_LOG_ERROR);
+    Suite *s = suite_create("pool_ckpt");
+    TCase *tc = tcase_create("pool_ckpt");
+    tcase_add_test(tc, test_idx_encoding);
+    tcase_add_test(tc, test_ckpt_encoding);
+    tcase_add_loop_test(tc, test_checkpoint_equals_scan, 0, 4);
+    tcase_add_loop_test(tc, test_bad_checkpoint_falls_back, 0, 5);
+    tcase_add_loop_test(tc, test_checkpoint_of_missing_segment, 0, 2);
+    tcase_add_loop_test(tc, test_bad_index_is_rebuilt, 0, 5);
+    tcase_add_loop_test(tc, test_faults_in_their_writes, 0, 6);
+    tcase_add_test(tc, test_corruption_under_checkpoint);
+    suite_add_tcase(s, tc);
+    return ts_run_suite(s);
+}
