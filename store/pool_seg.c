@@ -84,14 +84,8 @@ int stp_seg_create(stp_store *s, uint32_t seq)
 
 int stp_idx_push(stp_segidx *x, const stp_ent *e)
 {
-    if (x->n == x->cap) {
-        size_t cap = x->cap ? 2 * x->cap : 64;
-        stp_ent *ne = realloc(x->e, cap * sizeof(*ne));
-        if (ne == NULL)
-            return -ENOMEM;
-        x->e = ne;
-        x->cap = cap;
-    }
+    if (rt_grow((void **)&x->e, &x->cap, x->n + 1, sizeof(*x->e), 64) < 0)
+        return -ENOMEM;
     x->e[x->n++] = *e;
     return 0;
 }
