@@ -176,6 +176,21 @@ static st_store *pool_open(const char *dir, st_durability d)
     return s;
 }
 
+enum { BATCH = 1000 }; /* events per append while building a log */
+
+/* Events at .. up to BATCH of n (ids from their index, payload body) into
+ * items; how many. */
+static size_t batch_of(st_item *items, char (*ids)[40], uint64_t at, uint64_t n, rt_buf *body)
+{
+    size_t k = n - at < BATCH ? (size_t)(n - at) : BATCH;
+    for (size_t i = 0; i < k; i++) {
+        int len = snprintf(ids[i], sizeof(ids[i]), "%08llx-0000-4000-8000-000000000000",
+                           (unsigned long long)(at + i));
+        items[i] = (st_item){.id = ids[i], .idlen = (uint32_t)len, .payload = body};
+    }
+    return k;
+}
+
 static void build_pool_log(const char *dir, uint64_t n)
 {
     cli_rm_tree(dir);
@@ -187,19 +202,13 @@ static void build_pool_log(const char *dir, uint64_t n)
         fprintf(stderr, "parley bench store: cannot create the 1M-event conversation\n");
         exit(CLI_FAIL);
     }
-    enum { BATCH = 1000 };
     acked a = {.pending = 0};
     pthread_mutex_init(&a.mu, NULL);
     pthread_cond_init(&a.cv, NULL);
     static char ids[BATCH][40];
     st_item items[BATCH];
     for (uint64_t at = 0; at < n; at += BATCH) {
-        size_t k = n - at < BATCH ? (size_t)(n - at) : BATCH;
-        for (size_t i = 0; i < k; i++) {
-            int len = snprintf(ids[i], sizeof(ids[i]), "%08llx-0000-4000-8000-000000000000",
-                               (unsigned long long)(at + i));
-            items[i] = (st_item){.id = ids[i], .idlen = (uint32_t)len, .payload = body};
-        }
+        size_t k = batch_of(items, ids, at, n, body);
         pthread_mutex_lock(&a.mu);
         a.pending++;
         pthread_mutex_unlock(&a.mu);
@@ -228,18 +237,12 @@ static void build_log(const char *dir, uint64_t n)
         fprintf(stderr, "parley bench store: cannot create %s\n", dir);
         exit(CLI_FAIL);
     }
-    enum { BATCH = 1000 };
     st_item items[BATCH];
     char ids[BATCH][40];
     rt_buf *body = rt_buf_new(EVENT);
     memset(rt_buf_wdata(body), 'y', EVENT);
     for (uint64_t at = 0; at < n; at += BATCH) {
-        size_t k = n - at < BATCH ? (size_t)(n - at) : BATCH;
-        for (size_t i = 0; i < k; i++) {
-            int len = snprintf(ids[i], sizeof(ids[i]), "%08llx-0000-4000-8000-000000000000",
-                               (unsigned long long)(at + i));
-            items[i] = (st_item){.id = ids[i], .idlen = (uint32_t)len, .payload = body};
-        }
+        size_t k = batch_of(items, ids, at, n, body);
         uint64_t first;
         if (st_log_write(l, items, k, &first) != 0) {
             fprintf(stderr, "parley bench store: writing the 1M-event log failed\n");
