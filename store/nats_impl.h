@@ -22,6 +22,7 @@
 #define STN_H_ID      "Parley-Id"
 #define STN_H_KEY     "Parley-Key"
 #define STN_H_KIND    "Parley-Kind"
+#define STN_H_BATCH   "Parley-Batch"
 #define STN_TAKE_OVER "take-over"
 
 /* A walk back through the chain gives up past this many records: an open
@@ -81,6 +82,10 @@ struct st_nats_log {
     stn_table ids, keys;
     uint64_t covered;
 };
+
+/* The events a log holds whose last record is e: an append's batch split
+ * over several records counts only once its last record is there. */
+uint64_t stn_visible(const st_nats_event *e);
 
 /* Sets l->err (printf-style) and returns code. */
 int stn_fail(st_nats_log *l, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
