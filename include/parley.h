@@ -171,6 +171,17 @@ typedef struct pl_options {
      * (its state is refused, saying so): a bound on a visualizer's memory
      * (about 2.6 KB a block of agent turns). 0 = the default, 500,000. */
     unsigned long long viz_max_blocks;
+    /* The store: NULL for the local one in data_dir; "nats://HOST:PORT[,
+     * HOST:PORT...]" for a NATS JetStream cluster, where data_dir holds
+     * only this machine's workspaces of hosted agents (and is not locked).
+     * For the cluster: this node's id (letters, digits, '.', '_', '-', at
+     * most 63; NULL: "<hostname>-<pid>"), and files for cnats: credentials
+     * (JWT + NKey seed), the CA of the servers' certificates (TLS then
+     * required), this client's certificate chain and key. A build without
+     * libnats refuses a nats:// store (PL_EINVAL, "not built"). */
+    const char *store;
+    const char *node_id;
+    const char *nats_creds, *nats_tls_ca, *nats_tls_cert, *nats_tls_key;
 } pl_options;
 
 /* The library's version, e.g. "0.1.0". */

@@ -24,12 +24,12 @@
 #include "backend.h"
 #include "io.h"
 #include "record.h"
+#include "workspace.h"
 #include "runtime/log.h"
 
 #include <dirent.h>
 #include <fcntl.h>
 #include <errno.h>
-#include <ftw.h>
 #include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -174,17 +174,6 @@ static void free_data(void *data, void *ctx)
     free(data);
 }
 
-static int rm_entry(const char *p, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st, (void)flag, (void)ftw;
-    return remove(p) != 0 && errno != ENOENT ? -1 : 0;
-}
-
-static int rm_tree(const char *path)
-{
-    return nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS) != 0 ? -errno : 0;
-}
-
 /* The file `parent` is written before the directory appears, so it is
  * whole or absent; anything else is said and ignored (top-level). */
 static void read_parent(st_conv *c)
@@ -224,7 +213,7 @@ int st_catalog_load(st_store *s, char *err, size_t errlen)
         if ((name[0] == '.' && len > 5 && strcmp(name + len - 4, ".tmp") == 0) ||
             (len > 8 && strcmp(name + len - 8, ".deleted") == 0)) {
             snprintf(path, sizeof(path), "%s/%s", s->conv_dir, name);
-            rm_tree(path); /* a creation or a deletion that a crash interrupted */
+            st_rm_tree(path); /* a creation or a deletion that a crash interrupted */
             continue;
         }
         if (len != 32 || !rt_uuid_parse(name, len, &id))
@@ -467,7 +456,7 @@ int st_conv_make_files(st_conv *c, bool durable)
     if (r == 0 && durable)
         r = st_fsync(s->conv_dir_fd);
     if (r < 0 && !there)
-        rm_tree(tmp);
+        st_rm_tree(tmp);
     return r;
 }
 
@@ -567,7 +556,7 @@ int stl_conv_create(st_store *s, const rt_uuid *id, const rt_uuid *parent, rt_bu
 
 void st_conv_unmake_files(st_conv *c)
 {
-    rm_tree(c->dir);
+    st_rm_tree(c->dir);
 }
 
 int st_catalog_replay_create(st_store *s, const rt_uuid *id, const uint8_t *parent_hex,
@@ -644,7 +633,7 @@ void st_catalog_sweep(st_store *s)
                    dir);
         } else if (!made) { /* never acknowledged: no record made it again */
             rt_log(RT_LOG_WARN, "store", "removing %s: a creation a crash interrupted", dir);
-            rm_tree(dir);
+            st_rm_tree(dir);
         }
         free(s->unfinished[i]);
     }
@@ -786,10 +775,7 @@ int st_conv_remove_files(st_conv *c)
     /* one rename makes it gone for a reopen, however the removal ends */
     int r = rename(c->dir, tomb) != 0 ? -errno : st_fsync(s->conv_dir_fd);
     if (r == 0)
-        rm_tree(tomb);
-    char hex[33], ws[4096];
-    rt_uuid_hex(&c->id, hex);
-    snprintf(ws, sizeof(ws), "%s/workspaces/%s", s->dir, hex);
-    rm_tree(ws); /* its hosted agent's files go with it (none if never hosted) */
+        st_rm_tree(tomb);
+    st_workspace_remove(s->dir, &c->id); /* its hosted agent's files go with it */
     return r;
 }

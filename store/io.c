@@ -13,6 +13,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <limits.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -279,4 +280,15 @@ int st_lock_dir(const char *dir, bool shared, int *out, char *holder, size_t hol
     }
     *out = fd;
     return 0;
+}
+
+static int rm_entry(const char *p, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st, (void)flag, (void)ftw;
+    return remove(p) != 0 && errno != ENOENT ? -1 : 0;
+}
+
+int st_rm_tree(const char *path)
+{
+    return nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS) != 0 ? -errno : 0;
 }

@@ -45,6 +45,9 @@ int st_read_at(int fd, void *buf, size_t n, uint64_t off);
 /* Read a whole small file (at most `max` bytes) into a malloc'd buffer. */
 int st_read_file(const char *path, size_t max, char **data, size_t *len);
 
+/* Remove path and everything under it (nothing to do if absent). */
+int st_rm_tree(const char *path);
+
 /* The numbers N of the files named `<N as 20 digits>.<ext>` in dir,
  * ascending, in a malloc'd array. */
 int st_list_numbered(const char *dir, const char *ext, uint64_t **out, size_t *n);

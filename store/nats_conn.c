@@ -5,11 +5,13 @@
  */
 #include "nats_impl.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 int stn_failv(char *err, size_t errlen, int code, const char *fmt, va_list ap)
 {
@@ -294,6 +296,19 @@ static void free_servers(char **v, int count)
     free(v);
 }
 
+/* Why a node id is refused, or NULL: it goes into headers, JSON and the
+ * connection's name as it is. */
+static const char *node_bad(const char *id)
+{
+    size_t len = strlen(id);
+    if (len == 0 || len > 63)
+        return "1 to 63 characters";
+    for (size_t i = 0; i < len; i++)
+        if (!isalnum((unsigned char)id[i]) && !strchr("._-", id[i]))
+            return "letters, digits, '.', '_' and '-' only";
+    return NULL;
+}
+
 int st_nats_open(const st_nats_opts *o, st_nats **out, char *err, size_t errlen)
 {
     *out = NULL;
@@ -302,6 +317,19 @@ int st_nats_open(const st_nats_opts *o, st_nats **out, char *err, size_t errlen)
     if (o->shards > ST_NATS_SHARDS_MAX)
         return fail(err, errlen, -EINVAL, "too many shard streams: %u (at most %d)", o->shards,
                     ST_NATS_SHARDS_MAX);
+    const char *bad = o->node ? node_bad(o->node) : NULL;
+    if (bad)
+        return fail(err, errlen, -EINVAL, "node id '%s': %s", o->node, bad);
+    const char *files[] = {o->creds, o->tls_ca, o->tls_cert, o->tls_key};
+    const char *about[] = {"credentials", "TLS CA", "TLS certificate", "TLS key"};
+    for (int i = 0; i < 4; i++)
+        if (files[i] && access(files[i], R_OK) != 0)
+            return fail(err, errlen, -EINVAL, "NATS %s file %s: %s", about[i], files[i],
+                        strerror(errno));
+    if (!o->tls_cert != !o->tls_key)
+        return fail(err, errlen, -EINVAL,
+                    "a NATS TLS client certificate needs its key, and a "
+                    "key its certificate");
     st_nats *n = calloc(1, sizeof *n);
     int count = 0;
     char **servers = split_servers(o->servers, &count);
@@ -341,6 +369,14 @@ int st_nats_open(const st_nats_opts *o, st_nats **out, char *err, size_t errlen)
      * backoff within their deadline, instead of each waiting its timeout */
     if (s == NATS_OK)
         s = natsOptions_SetFailRequestsOnDisconnect(no, true);
+    if (s == NATS_OK && o->creds)
+        s = natsOptions_SetUserCredentialsFromFiles(no, o->creds, NULL);
+    if (s == NATS_OK && (o->tls_ca || o->tls_cert))
+        s = natsOptions_SetSecure(no, true);
+    if (s == NATS_OK && o->tls_ca)
+        s = natsOptions_LoadCATrustedCertificates(no, o->tls_ca);
+    if (s == NATS_OK && o->tls_cert)
+        s = natsOptions_LoadCertificatesChain(no, o->tls_cert, o->tls_key);
     if (s == NATS_OK)
         s = natsConnection_Connect(&n->nc, no);
     natsOptions_Destroy(no);

@@ -27,7 +27,7 @@ int stn_conv_log(st_conv *gc, st_log **log, st_open_report *rep)
         stn_log *l = calloc(1, sizeof(*l));
         if (l == NULL)
             r = -ENOMEM;
-        if (r == 0 && (r = st_nats_log_open(c->s->n, &c->id, &l->nl)) == 0) {
+        if (r == 0 && (r = st_nats_log_open(c->s->n, &c->lid, &l->nl)) == 0) {
             l->be = &st_nats_backend;
             l->c = c;
             pthread_mutex_init(&l->mu, NULL);

@@ -8,23 +8,25 @@
  *   c.<32 hex>             the conversation: "<parent's 32 hex or ->\n<meta>",
  *                          made with kvStore_Create (race-safe on 2.9.10: it
  *                          expects no message, not a sequence), never changed
+ *   c.<32 hex>.<gen>       the same, for incarnation gen >= 1 of an id that
+ *                          was deleted before (a new key: created as safely)
  *   m.<32 hex>             its meta, once replaced (else the c. entry's)
- *   p.<parent>.<child>     a child, for st_store_children (checked against
- *                          the child's c. entry when listed)
- *   d.<32 hex>             deleted: its log stays (the streams deny deletes),
- *                          so the id is never created again (-EIDRM)
- * and parley_files holds the small files: "<32 hex>.<name>" a
+ *   d.<32 hex>             "<gen>": incarnations up to gen are deleted. Their
+ *                          logs stay (the streams deny deletes): incarnation
+ *                          gen >= 1 logs under an id derived from the id and
+ *                          gen (stn_log_id), and keeps its files under it.
+ * and parley_files holds the small files: "<log's 32 hex>.<name>" a
  * conversation's, "s.<name>" the store's.
  *
  * st_opts' durability and segment sizes do not apply: an acknowledgement
  * means stored on a majority of the replicas (spec/nats-jetstream.md says
- * what that is worth on nats-server 2.9). Workspaces are not there yet
- * (st_workspace: -ENOTSUP).
+ * what that is worth on nats-server 2.9). Hosted agents' workspaces are
+ * this node's, under st_opts.workspaces (workspace.h).
  *
- * A handle reads the meta when it is opened and keeps it: another node's
- * st_conv_set_meta is seen by the handles opened after it. Counting and
- * listing read every key of the catalog (O(conversations) per call), and
- * the handles open are a list: fine for a first step, not for 100,000.
+ * The node keeps a copy of the catalog in memory (nats_catalog.c), fed by a
+ * watch of the bucket: st_conv_get, counting and listing never ask the
+ * cluster (loop threads call them). A conversation another node created is
+ * known here once the watch brings it (milliseconds, not a promise).
  *
  * One handle per conversation per store, held by reference (s->mu). Its
  * appends, file writes and deletion are jobs run in order by the worker
@@ -74,10 +76,12 @@ struct stn_conv {
     stn_store *s;
     rt_uuid id;
     char hex[33];
+    uint64_t gen; /* its incarnation */
+    rt_uuid lid;  /* its log's (and files') id: stn_log_id */
+    char lhex[33];
     bool has_parent;
     rt_uuid parent;
-    int refs;       /* s->mu */
-    stn_conv *next; /* s->mu: the handles open */
+    int refs; /* s->mu */
     _Atomic bool gone;
     pthread_mutex_t mu; /* meta, log, the jobs: taken after s->mu, never before */
     rt_buf *meta;
@@ -90,14 +94,41 @@ struct stn_conv {
     _Atomic uint64_t written;
 };
 
+/* A conversation as the catalog knows it (s->mu). */
+typedef struct stn_entry {
+    struct stn_entry *next; /* the hash chain */
+    rt_uuid id;
+    bool live; /* an incarnation exists: gen */
+    bool has_parent;
+    uint64_t gen, del1; /* del1: incarnations below it are deleted */
+    rt_uuid parent;
+    uint64_t crev, mrev; /* revisions of its c. entry and of its meta */
+    rt_buf *meta;
+    rt_uuid *kids; /* its live children, unordered */
+    uint32_t nkids, kcap;
+    stn_conv *open; /* the handle held on this node, if any */
+} stn_entry;
+
+#define STN_CATALOG_LOAD_MS 120000
+
 struct stn_store {
     const st_backend *be;
     st_opts o;
+    char workspaces[4096]; /* hosted agents' directories (workspace.h) */
     st_nats *n;
     kvStore *convs, *files;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    stn_conv *open;
+    /* the catalog (s->mu): entries by id, how many live */
+    stn_entry **buckets;
+    size_t nbuckets, nentries, count;
+    /* its watch (wmu, wcv) */
+    pthread_mutex_t wmu;
+    pthread_cond_t wcv;
+    pthread_t wthread;
+    bool wstarted, wstop, synced;
+    kvWatcher *watcher;
+    char werr[256];
     _Atomic size_t nlogs; /* no lock: st_conv_log holds c->mu, and s->mu comes first */
     stn_conv *rhead, *rtail;
     bool stop;
@@ -108,12 +139,31 @@ struct stn_store {
 /* nats_store.c */
 void stn_conv_release(st_conv *c);
 /* A KV get (data NULL: whether it exists): 0, -ENOENT, or an error; the
- * caller frees *data, which is NUL-terminated. */
+ * caller frees *data, which is NUL-terminated. rev (may be NULL): its
+ * revision. */
 int stn_kv_get(stn_store *s, const char *bucket, const char *key, char **data, size_t *len);
-int stn_kv_put(kvStore *kv, const char *key, const void *data, size_t len);
+int stn_kv_get_rev(stn_store *s, const char *bucket, const char *key, char **data, size_t *len,
+                   uint64_t *rev);
+int stn_kv_put(kvStore *kv, const char *key, const void *data, size_t len, uint64_t *rev);
 int stn_kv_delete(kvStore *kv, const char *key);
 /* Every key matching filter (wildcards as subjects), one call each. */
 int stn_kv_keys(kvStore *kv, const char *filter, int (*fn)(void *ctx, const char *key), void *ctx);
+
+/* The id incarnation gen of conversation id logs under: id itself for 0. */
+void stn_log_id(const rt_uuid *id, uint64_t gen, rt_uuid *out);
+
+/* nats_catalog.c: the node's copy of the catalog */
+int stn_catalog_start(stn_store *s, char *err, size_t errlen);
+void stn_catalog_stop(stn_store *s);
+void stn_catalog_free(stn_store *s);
+/* s->mu held */
+stn_entry *stn_catalog_find(stn_store *s, const rt_uuid *id);
+/* Apply what the catalog's key now holds (op: put, delete or purge; rev:
+ * its revision), as the watch saw it or this node wrote it. */
+void stn_catalog_apply(stn_store *s, const char *key, kvOperation op, const void *v, size_t len,
+                       uint64_t rev);
+int stn_catalog_list(stn_store *s, rt_uuid **ids, size_t *n);
+int stn_catalog_children(stn_store *s, const rt_uuid *id, rt_uuid **ids, size_t *n);
 
 /* nats_conv.c */
 int stn_workers_start(stn_store *s);

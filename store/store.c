@@ -7,6 +7,7 @@
 
 #include "backend.h"
 #include "io.h"
+#include "workspace.h"
 #include "runtime/err.h"
 #include "runtime/log.h"
 #include "runtime/units.h"
@@ -220,19 +221,7 @@ int stl_store_open(const st_opts *o, st_store **out, char *err, size_t errlen)
 
 int stl_workspace(st_store *s, const rt_uuid *id, char *out, size_t cap)
 {
-    char hex[33], base[4096];
-    rt_uuid_hex(id, hex);
-    if (realpath(s->dir, base) == NULL)
-        return -errno;
-    int n = snprintf(out, cap, "%s/workspaces", base);
-    if (n < 0 || (size_t)n + 34 > cap)
-        return -ENAMETOOLONG;
-    if (mkdir(out, 0755) != 0 && errno != EEXIST)
-        return -errno;
-    snprintf(out + n, cap - (size_t)n, "/%s", hex);
-    if (mkdir(out, 0700) != 0 && errno != EEXIST)
-        return -errno;
-    return 0;
+    return st_workspace_make(s->dir, id, out, cap);
 }
 
 void stl_store_close(st_store *s)

@@ -65,6 +65,13 @@ typedef struct st_opts {
      * their TTL): descriptors stay bounded however many conversations are
      * touched. 0: a quarter of the open-files limit (at least 64). */
     uint64_t max_open_logs;
+    /* A nats:// location only (the rest is ignored there but max_open_logs):
+     * this node's name in logs and take-over records (NULL: "<hostname>-
+     * <pid>"); the local directory of hosted agents' workspaces (NULL:
+     * "parley-data"); the credentials file and TLS files cnats is given. */
+    const char *node;
+    const char *workspaces;
+    const char *nats_creds, *nats_tls_ca, *nats_tls_cert, *nats_tls_key;
 } st_opts;
 
 /* "full", "none", or "interval=DURATION" ("interval=250ms", "interval=2s",

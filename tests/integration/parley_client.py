@@ -26,6 +26,10 @@ from contextlib import contextmanager
 
 START_TIMEOUT = 60  # seconds for `listening on ...` (ASan builds are slow)
 STOP_TIMEOUT = 60   # seconds for a clean exit after SIGTERM
+# PARLEY_STORE=nats://...: every server keeps its conversations on that
+# cluster (`nats_cluster.py run` passes PARLEY_NATS_URLS, which the NATS
+# variants of the suites give here).
+STORE = os.environ.get("PARLEY_STORE")
 HTTP_TIMEOUT = 60   # seconds for one request
 
 
@@ -150,6 +154,8 @@ class Server:
         check(binary, "PARLEY must point at the parley binary (ctest sets it)")
         cmd = self.wrap + [binary, "serve", "--data", self.data, "--listen", "127.0.0.1:0",
                "--workers", str(self.workers), "--log-level", "warn"] + self.args
+        if STORE:  # the conversations on a NATS cluster; --data keeps the workspaces
+            cmd += ["--store", STORE]
         if self.api_key is not None:
             cmd += ["--api-key", self.api_key]
         env = dict(os.environ)

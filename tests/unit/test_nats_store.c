@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 enum { LOCAL = 0, NATS = 1 };
 
@@ -200,6 +201,23 @@ static void verify(st_conv *c, uint64_t count)
     ck_assert(!st_log_read_only(l));
 }
 
+/* Until st_conv_get of id on s answers want (0 or -ENOENT): another
+ * store's catalog learns of creations and deletions through its watch.
+ * The handle if want is 0. */
+static st_conv *seen(st_store *s, const rt_uuid *id, int want)
+{
+    st_conv *c = NULL;
+    int r = -1;
+    for (int i = 0; i < 4000 && (r = st_conv_get(s, id, &c)) != want; i++) {
+        if (r == 0)
+            st_conv_release(c);
+        c = NULL;
+        nanosleep(&(struct timespec){.tv_nsec = 5000000}, NULL); /* a poll, bounded */
+    }
+    ck_assert_int_eq(r, want);
+    return c;
+}
+
 static bool has(const rt_uuid *ids, size_t n, const rt_uuid *id)
 {
     for (size_t i = 0; i < n; i++)
@@ -321,17 +339,16 @@ START_TEST(test_append_read_find)
 }
 END_TEST
 
-/* An append is stored whole or not at all. On the cluster whole means one
- * record (no atomic batch before nats-server 2.12): more than 100 events
- * are refused at once (-EMSGSIZE) and nothing is stored; the local store
- * takes them. */
+/* An append is stored whole or not at all, however large: on the cluster a
+ * batch of more than 100 events (or of more than max_payload bytes) is
+ * several records, visible once the last is stored (nats_log.h). */
 START_TEST(test_large_batch)
 {
     fixture f = {0};
     setup(&f, _i);
     rt_uuid a = fresh();
     st_conv *c = create(f.s, &a, NULL, "{}");
-    enum { N = 101 };
+    enum { N = 250 };
     st_item it[N];
     char ids[N][16];
     rt_buf *body = text("{\"type\":\"message\"}");
@@ -341,24 +358,27 @@ START_TEST(test_large_batch)
     }
     waiter w;
     ts_counter_init(&w.n);
-    int r = st_append(c, it, N, on_done, &w);
+    ck_assert_int_eq(append(c, 0, 1, &w), 0);
+    ck_assert_int_eq(st_append(c, it, N, on_done, &w), 0);
     rt_buf_unref(body);
+    ck_assert(ts_counter_wait(&w.n, 2));
+    ck_assert_int_eq(w.status[1], 0);
+    ck_assert_uint_eq(w.first[1], 1);
     st_log *l = NULL;
-    if (_i == NATS) {
-        ck_assert_int_eq(r, -EMSGSIZE);
-        ck_assert_int_eq(append(c, 0, 1, &w), 0); /* and the log goes on */
-        ck_assert(ts_counter_wait(&w.n, 1));
-        ck_assert_int_eq(w.status[0], 0);
-        ck_assert_uint_eq(w.first[0], 0);
-        ck_assert_int_eq(st_conv_log(c, &l, NULL), 0);
-        ck_assert_uint_eq(st_log_count(l), 1);
-    } else {
-        ck_assert_int_eq(r, 0);
-        ck_assert(ts_counter_wait(&w.n, 1));
-        ck_assert_int_eq(w.status[0], 0);
-        ck_assert_int_eq(st_conv_log(c, &l, NULL), 0);
-        ck_assert_uint_eq(st_log_count(l), N);
-    }
+    ck_assert_int_eq(st_conv_log(c, &l, NULL), 0);
+    ck_assert_uint_eq(st_log_count(l), N + 1);
+    uint64_t at = 0;
+    ck_assert_int_eq(st_log_find(l, "big-249", 7, &at), 0);
+    ck_assert_uint_eq(at, N);
+    st_page *p = NULL;
+    ck_assert_int_eq(st_log_read(l, 100, 200, &p), 0);
+    ck_assert_uint_eq(p->n, 151);
+    ck_assert_uint_eq(p->ev[150].index, N);
+    st_page_free(p);
+    ck_assert_int_eq(append(c, N + 1, 1, &w), 0); /* and the log goes on */
+    ck_assert(ts_counter_wait(&w.n, 3));
+    ck_assert_int_eq(w.status[2], 0);
+    ck_assert_uint_eq(w.first[2], N + 1);
     st_conv_release(c);
     ts_counter_destroy(&w.n);
     teardown(&f);
@@ -457,8 +477,8 @@ START_TEST(test_second_store_sees_the_same)
     ck_assert(ts_counter_wait(&w.n, 3));
     ck_assert_int_eq(w.status[0] | w.status[1] | w.status[2], 0);
 
-    st_conv *c1 = NULL;
-    ck_assert_int_eq(st_conv_get(s1, &a, &c1), 0);
+    st_conv *c1 = seen(s1, &a, 0);
+    st_conv_release(seen(s1, &k, 0));
     assert_meta(c1, "{\"title\":\"shared\"}");
     verify(c1, 20);
     char *d = NULL;
@@ -499,29 +519,52 @@ START_TEST(test_second_store_sees_the_same)
 }
 END_TEST
 
-/* Deleted on one store: the other never sees it again, and the id is
- * never created again (its log stays in the stream). */
-START_TEST(test_deleted_stays_deleted)
+/* Deleted on one store: the other sees it go; the id can be created
+ * again, on either, as a new conversation with an empty log (the old log
+ * stays in the stream, under the old incarnation). */
+START_TEST(test_deleted_then_created_again)
 {
     char u0[256], u1[256];
     nats_url(0, u0, sizeof u0);
     nats_url(2, u1, sizeof u1);
     st_store *s0 = open_at(u0), *s1 = open_at(u1);
     rt_uuid a = fresh();
-    st_conv *c = create(s0, &a, NULL, "{}");
+    st_conv *c = create(s0, &a, NULL, "{\"v\":0}");
     waiter w;
     ts_counter_init(&w.n);
-    ck_assert_int_eq(append(c, 0, 1, &w), 0);
+    ck_assert_int_eq(append(c, 0, 3, &w), 0);
+    rt_buf *b = text("{\"n\":1}");
+    ck_assert_int_eq(st_conv_put_file(c, "state.json", b, true, on_done, &w), 0);
+    rt_buf_unref(b);
+    st_conv_release(seen(s1, &a, 0));
     ck_assert_int_eq(st_conv_delete(c, on_done, &w), 0);
-    ck_assert(ts_counter_wait(&w.n, 2));
-    ck_assert_int_eq(w.status[1], 0);
-    st_conv *got = NULL;
-    ck_assert_int_eq(st_conv_get(s1, &a, &got), -ENOENT);
-    rt_buf *m = text("{}");
-    ck_assert_int_eq(st_conv_create(s1, &a, NULL, m, &got), -EIDRM);
-    ck_assert_ptr_null(got);
-    rt_buf_unref(m);
-    ck_assert_int_eq(st_conv_get(s0, &a, &got), -ENOENT);
+    ck_assert(ts_counter_wait(&w.n, 3));
+    ck_assert_int_eq(w.status[2], 0);
+    seen(s1, &a, -ENOENT);
+    ck_assert_uint_eq(st_store_count(s1), st_store_count(s0));
+    st_conv *again = create(s1, &a, NULL, "{\"v\":1}");
+    st_log *l = NULL;
+    ck_assert_int_eq(st_conv_log(again, &l, NULL), 0);
+    ck_assert_uint_eq(st_log_count(l), 0);
+    char *d = NULL;
+    size_t len = 0;
+    ck_assert_int_eq(st_conv_get_file(again, "state.json", &d, &len), -ENOENT);
+    ck_assert_int_eq(append(again, 0, 2, &w), 0);
+    ck_assert(ts_counter_wait(&w.n, 4));
+    ck_assert_int_eq(w.status[3], 0);
+    ck_assert_uint_eq(w.first[3], 0);
+    st_conv *c0 = seen(s0, &a, 0);
+    assert_meta(c0, "{\"v\":1}");
+    verify(c0, 2);
+    /* and deleted again, from the first store, then made a third time */
+    ck_assert_int_eq(st_conv_delete(c0, on_done, &w), 0);
+    ck_assert(ts_counter_wait(&w.n, 5));
+    ck_assert_int_eq(w.status[4], 0);
+    st_conv_release(again);
+    st_conv *third = create(s0, &a, NULL, "{\"v\":2}");
+    ck_assert_int_eq(st_conv_log(third, &l, NULL), 0);
+    ck_assert_uint_eq(st_log_count(l), 0);
+    st_conv_release(third);
     ts_counter_destroy(&w.n);
     st_store_close(s1);
     st_store_close(s0);
@@ -543,7 +586,7 @@ int main(void)
     TCase *cl = tcase_create("cluster");
     tcase_set_timeout(cl, 120);
     tcase_add_test(cl, test_second_store_sees_the_same);
-    tcase_add_test(cl, test_deleted_stays_deleted);
+    tcase_add_test(cl, test_deleted_then_created_again);
     suite_add_tcase(s, cl);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
