@@ -6,10 +6,13 @@
  */
 #include "nats_impl.h"
 
+#include "store.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 bool (*st_nats_drop_ack)(const st_nats_event *sent);
 
@@ -220,6 +223,14 @@ static int resolve(st_nats_log *l, const rec *c, uint64_t *seq)
     return r;
 }
 
+static void observe_since(const struct timespec *t0)
+{
+    struct timespec t1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    rt_hist_observe(&st_nats_append_seconds, (uint64_t)((t1.tv_sec - t0->tv_sec) * 1000000000LL +
+                                                        (t1.tv_nsec - t0->tv_nsec)));
+}
+
 /* Publish record c (message m) after the record at stream sequence c->prev.
  * 0 with *seq, -ESTALE (fenced), -EIO with "outcome unknown", or another
  * error (nothing stored). */
@@ -235,6 +246,8 @@ static int publish(st_nats_log *l, const rec *c, natsMsg *m, uint64_t *seq)
         po.ExpectNoMessage = true;
     else
         po.ExpectLastSubjectSeq = c->prev;
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     int64_t until = stn_now_ms() + l->n->deadline_ms;
     bool unsure = false; /* sent at least once without an answer */
     for (int attempt = 0;; attempt++) {
@@ -261,6 +274,7 @@ static int publish(st_nats_log *l, const rec *c, natsMsg *m, uint64_t *seq)
                 r = stn_fail(l, -ETIMEDOUT, "NATS timed out: appending to %s: ack dropped",
                              l->subject);
             } else if (!dup) {
+                observe_since(&t0);
                 return 0;
             } else {
                 r = resolve(l, c, seq);

@@ -179,6 +179,10 @@ int st_conv_delete(st_conv *c, st_done_fn done, void *ctx);
 
 /* Every fdatasync of the store, any instance. */
 extern rt_hist st_fsync_seconds;
+/* Every record appended to a JetStream log, from publish to its
+ * acknowledgement (retries included): what an append waits for in NATS
+ * mode, where there is no fdatasync. */
+extern rt_hist st_nats_append_seconds;
 /* The store's figures, as Prometheus text. */
 void st_metrics_render(rt_text *t);
 
