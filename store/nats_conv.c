@@ -99,6 +99,7 @@ static int run_append(stn_conv *c, stn_job *j, uint64_t *first)
     size_t stored = 0;
     int r = st_nats_log_append(c->writer, j->items, j->n, first, &stored);
     if (r == 0) {
+        stn_tail_push(c, *first, j);
         atomic_store(&c->written, *first + j->n);
         return 0;
     }

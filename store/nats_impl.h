@@ -139,8 +139,14 @@ int stn_note(st_nats_log *l, natsMsg *m, const st_nats_event *rec, uint64_t inde
              stn_page *pg);
 
 uint32_t stn_hash(const void *p, size_t len); /* never 0 */
+int stn_table_put(stn_table *t, uint32_t h, uint64_t index);
+void stn_table_free(stn_table *t);
+/* fn for each index whose hash is h, until it returns non-zero (returned). */
+int stn_table_each(const stn_table *t, uint32_t h, int (*fn)(void *ctx, uint64_t index), void *ctx);
 /* Event `index` into the find index, if it is the next one it lacks. */
 void stn_index_add(st_nats_log *l, uint64_t index, uint32_t idh, uint32_t keyh);
+/* Index what was appended since the last find (requests to the cluster). */
+int stn_index_load(st_nats_log *l);
 void stn_index_free(st_nats_log *l);
 
 #endif

@@ -2,8 +2,9 @@
  * nats_rlog.c - the log that st_conv_log hands out in the JetStream backend
  * (nats_store.h): log.h's readers on a st_nats_log of the conversation's
  * own, one call at a time (its mutex), any thread; blocking, as log.h's
- * reads are. The count is this node's writer's while it is the writer (no
- * request), else read from the stream leader.
+ * reads are, unless memory answers (nats_tail.c: the tail, and finds while
+ * this node writes). The count is this node's writer's while it is the
+ * writer (no request), else read from the stream leader.
  */
 #include "nats_store.h"
 
@@ -22,6 +23,7 @@ int stn_conv_log(st_conv *gc, st_log **log, st_open_report *rep)
     if (atomic_load(&c->gone))
         return -ENOENT;
     int r = 0;
+    bool fresh = false;
     pthread_mutex_lock(&c->mu);
     if (c->log == NULL) {
         stn_log *l = calloc(1, sizeof(*l));
@@ -31,7 +33,9 @@ int stn_conv_log(st_conv *gc, st_log **log, st_open_report *rep)
             l->be = &st_nats_backend;
             l->c = c;
             pthread_mutex_init(&l->mu, NULL);
+            pthread_mutex_init(&l->tmu, NULL);
             c->log = l;
+            fresh = true;
             atomic_fetch_add(&c->s->nlogs, 1);
         } else {
             free(l);
@@ -40,6 +44,8 @@ int stn_conv_log(st_conv *gc, st_log **log, st_open_report *rep)
     pthread_mutex_unlock(&c->mu);
     if (r < 0)
         return r;
+    if (fresh)
+        stn_tail_load(c->log);
     if (rep != NULL) {
         memset(rep, 0, sizeof(*rep));
         rep->count = stn_log_count((st_log *)(void *)c->log);
@@ -51,7 +57,9 @@ int stn_conv_log(st_conv *gc, st_log **log, st_open_report *rep)
 void stn_log_free(stn_log *l)
 {
     st_nats_log_close(l->nl);
+    stn_tail_free(l);
     pthread_mutex_destroy(&l->mu);
+    pthread_mutex_destroy(&l->tmu);
     free(l);
 }
 
@@ -70,16 +78,15 @@ uint64_t stn_log_count(const st_log *gl)
     return n;
 }
 
-/* A page of nats_log.h as a page of log.h: the events' bytes and ids
- * copied into one buffer. */
-static int convert(const st_nats_page *np, st_page **out)
+/* Events as a page of log.h: their bytes and ids copied into one buffer. */
+int stn_page_of(const stn_ref *v, uint32_t n, st_page **out)
 {
     size_t total = 0;
-    for (uint32_t i = 0; i < np->n; i++)
-        total += np->ev[i].len + np->ev[i].idlen;
+    for (uint32_t i = 0; i < n; i++)
+        total += v[i].len + v[i].idlen;
     if (total > UINT32_MAX)
         return -EMSGSIZE;
-    st_page *p = malloc(sizeof(*p) + np->n * sizeof(st_event_ref));
+    st_page *p = malloc(sizeof(*p) + n * sizeof(st_event_ref));
     rt_buf *b = rt_buf_new(total > 0 ? total : 1);
     if (p == NULL || b == NULL) {
         free(p);
@@ -88,21 +95,35 @@ static int convert(const st_nats_page *np, st_page **out)
     }
     uint8_t *d = rt_buf_wdata(b);
     uint32_t at = 0;
-    for (uint32_t i = 0; i < np->n; i++) {
-        const st_nats_event *e = &np->ev[i];
-        p->ev[i] = (st_event_ref){.index = e->index,
+    for (uint32_t i = 0; i < n; i++) {
+        p->ev[i] = (st_event_ref){.index = v[i].index,
                                   .off = at,
-                                  .len = (uint32_t)e->len,
-                                  .id_off = at + (uint32_t)e->len,
-                                  .id_len = e->idlen};
-        memcpy(d + at, e->data, e->len);
-        memcpy(d + at + e->len, e->id, e->idlen);
-        at += (uint32_t)e->len + e->idlen;
+                                  .len = (uint32_t)v[i].len,
+                                  .id_off = at + (uint32_t)v[i].len,
+                                  .id_len = v[i].idlen};
+        if (v[i].len > 0)
+            memcpy(d + at, v[i].data, v[i].len);
+        memcpy(d + at + v[i].len, v[i].id, v[i].idlen);
+        at += (uint32_t)v[i].len + v[i].idlen;
     }
     p->bytes = b;
-    p->n = np->n;
+    p->n = n;
     *out = p;
     return 0;
+}
+
+static int convert(const st_nats_page *np, st_page **out)
+{
+    stn_ref *v = malloc((np->n ? np->n : 1) * sizeof(*v));
+    if (v == NULL)
+        return -ENOMEM;
+    for (uint32_t i = 0; i < np->n; i++) {
+        const st_nats_event *e = &np->ev[i];
+        v[i] = (stn_ref){e->index, e->data, e->len, e->id, e->idlen};
+    }
+    int r = stn_page_of(v, np->n, out);
+    free(v);
+    return r;
 }
 
 int stn_log_read(st_log *gl, uint64_t first, uint32_t max, st_page **out)
@@ -111,9 +132,12 @@ int stn_log_read(st_log *gl, uint64_t first, uint32_t max, st_page **out)
     *out = NULL;
     if (max > ST_NATS_READ_MAX)
         max = ST_NATS_READ_MAX;
+    int r = stn_tail_read(l, first, max, out);
+    if (r != 0)
+        return r < 0 ? r : 0;
     st_nats_page *np = NULL;
     pthread_mutex_lock(&l->mu);
-    int r = st_nats_log_read(l->nl, first, max, &np);
+    r = st_nats_log_read(l->nl, first, max, &np);
     pthread_mutex_unlock(&l->mu);
     if (r == 0)
         r = convert(np, out);
@@ -124,8 +148,11 @@ int stn_log_read(st_log *gl, uint64_t first, uint32_t max, st_page **out)
 int stn_log_find(st_log *gl, const void *id, size_t idlen, uint64_t *index)
 {
     stn_log *l = L(gl);
+    int r = stn_tail_find(l, false, id, idlen, index);
+    if (r != -EAGAIN)
+        return r;
     pthread_mutex_lock(&l->mu);
-    int r = st_nats_log_find(l->nl, id, idlen, index);
+    r = st_nats_log_find(l->nl, id, idlen, index);
     pthread_mutex_unlock(&l->mu);
     return r;
 }
@@ -133,8 +160,11 @@ int stn_log_find(st_log *gl, const void *id, size_t idlen, uint64_t *index)
 int stn_log_find_key(st_log *gl, const void *key, size_t keylen, uint64_t *index)
 {
     stn_log *l = L(gl);
+    int r = stn_tail_find(l, true, key, keylen, index);
+    if (r != -EAGAIN)
+        return r;
     pthread_mutex_lock(&l->mu);
-    int r = st_nats_log_find_key(l->nl, key, keylen, index);
+    r = st_nats_log_find_key(l->nl, key, keylen, index);
     pthread_mutex_unlock(&l->mu);
     return r;
 }
@@ -145,7 +175,7 @@ size_t stn_log_memory(const st_log *gl)
     pthread_mutex_lock(&l->mu);
     size_t n = sizeof(*l) + st_nats_log_memory(l->nl);
     pthread_mutex_unlock(&l->mu);
-    return n;
+    return n + stn_tail_memory(l);
 }
 
 bool stn_log_read_only(const st_log *gl)

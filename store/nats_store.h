@@ -62,6 +62,19 @@ typedef struct stn_job {
     rt_buf **payloads;   /* references */
 } stn_job;
 
+/* An event of a log's tail in memory (nats_tail.c). */
+typedef struct stn_tail_ev {
+    rt_buf *payload; /* a reference */
+    char *id;        /* the id, then the key: one allocation */
+    uint32_t idlen, keylen;
+} stn_tail_ev;
+
+/* Events kept in memory per conversation, and their bytes (the last of
+ * them is kept whatever its size). At least a page of a WebSocket's catch-up
+ * and the stuck detector's window. */
+#define STN_TAIL_MAX   256
+#define STN_TAIL_BYTES (1u << 20)
+
 /* What st_conv_log hands out: a reader's log of the conversation. */
 typedef struct stn_log {
     const st_backend *be;
@@ -69,6 +82,14 @@ typedef struct stn_log {
     pthread_mutex_t mu; /* a st_nats_log is used by one thread at a time */
     st_nats_log *nl;
     _Atomic uint64_t known; /* the last count read */
+    /* nats_tail.c: the tail and an index of every id and key, in memory
+     * (tmu: never held across a request to the cluster) */
+    pthread_mutex_t tmu;
+    stn_tail_ev *ring; /* STN_TAIL_MAX (made on first use): event i at [i % STN_TAIL_MAX] */
+    uint64_t lo, hi;   /* the events [lo, hi) are in ring */
+    size_t bytes;
+    stn_table ids, keys; /* hashes of events [0, covered) */
+    uint64_t covered;
 } stn_log;
 
 struct stn_conv {
@@ -175,7 +196,29 @@ int stn_conv_put_file(st_conv *c, const char *name, rt_buf *data, bool durable, 
 int stn_conv_get_file(st_conv *c, const char *name, char **data, size_t *len);
 int stn_conv_delete(st_conv *c, st_done_fn done, void *ctx);
 
+/* nats_tail.c: what a node's reads answer from memory */
+/* At the first st_conv_log (blocking): index every event, keep the last. */
+void stn_tail_load(stn_log *l);
+/* The writer stored job j's events from index first on (worker). */
+void stn_tail_push(stn_conv *c, uint64_t first, const stn_job *j);
+/* 1 with *out (or a negative errno) if memory answers, 0 if the cluster
+ * must. */
+int stn_tail_read(stn_log *l, uint64_t first, uint32_t max, st_page **out);
+/* 0 or -ENOENT if memory answers, -EAGAIN if the cluster must. */
+int stn_tail_find(stn_log *l, bool key, const void *v, size_t len, uint64_t *index);
+size_t stn_tail_memory(stn_log *l);
+void stn_tail_free(stn_log *l);
+
 /* nats_rlog.c */
+typedef struct stn_ref {
+    uint64_t index;
+    const void *data;
+    size_t len;
+    const char *id;
+    uint32_t idlen;
+} stn_ref;
+/* Events as a page of log.h (copied). */
+int stn_page_of(const stn_ref *v, uint32_t n, st_page **out);
 int stn_conv_log(st_conv *c, st_log **log, st_open_report *rep);
 void stn_log_free(stn_log *l);
 uint64_t stn_log_count(const st_log *l);

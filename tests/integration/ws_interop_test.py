@@ -258,7 +258,11 @@ async def exactly_once(srv, api):
         if mode == "all":
             q, start = q + "&resend_mode=all", 0
         elif mode == "after":
-            ev = api.log(cid)
+            # off the event loop: a blocking read here would stop the other
+            # clients reading their sockets for as long as it takes (on the
+            # cluster, seconds for a long log), and the server rightly
+            # closes a socket nobody reads for 30 s (1013)
+            ev = await loop.run_in_executor(None, api.log, cid)
             j = rng.randrange(len(ev))
             q, start = q + "&after_id=" + ev[j]["id"], j + 1
         got = []

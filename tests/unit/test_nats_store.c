@@ -11,6 +11,7 @@
  * conversations with fresh random ids, and lists are checked for what the
  * test made, not for equality.
  */
+#include "store/nats_store.h"
 #include "store/store.h"
 #include "support_store.h"
 #include "support_sync.h"
@@ -571,6 +572,69 @@ START_TEST(test_deleted_then_created_again)
 }
 END_TEST
 
+/* Messages this store sent to the cluster so far: every request is one. */
+static uint64_t sent(st_store *s)
+{
+    natsStatistics *st = NULL;
+    uint64_t out = 0;
+    ck_assert_int_eq(natsStatistics_Create(&st), NATS_OK);
+    ck_assert_int_eq(natsConnection_GetStats(((stn_store *)(void *)s)->n->nc, st), NATS_OK);
+    ck_assert_int_eq(natsStatistics_GetCounts(st, NULL, NULL, &out, NULL, NULL), NATS_OK);
+    natsStatistics_Destroy(st);
+    return out;
+}
+
+/* The conversation actor reads its own log on its loop thread (duplicate
+ * lookups, the stuck detector's tail, WebSocket catch-ups): on the node
+ * that writes a conversation, counting it, reading its tail and finding
+ * ids and keys in it answer from memory, with no request to the cluster
+ * (nats_tail.c). Before, each was a request or several, and the loop
+ * waited for them. */
+START_TEST(test_writer_reads_from_memory)
+{
+    char u[512];
+    nats_url(-1, u, sizeof u);
+    st_store *s = open_at(u);
+    rt_uuid a = fresh();
+    st_conv *c = create(s, &a, NULL, "{}");
+    st_log *l = NULL;
+    ck_assert_int_eq(st_conv_log(c, &l, NULL), 0);
+    waiter w;
+    ts_counter_init(&w.n);
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(append(c, (uint64_t)i * 16, 16, &w), 0);
+    ck_assert(ts_counter_wait(&w.n, 3));
+    uint64_t before = sent(s);
+    for (int round = 0; round < 10; round++) {
+        ck_assert_uint_eq(st_log_count(l), 48);
+        st_page *p = NULL;
+        ck_assert_int_eq(st_log_read(l, 28, 20, &p), 0);
+        ck_assert_uint_eq(p->n, 20);
+        ck_assert_uint_eq(p->ev[19].index, 47);
+        st_page_free(p);
+        ck_assert_int_eq(st_log_read(l, 48, 20, &p), 0);
+        ck_assert_uint_eq(p->n, 0);
+        st_page_free(p);
+        uint64_t idx;
+        char id[32];
+        snprintf(id, sizeof id, "ev-%d", round * 4);
+        ck_assert_int_eq(st_log_find(l, id, strlen(id), &idx), 0);
+        ck_assert_uint_eq(idx, (uint64_t)round * 4);
+        snprintf(id, sizeof id, "key-%d", round * 4 + 2);
+        ck_assert_int_eq(st_log_find_key(l, id, strlen(id), &idx), 0);
+        ck_assert_uint_eq(idx, (uint64_t)round * 4 + 2);
+        ck_assert_int_eq(st_log_find(l, "nope", 4, &idx), -ENOENT);
+    }
+    uint64_t after = sent(s);
+    ck_assert_msg(after - before <= 2, "%llu messages to the cluster for 70 reads of memory",
+                  (unsigned long long)(after - before));
+    verify(c, 48); /* the same answers as the cluster's */
+    st_conv_release(c);
+    ts_counter_destroy(&w.n);
+    st_store_close(s);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("nats_store");
@@ -587,6 +651,7 @@ int main(void)
     tcase_set_timeout(cl, 120);
     tcase_add_test(cl, test_second_store_sees_the_same);
     tcase_add_test(cl, test_deleted_then_created_again);
+    tcase_add_test(cl, test_writer_reads_from_memory);
     suite_add_tcase(s, cl);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
