@@ -271,6 +271,8 @@ static int outcome_err(pl_outcome o)
         return RT_EINVAL;
     case PL_NO_SPACE:
         return -ENOSPC;
+    case PL_TOO_LARGE:
+        return -EMSGSIZE;
     default:
         return -EIO;
     }

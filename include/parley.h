@@ -67,7 +67,7 @@ enum {
 /* The outcome of a request to a conversation (an append, a control, a
  * delete). parley serve maps them to HTTP: COMMITTED and DUPLICATE 201,
  * DEFERRED 202, REJECTED and CONFLICT 409, INVALID 422, NOT_FOUND 404,
- * BUSY 503, FAILED 500, DONE 200, NO_SPACE 507. */
+ * BUSY 503, FAILED 500, DONE 200, NO_SPACE 507, TOO_LARGE 413. */
 typedef enum pl_outcome {
     PL_COMMITTED = 0, /* durable: events[] with their indexes (a retried one
                          among new ones has duplicate set) */
@@ -89,6 +89,8 @@ typedef enum pl_outcome {
     PL_DONE,          /* a control, delete or sync is done */
     PL_NO_SPACE,      /* the disk is full: nothing was stored; retry once
                          space is freed (what was acknowledged is kept) */
+    PL_TOO_LARGE,     /* an event larger than the store keeps
+                         (st_store_max_event): nothing was appended */
 } pl_outcome;
 
 #define PL_NO_INDEX UINT64_MAX

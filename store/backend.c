@@ -54,6 +54,11 @@ size_t st_store_max_open_logs(const st_store *s)
     return ST_BACKEND(s)->max_open_logs(s);
 }
 
+size_t st_store_max_event(const st_store *s)
+{
+    return ST_BACKEND(s)->max_event(s);
+}
+
 int st_store_list(st_store *s, rt_uuid **ids, size_t *n)
 {
     return ST_BACKEND(s)->list(s, ids, n);

@@ -30,6 +30,7 @@ typedef struct st_backend {
     size_t (*count)(st_store *s);
     size_t (*open_logs)(st_store *s);
     size_t (*max_open_logs)(const st_store *s);
+    size_t (*max_event)(const st_store *s);
     int (*list)(st_store *s, rt_uuid **ids, size_t *n);
     int (*children)(st_store *s, const rt_uuid *id, rt_uuid **ids, size_t *n);
     int (*put_file)(st_store *s, const char *name, const void *data, size_t len);

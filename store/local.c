@@ -15,6 +15,7 @@ const st_backend st_local_backend = {
     .count = stl_store_count,
     .open_logs = stl_store_open_logs,
     .max_open_logs = stl_store_max_open_logs,
+    .max_event = stl_store_max_event,
     .list = stl_store_list,
     .children = stl_store_children,
     .put_file = stl_store_put_file,

@@ -66,6 +66,9 @@ unsigned st_nats_shard(const st_nats *n, const rt_uuid *id);
 /* The largest message the cluster accepts (its max_payload), headers
  * included. */
 int64_t st_nats_max_payload(const st_nats *n);
+/* The largest event a record holds (nats_log.h): max_payload less the
+ * headers of a record with an id and a key of the longest. */
+size_t st_nats_max_event(const st_nats *n);
 /* The replicas the shard streams are made with. */
 int st_nats_replicas(const st_nats *n);
 

@@ -238,14 +238,6 @@ void stn_workers_stop(stn_store *s)
 
 /* ---- the calls ----------------------------------------------------------- */
 
-/* The largest event: one record (nats_log.h), with its headers. An append
- * of many is split into records by the log, all or nothing. */
-static bool fits(const st_nats *n, const st_item *it)
-{
-    size_t bytes = 1024 + rt_buf_len(it->payload) + it->idlen + it->keylen + 48;
-    return (int64_t)bytes <= st_nats_max_payload(n);
-}
-
 int stn_append(st_conv *gc, const st_item *items, size_t n, st_done_fn done, void *ctx)
 {
     stn_conv *c = C(gc);
@@ -258,8 +250,8 @@ int stn_append(st_conv *gc, const st_item *items, size_t n, st_done_fn done, voi
         if (items[i].idlen == 0 || items[i].idlen > 255 || items[i].keylen > 255 ||
             items[i].payload == NULL)
             return -EINVAL;
-        if (!fits(c->s->n, &items[i]))
-            return -EMSGSIZE;
+        if (rt_buf_len(items[i].payload) > st_nats_max_event(c->s->n))
+            return -EMSGSIZE; /* one record (nats_log.h); many events are split */
         keys += items[i].idlen + items[i].keylen;
     }
     stn_job *j = calloc(1, sizeof(*j) + n * (sizeof(st_nats_item) + sizeof(rt_buf *)) + keys);

@@ -112,6 +112,13 @@ static size_t event_overhead(const st_nats_item *it)
     return it->idlen + it->keylen + 48;
 }
 
+size_t st_nats_max_event(const st_nats *n)
+{
+    const st_nats_item longest = {.idlen = 255, .keylen = 255};
+    int64_t room = st_nats_max_payload(n) - HEADERS_BOUND - (int64_t)event_overhead(&longest);
+    return room > 0 ? (size_t)room : 0;
+}
+
 static int build(st_nats_log *l, const rec *c, const void *data, size_t len, natsMsg **out)
 {
     natsMsg *m = NULL;
@@ -374,11 +381,11 @@ int st_nats_log_append(st_nats_log *l, const st_nats_item *items, size_t n, uint
         if (!header_safe(it->id, it->idlen) || (it->keylen && !header_safe(it->key, it->keylen)))
             return stn_fail(l, -EINVAL,
                             "event %zu: an id or key must be 1..255 printable ASCII bytes", i);
-        if ((int64_t)(it->len + event_overhead(it) + HEADERS_BOUND) > l->n->max_payload)
+        if (it->len > st_nats_max_event(l->n))
             return stn_fail(l, -EMSGSIZE,
-                            "event %zu: %zu bytes, more than the cluster's max_payload (%lld "
-                            "bytes with headers)",
-                            i, it->len, (long long)l->n->max_payload);
+                            "event %zu: %zu bytes, more than a record of the cluster holds (%zu "
+                            "bytes: its max_payload less headers)",
+                            i, it->len, st_nats_max_event(l->n));
     }
     /* a batch of several records is noted (open page, page entries, find
      * index) once all are stored: before, it may yet be left behind */

@@ -408,6 +408,11 @@ static size_t nats_open_logs(st_store *gs)
     return atomic_load(&S(gs)->nlogs);
 }
 
+static size_t nats_max_event(const st_store *gs)
+{
+    return st_nats_max_event(((const stn_store *)(const void *)gs)->n);
+}
+
 static size_t nats_max_open_logs(const st_store *gs)
 {
     return (size_t)((const stn_store *)(const void *)gs)->o.max_open_logs;
@@ -507,6 +512,7 @@ const st_backend st_nats_backend = {
     .count = nats_count,
     .open_logs = nats_open_logs,
     .max_open_logs = nats_max_open_logs,
+    .max_event = nats_max_event,
     .list = nats_list,
     .children = nats_children,
     .put_file = nats_put_file,

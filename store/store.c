@@ -7,6 +7,7 @@
 
 #include "backend.h"
 #include "io.h"
+#include "record.h"
 #include "workspace.h"
 #include "runtime/err.h"
 #include "runtime/log.h"
@@ -268,6 +269,12 @@ size_t stl_store_open_logs(st_store *s)
 size_t stl_store_max_open_logs(const st_store *s)
 {
     return (size_t)s->o.max_open_logs;
+}
+
+size_t stl_store_max_event(const st_store *s)
+{
+    (void)s;
+    return ST_PAYLOAD_MAX; /* a record's (record.h) */
 }
 
 /* ---- the store's own small files ----------------------------------------- */

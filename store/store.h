@@ -124,6 +124,11 @@ size_t st_store_count(st_store *s);
 /* Logs open now, and the bound past which unheld ones close at once. */
 size_t st_store_open_logs(st_store *s);
 size_t st_store_max_open_logs(const st_store *s);
+/* The largest event an append can store: its bytes, whatever its id and
+ * key. The local store's record bound (256 MiB); a cluster's max_payload
+ * less a record's headers (a little under 1 MB by default). st_append
+ * refuses a larger one with -EMSGSIZE. Any thread; no I/O. */
+size_t st_store_max_event(const st_store *s);
 /* A snapshot of every conversation id (malloc'd; the caller frees). */
 int st_store_list(st_store *s, rt_uuid **ids, size_t *n);
 /* The conversations whose parent is id (existing or not), in id order

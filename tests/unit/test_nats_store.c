@@ -572,6 +572,52 @@ START_TEST(test_deleted_then_created_again)
 }
 END_TEST
 
+/* The largest event the store keeps (st_store_max_event) is stored, with
+ * an id and a key of the longest; one byte more is refused at once
+ * (-EMSGSIZE), so the layer above can answer 413 before appending. */
+START_TEST(test_largest_event)
+{
+    fixture f = {0};
+    setup(&f, _i);
+    size_t max = st_store_max_event(f.s);
+    if (f.backend == LOCAL) {
+        ck_assert_uint_eq(max, (size_t)256 << 20);
+        teardown(&f);
+        return;
+    }
+    ck_assert(max > 900000 && max < (1 << 20)); /* max_payload 1 MB, less headers */
+    rt_uuid a = fresh();
+    st_conv *c = create(f.s, &a, NULL, "{}");
+    char id[256], key[256];
+    memset(id, 'i', 255);
+    memset(key, 'k', 255);
+    id[255] = key[255] = '\0';
+    rt_buf *big = rt_buf_new(max + 1);
+    memset(rt_buf_wdata(big), 'x', max + 1);
+    rt_buf *fit = rt_buf_copy(rt_buf_data(big), max);
+    waiter w;
+    ts_counter_init(&w.n);
+    st_item it = {.id = id, .idlen = 255, .key = key, .keylen = 255, .payload = big};
+    ck_assert_int_eq(st_append(c, &it, 1, on_done, &w), -EMSGSIZE);
+    it.payload = fit;
+    ck_assert_int_eq(st_append(c, &it, 1, on_done, &w), 0);
+    ck_assert(ts_counter_wait(&w.n, 1));
+    ck_assert_int_eq(w.status[0], 0);
+    st_log *l = NULL;
+    st_page *p = NULL;
+    ck_assert_int_eq(st_conv_log(c, &l, NULL), 0);
+    ck_assert_int_eq(st_log_read(l, 0, 1, &p), 0);
+    ck_assert_uint_eq(p->n, 1);
+    ck_assert_uint_eq(p->ev[0].len, max);
+    st_page_free(p);
+    rt_buf_unref(big);
+    rt_buf_unref(fit);
+    st_conv_release(c);
+    ts_counter_destroy(&w.n);
+    teardown(&f);
+}
+END_TEST
+
 /* Messages this store sent to the cluster so far: every request is one. */
 static uint64_t sent(st_store *s)
 {
@@ -646,6 +692,7 @@ int main(void)
     tcase_add_loop_test(tc, test_large_batch, LOCAL, NATS + 1);
     tcase_add_loop_test(tc, test_files, LOCAL, NATS + 1);
     tcase_add_loop_test(tc, test_delete, LOCAL, NATS + 1);
+    tcase_add_loop_test(tc, test_largest_event, LOCAL, NATS + 1);
     suite_add_tcase(s, tc);
     TCase *cl = tcase_create("cluster");
     tcase_set_timeout(cl, 120);
