@@ -204,6 +204,7 @@ static void start_turn(acp_host *h)
     rt_uuid_v4(&u);
     rt_uuid_dashed(&u, resp);
     h->turn = acp_turn_new(resp, NULL, NULL, NULL);
+    h->rejected = false;
     if (h->turn == NULL) {
         acp_prompt_free(q);
         acp_fail(h, "AgentError", "out of memory");
@@ -242,6 +243,8 @@ void acp_end_turn(acp_host *h, const char *stop_reason, const char *code, const 
     acp_turn_free(h->turn);
     h->turn = NULL;
     h->turn_over = false;
+    bool rejected = h->rejected;
+    h->rejected = false;
     acp_prompt_free(h->turn_msg);
     h->turn_msg = NULL;
     h->req_prompt = 0;
@@ -251,10 +254,13 @@ void acp_end_turn(acp_host *h, const char *stop_reason, const char *code, const 
         acp_fail(h, "AgentStopped", why);
     else if (status != NULL && h->qhead == NULL && h->status == CONV_RUNNING)
         set_status(h, CONV_FINISHED); /* with more to answer, it runs on */
-    else if (status != NULL && h->qhead == NULL && h->status == CONV_IDLE) {
-        /* a rejection made it idle and the agent ended its turn before we
-         * said it runs on (acp_advance waits while a turn is over): what
-         * the other order gives, running then finished */
+    else if (status != NULL && h->qhead == NULL &&
+             (h->status == CONV_IDLE || (h->status == CONV_WAITING_FOR_CONFIRMATION && rejected))) {
+        /* a rejection made it idle (or will: its idle is in the log after
+         * the rejection we heard, before anything we append now) and the
+         * agent ended its turn before we said it runs on (acp_advance waits
+         * while a turn is over): what the other order gives, running then
+         * finished */
         acp_append(h, status_event(conv_status_name(CONV_RUNNING)));
         acp_append(h, status_event(conv_status_name(CONV_FINISHED)));
     }
@@ -336,6 +342,7 @@ static void on_live(acp_host *h, json_t *e)
         str(e, "tool_call_id") != NULL && strcmp(str(e, "tool_call_id"), h->perm_call) == 0) {
         if (h->turn != NULL) /* the call is answered: its later updates are moot */
             acp_turn_close_call(h->turn, h->perm_call);
+        h->rejected = h->turn != NULL;
         acp_answer_permission(h, "reject");
         return;
     }

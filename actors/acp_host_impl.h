@@ -77,6 +77,7 @@ typedef struct acp_host {
     acp_turn *turn;
     acp_prompt *turn_msg;
     bool cancel_sent, refused;
+    bool rejected;        /* the user rejected a call of this turn */
     bool turn_over;       /* the agent answered the prompt; its events are in flight */
     char stop_reason[32]; /* ...and the stop reason it gave */
     char refusal[512];

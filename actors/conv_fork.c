@@ -49,13 +49,13 @@ static void on_answer(void *ctx, rt_msg *m)
     pthread_mutex_unlock(&w->mu);
 }
 
-/* Ask a (kind, buf taken) and wait: its outcome, detail in w. */
-static pl_outcome ask(convs *s, rt_actor *a, uint32_t kind, rt_buf *buf, wait *w)
+/* Ask conversation id (kind, buf taken) and wait: its outcome, detail in w. */
+static pl_outcome ask(convs *s, const rt_uuid *id, uint32_t kind, rt_buf *buf, wait *w)
 {
     memset(w, 0, sizeof(*w));
     pthread_mutex_init(&w->mu, NULL);
     pthread_cond_init(&w->cv, NULL);
-    int r = rt_call(s->rt, RT_LOOP_ANY, a, kind, 0, buf, 0, on_answer, w);
+    int r = convs_call(s, id, RT_LOOP_ANY, kind, 0, buf, 0, on_answer, w);
     if (r < 0) {
         rt_buf_unref(buf);
         w->outcome = PL_BUSY;
@@ -80,8 +80,8 @@ static bool left_out(json_t *e)
            strcmp(key, "execution_status") == 0;
 }
 
-/* Append the source's events [0, end) to a, FORK_BATCH at a time. */
-static int copy_events(convs *s, conv_reader *rd, uint64_t end, rt_actor *a, char *detail,
+/* Append the source's events [0, end) to the fork id, FORK_BATCH at a time. */
+static int copy_events(convs *s, conv_reader *rd, uint64_t end, const rt_uuid *id, char *detail,
                        size_t cap)
 {
     for (uint64_t at = 0; at < end;) {
@@ -117,7 +117,7 @@ static int copy_events(convs *s, conv_reader *rd, uint64_t end, rt_actor *a, cha
             return -ENOMEM;
         }
         wait w;
-        pl_outcome o = ask(s, a, CONV_APPEND, buf, &w);
+        pl_outcome o = ask(s, id, CONV_APPEND, buf, &w);
         if (o != PL_COMMITTED && o != PL_DUPLICATE) {
             snprintf(detail, cap, "the fork refused the source's events %llu..%llu (%s): %s",
                      (unsigned long long)(at - n), (unsigned long long)(at - 1), pl_outcome_name(o),
@@ -162,15 +162,14 @@ static rt_buf *fork_meta(st_conv *src, const rt_uuid *id, json_t *changes, json_
 }
 
 /* The agent into the fork's info, then its adapter into its tree. */
-static int give_agent(convs *s, rt_actor *a, const rt_uuid *id, json_t *agent, char *detail,
-                      size_t cap)
+static int give_agent(convs *s, const rt_uuid *id, json_t *agent, char *detail, size_t cap)
 {
     json_t *change = json_pack("{s:O}", "agent", agent);
     char *txt = change != NULL ? json_dumps(change, JSON_COMPACT) : NULL;
     json_decref(change);
     rt_buf *buf = txt != NULL ? rt_buf_take(txt, strlen(txt)) : NULL;
     wait w;
-    pl_outcome o = buf != NULL ? ask(s, a, CONV_SET_META, buf, &w) : PL_FAILED;
+    pl_outcome o = buf != NULL ? ask(s, id, CONV_SET_META, buf, &w) : PL_FAILED;
     if (o != PL_DONE) {
         snprintf(detail, cap, "cannot give the fork its agent: %s",
                  buf != NULL ? w.detail : "out of memory");
@@ -216,12 +215,12 @@ int convs_fork(convs *s, const rt_uuid *src, const rt_uuid *id, json_t *changes,
     } else if (r < 0) {
         snprintf(detail, cap, "cannot create the fork: %s", strerror(-r));
     } else {
-        r = copy_events(s, &rd, end, a, detail, cap);
+        r = copy_events(s, &rd, end, id, detail, cap);
         if (r == 0 && agent != NULL)
-            r = give_agent(s, a, id, agent, detail, cap);
+            r = give_agent(s, id, agent, detail, cap);
         if (r < 0) { /* whole or absent */
             wait w;
-            ask(s, a, CONV_DELETE, NULL, &w);
+            ask(s, id, CONV_DELETE, NULL, &w);
         }
     }
     json_decref(agent);

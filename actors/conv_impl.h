@@ -127,6 +127,9 @@ void convs_note_meta(conv_ctx *ctx, rt_buf *meta);
  * in its tree (a hosted agent, a visualizer, an embedder's actors); self is
  * its conversation actor. True if it was let go. */
 bool convs_retire(conv_ctx *ctx, rt_actor *self);
+/* The conversation actor of ctx's running tree, referenced; NULL once it
+ * retired (an actor of its tree starting late finds it gone). */
+rt_actor *convs_running(conv_ctx *ctx);
 /* Take back what the last clean close saved (convs_save). */
 void convs_load(struct convs *s);
 

@@ -64,7 +64,14 @@ static int stuck_init(rt_actor *self, void *arg, void **state)
     }
     d->off = !on;
     d->ctx = ctx;
-    d->conv = rt_actor_ref(ctx->conv);
+    /* started after its conversation, which may have retired its tree at
+     * rest meanwhile: then it waits, idle, to be stopped with the tree */
+    d->conv = convs_running(ctx);
+    if (d->conv == NULL) {
+        d->off = true;
+        *state = d;
+        return 0;
+    }
     int r = rt_ask(d->conv, CONV_SUBSCRIBE, STUCK_WINDOW | CONV_SUB_NOTES, NULL, self);
     if (r < 0) {
         stuck_free(d->rules);
@@ -112,7 +119,8 @@ static int stuck_handle(rt_actor *self, void *state, rt_msg *m)
 static void stuck_stop(rt_actor *self, void *state)
 {
     detector *d = state;
-    rt_ask(d->conv, CONV_UNSUBSCRIBE, 0, NULL, self);
+    if (d->conv != NULL)
+        rt_ask(d->conv, CONV_UNSUBSCRIBE, 0, NULL, self);
     rt_actor_unref(d->conv);
     stuck_free(d->rules);
     free(d);

@@ -155,6 +155,18 @@ const struct acp_registry *convs_agents(const convs *c);
  * (a held reference: rt_actor_unref it). -ENOENT if the store has no such
  * conversation. Any thread. */
 int convs_get(convs *c, const rt_uuid *id, rt_actor **out);
+/* rt_call (runtime/call.h: loop, timeout, cb, buf taken on 0) to the
+ * conversation actor of id, sent once more to the tree that replaced it if
+ * it reached one that retired at rest before handling it (RT_ECLOSED).
+ * -ENOENT if the store has no such conversation, or rt_call's error; cb
+ * runs once when 0. Every request to a conversation goes this way. Any
+ * thread. */
+int convs_call(convs *c, const rt_uuid *id, int loop, uint32_t kind, uint64_t arg, rt_buf *buf,
+               uint64_t timeout_ms, rt_reply_cb cb, void *ctx);
+/* Once a subscribe is answered: *held (a reference, replaced) becomes the
+ * actor that has the subscription now, which is another than the one asked
+ * when that one was retiring at rest and passed the subscribe on. */
+void convs_refresh(convs *c, const rt_uuid *id, rt_actor **held);
 /* The conversation's visualizer (viz.h), started if it has none: 0,
  * -ENOENT, or another error. */
 int convs_viz(convs *c, const rt_uuid *id, rt_actor **out);

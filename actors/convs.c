@@ -443,3 +443,12 @@ bool convs_retire(conv_ctx *ctx, rt_actor *self)
     rt_actor_unref(sup);
     return true;
 }
+
+rt_actor *convs_running(conv_ctx *ctx)
+{
+    convs *s = ctx->svc;
+    pthread_mutex_lock(&s->mu);
+    rt_actor *a = ctx->conv != NULL ? rt_actor_ref(ctx->conv) : NULL;
+    pthread_mutex_unlock(&s->mu);
+    return a;
+}

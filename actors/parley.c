@@ -233,15 +233,12 @@ static void on_answer(void *ctx, rt_msg *m)
  * (w filled) or an error. */
 static int ask_wait(pl_conv *c, uint32_t kind, uint64_t arg, rt_buf *buf, waiter *w)
 {
-    rt_actor *a;
-    int r = rt_current_loop() >= 0 ? RT_ETHREAD : pl__actor(c, &a);
-    if (r < 0) {
+    if (rt_current_loop() >= 0) {
         rt_buf_unref(buf);
-        return r;
+        return RT_ETHREAD;
     }
     waiter_init(w);
-    r = rt_call(c->p->rt, pl__loop(c->p), a, kind, arg, buf, 0, on_answer, w);
-    rt_actor_unref(a);
+    int r = convs_call(c->p->convs, &c->id, pl__loop(c->p), kind, arg, buf, 0, on_answer, w);
     if (r < 0) {
         rt_buf_unref(buf);
     } else {
@@ -582,14 +579,12 @@ static void on_verdict(void *ctx, rt_msg *m)
 static int ask_verdict(pl_conv *c, uint32_t kind, uint64_t arg, rt_buf *buf, pl_verdict_fn cb,
                        void *ctx)
 {
-    rt_actor *a = NULL;
     asking *k = malloc(sizeof(*k));
-    int r = k != NULL ? pl__actor(c, &a) : RT_ENOMEM;
-    if (r == 0) {
+    int r = RT_ENOMEM;
+    if (k != NULL) {
         *k = (asking){cb, ctx};
-        r = rt_call(c->p->rt, pl__loop(c->p), a, kind, arg, buf, 0, on_verdict, k);
+        r = convs_call(c->p->convs, &c->id, pl__loop(c->p), kind, arg, buf, 0, on_verdict, k);
     }
-    rt_actor_unref(a);
     if (r < 0) {
         free(k);
         rt_buf_unref(buf);

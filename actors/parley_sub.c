@@ -161,6 +161,7 @@ static int sub_handle(rt_actor *self, void *state, rt_msg *m)
             end(u, cr != NULL && cr->v.outcome == PL_NOT_FOUND ? -ENOENT : RT_EFULL);
             return RT_DONE;
         }
+        convs_refresh(u->p->convs, &u->id, &u->conv);
         if (cr->count > u->known)
             u->known = cr->count;
         u->live = true;

@@ -367,6 +367,7 @@ static void subscribed(wss *w, rt_msg *m)
             close_with(w, 1011, "cannot subscribe to the conversation", WS_CLOSED_OTHER);
         return;
     }
+    convs_refresh(w->o.convs, &w->o.conv, &w->conv);
     uint64_t n = cr->count;
     if (!w->started) {
         w->started = true;
@@ -511,7 +512,9 @@ static void begin(wss *w)
 /* ---- the client's frames ------------------------------------------------------ */
 
 typedef struct posting {
-    rt_actor *self, *conv; /* held */
+    rt_actor *self; /* held */
+    convs *convs;
+    rt_uuid conv;
     uint64_t timeout_ms;
 } posting;
 
@@ -520,7 +523,6 @@ static void posting_end(posting *p, uint64_t status, rt_buf *body)
     if (rt_notify(p->self, WS_POSTED, status, body) < 0)
         rt_buf_unref(body);
     rt_actor_unref(p->self);
-    rt_actor_unref(p->conv);
     free(p);
 }
 
@@ -538,8 +540,8 @@ static void on_posted(void *ctx, rt_msg *m)
         posting_end(p, 1, m->kind == CONV_RESULT && m->buf != NULL ? rt_buf_ref(m->buf) : NULL);
         return;
     }
-    if (rt_call(rt_actor_runtime(p->self), RT_LOOP_ANY, p->conv, CONV_CONTROL, CONV_RUN, NULL,
-                p->timeout_ms, on_run, p) < 0)
+    if (convs_call(p->convs, &p->conv, RT_LOOP_ANY, CONV_CONTROL, CONV_RUN, NULL, p->timeout_ms,
+                   on_run, p) < 0)
         posting_end(p, 0, NULL);
 }
 
@@ -576,12 +578,11 @@ static void post_message(wss *w, json_t *msg)
         server_error(w, "ServiceUnavailable", "cannot post the message now; retry");
         return;
     }
-    *p = (posting){rt_actor_ref(w->self), rt_actor_ref(w->conv), w->o.call_timeout_ms};
-    if (rt_call(rt_actor_runtime(w->self), RT_LOOP_ANY, w->conv, CONV_APPEND, 0, b,
-                w->o.call_timeout_ms, on_posted, p) < 0) {
+    *p = (posting){rt_actor_ref(w->self), w->o.convs, w->o.conv, w->o.call_timeout_ms};
+    if (convs_call(w->o.convs, &w->o.conv, RT_LOOP_ANY, CONV_APPEND, 0, b, w->o.call_timeout_ms,
+                   on_posted, p) < 0) {
         rt_buf_unref(b);
         rt_actor_unref(p->self);
-        rt_actor_unref(p->conv);
         free(p);
         server_error(w, "ServiceUnavailable", "cannot post the message now; retry");
     }

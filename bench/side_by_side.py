@@ -23,9 +23,12 @@ the ratio parley/other as a Markdown table (stdout; progress on stderr):
              XRANGE with exclusive cursors (bench_redis xrange)
   idle-conn  server RSS per idle subscriber connection (2,000 of them):
              parley, node ws, Redis (clients blocked in XREAD)
-  idle-conv  server RSS per conversation / stream (1,000 of them, 10 events
+  idle-conv  server RSS per conversation / stream (10,000 of them, 10 events
              of 100 bytes of text each): just written, and for parley also at
-             rest, once --idle-close (1s here) has closed their logs
+             rest, once --idle-close (1s here) has closed their logs. Enough
+             of them that what a server grows by once (thread stacks, arenas,
+             tables) does not pass for a cost per conversation: at 1,000 it
+             is two thirds of parley's figure
 
 Redis is started as `redis-server --appendonly yes --appendfsync always
 --save '' --auto-aof-rewrite-percentage 0` on a scratch directory: every
@@ -177,6 +180,13 @@ def start_redis(a):
     fail("redis-server did not start in 5 attempts")
 
 
+def cpu_s(pid):
+    """The process' CPU time so far (user + system), seconds."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def rss_kib(pid):
     with open(f"/proc/{pid}/status") as f:
         for line in f:
@@ -235,7 +245,9 @@ def line_append(a, res):
         log(f"  parley append run {i + 1}/{a.runs}: {runs[-1]['events_per_s']:,.0f} events/s")
     res["parley"]["append"] = {"per_s": med(r["events_per_s"] for r in runs),
                                "p50_ms": med(r["ack_ms"]["p50"] for r in runs),
-                               "p99_ms": med(r["ack_ms"]["p99"] for r in runs)}
+                               "p99_ms": med(r["ack_ms"]["p99"] for r in runs),
+                               "cpu_us": med(r["server"]["cpu_s"] * 1e6 / r["events"]
+                                             for r in runs)}
     # each run on a fresh server, as parley's are: on one server the AOF of
     # the runs before makes each run slower than the last (64 k -> 47 k/s)
     runs = []
@@ -244,13 +256,16 @@ def line_append(a, res):
             payload = os.path.join(srv.tmp, "event.json")
             with open(payload, "w") as f:
                 f.write(body)
+            cpu0 = cpu_s(srv.pid)
             runs.append(bench_redis(a, srv, "xadd", "--connections", 64, "--threads", 2,
                                     "--streams", 64, "--duration", a.duration,
                                     "--payload", payload, "--key", "append"))
+            runs[-1]["cpu_us"] = (cpu_s(srv.pid) - cpu0) * 1e6 / runs[-1]["ops"]
         log(f"  redis XADD run {i + 1}/{a.runs}: {runs[-1]['ops_per_s']:,.0f} events/s")
     res["redis"]["append"] = {"per_s": med(r["ops_per_s"] for r in runs),
                               "p50_ms": med(r["latency_ms"]["p50"] for r in runs),
-                              "p99_ms": med(r["latency_ms"]["p99"] for r in runs)}
+                              "p99_ms": med(r["latency_ms"]["p99"] for r in runs),
+                              "cpu_us": med(r["cpu_us"] for r in runs)}
 
 
 def line_fanout(a, res):
@@ -406,6 +421,8 @@ def fmt(v, kind):
         return "—"
     if kind == "ms":
         return f"{v:.2f}"
+    if kind == "us":
+        return f"{v:.1f}"
     return f"{v:,.0f}"
 
 
@@ -433,6 +450,7 @@ def table(res, a):
         row("durable append, events/s (64 conns, 1 KiB)", "append", "per_s", "n", True)
         row("  append latency p50, ms", "append", "p50_ms", "ms", False)
         row("  append latency p99, ms", "append", "p99_ms", "ms", False)
+        row("  server CPU per append, us (user + system)", "append", "cpu_us", "us", False)
     if "fanout" in res["parley"]:
         row(f"fan-out 1 -> {a.subscribers:,}, deliveries/s", "fanout", "per_s", "n", True, True)
         row("  producer events/s (batches of 50)", "fanout", "events_per_s", "n", True, True)
@@ -485,7 +503,7 @@ def main():
     ap.add_argument("--subscribers", type=int, default=1000, help="fan-out subscribers")
     ap.add_argument("--events", type=int, default=100000, help="events of the paged log")
     ap.add_argument("--idle", type=int, default=2000, help="idle subscriber connections")
-    ap.add_argument("--conversations", type=int, default=1000, help="idle conversations")
+    ap.add_argument("--conversations", type=int, default=10000, help="idle conversations")
     ap.add_argument("--only", choices=LINES, action="append", help="run only these lines")
     ap.add_argument("--no-bootstrap", action="store_true",
                     help="skip tools/bootstrap.sh --bench (everything is installed)")

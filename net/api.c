@@ -245,65 +245,36 @@ void net_json_free(void *j)
     json_decref(j);
 }
 
-/* A request to a conversation, kept to be sent once more if it reached a
- * tree that was retiring at rest (closed before it was handled: nothing
- * of it was done), to the tree that replaces it. */
-typedef struct asking {
-    net_req *r;
-    uint32_t kind;
-    uint64_t arg;
-    rt_buf *buf; /* a reference of our own, or NULL */
-    bool again;
-} asking;
-
-static void send_ask(asking *k);
+int net_conv_call(net_req *r, const rt_uuid *id, uint32_t kind, uint64_t arg, rt_buf *buf,
+                  rt_reply_cb cb, void *ctx)
+{
+    int e = convs_call(r->api->convs, id, RT_LOOP_ANY, kind, arg, buf, r->api->call_timeout_ms, cb,
+                       ctx);
+    if (e == 0)
+        return 0;
+    rt_buf_unref(buf);
+    char dashed[37];
+    rt_uuid_dashed(id, dashed);
+    if (e == -ENOENT)
+        net_reply_error(r, 404, "Conversation not found: %s", dashed);
+    else
+        net_reply_error(r, 503, "cannot reach conversation %s: %s", dashed, rt_strerror(e));
+    return e;
+}
 
 static void on_answer(void *ctx, rt_msg *m)
 {
-    asking *k = ctx;
-    if (m->kind == RT_KIND_ERROR && m->status == RT_ECLOSED && !k->again) {
-        k->again = true;
-        send_ask(k);
-        return;
-    }
-    net_reply_actor(k->r, m);
-    rt_buf_unref(k->buf);
-    free(k);
-}
-
-static void send_ask(asking *k)
-{
-    rt_actor *a = net_conv_actor(k->r);
-    int e = a == NULL ? 0
-                      : rt_call(k->r->api->rt, RT_LOOP_ANY, a, k->kind, k->arg,
-                                k->buf != NULL ? rt_buf_ref(k->buf) : NULL,
-                                k->r->api->call_timeout_ms, on_answer, k);
-    rt_actor_unref(a);
-    if (a == NULL || e < 0) { /* answered by net_conv_actor, or now */
-        if (e < 0) {
-            rt_buf_unref(k->buf); /* the reference rt_call did not take */
-            net_reply_error(k->r, 503, "cannot reach the conversation: %s", rt_strerror(e));
-        }
-        rt_buf_unref(k->buf);
-        free(k);
-    }
+    net_reply_actor(ctx, m);
 }
 
 void net_ask_conv(net_req *r, uint32_t kind, uint64_t arg, rt_buf *buf)
 {
-    asking *k = malloc(sizeof(*k));
-    if (k == NULL) {
-        rt_buf_unref(buf);
-        net_reply_error(r, 503, "out of memory");
-        return;
-    }
-    *k = (asking){r, kind, arg, buf, false};
-    send_ask(k);
+    net_conv_call(r, &r->route.conv, kind, arg, buf, on_answer, r);
 }
 
 typedef struct posting {
     net_req *r;
-    rt_actor *a; /* held */
+    rt_uuid id;
     bool run;
     net_posted_fn done;
 } posting;
@@ -312,7 +283,6 @@ static void posting_end(posting *p, rt_msg *refusal)
 {
     net_req *r = p->r;
     net_posted_fn done = p->done;
-    rt_actor_unref(p->a);
     free(p);
     done(r, refusal);
 }
@@ -331,12 +301,12 @@ static void on_posted(void *ctx, rt_msg *m)
         posting_end(p, m);
         return;
     }
-    if (!p->run || rt_call(p->r->api->rt, RT_LOOP_ANY, p->a, CONV_CONTROL, CONV_RUN, NULL,
-                           p->r->api->call_timeout_ms, on_run, p) < 0)
+    if (!p->run || convs_call(p->r->api->convs, &p->id, RT_LOOP_ANY, CONV_CONTROL, CONV_RUN, NULL,
+                              p->r->api->call_timeout_ms, on_run, p) < 0)
         posting_end(p, NULL);
 }
 
-int net_post_message(net_req *r, rt_actor *a, const char *role, json_t *content, bool run,
+int net_post_message(net_req *r, const rt_uuid *id, const char *role, json_t *content, bool run,
                      net_posted_fn done)
 {
     rt_buf *buf = net_json_buf(ev_user_message(role, content));
@@ -345,12 +315,11 @@ int net_post_message(net_req *r, rt_actor *a, const char *role, json_t *content,
         rt_buf_unref(buf);
         return RT_ENOMEM;
     }
-    *p = (posting){r, rt_actor_ref(a), run, done};
-    int e = rt_call(r->api->rt, RT_LOOP_ANY, a, CONV_APPEND, 0, buf, r->api->call_timeout_ms,
-                    on_posted, p);
+    *p = (posting){r, *id, run, done};
+    int e = convs_call(r->api->convs, id, RT_LOOP_ANY, CONV_APPEND, 0, buf, r->api->call_timeout_ms,
+                       on_posted, p);
     if (e < 0) {
         rt_buf_unref(buf);
-        rt_actor_unref(a);
         free(p);
     }
     return e;

@@ -89,6 +89,11 @@ rt_buf *net_json_buf(json_t *j);
 void net_reply_actor(net_req *r, rt_msg *m);
 /* The conversation's actor, or an answer (404 unknown, 503) and NULL. */
 rt_actor *net_conv_actor(net_req *r);
+/* convs_call to conversation id (buf taken) with the server's call
+ * timeout: 0 (cb runs once), or the request is answered (404 unknown,
+ * 503) and the error returned. */
+int net_conv_call(net_req *r, const rt_uuid *id, uint32_t kind, uint64_t arg, rt_buf *buf,
+                  rt_reply_cb cb, void *ctx);
 
 /* json_decref for a void * (an arg_free of net_api_work). */
 void net_json_free(void *j);
@@ -96,13 +101,13 @@ void net_json_free(void *j);
  * as it answers; 404 for an unknown conversation, 503 if it cannot be
  * reached. */
 void net_ask_conv(net_req *r, uint32_t kind, uint64_t arg, rt_buf *buf);
-/* Post a user MessageEvent (role, content) to actor a, then ask for a run
+/* Post a user MessageEvent (role, content) to conversation id, then ask for a run
  * if run is set (a run that cannot start leaves the message in). done runs
  * once: with NULL when the message is in (durable or deferred), or with the
  * actor's refusal (borrowed), which done answers. If the message cannot be
  * sent at all, done never runs and the error returns. */
 typedef void (*net_posted_fn)(net_req *r, rt_msg *refusal);
-int net_post_message(net_req *r, rt_actor *a, const char *role, json_t *content, bool run,
+int net_post_message(net_req *r, const rt_uuid *id, const char *role, json_t *content, bool run,
                      net_posted_fn done);
 
 /* In the thread pool: call fn on each event of the request's conversation

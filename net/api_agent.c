@@ -66,14 +66,12 @@ static void secrets(net_req *r)
 
 typedef struct setting {
     net_req *r;
-    rt_actor *a;  /* held */
     char key[40]; /* the info's member, and the state update's key */
     json_t *value;
 } setting;
 
 static void setting_free(setting *s)
 {
-    rt_actor_unref(s->a);
     json_decref(s->value);
     free(s);
 }
@@ -103,14 +101,12 @@ static void on_stored(void *ctx, rt_msg *m)
     json_t *e = json_pack("{s:s, s:s, s:s, s:O}", "kind", "ConversationStateUpdateEvent", "source",
                           "environment", "key", s->key, "value", s->value);
     rt_buf *b = net_json_buf(e);
-    int r = b != NULL ? rt_call(s->r->api->rt, RT_LOOP_ANY, s->a, CONV_APPEND, 0, b,
-                                s->r->api->call_timeout_ms, on_announced, s)
-                      : RT_ENOMEM;
-    if (r < 0) {
-        rt_buf_unref(b);
-        net_req *q = s->r;
+    net_req *q = s->r;
+    if (b == NULL) {
         setting_free(s);
-        net_reply_error(q, 503, "cannot reach the conversation: %s", rt_strerror(r));
+        net_reply_error(q, 500, "out of memory");
+    } else if (net_conv_call(q, &q->route.conv, CONV_APPEND, 0, b, on_announced, s) < 0) {
+        setting_free(s); /* answered */
     }
 }
 
@@ -118,26 +114,21 @@ static void on_stored(void *ctx, rt_msg *m)
 static void set(net_req *r, const char *key, json_t *value)
 {
     setting *s = calloc(1, sizeof(*s));
-    rt_actor *a = s != NULL ? net_conv_actor(r) : NULL;
-    if (a == NULL) {
-        if (s == NULL)
-            net_reply_error(r, 503, "out of memory");
-        free(s);
+    if (s == NULL) {
+        net_reply_error(r, 503, "out of memory");
         json_decref(value);
         return;
     }
-    *s = (setting){.r = r, .a = a, .value = value};
+    *s = (setting){.r = r, .value = value};
     snprintf(s->key, sizeof(s->key), "%s", key);
     char now[32];
     ev_now_timestamp(now);
     rt_buf *b = net_json_buf(json_pack("{s:O, s:s}", key, value, "updated_at", now));
-    int e = b != NULL ? rt_call(r->api->rt, RT_LOOP_ANY, a, CONV_SET_META, 0, b,
-                                r->api->call_timeout_ms, on_stored, s)
-                      : RT_ENOMEM;
-    if (e < 0) {
-        rt_buf_unref(b);
+    if (b == NULL) {
         setting_free(s);
-        net_reply_error(r, 503, "cannot reach the conversation: %s", rt_strerror(e));
+        net_reply_error(r, 500, "out of memory");
+    } else if (net_conv_call(r, &r->route.conv, CONV_SET_META, 0, b, on_stored, s) < 0) {
+        setting_free(s); /* answered */
     }
 }
 

@@ -11,7 +11,9 @@
  * (get, batch, search, count) takes them from the service's summaries in
  * memory (gather_start) and asks a conversation's actor, which opens its
  * log if it has to, only when its summary is not known (not run since the
- * server started); see "search and count".
+ * server started); see "search and count". One that cannot answer then
+ * (its log will not open) is a 503 asked alone; in a list it is an item of
+ * status "error" whose status_detail says why, so a list always answers.
  */
 #include "api.h"
 
@@ -106,8 +108,7 @@ struct gather {
     rt_uuid *ids;
     json_t **info; /* per id: the info, or NULL (gone) */
     bool *ask;     /* per id: its summary is not known: ask its actor */
-    int failed;    /* a conversation there that could not answer: 503 */
-    char why[256];
+    char **why;    /* per id: why it could not answer (it exists), or NULL */
     gather_fn done;
     bool started;
     void *arg;
@@ -120,10 +121,13 @@ typedef struct ask {
 
 static void gather_free(gather *g)
 {
-    for (size_t i = 0; i < g->n; i++)
+    for (size_t i = 0; i < g->n; i++) {
         json_decref(g->info[i]);
+        free(g->why[i]);
+    }
     free(g->info);
     free(g->ask);
+    free(g->why);
     free(g->ids);
     free(g);
 }
@@ -166,28 +170,40 @@ static void on_status(void *ctx, rt_msg *m)
             fill_info(info, cr->status, cr->updated, cr->count, &cr->findings);
             g->info[i] = info;
         }
-    } else if (!(cr != NULL && cr->v.outcome == PL_NOT_FOUND) && !g->failed) {
+    } else if (!(cr != NULL && cr->v.outcome == PL_NOT_FOUND)) {
         /* not gone, but it could not say how it is (its log would not open,
-         * it timed out): the answer would be wrong without it */
-        char id[37];
-        rt_uuid_dashed(&g->ids[i], id);
-        snprintf(g->why, sizeof(g->why), "conversation %s cannot answer: %s", id,
-                 cr != NULL ? cr->v.detail
-                            : rt_strerror(m->kind == RT_KIND_ERROR ? m->status : RT_EFAIL));
-        g->failed = 1;
+         * it timed out): a list shows it as such, one asked alone is a 503 */
+        const char *why = cr != NULL ? cr->v.detail
+                                     : rt_strerror(m->kind == RT_KIND_ERROR ? m->status : RT_EFAIL);
+        free(g->why[i]);
+        g->why[i] = strdup(why != NULL && why[0] != '\0' ? why : "it did not answer");
     }
     g->pending--;
     gather_check(g);
 }
 
-/* Answers 503 and frees g if one of its conversations failed. */
-static bool gather_failed(gather *g)
+/* The info of conversation i of a list that could not answer (g->why[i]):
+ * its stored info, status "error" and status_detail saying why; NULL if it
+ * is gone meanwhile. */
+static json_t *unanswered_info(gather *g, size_t i)
 {
-    if (!g->failed)
-        return false;
-    net_reply_error(g->r, 503, "%s", g->why);
-    gather_free(g);
-    return true;
+    json_t *info = meta_of(g->r->api->store, &g->ids[i]);
+    if (info == NULL)
+        return NULL;
+    json_object_set_new(info, "execution_status", json_string(conv_status_name(CONV_ERROR)));
+    char detail[320];
+    snprintf(detail, sizeof(detail), "cannot answer: %s", g->why[i]);
+    json_object_set_new(info, "status_detail", json_string(detail));
+    return info;
+}
+
+/* Every item of a list: the info, unanswered_info for those that could
+ * not answer, NULL for those gone. */
+static void gather_settle(gather *g)
+{
+    for (size_t i = 0; i < g->n; i++)
+        if (g->why[i] != NULL && g->info[i] == NULL)
+            g->info[i] = unanswered_info(g, i);
 }
 
 /* Ask the next conversations, GATHER_WINDOW at a time at most. */
@@ -196,22 +212,22 @@ static void gather_pump(gather *g)
     net_req *r = g->r;
     while (g->pending < GATHER_WINDOW && g->next < g->n) {
         size_t i = g->next++;
-        rt_actor *actor;
-        ask *a;
-        if (!g->ask[i] || convs_get(r->api->convs, &g->ids[i], &actor) != 0)
+        if (!g->ask[i])
             continue;
-        if ((a = malloc(sizeof(*a))) == NULL) {
-            rt_actor_unref(actor);
-            continue;
+        ask *a = malloc(sizeof(*a));
+        int e = a == NULL ? RT_ENOMEM : 0;
+        if (a != NULL) {
+            *a = (ask){g, i};
+            g->pending++;
+            e = convs_call(r->api->convs, &g->ids[i], RT_LOOP_ANY, CONV_STATUS, 0, NULL,
+                           r->api->call_timeout_ms, on_status, a);
         }
-        *a = (ask){g, i};
-        g->pending++;
-        if (rt_call(r->api->rt, RT_LOOP_ANY, actor, CONV_STATUS, 0, NULL, r->api->call_timeout_ms,
-                    on_status, a) < 0) {
+        if (e < 0 && a != NULL) {
             g->pending--;
             free(a);
         }
-        rt_actor_unref(actor);
+        if (e < 0 && e != -ENOENT) /* else gone */
+            g->why[i] = strdup(rt_strerror(e));
     }
 }
 
@@ -224,10 +240,12 @@ static void gather_start(net_req *r, rt_uuid *ids, size_t n, gather_fn done, voi
     conv_summary *sums = malloc((n + 1) * sizeof(*sums));
     if (g == NULL || sums == NULL || (g->info = calloc(n + 1, sizeof(json_t *))) == NULL ||
         (g->ask = calloc(n + 1, sizeof(bool))) == NULL ||
+        (g->why = calloc(n + 1, sizeof(char *))) == NULL ||
         convs_summaries(r->api->convs, ids, n, sums) != 0) {
         if (g != NULL) {
             free(g->info);
             free(g->ask);
+            free(g->why);
         }
         free(g);
         free(sums);
@@ -263,9 +281,14 @@ static rt_uuid *one_id(const rt_uuid *id)
 
 static void got_one(gather *g)
 {
-    if (gather_failed(g))
-        return;
     net_req *r = g->r;
+    if (g->why[0] != NULL) { /* asked alone, it says why itself */
+        char id[37];
+        rt_uuid_dashed(&g->ids[0], id);
+        net_reply_error(r, 503, "conversation %s cannot answer: %s", id, g->why[0]);
+        gather_free(g);
+        return;
+    }
     json_t *info = g->info[0];
     g->info[0] = NULL;
     int status = (int)(intptr_t)g->arg;
@@ -296,8 +319,7 @@ void net_reply_conv_info(net_req *r, const rt_uuid *id, int status)
 
 static void got_many(gather *g)
 {
-    if (gather_failed(g))
-        return;
+    gather_settle(g);
     json_t *list = json_array();
     for (size_t i = 0; i < g->n; i++) {
         json_array_append_new(list, g->info[i] != NULL ? shown(g->r, g->info[i]) : json_null());
@@ -354,9 +376,31 @@ typedef struct listing {
     bool has_page;
     rt_uuid page;
     bool count_only;
-    bool asked;    /* those it needed to hear from were asked, once */
+    bool asked;          /* those it needed to hear from were asked, once */
+    rt_uuid *unanswered; /* those of them that could not answer, sorted */
+    size_t nunanswered;
     char next[33]; /* the next page's first id, "" on the last page */
 } listing;
+
+static void listing_free(listing *l)
+{
+    if (l != NULL)
+        free(l->unanswered);
+    free(l);
+}
+
+static int uuid_cmp(const void *a, const void *b)
+{
+    return memcmp(a, b, sizeof(rt_uuid));
+}
+
+/* One that could not answer when asked for its status: listed as "error"
+ * (and its item says why), not left out of the listing or failing it. */
+static bool unanswered(const listing *l, const rt_uuid *id)
+{
+    return l->nunanswered > 0 &&
+           bsearch(id, l->unanswered, l->nunanswered, sizeof(rt_uuid), uuid_cmp) != NULL;
+}
 
 static int parse_listing(net_req *r, listing *l, bool count_only)
 {
@@ -472,10 +516,15 @@ static void run_listing(listing *l);
 static void asked(gather *g)
 {
     listing *l = g->arg;
-    if (gather_failed(g)) {
-        free(l);
-        return;
-    }
+    size_t k = 0;
+    for (size_t i = 0; i < g->n; i++)
+        k += g->why[i] != NULL;
+    if (k > 0 && (l->unanswered = calloc(k, sizeof(rt_uuid))) != NULL) {
+        for (size_t i = 0; i < g->n; i++)
+            if (g->why[i] != NULL)
+                l->unanswered[l->nunanswered++] = g->ids[i];
+        qsort(l->unanswered, l->nunanswered, sizeof(rt_uuid), uuid_cmp);
+    } /* else (out of memory) those are left out */
     gather_free(g);
     run_listing(l);
 }
@@ -506,10 +555,7 @@ static bool ask_unknown(listing *l, const rt_uuid *ids, const conv_summary *sums
 static void listed_page(gather *g)
 {
     listing *l = g->arg;
-    if (gather_failed(g)) {
-        free(l);
-        return;
-    }
+    gather_settle(g);
     json_t *items = json_array();
     for (size_t i = 0; i < g->n; i++)
         if (g->info[i] != NULL) /* else gone meanwhile */
@@ -519,7 +565,7 @@ static void listed_page(gather *g)
     net_reply_json(r, 200,
                    json_pack("{s:o, s:s?}", "items", items, "next_page_id",
                              l->next[0] != '\0' ? l->next : NULL));
-    free(l);
+    listing_free(l);
 }
 
 static void run_listing(listing *l)
@@ -545,7 +591,8 @@ static void run_listing(listing *l)
     size_t nrows = 0, from = SIZE_MAX;
     for (size_t i = 0; i < n; i++) {
         const conv_summary *c = &sums[i];
-        if (!c->exists || (need && !c->known) || (l->status >= 0 && (int)c->status != l->status))
+        int status = c->known ? (int)c->status : unanswered(l, &ids[i]) ? (int)CONV_ERROR : -1;
+        if (!c->exists || (need && status < 0) || (l->status >= 0 && status != l->status))
             continue;
         if (l->has_page && rt_uuid_eq(&ids[i], &l->page))
             from = nrows;
@@ -582,7 +629,7 @@ out:
     free(rows);
     free(sums);
     free(ids);
-    free(l);
+    listing_free(l);
 }
 
 static void list(net_req *r, bool count_only)
@@ -726,7 +773,7 @@ static void created(net_req *r, net_outcome *out)
     /* upstream always starts a run with an initial message */
     json_t *role = json_object_get(c->initial, "role");
     if (c->created && c->initial != NULL &&
-        net_post_message(r, c->actor, json_is_string(role) ? json_string_value(role) : "user",
+        net_post_message(r, &c->id, json_is_string(role) ? json_string_value(role) : "user",
                          json_object_get(c->initial, "content"), true, initial_posted) == 0)
         return;
     create_finish(r);

@@ -422,14 +422,16 @@ static void post_message(net_req *r)
     if (content == NULL) /* as upstream: no content is none */
         json_object_set_new(b, "content", json_array());
     content = json_object_get(b, "content");
-    rt_actor *a = net_conv_actor(r);
-    int e = a == NULL ? 0
-                      : net_post_message(r, a, role != NULL ? json_string_value(role) : "user",
-                                         content, json_is_true(run), posted);
-    rt_actor_unref(a);
+    int e = net_post_message(r, &r->route.conv, role != NULL ? json_string_value(role) : "user",
+                             content, json_is_true(run), posted);
     json_decref(b);
-    if (e < 0)
+    if (e == -ENOENT) {
+        char id[37];
+        rt_uuid_dashed(&r->route.conv, id);
+        net_reply_error(r, 404, "Conversation not found: %s", id);
+    } else if (e < 0) {
         net_reply_error(r, 503, "cannot reach the conversation: %s", rt_strerror(e));
+    }
 }
 
 static void on_accepted(void *ctx, rt_msg *m)
@@ -464,14 +466,7 @@ static void respond(net_req *r)
     rt_buf *rb = yes ? NULL : rt_buf_copy(why, strlen(why));
     json_decref(b);
     if (yes) {
-        rt_actor *a = net_conv_actor(r);
-        if (a == NULL)
-            return;
-        int e = rt_call(r->api->rt, RT_LOOP_ANY, a, CONV_CONTROL, CONV_RUN, NULL,
-                        r->api->call_timeout_ms, on_accepted, r);
-        rt_actor_unref(a);
-        if (e < 0)
-            net_reply_error(r, 503, "cannot reach the conversation: %s", rt_strerror(e));
+        net_conv_call(r, &r->route.conv, CONV_CONTROL, CONV_RUN, NULL, on_accepted, r);
         return;
     }
     net_ask_conv(r, CONV_CONTROL, CONV_REFUSE_CALLS, rb);

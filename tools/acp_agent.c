@@ -21,6 +21,7 @@
 typedef struct call {
     char *id;
     char *title; /* as the editor was told, else the tool's name */
+    bool closed; /* its turn was cancelled and answered: no updates after */
 } call;
 
 typedef struct session {
@@ -136,6 +137,11 @@ static void end_turn(acpa *a, session *s, const char *stop)
     if (s->prompt_id == NULL)
         return;
     answer(a, s->prompt_id, json_pack("{s:s}", "stopReason", stop));
+    /* ACP: a turn's updates come before its answer; what its calls still
+     * bring once a cancelled turn is answered is not sent (a session/load
+     * shows it) */
+    for (size_t i = 0; strcmp(stop, "cancelled") == 0 && i < s->ncalls; i++)
+        s->calls[i].closed = true;
     json_decref(s->prompt_id);
     json_decref(s->echo);
     s->prompt_id = s->echo = NULL;
@@ -180,6 +186,16 @@ static bool same_content(json_t *got, json_t *sent)
             return false;
     }
     return true;
+}
+
+/* Is u an update of a call of a cancelled turn (call.closed)? */
+static bool of_closed_call(const session *s, json_t *u)
+{
+    const char *tc = str(u, "toolCallId");
+    for (size_t i = 0; tc != NULL && i < s->ncalls; i++)
+        if (s->calls[i].closed && strcmp(s->calls[i].id, tc) == 0)
+            return true;
+    return false;
 }
 
 /* Pending tool calls, for a permission's toolCall; out: the event's
@@ -273,7 +289,11 @@ void acpa_event(acpa *a, const char *cid, const char *json, size_t len)
     size_t i;
     json_t *u;
     if (!echo || s->load_id != NULL)
-        json_array_foreach(out, i, u) update(a, s, u);
+        json_array_foreach(out, i, u)
+        {
+            if (s->load_id != NULL || !of_closed_call(s, u))
+                update(a, s, u);
+        }
     track_calls(s, e, out);
     if (status && is(str(e, "value"), "waiting_for_confirmation") && s->load_id == NULL)
         ask_permission(a, s);

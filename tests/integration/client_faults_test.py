@@ -10,7 +10,8 @@ responses (REST repair) in the middle.
 
 follows while 3 producer threads append agent MessageEvents (arrays of 1-4)
 at full speed straight to the server, for a few seconds and a bounded
-count; some events are there before tail starts. Then the faults are
+count, and on until the proxy has made every kind of fault at least once;
+some events are there before tail starts. Then the faults are
 switched off (held frames released), the server's log is read (REST
 search), tail's stdout is awaited until it has that many lines (a
 deadline), tail gets SIGTERM and the rest is read. Checked: stdout parsed
@@ -50,13 +51,11 @@ BEFORE = 150           # events there before tail starts
 CONVERGE = 45          # seconds for tail to catch up once the faults are off
 
 
-def produce(rest, cid, rng_seed, stop_at, budget, counter, errors):
+def produce(rest, cid, rng_seed, go, counter, errors):
     rng = random.Random(rng_seed)
     try:
-        while time.monotonic() < stop_at:
-            with budget["lock"]:
-                n = min(rng.randint(1, 4), budget["left"])
-                budget["left"] -= n
+        while True:
+            n = go(rng.randint(1, 4))
             if n <= 0:
                 return
             k = counter.next(n)
@@ -76,20 +75,36 @@ class Counter:
             return self.n - k
 
 
-def run_producers(srv, cid, seed):
-    """PRODUCERS threads appending for PRODUCE_SECONDS or MAX_EVENTS; -> events appended."""
+FAULTS = ("dropped", "duplicated", "delayed", "cuts")
+
+
+def run_producers(srv, cid, seed, proxy):
+    """PRODUCERS threads appending for PRODUCE_SECONDS or MAX_EVENTS, and
+    on (up to T seconds more) until the proxy has made every kind of fault
+    at least once: how many frames a round sees depends on the machine's
+    speed, the faults must not. -> events appended."""
     stop_at = time.monotonic() + PRODUCE_SECONDS
-    budget = {"lock": threading.Lock(), "left": MAX_EVENTS}
+    lock, left = threading.Lock(), [MAX_EVENTS]
+
+    def go(want):
+        with lock:
+            now = time.monotonic()
+            if now < stop_at and left[0] > 0:
+                n = min(want, left[0])
+                left[0] -= n
+                return n
+            faults = proxy.counters()
+            return want if now < stop_at + T and any(faults[k] == 0 for k in FAULTS) else 0
+
     counter, errors = Counter(), []
     rng = random.Random(seed)
     ts = [threading.Thread(target=produce,
-                           args=(Rest(srv.port), cid, rng.getrandbits(32), stop_at, budget,
-                                 counter, errors))
+                           args=(Rest(srv.port), cid, rng.getrandbits(32), go, counter, errors))
           for _ in range(PRODUCERS)]
     for t in ts:
         t.start()
     for t in ts:
-        t.join(PRODUCE_SECONDS + T)
+        t.join(PRODUCE_SECONDS + 2 * T)
     check(not errors, "a producer failed", *[repr(e) for e in errors])
     check(all(not t.is_alive() for t in ts), "a producer did not stop")
     return counter.n
@@ -121,7 +136,7 @@ def round_(srv, seed, mode):
     try:
         # producers only once tail follows (it has the first events)
         tail.wait_lines(1, "%s: tail's first line" % name)
-        n = run_producers(srv, cid, seed)
+        n = run_producers(srv, cid, seed, proxy)
         t0 = time.monotonic()
         if mode == "until-done":
             rest.append(cid, status_event("finished"))
@@ -154,7 +169,7 @@ def round_(srv, seed, mode):
     s = stats_of(err)
     check(s["events"] == len(log), "%s: stats events %d, log %d" % (name, s["events"], len(log)), s)
     counts = proxy.counters()
-    for k in ("dropped", "duplicated", "delayed", "cuts"):
+    for k in FAULTS:
         check(faults[k] > 0, "%s: the proxy never %s a frame (frames %d) - no WebSocket traffic?"
               % (name, k, faults["frames"]), faults)
     if faults["cuts"]:

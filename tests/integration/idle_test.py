@@ -10,7 +10,9 @@ cleanly. Against a real `parley serve` (run by test_idle.sh; $PARLEY).
    refused), and a WebSocket subscriber from before the close gets the new
    events. A restart then finds everything in order, and a search by status
    (which asks each conversation once) finds the one paused before it.
-2. A hard open-files limit of 128 with --idle-close 0 (never): creating
+2. After kill -9 (no summaries), a conversation whose log cannot be opened
+   is listed as "error" with status_detail saying why; the list answers.
+3. A hard open-files limit of 128 with --idle-close 0 (never): creating
    conversations until the files run out answers 503 with Retry-After and a
    reason that says so, never 404; the conversations created before still
    answer, and after one is deleted a new one can be made.
@@ -137,6 +139,48 @@ async def idle_close():
         append(c, quiet[2], observation("o2", "c2"))
 
 
+def unanswered_listed():
+    """After kill -9 no summaries are left, so a list asks each conversation;
+    one whose log cannot be opened is listed as "error" with the reason,
+    never a 503 for the whole list (asked for alone it is a 503 naming it)."""
+    with Server() as srv:
+        c = srv.client()
+        ok, broken = new_conv(c), new_conv(c)
+        for cid in (ok, broken):
+            append(c, cid, [user_msg(None, "task"), action("a", "c", "r"), observation("o", "c")])
+        srv.restart()  # clean: the journal is retired, the summaries saved...
+        srv.client().expect("GET", "/api/conversations/count", 200)
+        srv.kill()  # ...and taken back by this start: after kill -9 none remain
+        check(not os.path.exists(os.path.join(srv.data, "summaries.jsonl")), "no summaries left")
+        d = os.path.join(srv.data, "conversations", broken.replace("-", ""))
+        for f in os.listdir(d):
+            if f.endswith(".seg"):  # a segment that cannot be opened (EISDIR)
+                os.remove(os.path.join(d, f))
+                os.mkdir(os.path.join(d, f))
+        srv.start()
+        c = srv.client()
+        for path in ("/api/conversations/search?limit=10",
+                     "/api/conversations/search?sort_order=UPDATED_AT_DESC"):
+            items = {i["id"]: i for i in c.expect("GET", path, 200)["items"]}
+            check(set(items) == {ok, broken}, "both listed", path, items)
+            check(items[ok]["execution_status"] == "idle" and "status_detail" not in items[ok],
+                  "the readable one as it is", items[ok])
+            b = items[broken]
+            check(b["execution_status"] == "error" and "cannot answer" in b["status_detail"],
+                  "the unreadable one says why", b)
+        errs = c.expect("GET", "/api/conversations/search?status=error", 200)["items"]
+        check([i["id"] for i in errs] == [broken], "search?status=error finds it", errs)
+        check(int(c.request("GET", "/api/conversations/count?status=error").raw) == 1,
+              "counted as error")
+        check(int(c.request("GET", "/api/conversations/count?status=idle").raw) == 1,
+              "the other one idle")
+        many = c.expect("GET", "/api/conversations?ids=%s&ids=%s" % (ok, broken), 200)
+        check([i["execution_status"] for i in many] == ["idle", "error"], "a batch get too", many)
+        r = c.request("GET", conv_path(broken))
+        check(r.status == 503 and broken in r.body.get("detail", ""),
+              "asked alone: 503 naming it", r.status, r.body)
+
+
 def files_run_out():
     # the limit is set on the shell's side of the exec (prlimit is util-linux)
     with Server(args=["--idle-close", "0"], wrap=["prlimit", "--nofile=128:128"]) as srv:
@@ -163,6 +207,7 @@ def files_run_out():
 
 def main():
     for name, fn in (("idle_close", lambda: asyncio.run(idle_close())),
+                     ("unanswered_listed", unanswered_listed),
                      ("files_run_out", files_run_out)):
         fn()
         print("ok", name)

@@ -225,10 +225,9 @@ async function hosted(srv, context) {
   await p2.locator('#live.on').waitFor();
   check(await p2.locator('#confirm').isHidden(), 'no Confirm while nothing waits');
   // confirmed, the run goes on to its end; rejected, the conversation
-  // goes idle (as upstream) and the agent's turn ends after it, so the
-  // last status is idle or finished depending on which comes first
+  // goes idle (as upstream), then the agent's turn goes on and ends it
   for (const [button, said, ends] of [['#confirm', 'allowed', ['finished']],
-    ['#reject', 'rejected', ['finished', 'idle']]]) {
+    ['#reject', 'rejected', ['finished']]]) {
     await p2.fill('#text', 'clean up');
     await p2.click('#send-button');
     await p2.locator(button).waitFor({state: 'visible'});

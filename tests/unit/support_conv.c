@@ -108,7 +108,7 @@ tc_slot *tc_request(tc_env *e, uint32_t kind, uint64_t arg, const char *body)
         rt_actor_unref(e->conv);
         ck_assert_int_eq(convs_get(e->svc, &e->id, &e->conv), 0);
     }
-    int r = rt_call(e->rt, 0, e->conv, kind, arg, b, 0, on_reply, s);
+    int r = convs_call(e->svc, &e->id, 0, kind, arg, b, 0, on_reply, s);
     ck_assert_int_eq(r, 0);
     return s;
 }
@@ -146,13 +146,6 @@ int tc_call(tc_env *e, uint32_t kind, uint64_t arg, const char *body, char **out
 {
     tc_slot *s = tc_request(e, kind, arg, body);
     ck_assert_msg(tc_wait(s), "no answer to a request of kind %u", kind);
-    /* sent to a tree retiring at rest just as it closed: what a client
-     * sees as 503 "retry"; once more, to the new tree */
-    for (int again = 0; s->code == RT_ECLOSED && again < 3; again++) {
-        tc_slot_free(s);
-        s = tc_request(e, kind, arg, body);
-        ck_assert_msg(tc_wait(s), "no answer to a request of kind %u", kind);
-    }
     int code = s->code;
     if (out != NULL) {
         *out = s->body;

@@ -680,8 +680,18 @@ START_TEST(test_cancel)
     nothing_written();            /* the answer waits for the pause to land */
     event(sid, AGENT("partial")); /* updates before the pause still go */
     chunk(sid, "agent_message_chunk", "partial");
+    event(sid, LS_ACTION); /* a call under way when the pause lands */
+    json_t *m, *u = updated(sid, &m);
+    equal_json(json_object_get(u, "sessionUpdate"), "'tool_call'");
+    json_decref(m);
     status(sid, "paused");
     answered(2, "{'stopReason':'cancelled'}");
+    /* its result after the answer is not the editor's any more (ACP: a
+     * turn's updates come before its answer) */
+    event(sid, "{'kind':'ObservationEvent','id':'o1','source':'environment','tool_name':"
+               "'terminal','tool_call_id':'c1','action_id':'a1','observation':{'kind':"
+               "'TerminalObservation','content':[{'type':'text','text':'a.c'}]}}");
+    nothing_written();
 
     /* a pause that cannot land (nothing runs yet, or any more) ends the turn */
     prompt(3, "again");

@@ -2456,10 +2456,12 @@ START_TEST(test_summaries_follow_and_survive)
     rt_uuid x;
     ck_assert(rt_uuid_parse("5ca1ab1e0000400080000000000000bb", 32, &x));
     rt_actor *xa, *main_conv = e.conv;
+    rt_uuid main_id = e.id;
     rt_buf *meta = rt_buf_copy("{\"created_at\":\"2026-01-01T00:00:00\"}", 36);
     ck_assert_int_eq(convs_create(e.svc, &x, NULL, meta, NULL, &xa, NULL), 0);
     rt_buf_unref(meta);
     e.conv = xa; /* requests go to x */
+    e.id = x;
     OK(&e, user("u1", "hello"));
     conv_summary c = summary_of(&e, &x);
     ck_assert(c.exists && c.known);
@@ -2480,6 +2482,7 @@ START_TEST(test_summaries_follow_and_survive)
     json_decref(st);
     uint64_t n = c.count;
     e.conv = main_conv;
+    e.id = main_id;
     rt_actor_unref(xa);
 
     /* a clean close saves them; the next start takes them back, once */
