@@ -286,11 +286,6 @@ int pl__loop(pl_instance *p)
     return (int)(atomic_fetch_add(&turn, 1) % (unsigned)p->workers);
 }
 
-int pl__actor(pl_conv *c, rt_actor **out)
-{
-    return convs_get(c->p->convs, &c->id, out);
-}
-
 static pl_conv *handle(pl_instance *p, const rt_uuid *id)
 {
     pl_conv *c = calloc(1, sizeof(*c));

@@ -47,8 +47,6 @@ int pl__at_close(pl_instance *p, void (*fn)(void *ctx, bool stopped), void *ctx)
  * a worker's, else a worker in turn (never the callback loop, where a
  * slow callback could hold it up). */
 int pl__loop(pl_instance *p);
-/* The conversation's actor (a reference), or a negative error. */
-int pl__actor(pl_conv *c, rt_actor **out);
 /* A runtime error (m is an RT_KIND_ERROR) as a verdict. */
 void pl__error_verdict(const rt_msg *m, pl_verdict *v, char *detail, size_t cap);
 

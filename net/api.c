@@ -253,13 +253,18 @@ int net_conv_call(net_req *r, const rt_uuid *id, uint32_t kind, uint64_t arg, rt
     if (e == 0)
         return 0;
     rt_buf_unref(buf);
+    net_reply_unreachable(r, id, e);
+    return e;
+}
+
+void net_reply_unreachable(net_req *r, const rt_uuid *id, int e)
+{
     char dashed[37];
     rt_uuid_dashed(id, dashed);
     if (e == -ENOENT)
         net_reply_error(r, 404, "Conversation not found: %s", dashed);
     else
         net_reply_error(r, 503, "cannot reach conversation %s: %s", dashed, rt_strerror(e));
-    return e;
 }
 
 static void on_answer(void *ctx, rt_msg *m)

@@ -94,6 +94,9 @@ rt_actor *net_conv_actor(net_req *r);
  * 503) and the error returned. */
 int net_conv_call(net_req *r, const rt_uuid *id, uint32_t kind, uint64_t arg, rt_buf *buf,
                   rt_reply_cb cb, void *ctx);
+/* The answer to a request convs_call could not send (e): 404 for an
+ * unknown conversation, else 503 naming it. */
+void net_reply_unreachable(net_req *r, const rt_uuid *id, int e);
 
 /* json_decref for a void * (an arg_free of net_api_work). */
 void net_json_free(void *j);

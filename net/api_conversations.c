@@ -389,17 +389,12 @@ static void listing_free(listing *l)
     free(l);
 }
 
-static int uuid_cmp(const void *a, const void *b)
-{
-    return memcmp(a, b, sizeof(rt_uuid));
-}
-
 /* One that could not answer when asked for its status: listed as "error"
  * (and its item says why), not left out of the listing or failing it. */
 static bool unanswered(const listing *l, const rt_uuid *id)
 {
     return l->nunanswered > 0 &&
-           bsearch(id, l->unanswered, l->nunanswered, sizeof(rt_uuid), uuid_cmp) != NULL;
+           bsearch(id, l->unanswered, l->nunanswered, sizeof(rt_uuid), rt_uuid_cmp) != NULL;
 }
 
 static int parse_listing(net_req *r, listing *l, bool count_only)
@@ -523,7 +518,7 @@ static void asked(gather *g)
         for (size_t i = 0; i < g->n; i++)
             if (g->why[i] != NULL)
                 l->unanswered[l->nunanswered++] = g->ids[i];
-        qsort(l->unanswered, l->nunanswered, sizeof(rt_uuid), uuid_cmp);
+        qsort(l->unanswered, l->nunanswered, sizeof(rt_uuid), rt_uuid_cmp);
     } /* else (out of memory) those are left out */
     gather_free(g);
     run_listing(l);

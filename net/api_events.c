@@ -425,13 +425,8 @@ static void post_message(net_req *r)
     int e = net_post_message(r, &r->route.conv, role != NULL ? json_string_value(role) : "user",
                              content, json_is_true(run), posted);
     json_decref(b);
-    if (e == -ENOENT) {
-        char id[37];
-        rt_uuid_dashed(&r->route.conv, id);
-        net_reply_error(r, 404, "Conversation not found: %s", id);
-    } else if (e < 0) {
-        net_reply_error(r, 503, "cannot reach the conversation: %s", rt_strerror(e));
-    }
+    if (e < 0)
+        net_reply_unreachable(r, &r->route.conv, e);
 }
 
 static void on_accepted(void *ctx, rt_msg *m)

@@ -106,3 +106,8 @@ bool rt_uuid_eq(const rt_uuid *a, const rt_uuid *b)
 {
     return memcmp(a->b, b->b, sizeof(a->b)) == 0;
 }
+
+int rt_uuid_cmp(const void *a, const void *b)
+{
+    return memcmp(((const rt_uuid *)a)->b, ((const rt_uuid *)b)->b, sizeof(((rt_uuid *)a)->b));
+}

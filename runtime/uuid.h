@@ -23,5 +23,7 @@ int rt_uuid_v4(rt_uuid *out);
 /* The value of a hex digit (either case), or -1. */
 int rt_hex_digit(char c);
 bool rt_uuid_eq(const rt_uuid *a, const rt_uuid *b);
+/* Byte order of two rt_uuid, as qsort and bsearch want it. */
+int rt_uuid_cmp(const void *a, const void *b);
 
 #endif

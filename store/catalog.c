@@ -721,11 +721,6 @@ int stl_store_list(st_store *s, rt_uuid **ids, size_t *n)
     return 0;
 }
 
-static int cmp_uuid(const void *a, const void *b)
-{
-    return memcmp(((const rt_uuid *)a)->b, ((const rt_uuid *)b)->b, sizeof(((rt_uuid *)a)->b));
-}
-
 int stl_store_children(st_store *s, const rt_uuid *id, rt_uuid **ids, size_t *n)
 {
     size_t k = 0, cap = 0;
@@ -751,7 +746,7 @@ int stl_store_children(st_store *s, const rt_uuid *id, rt_uuid **ids, size_t *n)
         return r;
     }
     if (k > 1)
-        qsort(v, k, sizeof(*v), cmp_uuid);
+        qsort(v, k, sizeof(*v), rt_uuid_cmp);
     *ids = v;
     *n = k;
     return 0;

@@ -246,11 +246,6 @@ int stn_catalog_list(stn_store *s, rt_uuid **ids, size_t *n)
     return 0;
 }
 
-static int cmp_uuid(const void *a, const void *b)
-{
-    return memcmp(a, b, sizeof(rt_uuid));
-}
-
 int stn_catalog_children(stn_store *s, const rt_uuid *id, rt_uuid **ids, size_t *n)
 {
     pthread_mutex_lock(&s->mu);
@@ -263,7 +258,7 @@ int stn_catalog_children(stn_store *s, const rt_uuid *id, rt_uuid **ids, size_t 
     if (v == NULL)
         return -ENOMEM;
     if (k > 1)
-        qsort(v, k, sizeof(*v), cmp_uuid);
+        qsort(v, k, sizeof(*v), rt_uuid_cmp);
     *ids = v;
     *n = k;
     return 0;

@@ -276,7 +276,7 @@ static int publish(st_nats_log *l, const rec *c, natsMsg *m, uint64_t *seq)
                                   .batch_first = c->batch_first,
                                   .batch_total = c->batch_total,
                                   .writer = c->writer};
-            if (!dup && st_nats_drop_ack && st_nats_drop_ack(&sent)) {
+            if (st_nats_drop_ack && st_nats_drop_ack(&sent)) {
                 unsure = true;
                 r = stn_fail(l, -ETIMEDOUT, "NATS timed out: appending to %s: ack dropped",
                              l->subject);

@@ -188,9 +188,9 @@ const char *st_nats_log_stream(const st_nats_log *l);
 
 /* ---- faults ------------------------------------------------------------- */
 
-/* Tests set this: called after a record was published and acknowledged;
- * returning true drops the acknowledgement, as a lost answer would, so the
- * append is sent again. */
+/* Tests set this: called after a record was published and acknowledged
+ * (first time or as a duplicate); returning true drops the acknowledgement,
+ * as a lost answer would, so the append is sent again until the deadline. */
 extern bool (*st_nats_drop_ack)(const st_nats_event *sent);
 
 #endif

@@ -67,8 +67,13 @@ long ts_counter_get(ts_counter *c)
 
 bool ts_counter_wait(ts_counter *c, long target)
 {
+    return ts_counter_wait_ms(c, target, TS_DEADLINE_MS);
+}
+
+bool ts_counter_wait_ms(ts_counter *c, long target, long ms)
+{
     struct timespec dl;
-    deadline_from_now(&dl, TS_DEADLINE_MS);
+    deadline_from_now(&dl, ms);
     pthread_mutex_lock(&c->mu);
     int rc = 0;
     while (c->n < target && rc != ETIMEDOUT)

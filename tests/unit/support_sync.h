@@ -59,6 +59,9 @@ long ts_counter_add(ts_counter *c, long d);
 long ts_counter_get(ts_counter *c);
 /* Waits until the value is at least `target`; false if the deadline passed. */
 bool ts_counter_wait(ts_counter *c, long target);
+/* The same with a deadline of its own, for waits bound by something slower
+ * than the code under test (a Raft election in nats-server). */
+bool ts_counter_wait_ms(ts_counter *c, long target, long ms);
 
 /* Spins (yielding) until *v >= target; false on deadline. For progress
  * counters bumped on hot paths, where a mutex per bump would distort what

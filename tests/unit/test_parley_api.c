@@ -20,7 +20,9 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <pthread.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -953,6 +955,79 @@ START_TEST(test_parent_and_children)
 }
 END_TEST
 
+/* ------------------------------------------------------------ crowding --- */
+
+enum { CROWD = 600, CROWD_THREADS = 8 };
+
+typedef struct crowd {
+    pl_instance *p;
+    _Atomic int next;
+    char ids[CROWD][40];
+    pl_outcome outcome[CROWD];
+    char detail[CROWD][512];
+} crowd;
+
+static void *crowd_creator(void *arg)
+{
+    crowd *w = arg;
+    static const char body[] = "[{\"source\":\"user\",\"kind\":\"MessageEvent\",\"llm_message\":"
+                               "{\"role\":\"user\",\"content\":[]}},{\"source\":\"agent\","
+                               "\"kind\":\"MessageEvent\",\"llm_message\":{\"role\":\"assistant\","
+                               "\"content\":[]}}]";
+    for (int i; (i = atomic_fetch_add(&w->next, 1)) < CROWD;) {
+        pl_conv *c;
+        if (pl_conv_create(w->p, NULL, &c) != 0) {
+            w->outcome[i] = PL_FAILED;
+            continue;
+        }
+        snprintf(w->ids[i], sizeof(w->ids[i]), "%s", pl_conv_id(c));
+        verdict_slot v; /* no ck_assert off the test's thread */
+        slot_init(&v);
+        int r = pl_append(c, body, strlen(body), on_verdict, &v);
+        w->outcome[i] = r == 0 && ts_counter_wait(&v.done, 1) ? v.outcome : PL_FAILED;
+        snprintf(w->detail[i], sizeof(w->detail[i]), "%s", r == 0 ? v.detail : pl_strerror(r));
+        pl_conv_release(c);
+    }
+    return NULL;
+}
+
+/* Far more conversations touched than the store keeps logs open (a
+ * quarter of the open-files limit): trees retire at rest as soon as they
+ * are quiet, and every append made just then still reaches one (issue 21:
+ * "the conversation did not answer: actor or runtime is stopped"). */
+START_TEST(test_many_conversations_crowded)
+{
+    struct rlimit rl;
+    ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &rl), 0);
+    rl.rlim_cur = 512; /* 128 open logs */
+    ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &rl), 0);
+    make_tmp();
+    char data[300];
+    snprintf(data, sizeof(data), "%s/data", dir);
+    crowd *w = calloc(1, sizeof(*w));
+    ck_assert_ptr_nonnull(w);
+    w->p = open_in(data, NULL);
+    pthread_t t[CROWD_THREADS];
+    for (int i = 0; i < CROWD_THREADS; i++)
+        ck_assert_int_eq(pthread_create(&t[i], NULL, crowd_creator, w), 0);
+    for (int i = 0; i < CROWD_THREADS; i++)
+        pthread_join(t[i], NULL);
+    for (int i = 0; i < CROWD; i++) {
+        ck_assert_msg(w->outcome[i] == PL_COMMITTED, "conversation %d: %s: %s", i,
+                      pl_outcome_name(w->outcome[i]), w->detail[i]);
+        pl_conv *c;
+        uint64_t n = 0;
+        ck_assert_int_eq(pl_conv_open(w->p, w->ids[i], &c), 0);
+        ck_assert_int_eq(pl_count(c, &n), 0);
+        ck_assert_uint_eq(n, 2);
+        pl_conv_release(c);
+    }
+    pl_close(w->p);
+    free(w);
+    rm_tmp();
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("parley_api");
@@ -970,6 +1045,7 @@ int main(void)
     tcase_add_test(tc, test_bad_input);
     tcase_add_test(tc, test_hosted_agent);
     tcase_add_test(tc, test_parent_and_children);
+    tcase_add_test(tc, test_many_conversations_crowded);
     suite_add_tcase(s, tc);
     return ts_run_suite(s);
 }
