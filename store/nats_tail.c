@@ -100,7 +100,8 @@ void stn_tail_load(stn_log *l)
         memset(&l->nl->keys, 0, sizeof l->nl->keys);
         l->nl->covered = 0;
     }
-    for (uint32_t i = 0; r == 0 && np != NULL && l->lo == l->hi && i < np->n; i++) {
+    bool empty = l->lo == l->hi; /* else the writer's own are there already */
+    for (uint32_t i = 0; r == 0 && np != NULL && empty && i < np->n; i++) {
         const st_nats_event *e = &np->ev[i];
         rt_buf *b = rt_buf_copy(e->data, e->len);
         if (b == NULL || keep(l, e->index, b, e->id, e->idlen, e->key, e->keylen) < 0)
