@@ -55,6 +55,8 @@ typedef struct st_backend {
     int (*log_read)(st_log *l, uint64_t first, uint32_t max, st_page **out);
     int (*log_find)(st_log *l, const void *id, size_t idlen, uint64_t *index);
     int (*log_find_key)(st_log *l, const void *key, size_t keylen, uint64_t *index);
+    int (*log_read_now)(st_log *l, uint64_t first, uint32_t max, st_page **out);
+    int (*log_find_now)(st_log *l, const void *id, size_t idlen, uint64_t *index);
     size_t (*log_memory)(const st_log *l);
     bool (*log_read_only)(const st_log *l);
 } st_backend;

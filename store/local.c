@@ -36,6 +36,8 @@ const st_backend st_local_backend = {
     .log_read = stl_log_read,
     .log_find = stl_log_find,
     .log_find_key = stl_log_find_key,
+    .log_read_now = stl_log_read,
+    .log_find_now = stl_log_find,
     .log_memory = stl_log_memory,
     .log_read_only = stl_log_read_only,
 };

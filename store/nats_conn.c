@@ -5,6 +5,10 @@
  */
 #include "nats_impl.h"
 
+#include "runtime/log.h"
+#include "runtime/runtime.h"
+#include "store.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
@@ -108,6 +112,18 @@ int64_t stn_now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+_Atomic uint64_t st_nats_loop_requests;
+
+void stn_waits(const char *what)
+{
+    int loop = rt_current_loop();
+    if (loop < 0)
+        return;
+    if (atomic_fetch_add(&st_nats_loop_requests, 1) == 0) /* the first says where */
+        rt_log(RT_LOG_WARN, "store", "nats: %s on loop thread %d: it waits for the cluster", what,
+               loop);
+}
+
 void stn_backoff(int attempt, int64_t until)
 {
     int64_t ms = 20;
@@ -175,6 +191,7 @@ static int make_stream(st_nats *n, unsigned shard, char *err, size_t errlen)
     for (int attempt = 0;; attempt++) {
         jsStreamInfo *si = NULL;
         jsErrCode jerr = 0;
+        stn_waits("checking a stream");
         natsStatus s = js_GetStreamInfo(&si, n->js, name, NULL, &jerr);
         if (s == NATS_OK) {
             int r = check_stream(si->Config, subject, err, errlen);
@@ -231,6 +248,7 @@ int stn_bind_bucket(st_nats *n, const char *bucket, const char *about, kvStore *
 {
     int64_t until = stn_now_ms() + n->deadline_ms;
     for (int attempt = 0;; attempt++) {
+        stn_waits("binding a bucket");
         natsStatus s = js_KeyValue(kv, n->js, bucket);
         if (s == NATS_NOT_FOUND) {
             kvConfig c;

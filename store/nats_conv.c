@@ -84,9 +84,18 @@ static int take_over(stn_conv *c)
         drop_writer(c);
         return r;
     }
+    /* reads answered from memory before this were of the log it loaded:
+     * if another node appended since, the conversation decided on an old
+     * log, and starts again from the log (memory is loaded again) */
+    r = stn_tail_claim(c, c->writer->next_index);
     atomic_store(&c->written, c->writer->next_index);
     atomic_store(&c->writing, true);
-    return 0;
+    if (r < 0)
+        rt_log(RT_LOG_WARN, "store",
+               "nats: conversation %s grew on another node since it was read "
+               "here: the append is refused, the log read again",
+               c->hex);
+    return r;
 }
 
 static int run_append(stn_conv *c, stn_job *j, uint64_t *first)
@@ -105,8 +114,10 @@ static int run_append(stn_conv *c, stn_job *j, uint64_t *first)
     }
     rt_log(RT_LOG_ERROR, "store", "nats: append to %s: %s%s", c->hex, st_nats_log_error(c->writer),
            stored > 0 ? " (parts of it were stored: left behind)" : "");
-    if (r == -ESTALE || stored > 0 || st_nats_log_epoch(c->writer) == 0)
+    if (r == -ESTALE || stored > 0 || st_nats_log_epoch(c->writer) == 0) {
         drop_writer(c); /* fenced, parts left behind, or unsure: take over again */
+        stn_tail_forget(c);
+    }
     return r;
 }
 

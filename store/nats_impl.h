@@ -98,6 +98,11 @@ const char *stn_what(int code);
 const char *stn_last_error(natsStatus s);
 bool stn_retryable(int code);
 int64_t stn_now_ms(void);
+/* Called before every call that waits for the cluster's answer (a
+ * request, a publish with its ack): one made on a parley loop thread is
+ * counted in st_nats_loop_requests, since it holds up every conversation
+ * of that loop for a round trip or more (issue 22: it must stay 0). */
+void stn_waits(const char *what);
 /* Sleep before retry number `attempt` (0, 1, ...): 20 ms doubling up to
  * 500 ms, never past `until` (ms). A pause between retries of a failed
  * request, not a way to wait for something. */

@@ -260,6 +260,7 @@ static int publish(st_nats_log *l, const rec *c, natsMsg *m, uint64_t *seq)
     for (int attempt = 0;; attempt++) {
         jsPubAck *pa = NULL;
         jsErrCode jerr = 0;
+        stn_waits("an append");
         natsStatus s = js_PublishMsg(&pa, l->n->js, m, &po, &jerr);
         int r;
         if (s == NATS_OK) {

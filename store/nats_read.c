@@ -147,6 +147,7 @@ int stn_get_last(st_nats_log *l, natsMsg **m, st_nats_event *ev)
     int64_t until = stn_now_ms() + l->n->deadline_ms;
     for (int attempt = 0;; attempt++) {
         jsErrCode jerr = 0;
+        stn_waits("reading the last record");
         natsStatus s = js_GetLastMsg(m, l->n->js, l->stream, l->subject, NULL, &jerr);
         if (s == NATS_OK) {
             int r = stn_parse(l, *m, natsMsg_GetSequence(*m), ev);
@@ -174,6 +175,7 @@ int stn_get_seq(st_nats_log *l, uint64_t seq, natsMsg **m, st_nats_event *ev)
     for (int attempt = 0;; attempt++) {
         jsErrCode jerr = 0;
         natsStatus s;
+        stn_waits("reading a record");
         if (leader) {
             s = js_GetMsg(m, l->n->js, l->stream, seq, NULL, &jerr);
         } else {
@@ -231,6 +233,7 @@ static int fetch(st_nats_log *l, const uint64_t *seqs, size_t n, natsMsg **out, 
         s = natsConnection_PublishRequest(l->n->nc, l->direct, wild, body, blen);
     }
     size_t got = 0;
+    stn_waits("reading records");
     int64_t until = stn_now_ms() + l->n->request_ms;
     while (s == NATS_OK && got < n) {
         int64_t left = until - stn_now_ms();
@@ -366,6 +369,7 @@ int stn_put_page(st_nats_log *l, uint64_t page, const stn_page *pg)
     char key[64];
     page_key(l, page, key, sizeof key);
     uint64_t rev;
+    stn_waits("writing a page entry");
     natsStatus s = kvStore_Put(&rev, l->n->pages, key, v, (int)sizeof v);
     if (s != NATS_OK) {
         int r = stn_errno(s, 0);
@@ -381,6 +385,7 @@ int stn_get_page(st_nats_log *l, uint64_t page, stn_page *pg)
     int64_t until = stn_now_ms() + l->n->deadline_ms;
     for (int attempt = 0;; attempt++) {
         kvEntry *e = NULL;
+        stn_waits("reading a page entry");
         natsStatus s = kvStore_Get(&e, l->n->pages, key);
         if (s == NATS_OK) {
             const unsigned char *v = kvEntry_Value(e);

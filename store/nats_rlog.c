@@ -2,13 +2,15 @@
  * nats_rlog.c - the log that st_conv_log hands out in the JetStream backend
  * (nats_store.h): log.h's readers on a st_nats_log of the conversation's
  * own, one call at a time (its mutex), any thread; blocking, as log.h's
- * reads are, unless memory answers (nats_tail.c: the tail, and finds while
- * this node writes). The count is this node's writer's while it is the
- * writer (no request), else read from the stream leader.
+ * reads are, unless memory answers (nats_tail.c: the tail, and finds in
+ * the log as this node loaded or writes it); the _now readers never
+ * block. The count is this node's writer's while it is the writer (no
+ * request), else read from the stream leader.
  */
 #include "nats_store.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,7 +25,6 @@ int stn_conv_log(st_conv *gc, st_log **log, st_open_report *rep)
     if (atomic_load(&c->gone))
         return -ENOENT;
     int r = 0;
-    bool fresh = false;
     pthread_mutex_lock(&c->mu);
     if (c->log == NULL) {
         stn_log *l = calloc(1, sizeof(*l));
@@ -35,20 +36,23 @@ int stn_conv_log(st_conv *gc, st_log **log, st_open_report *rep)
             pthread_mutex_init(&l->mu, NULL);
             pthread_mutex_init(&l->tmu, NULL);
             c->log = l;
-            fresh = true;
             atomic_fetch_add(&c->s->nlogs, 1);
         } else {
             free(l);
         }
     }
     pthread_mutex_unlock(&c->mu);
+    /* the first opening loads memory (blocking); once loaded, this and the
+     * count cost no request, so loop code may call it as it may the local
+     * store's for a log that is open */
+    if (r == 0 && (r = stn_tail_load(c->log)) < 0 && rep != NULL)
+        snprintf(rep->detail, sizeof(rep->detail), "cannot load its log: %s",
+                 st_nats_log_error(c->log->nl));
     if (r < 0)
         return r;
-    if (fresh)
-        stn_tail_load(c->log);
     if (rep != NULL) {
         memset(rep, 0, sizeof(*rep));
-        rep->count = stn_log_count((st_log *)(void *)c->log);
+        rep->count = stn_tail_count(c->log);
     }
     *log = (st_log *)(void *)c->log;
     return 0;
@@ -148,7 +152,7 @@ int stn_log_read(st_log *gl, uint64_t first, uint32_t max, st_page **out)
 int stn_log_find(st_log *gl, const void *id, size_t idlen, uint64_t *index)
 {
     stn_log *l = L(gl);
-    int r = stn_tail_find(l, false, id, idlen, index);
+    int r = stn_tail_find(l, false, id, idlen, true, index);
     if (r != -EAGAIN)
         return r;
     pthread_mutex_lock(&l->mu);
@@ -160,13 +164,28 @@ int stn_log_find(st_log *gl, const void *id, size_t idlen, uint64_t *index)
 int stn_log_find_key(st_log *gl, const void *key, size_t keylen, uint64_t *index)
 {
     stn_log *l = L(gl);
-    int r = stn_tail_find(l, true, key, keylen, index);
+    int r = stn_tail_find(l, true, key, keylen, true, index);
     if (r != -EAGAIN)
         return r;
     pthread_mutex_lock(&l->mu);
     r = st_nats_log_find_key(l->nl, key, keylen, index);
     pthread_mutex_unlock(&l->mu);
     return r;
+}
+
+int stn_log_read_now(st_log *gl, uint64_t first, uint32_t max, st_page **out)
+{
+    *out = NULL;
+    if (max > ST_NATS_READ_MAX)
+        max = ST_NATS_READ_MAX;
+    int r = stn_tail_read(L(gl), first, max, out);
+    return r < 0 ? r : r == 1 ? 0 : -EWOULDBLOCK;
+}
+
+int stn_log_find_now(st_log *gl, const void *id, size_t idlen, uint64_t *index)
+{
+    int r = stn_tail_find(L(gl), false, id, idlen, false, index);
+    return r == -EAGAIN ? -EWOULDBLOCK : r;
 }
 
 size_t stn_log_memory(const st_log *gl)

@@ -49,6 +49,7 @@ int stn_kv_get_rev(stn_store *st, const char *bucket, const char *key, char **da
     int r;
     for (int attempt = 0;; attempt++) {
         jsErrCode jerr = 0;
+        stn_waits("a catalog read");
         natsStatus s = js_GetLastMsg(&m, st->n->js, stream, subject, NULL, &jerr);
         r = s == NATS_OK ? 0 : stn_errno(s, jerr);
         if (r == 0 || r == -ENOENT || !stn_retryable(r) || stn_now_ms() >= until)
@@ -79,12 +80,14 @@ int stn_kv_get_rev(stn_store *st, const char *bucket, const char *key, char **da
 int stn_kv_put(kvStore *kv, const char *key, const void *data, size_t len, uint64_t *rev)
 {
     uint64_t r;
+    stn_waits("a catalog write");
     natsStatus s = kvStore_Put(rev != NULL ? rev : &r, kv, key, data, (int)len);
     return s == NATS_OK ? 0 : stn_errno(s, 0);
 }
 
 int stn_kv_delete(kvStore *kv, const char *key)
 {
+    stn_waits("a catalog delete");
     natsStatus s = kvStore_Delete(kv, key);
     return s == NATS_OK ? 0 : stn_errno(s, 0);
 }
@@ -96,6 +99,7 @@ int stn_kv_keys(kvStore *kv, const char *filter, int (*fn)(void *ctx, const char
     wo.MetaOnly = true;
     wo.IgnoreDeletes = true;
     kvWatcher *w = NULL;
+    stn_waits("a catalog scan");
     natsStatus s = kvStore_Watch(&w, kv, filter, &wo);
     int r = s == NATS_OK ? 0 : stn_errno(s, 0);
     while (r == 0) {
@@ -118,6 +122,7 @@ int stn_kv_keys(kvStore *kv, const char *filter, int (*fn)(void *ctx, const char
 /* Create key in the catalog, which must not have it: -EEXIST if it does. */
 static int kv_create(stn_store *st, const char *key, const void *data, size_t len, uint64_t *rev)
 {
+    stn_waits("a catalog create");
     natsStatus s = kvStore_Create(rev, st->convs, key, data, (int)len);
     if (s == NATS_OK)
         return 0;
@@ -533,6 +538,8 @@ const st_backend st_nats_backend = {
     .log_read = stn_log_read,
     .log_find = stn_log_find,
     .log_find_key = stn_log_find_key,
+    .log_read_now = stn_log_read_now,
+    .log_find_now = stn_log_find_now,
     .log_memory = stn_log_memory,
     .log_read_only = stn_log_read_only,
 };

@@ -90,6 +90,9 @@ typedef struct stn_log {
     size_t bytes;
     stn_table ids, keys; /* hashes of events [0, covered) */
     uint64_t covered;
+    /* the log was loaded: [0, covered) is the whole log as this node knows
+     * it, writer or not (a count read since that says more: not whole) */
+    bool loaded;
 } stn_log;
 
 struct stn_conv {
@@ -197,15 +200,28 @@ int stn_conv_get_file(st_conv *c, const char *name, char **data, size_t *len);
 int stn_conv_delete(st_conv *c, st_done_fn done, void *ctx);
 
 /* nats_tail.c: what a node's reads answer from memory */
-/* At the first st_conv_log (blocking): index every event, keep the last. */
-void stn_tail_load(stn_log *l);
+/* At the first st_conv_log (blocking): index every event, keep the last.
+ * Again after a failure; a no-op once loaded. 0 or an error. */
+int stn_tail_load(stn_log *l);
+/* The events memory answers for: the writer's count, or, before this node
+ * writes, the count it loaded. */
+uint64_t stn_tail_count(stn_log *l);
+/* This node's writer took the log over at count `next` (worker, before it
+ * writes): -ESTALE if the log grew past what memory loaded (another node
+ * appended; reads made from memory were of an older log), after loading
+ * memory again. */
+int stn_tail_claim(stn_conv *c, uint64_t next);
+/* The log may hold what memory does not (an append's outcome unknown, a
+ * writer fenced): the next st_conv_log loads it again (worker). */
+void stn_tail_forget(stn_conv *c);
 /* The writer stored job j's events from index first on (worker). */
 void stn_tail_push(stn_conv *c, uint64_t first, const stn_job *j);
 /* 1 with *out (or a negative errno) if memory answers, 0 if the cluster
  * must. */
 int stn_tail_read(stn_log *l, uint64_t first, uint32_t max, st_page **out);
-/* 0 or -ENOENT if memory answers, -EAGAIN if the cluster must. */
-int stn_tail_find(stn_log *l, bool key, const void *v, size_t len, uint64_t *index);
+/* 0 or -ENOENT if memory answers, -EAGAIN if the cluster must. A match
+ * older than the tail is confirmed by reading it (wait), or is -EAGAIN. */
+int stn_tail_find(stn_log *l, bool key, const void *v, size_t len, bool wait, uint64_t *index);
 size_t stn_tail_memory(stn_log *l);
 void stn_tail_free(stn_log *l);
 
@@ -225,6 +241,8 @@ uint64_t stn_log_count(const st_log *l);
 int stn_log_read(st_log *l, uint64_t first, uint32_t max, st_page **out);
 int stn_log_find(st_log *l, const void *id, size_t idlen, uint64_t *index);
 int stn_log_find_key(st_log *l, const void *key, size_t keylen, uint64_t *index);
+int stn_log_read_now(st_log *l, uint64_t first, uint32_t max, st_page **out);
+int stn_log_find_now(st_log *l, const void *id, size_t idlen, uint64_t *index);
 size_t stn_log_memory(const st_log *l);
 bool stn_log_read_only(const st_log *l);
 

@@ -25,6 +25,8 @@
  */
 #include "nats_store.h"
 
+#include "runtime/log.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,9 +80,16 @@ static int keep(stn_log *l, uint64_t index, rt_buf *payload, const char *id, uin
     return 0;
 }
 
-void stn_tail_load(stn_log *l)
+int stn_tail_load(stn_log *l)
 {
     pthread_mutex_lock(&l->mu);
+    pthread_mutex_lock(&l->tmu);
+    bool loaded = l->loaded;
+    pthread_mutex_unlock(&l->tmu);
+    if (loaded) {
+        pthread_mutex_unlock(&l->mu);
+        return 0;
+    }
     int r = stn_index_load(l->nl);
     uint64_t count = l->nl->covered;
     st_nats_page *np = NULL;
@@ -108,16 +117,69 @@ void stn_tail_load(stn_log *l)
             r = -ENOMEM;
         rt_buf_unref(b);
     }
+    if (r == 0) {
+        l->loaded = true;
+        if (atomic_load(&l->known) < l->covered)
+            atomic_store(&l->known, l->covered);
+    }
     pthread_mutex_unlock(&l->tmu);
     pthread_mutex_unlock(&l->mu);
     st_nats_page_free(np);
+    return r;
 }
 
-void stn_tail_push(stn_conv *c, uint64_t first, const stn_job *j)
+/* Forget what memory holds: it no longer is the log's start (tmu). */
+static void forget(stn_log *l)
+{
+    while (l->lo < l->hi)
+        drop_oldest(l);
+    l->lo = l->hi = 0;
+    stn_table_free(&l->ids);
+    stn_table_free(&l->keys);
+    l->covered = 0;
+    l->loaded = false;
+}
+
+static stn_log *log_of(stn_conv *c)
 {
     pthread_mutex_lock(&c->mu);
     stn_log *l = c->log; /* stays until c is freed: the worker holds c */
     pthread_mutex_unlock(&c->mu);
+    return l;
+}
+
+void stn_tail_forget(stn_conv *c)
+{
+    stn_log *l = log_of(c);
+    if (l == NULL)
+        return;
+    pthread_mutex_lock(&l->tmu);
+    forget(l);
+    pthread_mutex_unlock(&l->tmu);
+}
+
+int stn_tail_claim(stn_conv *c, uint64_t next)
+{
+    stn_log *l = log_of(c);
+    if (l == NULL)
+        return 0;
+    pthread_mutex_lock(&l->tmu);
+    bool stale = l->loaded && l->covered != next;
+    if (stale)
+        forget(l);
+    pthread_mutex_unlock(&l->tmu);
+    if (!stale)
+        return 0;
+    int r = stn_tail_load(l);
+    if (r < 0)
+        rt_log(RT_LOG_WARN, "store", "nats: conversation %s: cannot load its log again: %s", c->hex,
+               strerror(-r));
+    return -ESTALE;
+}
+
+void stn_tail_push(stn_conv *c, uint64_t first, const stn_job *j)
+{
+    stn_log *l = log_of(c);
     if (l == NULL)
         return;
     pthread_mutex_lock(&l->tmu);
@@ -132,10 +194,26 @@ void stn_tail_push(stn_conv *c, uint64_t first, const stn_job *j)
     pthread_mutex_unlock(&l->tmu);
 }
 
-/* Does memory hold the whole log as this node wrote it? (tmu) */
-static bool whole(const stn_log *l)
+/* Does memory hold the whole log, as this node writes it or, before it
+ * writes, as it was loaded? (tmu) */
+static bool whole(stn_log *l)
 {
-    return atomic_load(&l->c->writing) && l->covered >= atomic_load(&l->c->written);
+    if (atomic_load(&l->c->writing))
+        return l->covered >= atomic_load(&l->c->written);
+    return l->loaded && l->covered >= atomic_load(&l->known);
+}
+
+static uint64_t count_of(stn_log *l)
+{
+    return atomic_load(&l->c->writing) ? atomic_load(&l->c->written) : l->covered;
+}
+
+uint64_t stn_tail_count(stn_log *l)
+{
+    pthread_mutex_lock(&l->tmu);
+    uint64_t n = whole(l) ? count_of(l) : atomic_load(&l->known);
+    pthread_mutex_unlock(&l->tmu);
+    return n;
 }
 
 int stn_tail_read(stn_log *l, uint64_t first, uint32_t max, st_page **out)
@@ -143,7 +221,7 @@ int stn_tail_read(stn_log *l, uint64_t first, uint32_t max, st_page **out)
     int r = 0;
     pthread_mutex_lock(&l->tmu);
     /* fewer than max only at the end of the log, as log.h promises */
-    bool at_end = whole(l) && l->hi == atomic_load(&l->c->written);
+    bool at_end = whole(l) && l->hi == count_of(l);
     if (first >= l->lo && first < l->hi && (at_end || l->hi - first >= max)) {
         uint64_t end = l->hi - first < max ? l->hi : first + max;
         stn_ref v[STN_TAIL_MAX];
@@ -206,7 +284,7 @@ static int in_log(stn_log *l, uint64_t at, bool key, const void *v, size_t len)
     return r;
 }
 
-int stn_tail_find(stn_log *l, bool key, const void *v, size_t len, uint64_t *index)
+int stn_tail_find(stn_log *l, bool key, const void *v, size_t len, bool wait, uint64_t *index)
 {
     if (len == 0 || len > 255)
         return -ENOENT;
@@ -221,7 +299,7 @@ int stn_tail_find(stn_log *l, bool key, const void *v, size_t len, uint64_t *ind
     if (e < 0)
         return e;
     for (int i = 0; i < k.n; i++) {
-        if (r[i] == -EAGAIN)
+        if (r[i] == -EAGAIN && wait)
             r[i] = in_log(l, k.at[i], key, v, len);
         if (r[i] < 0)
             return -EAGAIN;

@@ -188,6 +188,10 @@ extern rt_hist st_fsync_seconds;
  * acknowledgement (retries included): what an append waits for in NATS
  * mode, where there is no fdatasync. */
 extern rt_hist st_nats_append_seconds;
+/* Requests to a cluster made on a parley loop thread: each holds up the
+ * loop's conversations for a round trip. 0 unless a path that should run
+ * in the thread pool or on a worker does not (issue 22). */
+extern _Atomic uint64_t st_nats_loop_requests;
 /* The store's figures, as Prometheus text. */
 void st_metrics_render(rt_text *t);
 

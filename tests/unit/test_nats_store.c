@@ -681,6 +681,97 @@ START_TEST(test_writer_reads_from_memory)
 }
 END_TEST
 
+/* A node that does not write a conversation (yet) answers its count, its
+ * finds and its tail from what it loaded, with no request: the
+ * conversation actor asks them on a loop thread before its first append,
+ * and WebSocket streams on nodes that never write it. What memory does
+ * not hold is -EWOULDBLOCK for st_log_*_now (loop code reads it in the
+ * thread pool), never a request. Its first append finds that another node
+ * appended meanwhile: refused (-ESTALE: its answers were of an older
+ * log), memory loaded again, and the next append goes on after those. */
+START_TEST(test_reader_answers_from_memory)
+{
+    char u0[256], u1[256];
+    nats_url(0, u0, sizeof u0);
+    nats_url(1, u1, sizeof u1);
+    st_store *s0 = open_at(u0), *s1 = open_at(u1);
+    rt_uuid a = fresh();
+    st_conv *c = create(s0, &a, NULL, "{}");
+    waiter w;
+    ts_counter_init(&w.n);
+    for (int i = 0; i < 20; i++) /* 320 events: more than memory keeps of the tail */
+        ck_assert_int_eq(append(c, (uint64_t)i * 16, 16, &w), 0);
+    ck_assert(ts_counter_wait(&w.n, 20));
+    for (int i = 0; i < 20; i++)
+        ck_assert_int_eq(w.status[i], 0);
+
+    st_conv *c1 = seen(s1, &a, 0);
+    st_log *l = NULL;
+    st_open_report rep;
+    ck_assert_int_eq(st_conv_log(c1, &l, &rep), 0); /* loads: blocking, in the pool */
+    ck_assert_uint_eq(rep.count, 320);
+    uint64_t before = sent(s1);
+    for (int round = 0; round < 5; round++) {
+        ck_assert_int_eq(st_conv_log(c1, &l, &rep), 0);
+        ck_assert_uint_eq(rep.count, 320);
+        uint64_t idx;
+        for (uint64_t k = 0; k < 320; k += 7) {
+            char id[32];
+            snprintf(id, sizeof id, "ev-%llu", (unsigned long long)k);
+            /* an id the index has, older than the tail, is confirmed by
+             * reading its event: not now */
+            int r = st_log_find_now(l, id, strlen(id), &idx);
+            ck_assert_msg(r == (k >= 220 ? 0 : -EWOULDBLOCK), "find_now(%s): %d", id, r);
+            if (r == 0)
+                ck_assert_uint_eq(idx, k);
+        }
+        ck_assert_int_eq(st_log_find_now(l, "nope", 4, &idx), -ENOENT);
+        ck_assert_int_eq(st_log_find_key(l, "key-318", 7, &idx), 0);
+        ck_assert_uint_eq(idx, 318);
+        st_page *p = NULL;
+        ck_assert_int_eq(st_log_read_now(l, 300, 20, &p), 0);
+        ck_assert_uint_eq(p->n, 20);
+        ck_assert_uint_eq(p->ev[19].index, 319);
+        st_page_free(p);
+        ck_assert_int_eq(st_log_read_now(l, 320, 10, &p), 0);
+        ck_assert_uint_eq(p->n, 0);
+        st_page_free(p);
+        ck_assert_int_eq(st_log_read_now(l, 0, 100, &p), -EWOULDBLOCK);
+        ck_assert_ptr_null(p);
+    }
+    uint64_t after = sent(s1);
+    ck_assert_msg(after - before <= 2, "%llu messages to the cluster for reads of memory",
+                  (unsigned long long)(after - before));
+    st_page *p = NULL; /* what memory lacks, the blocking readers bring */
+    ck_assert_int_eq(st_log_read(l, 0, 100, &p), 0);
+    ck_assert_uint_eq(p->n, 100);
+    st_page_free(p);
+    uint64_t idx;
+    ck_assert_int_eq(st_log_find(l, "ev-17", 5, &idx), 0);
+    ck_assert_uint_eq(idx, 17);
+
+    ck_assert_int_eq(append(c, 320, 4, &w), 0);
+    ck_assert(ts_counter_wait(&w.n, 21));
+    ck_assert_int_eq(w.status[20], 0);
+    ck_assert_int_eq(append(c1, 324, 1, &w), 0);
+    ck_assert(ts_counter_wait(&w.n, 22));
+    ck_assert_int_eq(w.status[21], -ESTALE);
+    ck_assert_int_eq(st_log_find_now(l, "ev-322", 6, &idx), 0);
+    ck_assert_uint_eq(idx, 322);
+    ck_assert_int_eq(append(c1, 324, 1, &w), 0);
+    ck_assert(ts_counter_wait(&w.n, 23));
+    ck_assert_int_eq(w.status[22], 0);
+    ck_assert_uint_eq(w.first[22], 324);
+    verify(c1, 325);
+
+    st_conv_release(c1);
+    st_conv_release(c);
+    ts_counter_destroy(&w.n);
+    st_store_close(s1);
+    st_store_close(s0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("nats_store");
@@ -699,6 +790,7 @@ int main(void)
     tcase_add_test(cl, test_second_store_sees_the_same);
     tcase_add_test(cl, test_deleted_then_created_again);
     tcase_add_test(cl, test_writer_reads_from_memory);
+    tcase_add_test(cl, test_reader_answers_from_memory);
     suite_add_tcase(s, cl);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
