@@ -192,13 +192,35 @@ class Server:
         self.proc.send_signal(signal.SIGTERM)
         self.signalled = True
 
+    def loop_requests(self):
+        """How often the server waited for its NATS cluster on a loop thread
+        (parley_nats_loop_requests_total), or None if /metrics does not say."""
+        try:
+            if self.scheme == "https":
+                import ssl
+                conn = http.client.HTTPSConnection("127.0.0.1", self.port, timeout=HTTP_TIMEOUT,
+                                                   context=ssl._create_unverified_context())
+            else:
+                conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=HTTP_TIMEOUT)
+            conn.request("GET", "/metrics")
+            text = conn.getresponse().read().decode("utf-8", "replace")
+            conn.close()
+        except (OSError, http.client.HTTPException):
+            return None
+        for line in text.splitlines():
+            if line.startswith("parley_nats_loop_requests_total "):
+                return int(float(line.split()[1]))
+        return None
+
     def stop(self):
-        """SIGTERM (unless terminate() sent it), then check a clean exit (status 0)."""
+        """SIGTERM (unless terminate() sent it), then check a clean exit (status
+        0); on a NATS cluster, also that no loop thread ever waited for it."""
         for c in self.clients:
             c.close()
         self.clients = []
         if self.proc is None:
             return
+        waits = self.loop_requests() if STORE and self.proc.poll() is None else None
         proc, self.proc = self.proc, None
         LIVE.remove(self)
         if not getattr(self, "signalled", False):
@@ -215,6 +237,8 @@ class Server:
         check(rc == 0, "serve exited %d after SIGTERM, wanted 0; stderr: %s"
               % (rc, self.log_text[-3000:]))
         self.stderr.close()
+        check(not waits, "a loop thread waited for the NATS cluster %s times (issue 22); "
+              "stderr: %s" % (waits, self.log_text[-3000:]))
 
     def restart(self):
         """SIGTERM (exit 0 checked), then serve the same data directory again."""
@@ -243,8 +267,19 @@ class Server:
                 self.stop()
             elif self.died():  # a test failing because the server died says so
                 sys.stderr.write("parley_client: %s\n" % self.died())
+            elif self.log_tail():  # or what it logged before the failure
+                sys.stderr.write("parley_client: the server logged:\n%s\n" % self.log_tail())
         finally:
             self.cleanup()
+
+    def log_tail(self, tail=3000):
+        """What it logged so far (warnings and errors), for a failing test's
+        report: a test that fails while the server runs says what it saw."""
+        try:
+            text = self._stderr_text(tail).strip()
+        except (AttributeError, ValueError, OSError):
+            return ""
+        return text
 
     def died(self):
         """None while running; else why it stopped, with its stderr."""
@@ -342,6 +377,8 @@ def run(name, fn, *args):
         for srv in LIVE:
             if srv.died():
                 why += "\n  SERVER DIED: " + srv.died()
+            elif srv.log_tail():
+                why += "\n  the server logged:\n" + srv.log_tail()
         print("FAIL %s%s: %s" % (name, tag, why), flush=True)
         RESULTS["fail"].append(name)
         return

@@ -274,15 +274,19 @@ async def exactly_once(srv, api):
         return mode, start, got
 
     marker = [None]
+    t0 = loop.time()
     producer = loop.run_in_executor(None, produce)
     plan = [(rng.randrange(TOTAL), rng.choice(["all", "after", "live"])) for _ in range(N)]
     clients = [asyncio.ensure_future(client(t, m)) for t, m in plan]
     await until(lambda: connected[0] == N)
+    t1 = loop.time()
     stop[0] = True
     await producer
     marker[0] = api.append(cid, [msg("marker")])[0]["id"]
     results = await asyncio.gather(*clients)
     log = api.log(cid)
+    print("exactly_once: %d clients connected in %.1f s, %d events appended, all read in %.1f s"
+          % (N, t1 - t0, len(acked), loop.time() - t0), flush=True)
     end = [e["id"] for e in log].index(marker[0]) + 1  # the stuck detector may add after it
     for mode, start, got in results:
         idx = [f["index"] for f in got]
