@@ -796,6 +796,8 @@ static int wss_handle(rt_actor *self, void *state, rt_msg *m)
     case CONV_EVENT:
         if (w->state == S_LIVE)
             live_event(w, m->arg, m->buf);
+        else if (w->finding && m->arg + 1 > w->known) /* read once after_id is found */
+            w->known = m->arg + 1;
         break;
     case CONV_DROPPED:
         if (w->state == S_LIVE || w->state == S_SUBSCRIBING)
