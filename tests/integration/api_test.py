@@ -540,6 +540,23 @@ def stuck_turns(c, cid, first, n):
                         observation("so%d" % i, "sc%d" % i)])
 
 
+def stuck_settled(c, cid):
+    """Once the stuck finding is counted and the conversation's count covers
+    its status change too: its info then. The conversation appends the
+    finding and the status change as two units, and a cluster stores them
+    one after the other: a GET between them counts the finding, not the
+    status event the log has a moment later."""
+    def settled():
+        info = c.expect("GET", conv_path(cid), 200)
+        if info["stuck_findings"] != 1 or info["execution_status"] != "stuck":
+            return None
+        evs = all_events(c, cid)
+        at = [k for k, e in enumerate(evs) if e.get("key") == "execution_status"
+              and e.get("value") == "stuck"]
+        return info if at and info["event_count"] > at[-1] else None
+    return wait_for("the stuck finding and its status change", settled)
+
+
 def conversation_findings(c):
     """parley's own info fields: event_count, violations, stuck_findings, the same in
     GET, the batch get and the search, and moving as events are appended."""
@@ -567,9 +584,7 @@ def conversation_findings(c):
     st = new_conv(c, title="stuck")
     append(c, st, user_msg("u1", say="list the files"))
     stuck_turns(c, st, 1, 4)
-    info = wait_for("the stuck finding to be counted",
-                    lambda: (lambda i: i if i["stuck_findings"] == 1 else None)(
-                        c.expect("GET", conv_path(st), 200)))
+    info = stuck_settled(c, st)
     check(info["execution_status"] == "stuck" and info["violations"] == 0,
           "a stuck conversation, its finding counted", info)
     check(info["event_count"] == event_count(c, st), "its event_count is the log's", info)
@@ -1508,8 +1523,7 @@ def restart_keeps_everything(srv):
     st = new_conv(c, title="stuck")
     append(c, st, user_msg("u1", say="list the files"))
     stuck_turns(c, st, 1, 4)
-    wait_for("the stuck finding",
-             lambda: c.expect("GET", conv_path(st), 200)["stuck_findings"] == 1)
+    stuck_settled(c, st)
     convs = [a, b, f, big, p, mom, kid, obs, st]
     before = {x: c.expect("GET", conv_path(x), 200) for x in convs}
     check(before[mom]["sub_conversation_ids"] == [kid], "a parent and its child", before[mom])
