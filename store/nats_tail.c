@@ -15,13 +15,16 @@
  *     change once visible, so [lo, hi) serves any reader, writer or not.
  *   - an index of the hashes of every id and key (16 bytes a slot, at most
  *     half full), loaded at the same time from the page entries and fed
- *     by the writer. While this node is the writer and the index covers
- *     every event, find and find_key look it up without a request; a hash
- *     that matches is confirmed from the tail, or, older than the tail, by
+ *     by the writer. While it covers the log as this node writes it, or,
+ *     before this node writes, as it was loaded (no count read since says
+ *     more), find and find_key look it up without a request; a hash that
+ *     matches is confirmed from the tail, or, older than the tail, by
  *     reading that event (a true duplicate of an old event, or a 32-bit
- *     collision: rare).
- * Anything else (reads before the tail, another node's writes, a reader on
- * a node that does not write) goes to the cluster as before.
+ *     collision: rare), which the _now readers leave to the thread pool.
+ * Trusting what was loaded before writing is safe because the writer's
+ * take-over checks it (stn_tail_claim): a log that grew meanwhile on
+ * another node refuses that append and is loaded again. Anything else
+ * (reads before the tail, a log known to have grown) goes to the cluster.
  */
 #include "nats_store.h"
 
@@ -80,13 +83,21 @@ static int keep(stn_log *l, uint64_t index, rt_buf *payload, const char *id, uin
     return 0;
 }
 
+static bool loaded(stn_log *l)
+{
+    pthread_mutex_lock(&l->tmu);
+    bool r = l->loaded;
+    pthread_mutex_unlock(&l->tmu);
+    return r;
+}
+
 int stn_tail_load(stn_log *l)
 {
+    /* l->mu is held across requests: a loaded log is seen without it */
+    if (loaded(l))
+        return 0;
     pthread_mutex_lock(&l->mu);
-    pthread_mutex_lock(&l->tmu);
-    bool loaded = l->loaded;
-    pthread_mutex_unlock(&l->tmu);
-    if (loaded) {
+    if (loaded(l)) { /* another thread loaded it meanwhile */
         pthread_mutex_unlock(&l->mu);
         return 0;
     }
