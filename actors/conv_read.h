@@ -6,17 +6,24 @@
  *   NOT_FOUND  no such conversation (or it was deleted)
  *   BUSY       out of open files (or another bound): retry later
  *   FAILED     the log cannot be read (corrupt, I/O error)
- * Opening and reading are blocking file I/O: loop code runs them in the
- * thread pool (unless the log is open already, which costs nothing).
+ * Opening and reading are blocking I/O: code off the loops calls them as
+ * they are. Loop code opens a log only once its conversation's actor has
+ * (then it costs nothing) and reads through the _soon calls: answered at
+ * once when the store answers without waiting for another machine
+ * (st_log_read_now: the local store's files, a cluster node's memory),
+ * else read in libuv's thread pool and handed to the asking actor as a
+ * message, so a slow cluster never holds up a loop (issue 22).
  */
 #ifndef CONV_READ_H
 #define CONV_READ_H
 
 #include "parley.h"
+#include "runtime/actor.h"
 #include "runtime/uuid.h"
 #include "store/store.h"
 
 typedef struct conv_reader {
+    st_store *store;
     st_conv *sc; /* held */
     st_log *log; /* valid while sc is held */
 } conv_reader;
@@ -34,5 +41,31 @@ int conv_read_page(const conv_reader *r, uint64_t first, uint32_t max, st_page *
                    pl_outcome *why, char *detail, size_t cap);
 /* The index of the event with this id: 0, or -ENOENT. */
 int conv_read_find(const conv_reader *r, const char *id, size_t len, uint64_t *index);
+
+/* ---- from a loop ------------------------------------------------------ */
+
+/* A read done in the thread pool, as its message brings it (the message's
+ * buf owns it and the page: the receiver uses them while it handles the
+ * message, and takes references to what it keeps). */
+typedef struct conv_read_answer {
+    int err;        /* a page: 0, or -1 with why and detail; a find: 0 or -ENOENT */
+    st_page *page;  /* a page read */
+    uint64_t index; /* a find's */
+    pl_outcome why;
+    char detail[200];
+} conv_read_answer;
+
+/* conv_read_page from loop code (self's handler): 0 with *out, answered
+ * now; 1: read in the thread pool, and self gets a message `kind` (with
+ * rt_notify) whose answer conv_read_answer_of gives; -1 with *why and
+ * detail. */
+int conv_read_page_soon(const conv_reader *r, rt_actor *self, uint32_t kind, uint64_t first,
+                        uint32_t max, st_page **out, pl_outcome *why, char *detail, size_t cap);
+/* conv_read_find the same way: 0 with *index, or -ENOENT, answered now;
+ * 1: the answer comes as message `kind`; -ENOMEM or -ESHUTDOWN: neither. */
+int conv_read_find_soon(const conv_reader *r, rt_actor *self, uint32_t kind, const char *id,
+                        size_t len, uint64_t *index);
+/* The answer a message of such a kind carries (NULL if none: out of memory). */
+const conv_read_answer *conv_read_answer_of(const rt_msg *m);
 
 #endif

@@ -19,11 +19,12 @@ static const char *const outcome_names[] = {
     [PL_HELD] = "held",           [PL_REJECTED] = "rejected",   [PL_INVALID] = "invalid",
     [PL_CONFLICT] = "conflict",   [PL_NOT_FOUND] = "not_found", [PL_BUSY] = "busy",
     [PL_FAILED] = "failed",       [PL_DONE] = "done",           [PL_NO_SPACE] = "no_space",
+    [PL_TOO_LARGE] = "too_large",
 };
 
 const char *pl_outcome_name(pl_outcome o)
 {
-    return (unsigned)o <= PL_NO_SPACE ? outcome_names[o] : "unknown";
+    return (unsigned)o <= PL_TOO_LARGE ? outcome_names[o] : "unknown";
 }
 
 pl_outcome conv_store_outcome(int err)

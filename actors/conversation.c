@@ -93,6 +93,28 @@ static int parse_events(const rt_buf *b, json_t **out, char *err, size_t errlen)
     return 0;
 }
 
+/* What stamping (id, timestamp, parent_id) may add to an event's bytes. */
+enum { STAMPS_MAX = 256 };
+
+/* The index of the first event larger than the store keeps (its canonical
+ * bytes, stamped, are what is stored: *bytes), or n if none. Measured only
+ * when the body could hold one (canonical JSON is at most 3 times the
+ * bytes posted: \u escapes), so appends of ordinary size pay nothing. */
+static size_t too_large(conv *c, size_t body_len, const ev *evs, size_t n, size_t *bytes)
+{
+    size_t max = st_store_max_event(c->ctx->svc->store);
+    if (max > STAMPS_MAX && body_len <= (max - STAMPS_MAX) / 3)
+        return n;
+    for (size_t i = 0; i < n; i++) {
+        char *p = ev_canonical_json(evs[i].obj);
+        *bytes = (p != NULL ? strlen(p) : 0) + STAMPS_MAX;
+        free(p);
+        if (*bytes > max)
+            return i;
+    }
+    return n;
+}
+
 static void on_append(conv *c, const rt_buf *body, rt_promise *reply)
 {
     char err[1024];
@@ -117,6 +139,21 @@ static void on_append(conv *c, const rt_buf *body, rt_promise *reply)
             conv_answer(reply, conv_reply_detail(PL_INVALID, 0, "event %zu: %s", ok, err));
         else
             conv_answer(reply, conv_reply_detail(PL_INVALID, 0, "%s", err));
+        if (array)
+            free(evs);
+        return;
+    }
+    size_t bytes = 0, big = too_large(c, rt_buf_len(body), evs, n, &bytes);
+    if (big < n) {
+        char what[32] = "the event";
+        if (array)
+            snprintf(what, sizeof(what), "event %zu", big);
+        conv_answer(reply, conv_reply_detail(PL_TOO_LARGE, 0,
+                                             "%s is %zu bytes, more than the store keeps for one "
+                                             "event (%zu bytes): make it smaller",
+                                             what, bytes, st_store_max_event(c->ctx->svc->store)));
+        for (size_t k = 0; k < n; k++)
+            ev_free(&evs[k]);
         if (array)
             free(evs);
         return;

@@ -65,7 +65,16 @@ int pl_open(const pl_options *o, pl_instance **out, char *err, size_t errlen)
         snprintf(err, errlen, "invalid options");
         return RT_EINVAL;
     }
-    st_opts so = {.dir = o != NULL && o->data_dir != NULL ? o->data_dir : "parley-data"};
+    const char *data = o != NULL && o->data_dir != NULL ? o->data_dir : "parley-data";
+    st_opts so = {.dir = o != NULL && o->store != NULL ? o->store : data};
+    if (o != NULL && o->store != NULL) {
+        so.workspaces = data;
+        so.node = o->node_id;
+        so.nats_creds = o->nats_creds;
+        so.nats_tls_ca = o->nats_tls_ca;
+        so.nats_tls_cert = o->nats_tls_cert;
+        so.nats_tls_key = o->nats_tls_key;
+    }
     if (o != NULL && o->durability != NULL &&
         st_parse_durability(o->durability, &so.durability, &so.interval_ms) != 0) {
         snprintf(err, errlen, "unknown durability '%s' (full, interval=DURATION or none)",
@@ -101,6 +110,8 @@ int pl_open(const pl_options *o, pl_instance **out, char *err, size_t errlen)
     p->cb_loop = workers;
     pthread_mutex_init(&p->mu, NULL);
     int r = st_store_open(&so, &p->store, err, errlen);
+    if (r == -EINVAL || r == -ENOTSUP) /* options this build or their values cannot serve */
+        r = RT_EINVAL;
     rt_opts ro = {.loops = workers + 1};
     if (r == 0 && (r = rt_runtime_new(&ro, &p->rt)) < 0) {
         snprintf(err, errlen, "cannot start the runtime: %s", rt_strerror(r));
@@ -257,6 +268,8 @@ static int outcome_err(pl_outcome o)
         return RT_EINVAL;
     case PL_NO_SPACE:
         return -ENOSPC;
+    case PL_TOO_LARGE:
+        return -EMSGSIZE;
     default:
         return -EIO;
     }

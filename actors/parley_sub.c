@@ -9,7 +9,9 @@
  * live event that is the next one is handed over from the bytes the
  * conversation published; anything else (the events before `from`...
  * after, a gap after it was dropped) is read from the log, a page per
- * turn. So every event is delivered once, in order, whatever happens
+ * turn (in the thread pool when the store cannot give it at once: SUB_READ,
+ * conv_read.h; the log is opened once the conversation has answered, so
+ * it is open already). So every event is delivered once, in order, whatever happens
  * between: a subscriber that does not keep up (its bounded mailbox is
  * full) is dropped by the conversation, is told, and goes on from the
  * log; a conversation that restarts is subscribed to again.
@@ -28,6 +30,7 @@
 enum {
     SUB_MORE = RT_KIND_RANGE(6), /* to itself: read on from the log */
     SUB_RETRY,                   /* to itself: subscribe again */
+    SUB_READ,                    /* a page read in the thread pool (conv_read_answer) */
     PAGE = 256,
     MAILBOX = 1024,
     RETRY_MS = 100,
@@ -54,6 +57,7 @@ typedef struct subscriber {
     uint64_t known; /* events known to exist */
     bool live;      /* the subscription is answered */
     bool more;      /* a SUB_MORE is on its way */
+    bool reading;   /* a SUB_READ is on its way */
 } subscriber;
 
 /* The subscription whose callback this thread runs, if any. */
@@ -110,29 +114,59 @@ static int subscribe(subscriber *u)
     return r;
 }
 
+static int unreadable(subscriber *u, pl_outcome why, const char *detail)
+{
+    rt_log(RT_LOG_ERROR, "subscription", "%s", detail);
+    end(u, why == PL_NOT_FOUND ? -ENOENT : -EIO);
+    return RT_DONE;
+}
+
+/* Deliver a page's events from next on; more later if there is. */
+static void deliver_page(subscriber *u, const st_page *pg)
+{
+    for (uint32_t i = 0; i < pg->n; i++)
+        if (pg->ev[i].index >= u->next)
+            deliver_one(u, pg->ev[i].index, (const char *)rt_buf_data(pg->bytes) + pg->ev[i].off,
+                        pg->ev[i].len);
+    if (pg->n > 0 && pg->ev[pg->n - 1].index + 1 > u->next)
+        u->next = pg->ev[pg->n - 1].index + 1;
+    if (u->next < u->known && !u->more) /* yield: other subscriptions get a turn */
+        u->more = rt_notify(u->self, SUB_MORE, 0, NULL) == 0;
+}
+
 /* A page of what is owed, from the log; more later if there is. */
 static int catch_up(subscriber *u)
 {
-    if (u->next >= u->known || !u->live)
+    if (u->next >= u->known || !u->live || u->reading)
         return 0;
     uint64_t n = u->known - u->next;
     st_page *pg;
     pl_outcome why;
     char detail[256];
-    if (conv_read_page(&u->rd, u->next, (uint32_t)(n < PAGE ? n : PAGE), &pg, &why, detail,
-                       sizeof(detail)) < 0) {
-        rt_log(RT_LOG_ERROR, "subscription", "%s", detail);
-        end(u, why == PL_NOT_FOUND ? -ENOENT : -EIO);
-        return RT_DONE;
+    if (u->rd.sc == NULL &&
+        conv_read_open(u->p->store, &u->id, &u->rd, NULL, &why, detail, sizeof(detail)) < 0)
+        return unreadable(u, why, detail);
+    int e = conv_read_page_soon(&u->rd, u->self, SUB_READ, u->next, (uint32_t)(n < PAGE ? n : PAGE),
+                                &pg, &why, detail, sizeof(detail));
+    if (e < 0)
+        return unreadable(u, why, detail);
+    if (e == 1) {
+        u->reading = true;
+        return 0;
     }
-    for (uint32_t i = 0; i < pg->n; i++)
-        deliver_one(u, pg->ev[i].index, (const char *)rt_buf_data(pg->bytes) + pg->ev[i].off,
-                    pg->ev[i].len);
-    if (pg->n > 0)
-        u->next = pg->ev[pg->n - 1].index + 1;
+    deliver_page(u, pg);
     st_page_free(pg);
-    if (u->next < u->known && !u->more) /* yield: other subscriptions get a turn */
-        u->more = rt_notify(u->self, SUB_MORE, 0, NULL) == 0;
+    return 0;
+}
+
+static int read_answered(subscriber *u, const rt_msg *m)
+{
+    u->reading = false;
+    const conv_read_answer *a = conv_read_answer_of(m);
+    if (a == NULL || a->err < 0)
+        return unreadable(u, a != NULL ? a->why : PL_FAILED,
+                          a != NULL ? a->detail : "out of memory");
+    deliver_page(u, a->page);
     return 0;
 }
 
@@ -140,12 +174,6 @@ static int sub_init(rt_actor *self, void *arg, void **state)
 {
     subscriber *u = arg; /* made by pl_subscribe, freed by sub_stop */
     u->self = self;
-    pl_outcome why;
-    char detail[256];
-    if (conv_read_open(u->p->store, &u->id, &u->rd, NULL, &why, detail, sizeof(detail)) < 0) {
-        end(u, why == PL_NOT_FOUND ? -ENOENT : -EIO);
-        return RT_EFAIL;
-    }
     *state = u;
     return subscribe(u) < 0 ? RT_EFAIL : 0;
 }
@@ -170,7 +198,7 @@ static int sub_handle(rt_actor *self, void *state, rt_msg *m)
     case CONV_EVENT:
         if (m->arg + 1 > u->known)
             u->known = m->arg + 1;
-        if (u->live && m->arg == u->next && m->buf != NULL) {
+        if (u->live && !u->reading && m->arg == u->next && m->buf != NULL) {
             deliver_one(u, m->arg, (const char *)rt_buf_data(m->buf), rt_buf_len(m->buf));
             u->next++;
             return 0;
@@ -179,6 +207,8 @@ static int sub_handle(rt_actor *self, void *state, rt_msg *m)
     case SUB_MORE:
         u->more = false;
         return catch_up(u);
+    case SUB_READ:
+        return read_answered(u, m);
     case CONV_DROPPED: /* arg 0: it did not keep up; 1: the conversation stopped */
         u->live = false;
         if (m->arg == 0 && u->s->cb.lagging != NULL) {

@@ -6,7 +6,10 @@
  * many it has folded. Whenever they differ, fold reads the log from
  * view_next in pages, a slice at a time, and posts itself VIZ_MORE to go
  * on; a published event that is the next one is folded straight from the
- * bytes the conversation hands out. Requests wait while they differ.
+ * bytes the conversation hands out. Requests wait while they differ. A
+ * page the store cannot give at once (a cluster's events older than the
+ * node holds) is read in the thread pool and folded when VIZ_READ brings
+ * it (conv_read.h), one at a time.
  */
 #include "viz.h"
 
@@ -31,6 +34,7 @@ enum {
     VIZ_MORE = RT_KIND_RANGE(7) + 20,
     VIZ_IDLE,
     VIZ_RETRY,
+    VIZ_READ, /* a page read in the thread pool (conv_read_answer) */
     PAGE = 100,
     SLICE = 500,       /* events folded before the loop gets a turn: ~15 ms */
     WAITING_MAX = 1024 /* requests waiting for the fold */
@@ -59,6 +63,7 @@ typedef struct viz {
     view *v;
     conv_reader rd;
     bool rd_open, subscribed, more_due, used;
+    bool reading; /* a VIZ_READ is on its way */
     bool too_big; /* past viz_max_blocks: the view is dropped */
     uint64_t known;
     int retries;
@@ -298,36 +303,61 @@ static int fold_one(viz *z, uint64_t index, const char *json, size_t len)
     return r;
 }
 
+/* Fold a page's events from view_next on. 0, or RT_DONE. */
+static int fold_page(viz *z, const st_page *p)
+{
+    if (p->n == 0)
+        return give_up(z, -EIO, "the log ends before its count");
+    for (uint32_t i = 0; i < p->n && !z->too_big; i++) {
+        const st_event_ref *r = &p->ev[i];
+        if (r->index >= view_next(z->v) &&
+            fold_one(z, r->index, (const char *)rt_buf_data(p->bytes) + r->off, r->len) != 0)
+            return give_up(z, -ENOMEM, "out of memory");
+    }
+    return 0;
+}
+
 /* Fold from the log, a slice at a time. 0, or RT_DONE. */
 static int fold(viz *z)
 {
     z->more_due = false;
     uint64_t end = z->too_big ? 0 : view_next(z->v) + SLICE;
-    while (!z->too_big && view_next(z->v) < z->known && view_next(z->v) < end) {
+    while (!z->too_big && !z->reading && view_next(z->v) < z->known && view_next(z->v) < end) {
         uint64_t next = view_next(z->v), n = z->known - next;
         st_page *p;
         pl_outcome why;
         char detail[200];
-        if (conv_read_page(&z->rd, next, (uint32_t)(n < PAGE ? n : PAGE), &p, &why, detail,
-                           sizeof(detail)) < 0)
+        int e =
+            conv_read_page_soon(&z->rd, z->self, VIZ_READ, next, (uint32_t)(n < PAGE ? n : PAGE),
+                                &p, &why, detail, sizeof(detail));
+        if (e < 0)
             return give_up(z, why == PL_BUSY ? -EBUSY : -EIO, detail);
-        if (p->n == 0) {
-            st_page_free(p);
-            return give_up(z, -EIO, "the log ends before its count");
+        if (e == 1) {
+            z->reading = true;
+            return 0;
         }
-        for (uint32_t i = 0; i < p->n && !z->too_big; i++) {
-            const st_event_ref *r = &p->ev[i];
-            if (fold_one(z, r->index, (const char *)rt_buf_data(p->bytes) + r->off, r->len) != 0) {
-                st_page_free(p);
-                return give_up(z, -ENOMEM, "out of memory");
-            }
-        }
+        e = fold_page(z, p);
         st_page_free(p);
+        if (e != 0)
+            return e;
     }
-    if (!z->too_big && view_next(z->v) < z->known)
+    if (!z->too_big && !z->reading && view_next(z->v) < z->known)
         z->more_due = rt_notify(z->self, VIZ_MORE, 0, NULL) == 0;
     settle(z);
     return 0;
+}
+
+/* A page read in the thread pool: fold it, and go on. */
+static int read_answered(viz *z, const rt_msg *m)
+{
+    z->reading = false;
+    const conv_read_answer *a = conv_read_answer_of(m);
+    if (a == NULL)
+        return give_up(z, -ENOMEM, "out of memory");
+    if (a->err < 0)
+        return give_up(z, a->why == PL_BUSY ? -EBUSY : -EIO, a->detail);
+    int e = z->too_big ? 0 : fold_page(z, a->page);
+    return e != 0 ? e : fold(z);
 }
 
 static void subscribe(viz *z)
@@ -383,7 +413,7 @@ static int published(viz *z, uint64_t index, const rt_buf *b)
         return 0;
     if (index + 1 > z->known)
         z->known = index + 1;
-    if (index == view_next(z->v) && b != NULL) {
+    if (index == view_next(z->v) && b != NULL && !z->reading) {
         if (fold_one(z, index, (const char *)rt_buf_data(b), rt_buf_len(b)) != 0)
             return give_up(z, -ENOMEM, "out of memory");
         settle(z);
@@ -430,6 +460,8 @@ static int viz_handle(rt_actor *self, void *state, rt_msg *m)
         return 0;
     case VIZ_MORE:
         return z->more_due ? fold(z) : 0;
+    case VIZ_READ:
+        return read_answered(z, m);
     case VIZ_RETRY:
         if (m->arg == 1)
             return give_up(z, -ENOENT, "no such conversation");

@@ -7,6 +7,9 @@
  * full_state; a later one (after CONV_DROPPED) only says how many events
  * exist. From then on one routine, catch_up, sends what the socket is
  * owed from the log, and live events go straight out when they are next.
+ * Reads the store cannot answer at once (a cluster's events older than
+ * what the node holds) are made in the thread pool (conv_read.h): one at a
+ * time, and the stream goes on when its answer (WS_READ, WS_FOUND) comes.
  *
  * Coalescing: frames made while handling messages wait in `pend`; the first
  * one posts WS_FLUSH to ourselves, which comes after the messages already
@@ -35,6 +38,8 @@ enum {
     WS_STALL,
     WS_POSTED, /* arg: 0 the client message is in, 1 refused; buf: the reply */
     WS_RETRY,
+    WS_READ,       /* a page read in the thread pool (conv_read_answer) */
+    WS_FOUND,      /* after_id found in the thread pool (conv_read_answer) */
     RETRY_MS = 20, /* and as much again, at random */
     RETRIES = 250, /* 5 to 10 s: a restart takes far less; a storm of 10,000 subscribers
                       is let in within it */
@@ -57,7 +62,10 @@ typedef struct wss {
     int retries;        /* subscriptions refused: the actor was stopping, or busy */
     unsigned seed;      /* for the retries' jitter */
     rt_timer_id auth_timer, stall_timer;
-    conv_reader rd; /* the log, once the first subscription answered */
+    conv_reader rd;     /* the log, once the first subscription answered */
+    bool reading;       /* a WS_READ is on its way */
+    bool finding;       /* a WS_FOUND is on its way */
+    const char *status; /* the first subscription's, for full_state after a find */
     /* view=blocks */
     rt_actor *viz; /* watched */
     uint64_t sent; /* events folded into what the socket got */
@@ -219,38 +227,71 @@ static bool before(const char *json, size_t len, const char *ts)
     return c < 0 || (c == 0 && n < strlen(ts));
 }
 
+/* Queue a page's events from w->next on. */
+static void send_page(wss *w, const st_page *p)
+{
+    for (uint32_t i = 0; i < p->n; i++) {
+        const st_event_ref *r = &p->ev[i];
+        const char *json = (const char *)rt_buf_data(p->bytes) + r->off;
+        if (r->index < w->next ||
+            (w->o.replay == WS_REPLAY_SINCE && r->index < w->since_end &&
+             (w->o.after_ts[0] == '\0' || before(json, r->len, w->o.after_ts))))
+            continue;
+        put(w, p->bytes, r->off, r->len, r->index);
+    }
+    if (p->ev[p->n - 1].index + 1 > w->next)
+        w->next = p->ev[p->n - 1].index + 1;
+    flush(w);
+}
+
+static void unreadable(wss *w, int e, pl_outcome why, const char *detail)
+{
+    rt_log(RT_LOG_ERROR, "ws", "cannot read the log at %" PRIu64 ": %s", w->next,
+           e < 0 ? detail : "past its end");
+    close_with(w, e < 0 && why == PL_BUSY ? 1013 : 1011, "cannot read the conversation's log",
+               WS_CLOSED_OTHER);
+}
+
 /* Send what the socket is owed, from the log, until it is up to date or
- * its queue is full. */
+ * its queue is full, or until a read in the thread pool answers. */
 static void catch_up(wss *w)
 {
-    while (w->state == S_LIVE && !w->blocked && w->next < w->known) {
+    while (w->state == S_LIVE && !w->blocked && !w->reading && w->next < w->known) {
         uint64_t n = w->known - w->next;
         st_page *p;
         pl_outcome why;
         char detail[200];
-        int e = conv_read_page(&w->rd, w->next, (uint32_t)(n < PAGE ? n : PAGE), &p, &why, detail,
-                               sizeof(detail));
+        int e =
+            conv_read_page_soon(&w->rd, w->self, WS_READ, w->next, (uint32_t)(n < PAGE ? n : PAGE),
+                                &p, &why, detail, sizeof(detail));
+        if (e == 1) {
+            w->reading = true;
+            return;
+        }
         if (e < 0 || p->n == 0) {
             if (e == 0)
                 st_page_free(p);
-            rt_log(RT_LOG_ERROR, "ws", "cannot read the log at %" PRIu64 ": %s", w->next,
-                   e < 0 ? detail : "past its end");
-            close_with(w, e < 0 && why == PL_BUSY ? 1013 : 1011,
-                       "cannot read the conversation's log", WS_CLOSED_OTHER);
+            unreadable(w, e, why, detail);
             return;
         }
-        for (uint32_t i = 0; i < p->n; i++) {
-            const st_event_ref *r = &p->ev[i];
-            const char *json = (const char *)rt_buf_data(p->bytes) + r->off;
-            if (w->o.replay == WS_REPLAY_SINCE && r->index < w->since_end &&
-                (w->o.after_ts[0] == '\0' || before(json, r->len, w->o.after_ts)))
-                continue;
-            put(w, p->bytes, r->off, r->len, r->index);
-        }
-        w->next = p->ev[p->n - 1].index + 1;
+        send_page(w, p);
         st_page_free(p);
-        flush(w);
     }
+}
+
+static void read_answered(wss *w, const rt_msg *m)
+{
+    w->reading = false;
+    const conv_read_answer *a = conv_read_answer_of(m);
+    if (w->state == S_DONE)
+        return;
+    if (a == NULL || a->err < 0 || a->page->n == 0) {
+        unreadable(w, a == NULL || a->err < 0 ? -1 : 0, a != NULL ? a->why : PL_FAILED,
+                   a != NULL ? a->detail : "out of memory");
+        return;
+    }
+    send_page(w, a->page);
+    catch_up(w);
 }
 
 /* ---- subscribing ------------------------------------------------------------ */
@@ -315,7 +356,16 @@ static void full_state(wss *w, const char *status)
     put_json(w, e);
 }
 
-/* The first subscription's answer: where the stream starts. */
+static void not_an_event(wss *w)
+{
+    char detail[200];
+    snprintf(detail, sizeof(detail), "after_id %.60s is not an event of this conversation",
+             w->o.after_id);
+    close_with(w, 1008, detail, WS_CLOSED_OTHER);
+}
+
+/* The first subscription's answer: where the stream starts. 0, 1 once
+ * after_id is found (WS_FOUND), or -1 (closed). */
 static int start(wss *w, uint64_t count, const char *status)
 {
     pl_outcome why;
@@ -340,13 +390,22 @@ static int start(wss *w, uint64_t count, const char *status)
         w->since_end = count;
         break;
     case WS_REPLAY_AFTER_ID:
-        if (conv_read_find(&w->rd, w->o.after_id, strlen(w->o.after_id), &at) != 0) {
-            snprintf(detail, sizeof(detail), "after_id %.60s is not an event of this conversation",
-                     w->o.after_id);
-            close_with(w, 1008, detail, WS_CLOSED_OTHER);
+        switch (conv_read_find_soon(&w->rd, w->self, WS_FOUND, w->o.after_id, strlen(w->o.after_id),
+                                    &at)) {
+        case 0:
+            w->next = at + 1;
+            break;
+        case 1:
+            w->finding = true;
+            w->status = status;
+            return 1;
+        case -ENOENT:
+            not_an_event(w);
+            return -1;
+        default:
+            close_with(w, 1011, "cannot look the event up now", WS_CLOSED_OTHER);
             return -1;
         }
-        w->next = at + 1;
         break;
     }
     full_state(w, status);
@@ -369,23 +428,57 @@ static void subscribed(wss *w, rt_msg *m)
     }
     convs_refresh(w->o.convs, &w->o.conv, &w->conv);
     uint64_t n = cr->count;
+    int s = 0;
     if (!w->started) {
         w->started = true;
-        if (start(w, n, conv_status_name(cr->status)) < 0)
-            return;
+        s = start(w, n, conv_status_name(cr->status));
     }
+    if (s < 0)
+        return;
     if (n > w->known)
         w->known = n;
     w->retries = 0;
-    w->state = S_LIVE;
-    catch_up(w);
+    if (s == 0 && !w->finding) {
+        w->state = S_LIVE;
+        catch_up(w);
+    }
+}
+
+static void watch(wss *w);
+
+/* after_id's index, from the thread pool: the stream starts after it. */
+static void found(wss *w, const rt_msg *m)
+{
+    w->finding = false;
+    const conv_read_answer *a = conv_read_answer_of(m);
+    if (w->state == S_DONE)
+        return;
+    if (a == NULL || (a->err < 0 && a->err != -ENOENT)) {
+        close_with(w, 1011, "cannot look the event up now", WS_CLOSED_OTHER);
+        return;
+    }
+    if (a->err == -ENOENT) {
+        not_an_event(w);
+        return;
+    }
+    if (w->o.blocks) { /* view=blocks: the visualizer folds from there */
+        w->o.blocks_from = a->index + 1;
+        watch(w);
+        return;
+    }
+    w->next = a->index + 1;
+    full_state(w, w->status);
+    if (w->state == S_SUBSCRIBING) {
+        w->state = S_LIVE;
+        catch_up(w);
+    }
 }
 
 static void live_event(wss *w, uint64_t index, rt_buf *b)
 {
     if (index + 1 > w->known)
         w->known = index + 1;
-    if (index == w->next && !w->blocked && b != NULL &&
+    if (index == w->next && !w->blocked && !w->reading && b != NULL &&
         !(w->o.replay == WS_REPLAY_SINCE && index < w->since_end)) {
         put(w, b, 0, (uint32_t)rt_buf_len(b), index);
         w->next++;
@@ -411,7 +504,7 @@ static void watch(wss *w)
             return;
         }
     }
-    if (!w->started && w->o.after_id != NULL) {
+    if (!w->started && w->o.after_id != NULL && w->rd.sc == NULL) {
         pl_outcome why;
         char detail[200];
         uint64_t at;
@@ -423,13 +516,21 @@ static void watch(wss *w)
                 close_with(w, why == PL_BUSY ? 1013 : 1011, detail, WS_CLOSED_OTHER);
             return;
         }
-        if (conv_read_find(&w->rd, w->o.after_id, strlen(w->o.after_id), &at) != 0) {
-            snprintf(detail, sizeof(detail), "after_id %.60s is not an event of this conversation",
-                     w->o.after_id);
-            close_with(w, 1008, detail, WS_CLOSED_OTHER);
+        switch (conv_read_find_soon(&w->rd, w->self, WS_FOUND, w->o.after_id, strlen(w->o.after_id),
+                                    &at)) {
+        case 0:
+            w->o.blocks_from = at + 1;
+            break;
+        case 1:
+            w->finding = true; /* found() watches */
+            return;
+        case -ENOENT:
+            not_an_event(w);
+            return;
+        default:
+            close_with(w, 1011, "cannot look the event up now", WS_CLOSED_OTHER);
             return;
         }
-        w->o.blocks_from = at + 1;
     }
     int e = convs_viz(w->o.convs, &w->o.conv, &w->viz);
     if (e == -ENOENT) {
@@ -695,6 +796,8 @@ static int wss_handle(rt_actor *self, void *state, rt_msg *m)
     case CONV_EVENT:
         if (w->state == S_LIVE)
             live_event(w, m->arg, m->buf);
+        else if (w->finding && m->arg + 1 > w->known) /* read once after_id is found */
+            w->known = m->arg + 1;
         break;
     case CONV_DROPPED:
         if (w->state == S_LIVE || w->state == S_SUBSCRIBING)
@@ -714,8 +817,14 @@ static int wss_handle(rt_actor *self, void *state, rt_msg *m)
         flush(w);
         break;
     case WS_RETRY:
-        if (w->state == S_SUBSCRIBING)
+        if (w->state == S_SUBSCRIBING && !w->finding)
             begin(w);
+        break;
+    case WS_READ:
+        read_answered(w, m);
+        break;
+    case WS_FOUND:
+        found(w, m);
         break;
     case WS_DRAINED:
         w->blocked = false;

@@ -67,7 +67,7 @@ enum {
 /* The outcome of a request to a conversation (an append, a control, a
  * delete). parley serve maps them to HTTP: COMMITTED and DUPLICATE 201,
  * DEFERRED 202, REJECTED and CONFLICT 409, INVALID 422, NOT_FOUND 404,
- * BUSY 503, FAILED 500, DONE 200, NO_SPACE 507. */
+ * BUSY 503, FAILED 500, DONE 200, NO_SPACE 507, TOO_LARGE 413. */
 typedef enum pl_outcome {
     PL_COMMITTED = 0, /* durable: events[] with their indexes (a retried one
                          among new ones has duplicate set) */
@@ -89,6 +89,8 @@ typedef enum pl_outcome {
     PL_DONE,          /* a control, delete or sync is done */
     PL_NO_SPACE,      /* the disk is full: nothing was stored; retry once
                          space is freed (what was acknowledged is kept) */
+    PL_TOO_LARGE,     /* an event larger than the store keeps
+                         (st_store_max_event): nothing was appended */
 } pl_outcome;
 
 #define PL_NO_INDEX UINT64_MAX
@@ -171,6 +173,17 @@ typedef struct pl_options {
      * (its state is refused, saying so): a bound on a visualizer's memory
      * (about 2.6 KB a block of agent turns). 0 = the default, 500,000. */
     unsigned long long viz_max_blocks;
+    /* The store: NULL for the local one in data_dir; "nats://HOST:PORT[,
+     * HOST:PORT...]" for a NATS JetStream cluster, where data_dir holds
+     * only this machine's workspaces of hosted agents (and is not locked).
+     * For the cluster: this node's id (letters, digits, '.', '_', '-', at
+     * most 63; NULL: "<hostname>-<pid>"), and files for cnats: credentials
+     * (JWT + NKey seed), the CA of the servers' certificates (TLS then
+     * required), this client's certificate chain and key. A build without
+     * libnats refuses a nats:// store (PL_EINVAL, "not built"). */
+    const char *store;
+    const char *node_id;
+    const char *nats_creds, *nats_tls_ca, *nats_tls_cert, *nats_tls_key;
 } pl_options;
 
 /* The library's version, e.g. "0.1.0". */

@@ -96,6 +96,7 @@ int net_outcome_status(pl_outcome o)
     static const int status[] = {
         [PL_COMMITTED] = 201, [PL_DUPLICATE] = 201, [PL_DEFERRED] = 202, [PL_HELD] = 202,
         [PL_REJECTED] = 409,  [PL_INVALID] = 422,   [PL_CONFLICT] = 409, [PL_NOT_FOUND] = 404,
-        [PL_BUSY] = 503,      [PL_FAILED] = 500,    [PL_DONE] = 200,     [PL_NO_SPACE] = 507};
+        [PL_BUSY] = 503,      [PL_FAILED] = 500,    [PL_DONE] = 200,     [PL_NO_SPACE] = 507,
+        [PL_TOO_LARGE] = 413};
     return (unsigned)o < sizeof(status) / sizeof(status[0]) ? status[o] : 500;
 }

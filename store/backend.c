@@ -57,6 +57,11 @@ size_t st_store_max_open_logs(const st_store *s)
     return ST_BACKEND(s)->max_open_logs(s);
 }
 
+size_t st_store_max_event(const st_store *s)
+{
+    return ST_BACKEND(s)->max_event(s);
+}
+
 int st_store_list(st_store *s, rt_uuid **ids, size_t *n)
 {
     return ST_BACKEND(s)->list(s, ids, n);
@@ -182,6 +187,16 @@ int st_log_find(st_log *l, const void *id, size_t idlen, uint64_t *index)
 int st_log_find_key(st_log *l, const void *key, size_t keylen, uint64_t *index)
 {
     return ST_BACKEND(l)->log_find_key(l, key, keylen, index);
+}
+
+int st_log_read_now(st_log *l, uint64_t first, uint32_t max, st_page **out)
+{
+    return ST_BACKEND(l)->log_read_now(l, first, max, out);
+}
+
+int st_log_find_now(st_log *l, const void *id, size_t idlen, uint64_t *index)
+{
+    return ST_BACKEND(l)->log_find_now(l, id, idlen, index);
 }
 
 size_t st_log_memory(const st_log *l)

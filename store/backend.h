@@ -31,6 +31,7 @@ typedef struct st_backend {
     size_t (*count)(st_store *s);
     size_t (*open_logs)(st_store *s);
     size_t (*max_open_logs)(const st_store *s);
+    size_t (*max_event)(const st_store *s);
     int (*list)(st_store *s, rt_uuid **ids, size_t *n);
     int (*children)(st_store *s, const rt_uuid *id, rt_uuid **ids, size_t *n);
     int (*put_file)(st_store *s, const char *name, const void *data, size_t len);
@@ -55,6 +56,8 @@ typedef struct st_backend {
     int (*log_read)(st_log *l, uint64_t first, uint32_t max, st_page **out);
     int (*log_find)(st_log *l, const void *id, size_t idlen, uint64_t *index);
     int (*log_find_key)(st_log *l, const void *key, size_t keylen, uint64_t *index);
+    int (*log_read_now)(st_log *l, uint64_t first, uint32_t max, st_page **out);
+    int (*log_find_now)(st_log *l, const void *id, size_t idlen, uint64_t *index);
     size_t (*log_memory)(const st_log *l);
     bool (*log_read_only)(const st_log *l);
 } st_backend;

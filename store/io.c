@@ -85,11 +85,21 @@ int st_write_all(int fd, const struct iovec *iov, int n, off_t off)
 }
 
 rt_hist st_fsync_seconds;
+rt_hist st_nats_append_seconds;
 
 void st_metrics_render(rt_text *t)
 {
     rt_metric_hist(t, "parley_fsync_seconds", "Latency of the store's fdatasync calls.",
                    &st_fsync_seconds);
+#ifdef PARLEY_HAVE_NATS
+    rt_metric_hist(t, "parley_nats_append_seconds",
+                   "Latency of appending a record to a JetStream log, until acknowledged.",
+                   &st_nats_append_seconds);
+    rt_metric_counter(t, "parley_nats_loop_requests_total",
+                      "Requests to the JetStream cluster made on a loop thread (0 unless a loop "
+                      "waited for the cluster).",
+                      rt_metric_get(&st_nats_loop_requests));
+#endif
 }
 
 int st_datasync(int fd)

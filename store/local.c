@@ -15,6 +15,7 @@ const st_backend st_local_backend = {
     .count = stl_store_count,
     .open_logs = stl_store_open_logs,
     .max_open_logs = stl_store_max_open_logs,
+    .max_event = stl_store_max_event,
     .list = stl_store_list,
     .children = stl_store_children,
     .put_file = stl_store_put_file,
@@ -35,6 +36,8 @@ const st_backend st_local_backend = {
     .log_read = stl_log_read,
     .log_find = stl_log_find,
     .log_find_key = stl_log_find_key,
+    .log_read_now = stl_log_read,
+    .log_find_now = stl_log_find,
     .log_memory = stl_log_memory,
     .log_read_only = stl_log_read_only,
 };

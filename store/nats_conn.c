@@ -5,11 +5,17 @@
  */
 #include "nats_impl.h"
 
+#include "runtime/log.h"
+#include "runtime/runtime.h"
+#include "store.h"
+
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 int stn_failv(char *err, size_t errlen, int code, const char *fmt, va_list ap)
 {
@@ -106,6 +112,18 @@ int64_t stn_now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+_Atomic uint64_t st_nats_loop_requests;
+
+void stn_waits(const char *what)
+{
+    int loop = rt_current_loop();
+    if (loop < 0)
+        return;
+    if (atomic_fetch_add(&st_nats_loop_requests, 1) == 0) /* the first says where */
+        rt_log(RT_LOG_WARN, "store", "nats: %s on loop thread %d: it waits for the cluster", what,
+               loop);
+}
+
 void stn_backoff(int attempt, int64_t until)
 {
     int64_t ms = 20;
@@ -173,6 +191,7 @@ static int make_stream(st_nats *n, unsigned shard, char *err, size_t errlen)
     for (int attempt = 0;; attempt++) {
         jsStreamInfo *si = NULL;
         jsErrCode jerr = 0;
+        stn_waits("checking a stream");
         natsStatus s = js_GetStreamInfo(&si, n->js, name, NULL, &jerr);
         if (s == NATS_OK) {
             int r = check_stream(si->Config, subject, err, errlen);
@@ -229,6 +248,7 @@ int stn_bind_bucket(st_nats *n, const char *bucket, const char *about, kvStore *
 {
     int64_t until = stn_now_ms() + n->deadline_ms;
     for (int attempt = 0;; attempt++) {
+        stn_waits("binding a bucket");
         natsStatus s = js_KeyValue(kv, n->js, bucket);
         if (s == NATS_NOT_FOUND) {
             kvConfig c;
@@ -294,6 +314,19 @@ static void free_servers(char **v, int count)
     free(v);
 }
 
+/* Why a node id is refused, or NULL: it goes into headers, JSON and the
+ * connection's name as it is. */
+static const char *node_bad(const char *id)
+{
+    size_t len = strlen(id);
+    if (len == 0 || len > 63)
+        return "1 to 63 characters";
+    for (size_t i = 0; i < len; i++)
+        if (!isalnum((unsigned char)id[i]) && !strchr("._-", id[i]))
+            return "letters, digits, '.', '_' and '-' only";
+    return NULL;
+}
+
 int st_nats_open(const st_nats_opts *o, st_nats **out, char *err, size_t errlen)
 {
     *out = NULL;
@@ -302,6 +335,19 @@ int st_nats_open(const st_nats_opts *o, st_nats **out, char *err, size_t errlen)
     if (o->shards > ST_NATS_SHARDS_MAX)
         return fail(err, errlen, -EINVAL, "too many shard streams: %u (at most %d)", o->shards,
                     ST_NATS_SHARDS_MAX);
+    const char *bad = o->node ? node_bad(o->node) : NULL;
+    if (bad)
+        return fail(err, errlen, -EINVAL, "node id '%s': %s", o->node, bad);
+    const char *files[] = {o->creds, o->tls_ca, o->tls_cert, o->tls_key};
+    const char *about[] = {"credentials", "TLS CA", "TLS certificate", "TLS key"};
+    for (int i = 0; i < 4; i++)
+        if (files[i] && access(files[i], R_OK) != 0)
+            return fail(err, errlen, -EINVAL, "NATS %s file %s: %s", about[i], files[i],
+                        strerror(errno));
+    if (!o->tls_cert != !o->tls_key)
+        return fail(err, errlen, -EINVAL,
+                    "a NATS TLS client certificate needs its key, and a "
+                    "key its certificate");
     st_nats *n = calloc(1, sizeof *n);
     int count = 0;
     char **servers = split_servers(o->servers, &count);
@@ -341,6 +387,14 @@ int st_nats_open(const st_nats_opts *o, st_nats **out, char *err, size_t errlen)
      * backoff within their deadline, instead of each waiting its timeout */
     if (s == NATS_OK)
         s = natsOptions_SetFailRequestsOnDisconnect(no, true);
+    if (s == NATS_OK && o->creds)
+        s = natsOptions_SetUserCredentialsFromFiles(no, o->creds, NULL);
+    if (s == NATS_OK && (o->tls_ca || o->tls_cert))
+        s = natsOptions_SetSecure(no, true);
+    if (s == NATS_OK && o->tls_ca)
+        s = natsOptions_LoadCATrustedCertificates(no, o->tls_ca);
+    if (s == NATS_OK && o->tls_cert)
+        s = natsOptions_LoadCertificatesChain(no, o->tls_cert, o->tls_key);
     if (s == NATS_OK)
         s = natsConnection_Connect(&n->nc, no);
     natsOptions_Destroy(no);

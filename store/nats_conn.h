@@ -38,7 +38,11 @@ typedef struct st_nats st_nats;
 typedef struct st_nats_opts {
     /* "nats://host:port,host:port,...", or without the scheme: required */
     const char *servers;
-    const char *node;     /* this node's name, in take-over records; NULL: "parley" */
+    const char *node; /* this node's name, in take-over records; NULL: "parley" */
+    /* NULL or files: a credentials file (JWT and NKey seed), the CA that
+     * signs the servers' certificates (TLS then required), this client's
+     * certificate chain and key (both or neither) */
+    const char *creds, *tls_ca, *tls_cert, *tls_key;
     unsigned shards;      /* shard streams; 0: 16. Fixed for a deployment */
     int replicas;         /* 0: 3 when the cluster has >= 3 servers, else 1 */
     uint64_t request_ms;  /* one request's timeout; 0: 2000 */
@@ -62,6 +66,9 @@ unsigned st_nats_shard(const st_nats *n, const rt_uuid *id);
 /* The largest message the cluster accepts (its max_payload), headers
  * included. */
 int64_t st_nats_max_payload(const st_nats *n);
+/* The largest event a record holds (nats_log.h): max_payload less the
+ * headers of a record with an id and a key of the longest. */
+size_t st_nats_max_event(const st_nats *n);
 /* The replicas the shard streams are made with. */
 int st_nats_replicas(const st_nats *n);
 

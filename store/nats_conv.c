@@ -13,6 +13,7 @@
 #include "nats_store.h"
 
 #include "runtime/log.h"
+#include "dirfiles.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -75,7 +76,7 @@ static void drop_writer(stn_conv *c)
 
 static int take_over(stn_conv *c)
 {
-    int r = st_nats_log_open(c->s->n, &c->id, &c->writer);
+    int r = st_nats_log_open(c->s->n, &c->lid, &c->writer);
     if (r == 0 && (r = st_nats_log_take_over(c->writer, NULL)) < 0)
         rt_log(RT_LOG_ERROR, "store", "nats: cannot take conversation %s over: %s", c->hex,
                st_nats_log_error(c->writer));
@@ -83,9 +84,18 @@ static int take_over(stn_conv *c)
         drop_writer(c);
         return r;
     }
+    /* reads answered from memory before this were of the log it loaded:
+     * if another node appended since, the conversation decided on an old
+     * log, and starts again from the log (memory is loaded again) */
+    r = stn_tail_claim(c, c->writer->next_index);
     atomic_store(&c->written, c->writer->next_index);
     atomic_store(&c->writing, true);
-    return 0;
+    if (r < 0)
+        rt_log(RT_LOG_WARN, "store",
+               "nats: conversation %s grew on another node since it was read "
+               "here: the append is refused, the log read again",
+               c->hex);
+    return r;
 }
 
 static int run_append(stn_conv *c, stn_job *j, uint64_t *first)
@@ -98,13 +108,16 @@ static int run_append(stn_conv *c, stn_job *j, uint64_t *first)
     size_t stored = 0;
     int r = st_nats_log_append(c->writer, j->items, j->n, first, &stored);
     if (r == 0) {
+        stn_tail_push(c, *first, j);
         atomic_store(&c->written, *first + j->n);
         return 0;
     }
     rt_log(RT_LOG_ERROR, "store", "nats: append to %s: %s%s", c->hex, st_nats_log_error(c->writer),
-           stored > 0 ? " (a part was stored)" : "");
-    if (r == -ESTALE || stored > 0)
-        drop_writer(c); /* fenced, or a state the next take-over reads back */
+           stored > 0 ? " (parts of it were stored: left behind)" : "");
+    if (r == -ESTALE || stored > 0 || st_nats_log_epoch(c->writer) == 0) {
+        drop_writer(c); /* fenced, parts left behind, or unsure: take over again */
+        stn_tail_forget(c);
+    }
     return r;
 }
 
@@ -122,34 +135,33 @@ static int delete_key(void *ctx, const char *key)
     return 0;
 }
 
-/* The tombstone first: from then on the id is never created again. */
+/* The tombstone first: from then on this incarnation is gone everywhere
+ * (a creation of the id makes the next one, nats_store.h). */
 static int run_delete(stn_conv *c)
 {
     stn_store *s = c->s;
-    char key[80];
+    char key[80], gen[24];
     snprintf(key, sizeof key, "d.%s", c->hex);
-    int r = stn_kv_put(s->convs, key, "", 0);
-    if (r == 0) {
-        snprintf(key, sizeof key, "c.%s", c->hex);
-        r = stn_kv_delete(s->convs, key);
-    }
+    snprintf(gen, sizeof gen, "%llu", (unsigned long long)c->gen);
+    int r = stn_kv_put(s->convs, key, gen, strlen(gen), NULL);
     if (r == 0) { /* a get from now on finds neither the entry nor this handle */
+        stn_catalog_apply(s, key, kvOp_Put, gen, strlen(gen), 0);
         atomic_store(&c->gone, true);
         drop_writer(c);
+        if (c->gen == 0)
+            snprintf(key, sizeof key, "c.%s", c->hex);
+        else
+            snprintf(key, sizeof key, "c.%s.%s", c->hex, gen);
+        r = stn_kv_delete(s->convs, key);
     }
     keys_ctx k = {.kv = s->convs};
     if (r == 0) {
         snprintf(key, sizeof key, "m.%s", c->hex);
         delete_key(&k, key);
-        if (c->has_parent) {
-            char phex[33];
-            rt_uuid_hex(&c->parent, phex);
-            snprintf(key, sizeof key, "p.%s.%s", phex, c->hex);
-            delete_key(&k, key);
-        }
         k.kv = s->files;
-        snprintf(key, sizeof key, "%s.>", c->hex);
+        snprintf(key, sizeof key, "%s.>", c->lhex);
         r = stn_kv_keys(s->files, key, delete_key, &k);
+        st_dir_remove_workspace(s->workspaces, &c->id); /* this node's; another's stays */
     }
     return r < 0 ? r : k.r;
 }
@@ -164,8 +176,8 @@ static void run(stn_conv *c, stn_job *j)
         r = run_append(c, j, &first);
     else if (j->kind == STN_FILE) {
         char key[120];
-        snprintf(key, sizeof key, "%s.%s", c->hex, j->name);
-        r = stn_kv_put(c->s->files, key, rt_buf_data(j->data), rt_buf_len(j->data));
+        snprintf(key, sizeof key, "%s.%s", c->lhex, j->name);
+        r = stn_kv_put(c->s->files, key, rt_buf_data(j->data), rt_buf_len(j->data), NULL);
     } else {
         r = run_delete(c);
     }
@@ -237,16 +249,6 @@ void stn_workers_stop(stn_store *s)
 
 /* ---- the calls ----------------------------------------------------------- */
 
-/* The largest append: one record (nats_log.h), so that it is stored whole
- * or not at all, as store.h promises. */
-static bool fits(const st_nats *n, const st_item *items, size_t count)
-{
-    size_t bytes = 1024; /* the record's own headers */
-    for (size_t i = 0; i < count; i++)
-        bytes += rt_buf_len(items[i].payload) + items[i].idlen + items[i].keylen + 48;
-    return count <= ST_NATS_BATCH_MAX && (int64_t)bytes <= st_nats_max_payload(n);
-}
-
 int stn_append(st_conv *gc, const st_item *items, size_t n, st_done_fn done, void *ctx)
 {
     stn_conv *c = C(gc);
@@ -259,10 +261,10 @@ int stn_append(st_conv *gc, const st_item *items, size_t n, st_done_fn done, voi
         if (items[i].idlen == 0 || items[i].idlen > 255 || items[i].keylen > 255 ||
             items[i].payload == NULL)
             return -EINVAL;
+        if (rt_buf_len(items[i].payload) > st_nats_max_event(c->s->n))
+            return -EMSGSIZE; /* one record (nats_log.h); many events are split */
         keys += items[i].idlen + items[i].keylen;
     }
-    if (!fits(c->s->n, items, n))
-        return -EMSGSIZE;
     stn_job *j = calloc(1, sizeof(*j) + n * (sizeof(st_nats_item) + sizeof(rt_buf *)) + keys);
     if (j == NULL)
         return -ENOMEM;
@@ -324,7 +326,7 @@ int stn_conv_get_file(st_conv *gc, const char *name, char **data, size_t *len)
     if (!st_conv_file_name_ok(name))
         return -EINVAL;
     char key[120];
-    snprintf(key, sizeof key, "%s.%s", c->hex, name);
+    snprintf(key, sizeof key, "%s.%s", c->lhex, name);
     return stn_kv_get(c->s, STN_FILES, key, data, len);
 }
 

@@ -20,7 +20,7 @@ uint32_t stn_hash(const void *p, size_t len)
     return h ? h : 1;
 }
 
-static int table_put(stn_table *t, uint32_t h, uint64_t index)
+int stn_table_put(stn_table *t, uint32_t h, uint64_t index)
 {
     if ((t->used + 1) * 2 > t->cap) {
         size_t cap = t->cap ? t->cap * 2 : 256;
@@ -50,24 +50,36 @@ void stn_index_add(st_nats_log *l, uint64_t index, uint32_t idh, uint32_t keyh)
 {
     if (index != l->covered)
         return;
-    if (table_put(&l->ids, idh, index) || (keyh && table_put(&l->keys, keyh, index))) {
+    if (stn_table_put(&l->ids, idh, index) || (keyh && stn_table_put(&l->keys, keyh, index))) {
         stn_index_free(l); /* out of memory: start again on the next find */
         return;
     }
     l->covered++;
 }
 
+void stn_table_free(stn_table *t)
+{
+    free(t->v);
+    memset(t, 0, sizeof *t);
+}
+
+int stn_table_each(const stn_table *t, uint32_t h, int (*fn)(void *ctx, uint64_t index), void *ctx)
+{
+    int r = 0;
+    for (size_t j = h & (t->cap - 1); r == 0 && t->cap && t->v[j].idx1; j = (j + 1) & (t->cap - 1))
+        if (t->v[j].h == h)
+            r = fn(ctx, t->v[j].idx1 - 1);
+    return r;
+}
+
 void stn_index_free(st_nats_log *l)
 {
-    free(l->ids.v);
-    free(l->keys.v);
-    memset(&l->ids, 0, sizeof l->ids);
-    memset(&l->keys, 0, sizeof l->keys);
+    stn_table_free(&l->ids);
+    stn_table_free(&l->keys);
     l->covered = 0;
 }
 
-/* Index what was appended since the last find. */
-static int refresh(st_nats_log *l)
+int stn_index_load(st_nats_log *l)
 {
     uint64_t count;
     int r = 0;
@@ -96,7 +108,7 @@ static int find(st_nats_log *l, bool key, const void *v, size_t len, uint64_t *i
 {
     if (len == 0 || len > 255)
         return -ENOENT;
-    int r = refresh(l);
+    int r = stn_index_load(l);
     if (r)
         return r;
     const stn_table *t = key ? &l->keys : &l->ids;

@@ -22,6 +22,7 @@
 #define STN_H_ID      "Parley-Id"
 #define STN_H_KEY     "Parley-Key"
 #define STN_H_KIND    "Parley-Kind"
+#define STN_H_BATCH   "Parley-Batch"
 #define STN_TAKE_OVER "take-over"
 
 /* A walk back through the chain gives up past this many records: an open
@@ -82,6 +83,10 @@ struct st_nats_log {
     uint64_t covered;
 };
 
+/* The events a log holds whose last record is e: an append's batch split
+ * over several records counts only once its last record is there. */
+uint64_t stn_visible(const st_nats_event *e);
+
 /* Sets l->err (printf-style) and returns code. */
 int stn_fail(st_nats_log *l, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 int stn_failv(char *err, size_t errlen, int code, const char *fmt, va_list ap);
@@ -93,6 +98,11 @@ const char *stn_what(int code);
 const char *stn_last_error(natsStatus s);
 bool stn_retryable(int code);
 int64_t stn_now_ms(void);
+/* Called before every call that waits for the cluster's answer (a
+ * request, a publish with its ack): one made on a parley loop thread is
+ * counted in st_nats_loop_requests, since it holds up every conversation
+ * of that loop for a round trip or more (issue 22: it must stay 0). */
+void stn_waits(const char *what);
 /* Sleep before retry number `attempt` (0, 1, ...): 20 ms doubling up to
  * 500 ms, never past `until` (ms). A pause between retries of a failed
  * request, not a way to wait for something. */
@@ -134,8 +144,14 @@ int stn_note(st_nats_log *l, natsMsg *m, const st_nats_event *rec, uint64_t inde
              stn_page *pg);
 
 uint32_t stn_hash(const void *p, size_t len); /* never 0 */
+int stn_table_put(stn_table *t, uint32_t h, uint64_t index);
+void stn_table_free(stn_table *t);
+/* fn for each index whose hash is h, until it returns non-zero (returned). */
+int stn_table_each(const stn_table *t, uint32_t h, int (*fn)(void *ctx, uint64_t index), void *ctx);
 /* Event `index` into the find index, if it is the next one it lacks. */
 void stn_index_add(st_nats_log *l, uint64_t index, uint32_t idh, uint32_t keyh);
+/* Index what was appended since the last find (requests to the cluster). */
+int stn_index_load(st_nats_log *l);
 void stn_index_free(st_nats_log *l);
 
 #endif

@@ -6,10 +6,13 @@
  */
 #include "nats_impl.h"
 
+#include "store.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 bool (*st_nats_drop_ack)(const st_nats_event *sent);
 
@@ -77,7 +80,7 @@ int st_nats_log_count(st_nats_log *l, uint64_t *count)
     if (r == -ENOENT)
         return 0;
     if (r == 0)
-        *count = last.index + last.count;
+        *count = stn_visible(&last);
     natsMsg_Destroy(m);
     return r;
 }
@@ -100,12 +103,20 @@ typedef struct rec {
     bool take_over;
     const st_nats_item *items; /* events: count of them */
     uint32_t count;
+    uint64_t batch_first, batch_total; /* a part of a larger append: Parley-Batch */
 } rec;
 
 /* The header bytes an event adds to its record, generously. */
 static size_t event_overhead(const st_nats_item *it)
 {
     return it->idlen + it->keylen + 48;
+}
+
+size_t st_nats_max_event(const st_nats *n)
+{
+    const st_nats_item longest = {.idlen = 255, .keylen = 255};
+    int64_t room = st_nats_max_payload(n) - HEADERS_BOUND - (int64_t)event_overhead(&longest);
+    return room > 0 ? (size_t)room : 0;
 }
 
 static int build(st_nats_log *l, const rec *c, const void *data, size_t len, natsMsg **out)
@@ -128,6 +139,12 @@ static int build(st_nats_log *l, const rec *c, const void *data, size_t len, nat
         s = natsMsgHeader_Set(m, STN_H_WRITER, c->writer);
     if (s == NATS_OK && c->take_over)
         s = natsMsgHeader_Set(m, STN_H_KIND, STN_TAKE_OVER);
+    if (s == NATS_OK && c->batch_total > 0) {
+        char bv[48];
+        snprintf(bv, sizeof bv, "%llu %llu", (unsigned long long)c->batch_first,
+                 (unsigned long long)c->batch_total);
+        s = natsMsgHeader_Set(m, STN_H_BATCH, bv);
+    }
     char hv[272], lens[ST_NATS_BATCH_MAX * 21];
     size_t ll = 0;
     for (uint32_t i = 0; s == NATS_OK && i < c->count; i++) {
@@ -213,6 +230,14 @@ static int resolve(st_nats_log *l, const rec *c, uint64_t *seq)
     return r;
 }
 
+static void observe_since(const struct timespec *t0)
+{
+    struct timespec t1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    rt_hist_observe(&st_nats_append_seconds, (uint64_t)((t1.tv_sec - t0->tv_sec) * 1000000000LL +
+                                                        (t1.tv_nsec - t0->tv_nsec)));
+}
+
 /* Publish record c (message m) after the record at stream sequence c->prev.
  * 0 with *seq, -ESTALE (fenced), -EIO with "outcome unknown", or another
  * error (nothing stored). */
@@ -228,11 +253,14 @@ static int publish(st_nats_log *l, const rec *c, natsMsg *m, uint64_t *seq)
         po.ExpectNoMessage = true;
     else
         po.ExpectLastSubjectSeq = c->prev;
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     int64_t until = stn_now_ms() + l->n->deadline_ms;
     bool unsure = false; /* sent at least once without an answer */
     for (int attempt = 0;; attempt++) {
         jsPubAck *pa = NULL;
         jsErrCode jerr = 0;
+        stn_waits("an append");
         natsStatus s = js_PublishMsg(&pa, l->n->js, m, &po, &jerr);
         int r;
         if (s == NATS_OK) {
@@ -246,12 +274,15 @@ static int publish(st_nats_log *l, const rec *c, natsMsg *m, uint64_t *seq)
                                   .prev = c->prev,
                                   .count = c->count,
                                   .take_over = c->take_over,
+                                  .batch_first = c->batch_first,
+                                  .batch_total = c->batch_total,
                                   .writer = c->writer};
             if (st_nats_drop_ack && st_nats_drop_ack(&sent)) {
                 unsure = true;
                 r = stn_fail(l, -ETIMEDOUT, "NATS timed out: appending to %s: ack dropped",
                              l->subject);
             } else if (!dup) {
+                observe_since(&t0);
                 return 0;
             } else {
                 r = resolve(l, c, seq);
@@ -326,6 +357,17 @@ static uint32_t batch(const st_nats_log *l, const st_nats_item *items, size_t n)
     return (uint32_t)k;
 }
 
+/* Record m, stored at seq by this writer, into the open page and the find
+ * index. */
+static void note(st_nats_log *l, natsMsg *m, uint64_t seq)
+{
+    st_nats_event e;
+    if (stn_parse(l, m, seq, &e) == 0)
+        page_note(l, m, &e);
+    else
+        l->page_known = false;
+}
+
 int st_nats_log_append(st_nats_log *l, const st_nats_item *items, size_t n, uint64_t *first,
                        size_t *stored)
 {
@@ -340,20 +382,35 @@ int st_nats_log_append(st_nats_log *l, const st_nats_item *items, size_t n, uint
         if (!header_safe(it->id, it->idlen) || (it->keylen && !header_safe(it->key, it->keylen)))
             return stn_fail(l, -EINVAL,
                             "event %zu: an id or key must be 1..255 printable ASCII bytes", i);
-        if ((int64_t)(it->len + event_overhead(it) + HEADERS_BOUND) > l->n->max_payload)
+        if (it->len > st_nats_max_event(l->n))
             return stn_fail(l, -EMSGSIZE,
-                            "event %zu: %zu bytes, more than the cluster's max_payload (%lld "
-                            "bytes with headers)",
-                            i, it->len, (long long)l->n->max_payload);
+                            "event %zu: %zu bytes, more than a record of the cluster holds (%zu "
+                            "bytes: its max_payload less headers)",
+                            i, it->len, st_nats_max_event(l->n));
     }
-    for (size_t i = 0; i < n;) {
+    /* a batch of several records is noted (open page, page entries, find
+     * index) once all are stored: before, it may yet be left behind */
+    bool whole = batch(l, items, n) == n;
+    size_t nparts = 0;
+    natsMsg **parts = whole ? NULL : calloc(n, sizeof *parts);
+    uint64_t *seqs = whole ? NULL : calloc(n, sizeof *seqs);
+    if (!whole && (!parts || !seqs)) {
+        free(parts);
+        free(seqs);
+        return stn_fail(l, -ENOMEM, "out of memory");
+    }
+    uint64_t start = l->next_index;
+    int r = 0;
+    for (size_t i = 0; i < n && r == 0;) {
         rec c = {.slot = l->next_slot,
                  .index = l->next_index,
                  .epoch = l->epoch,
                  .prev = l->last_seq,
                  .writer = l->writer,
                  .items = &items[i],
-                 .count = batch(l, &items[i], n - i)};
+                 .count = batch(l, &items[i], n - i),
+                 .batch_first = whole ? 0 : start,
+                 .batch_total = whole ? 0 : n};
         const void *data = items[i].data;
         size_t len = items[i].len;
         char *joined = NULL;
@@ -361,15 +418,17 @@ int st_nats_log_append(st_nats_log *l, const st_nats_item *items, size_t n, uint
             len = 0;
             for (uint32_t k = 0; k < c.count; k++)
                 len += items[i + k].len;
-            if (!(joined = malloc(len ? len : 1)))
-                return stn_fail(l, -ENOMEM, "out of memory");
+            if (!(joined = malloc(len ? len : 1))) {
+                r = stn_fail(l, -ENOMEM, "out of memory");
+                break;
+            }
             for (size_t k = 0, off = 0; k < c.count; off += items[i + k].len, k++)
                 memcpy(joined + off, items[i + k].data, items[i + k].len);
             data = joined;
         }
         natsMsg *m = NULL;
         uint64_t seq = 0;
-        int r = build(l, &c, data, len, &m);
+        r = build(l, &c, data, len, &m);
         free(joined);
         if (r == 0)
             r = publish(l, &c, m, &seq);
@@ -377,23 +436,31 @@ int st_nats_log_append(st_nats_log *l, const st_nats_item *items, size_t n, uint
             natsMsg_Destroy(m);
             if (r == -ESTALE)
                 l->fenced = true;
-            if (r == -ESTALE || r == -EIO)
-                l->owner = false; /* fenced, or unsure where the log ends */
-            return r;
+            if (r == -ESTALE || r == -EIO || *stored > 0)
+                l->owner = false; /* fenced, unsure where the log ends, or parts left */
+            break;
         }
-        st_nats_event e;
         l->last_seq = seq;
         l->next_slot++;
         l->next_index += c.count;
-        if (stn_parse(l, m, seq, &e) == 0)
-            page_note(l, m, &e);
-        else
-            l->page_known = false;
-        natsMsg_Destroy(m);
+        if (whole) {
+            note(l, m, seq);
+            natsMsg_Destroy(m);
+        } else {
+            seqs[nparts] = seq;
+            parts[nparts++] = m;
+        }
         *stored += c.count;
         i += c.count;
     }
-    return 0;
+    for (size_t k = 0; k < nparts; k++) {
+        if (r == 0)
+            note(l, parts[k], seqs[k]);
+        natsMsg_Destroy(parts[k]);
+    }
+    free(parts);
+    free(seqs);
+    return r;
 }
 
 /* After a take-over at event index `index` following record `last`: the
@@ -441,7 +508,7 @@ int st_nats_log_take_over(st_nats_log *l, uint64_t *epoch)
     rec c = {.writer = writer, .take_over = true};
     if (!empty) {
         c.slot = last.slot + 1;
-        c.index = last.index + last.count;
+        c.index = stn_visible(&last); /* a batch cut short is left behind */
         c.epoch = last.epoch + 1;
         c.prev = last.seq;
     } else {

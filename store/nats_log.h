@@ -21,6 +21,16 @@
  *                  payload is their bytes one after the other (a single
  *                  event's payload is just its bytes)
  *   Parley-Kind    "take-over" on take-over records
+ *   Parley-Batch   "<first> <total>" on each record of an append too large
+ *                  for one record (more than ST_NATS_BATCH_MAX events, or
+ *                  max_payload bytes): the index of its first event and
+ *                  how many it has. Such an append is visible only once its
+ *                  last record is stored: a log whose last record is an
+ *                  earlier part ends before the batch (stn_visible), and the
+ *                  next take-over starts from there, so the parts already
+ *                  written are left behind in the chain, and readers
+ *                  walking back skip them (a record's events count only
+ *                  below the index where the record after it starts).
  * Events have dense indexes of their own: take-over records occupy slots
  * but no index, and readers never see them.
  *
@@ -108,12 +118,13 @@ typedef struct st_nats_item {
 /* Up to this many events in one record (and within max_payload). */
 #define ST_NATS_BATCH_MAX 100
 
-/* Append events in order: *first is the index of the first, *stored how
- * many of the n are in the log. A batch that fits in one record (at most
- * ST_NATS_BATCH_MAX events, max_payload bytes with headers) is stored whole
- * or not at all, in one round trip. A larger one is several records, in
- * order: on failure the first *stored events are in the log, durably, and
- * the rest are not. */
+/* Append events in order, all or nothing: *first is the index of the
+ * first. A batch that fits in one record (at most ST_NATS_BATCH_MAX events,
+ * max_payload bytes with headers) is one round trip; a larger one is
+ * several records, one after the other, visible once the last is stored
+ * (Parley-Batch). *stored is how many events went into records: on a
+ * failure with *stored > 0 none of them is visible, and l is no longer the
+ * writer (take over again: that leaves the parts behind). */
 int st_nats_log_append(st_nats_log *l, const st_nats_item *items, size_t n, uint64_t *first,
                        size_t *stored);
 
@@ -129,7 +140,8 @@ typedef struct st_nats_event {
     uint64_t seq, prev; /* stream sequences: its record's, and the one before */
     uint32_t count;
     bool take_over;
-    const char *writer; /* 32 hex */
+    uint64_t batch_first, batch_total; /* Parley-Batch, else 0 0 */
+    const char *writer;                /* 32 hex */
     const char *id, *key;
     uint32_t idlen, keylen;
     const void *data;

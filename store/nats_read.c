@@ -45,6 +45,17 @@ int stn_parse(st_nats_log *l, natsMsg *m, uint64_t seq, st_nats_event *ev)
                         (unsigned long long)seq, l->stream, l->subject);
     ev->take_over =
         natsMsgHeader_Get(m, STN_H_KIND, &kind) == NATS_OK && strcmp(kind, STN_TAKE_OVER) == 0;
+    const char *batch = NULL;
+    if (natsMsgHeader_Get(m, STN_H_BATCH, &batch) == NATS_OK) {
+        unsigned long long bf, bt;
+        char extra;
+        if (sscanf(batch, "%llu %llu%c", &bf, &bt, &extra) != 2 || bf > ev->index ||
+            ev->index + count > bf + bt)
+            return stn_fail(l, -EBADMSG, "record %llu of %s: a bad %s header '%s'",
+                            (unsigned long long)seq, l->subject, STN_H_BATCH, batch);
+        ev->batch_first = bf;
+        ev->batch_total = bt;
+    }
     ev->data = natsMsg_GetData(m);
     ev->len = (size_t)natsMsg_GetDataLength(m);
     ev->count = (uint32_t)count;
@@ -136,6 +147,7 @@ int stn_get_last(st_nats_log *l, natsMsg **m, st_nats_event *ev)
     int64_t until = stn_now_ms() + l->n->deadline_ms;
     for (int attempt = 0;; attempt++) {
         jsErrCode jerr = 0;
+        stn_waits("reading the last record");
         natsStatus s = js_GetLastMsg(m, l->n->js, l->stream, l->subject, NULL, &jerr);
         if (s == NATS_OK) {
             int r = stn_parse(l, *m, natsMsg_GetSequence(*m), ev);
@@ -163,6 +175,7 @@ int stn_get_seq(st_nats_log *l, uint64_t seq, natsMsg **m, st_nats_event *ev)
     for (int attempt = 0;; attempt++) {
         jsErrCode jerr = 0;
         natsStatus s;
+        stn_waits("reading a record");
         if (leader) {
             s = js_GetMsg(m, l->n->js, l->stream, seq, NULL, &jerr);
         } else {
@@ -220,6 +233,7 @@ static int fetch(st_nats_log *l, const uint64_t *seqs, size_t n, natsMsg **out, 
         s = natsConnection_PublishRequest(l->n->nc, l->direct, wild, body, blen);
     }
     size_t got = 0;
+    stn_waits("reading records");
     int64_t until = stn_now_ms() + l->n->request_ms;
     while (s == NATS_OK && got < n) {
         int64_t left = until - stn_now_ms();
@@ -278,20 +292,29 @@ int stn_note(st_nats_log *l, natsMsg *m, const st_nats_event *rec, uint64_t inde
     return 0;
 }
 
+uint64_t stn_visible(const st_nats_event *e)
+{
+    uint64_t end = e->index + e->count;
+    return e->batch_total != 0 && end < e->batch_first + e->batch_total ? e->batch_first : end;
+}
+
 int stn_collect(st_nats_log *l, natsMsg *m, const st_nats_event *from, uint64_t lo, uint64_t hi,
                 stn_page *pg)
 {
     st_nats_event cur = *from;
     natsMsg *own = NULL; /* the records this walk read */
     int r = 0;
+    /* a record's events count below the first index of the records after
+     * it: above, they are parts of a batch that a take-over left behind */
+    uint64_t limit = UINT64_MAX;
     for (int hops = 0;; hops++) {
-        /* what comes before holds only events below cur.index */
-        if (cur.index + cur.count <= lo)
-            break;
-        for (uint64_t i = cur.index > lo ? cur.index : lo;
-             r == 0 && i < cur.index + cur.count && i < hi; i++)
+        uint64_t end = cur.index + cur.count < limit ? cur.index + cur.count : limit;
+        for (uint64_t i = cur.index > lo ? cur.index : lo; r == 0 && i < end && i < hi; i++)
             r = stn_note(l, m, &cur, i, lo, pg);
-        if (r || cur.index <= lo || cur.prev == 0)
+        if (cur.index < limit)
+            limit = cur.index;
+        /* what comes before holds only events below limit */
+        if (r || limit <= lo || cur.prev == 0)
             break;
         if (hops >= STN_WALK_MAX) {
             r = stn_fail(l, -EIO, "walking back %s: more than %d records", l->subject,
@@ -346,6 +369,7 @@ int stn_put_page(st_nats_log *l, uint64_t page, const stn_page *pg)
     char key[64];
     page_key(l, page, key, sizeof key);
     uint64_t rev;
+    stn_waits("writing a page entry");
     natsStatus s = kvStore_Put(&rev, l->n->pages, key, v, (int)sizeof v);
     if (s != NATS_OK) {
         int r = stn_errno(s, 0);
@@ -361,6 +385,7 @@ int stn_get_page(st_nats_log *l, uint64_t page, stn_page *pg)
     int64_t until = stn_now_ms() + l->n->deadline_ms;
     for (int attempt = 0;; attempt++) {
         kvEntry *e = NULL;
+        stn_waits("reading a page entry");
         natsStatus s = kvStore_Get(&e, l->n->pages, key);
         if (s == NATS_OK) {
             const unsigned char *v = kvEntry_Value(e);
@@ -408,7 +433,7 @@ int stn_page_get(st_nats_log *l, uint64_t page, stn_page *pg, uint32_t *have, bo
         return 0;
     if (r)
         return r;
-    uint64_t count = last.index + last.count;
+    uint64_t count = stn_visible(&last);
     uint64_t lo = page * ST_NATS_PAGE, hi = lo + ST_NATS_PAGE;
     if (hi > count)
         hi = count;

@@ -2,12 +2,15 @@
  * nats_rlog.c - the log that st_conv_log hands out in the JetStream backend
  * (nats_store.h): log.h's readers on a st_nats_log of the conversation's
  * own, one call at a time (its mutex), any thread; blocking, as log.h's
- * reads are. The count is this node's writer's while it is the writer (no
+ * reads are, unless memory answers (nats_tail.c: the tail, and finds in
+ * the log as this node loaded or writes it); the _now readers never
+ * block. The count is this node's writer's while it is the writer (no
  * request), else read from the stream leader.
  */
 #include "nats_store.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,10 +30,11 @@ int stn_conv_log(st_conv *gc, st_log **log, st_open_report *rep)
         stn_log *l = calloc(1, sizeof(*l));
         if (l == NULL)
             r = -ENOMEM;
-        if (r == 0 && (r = st_nats_log_open(c->s->n, &c->id, &l->nl)) == 0) {
+        if (r == 0 && (r = st_nats_log_open(c->s->n, &c->lid, &l->nl)) == 0) {
             l->be = &st_nats_backend;
             l->c = c;
             pthread_mutex_init(&l->mu, NULL);
+            pthread_mutex_init(&l->tmu, NULL);
             c->log = l;
             atomic_fetch_add(&c->s->nlogs, 1);
         } else {
@@ -38,11 +42,17 @@ int stn_conv_log(st_conv *gc, st_log **log, st_open_report *rep)
         }
     }
     pthread_mutex_unlock(&c->mu);
+    /* the first opening loads memory (blocking); once loaded, this and the
+     * count cost no request, so loop code may call it as it may the local
+     * store's for a log that is open */
+    if (r == 0 && (r = stn_tail_load(c->log)) < 0 && rep != NULL)
+        snprintf(rep->detail, sizeof(rep->detail), "cannot load its log: %s",
+                 st_nats_log_error(c->log->nl));
     if (r < 0)
         return r;
     if (rep != NULL) {
         memset(rep, 0, sizeof(*rep));
-        rep->count = stn_log_count((st_log *)(void *)c->log);
+        rep->count = stn_tail_count(c->log);
     }
     *log = (st_log *)(void *)c->log;
     return 0;
@@ -51,7 +61,9 @@ int stn_conv_log(st_conv *gc, st_log **log, st_open_report *rep)
 void stn_log_free(stn_log *l)
 {
     st_nats_log_close(l->nl);
+    stn_tail_free(l);
     pthread_mutex_destroy(&l->mu);
+    pthread_mutex_destroy(&l->tmu);
     free(l);
 }
 
@@ -70,16 +82,15 @@ uint64_t stn_log_count(const st_log *gl)
     return n;
 }
 
-/* A page of nats_log.h as a page of log.h: the events' bytes and ids
- * copied into one buffer. */
-static int convert(const st_nats_page *np, st_page **out)
+/* Events as a page of log.h: their bytes and ids copied into one buffer. */
+int stn_page_of(const stn_ref *v, uint32_t n, st_page **out)
 {
     size_t total = 0;
-    for (uint32_t i = 0; i < np->n; i++)
-        total += np->ev[i].len + np->ev[i].idlen;
+    for (uint32_t i = 0; i < n; i++)
+        total += v[i].len + v[i].idlen;
     if (total > UINT32_MAX)
         return -EMSGSIZE;
-    st_page *p = malloc(sizeof(*p) + np->n * sizeof(st_event_ref));
+    st_page *p = malloc(sizeof(*p) + n * sizeof(st_event_ref));
     rt_buf *b = rt_buf_new(total > 0 ? total : 1);
     if (p == NULL || b == NULL) {
         free(p);
@@ -88,21 +99,35 @@ static int convert(const st_nats_page *np, st_page **out)
     }
     uint8_t *d = rt_buf_wdata(b);
     uint32_t at = 0;
-    for (uint32_t i = 0; i < np->n; i++) {
-        const st_nats_event *e = &np->ev[i];
-        p->ev[i] = (st_event_ref){.index = e->index,
+    for (uint32_t i = 0; i < n; i++) {
+        p->ev[i] = (st_event_ref){.index = v[i].index,
                                   .off = at,
-                                  .len = (uint32_t)e->len,
-                                  .id_off = at + (uint32_t)e->len,
-                                  .id_len = e->idlen};
-        memcpy(d + at, e->data, e->len);
-        memcpy(d + at + e->len, e->id, e->idlen);
-        at += (uint32_t)e->len + e->idlen;
+                                  .len = (uint32_t)v[i].len,
+                                  .id_off = at + (uint32_t)v[i].len,
+                                  .id_len = v[i].idlen};
+        if (v[i].len > 0)
+            memcpy(d + at, v[i].data, v[i].len);
+        memcpy(d + at + v[i].len, v[i].id, v[i].idlen);
+        at += (uint32_t)v[i].len + v[i].idlen;
     }
     p->bytes = b;
-    p->n = np->n;
+    p->n = n;
     *out = p;
     return 0;
+}
+
+static int convert(const st_nats_page *np, st_page **out)
+{
+    stn_ref *v = malloc((np->n ? np->n : 1) * sizeof(*v));
+    if (v == NULL)
+        return -ENOMEM;
+    for (uint32_t i = 0; i < np->n; i++) {
+        const st_nats_event *e = &np->ev[i];
+        v[i] = (stn_ref){e->index, e->data, e->len, e->id, e->idlen};
+    }
+    int r = stn_page_of(v, np->n, out);
+    free(v);
+    return r;
 }
 
 int stn_log_read(st_log *gl, uint64_t first, uint32_t max, st_page **out)
@@ -111,9 +136,12 @@ int stn_log_read(st_log *gl, uint64_t first, uint32_t max, st_page **out)
     *out = NULL;
     if (max > ST_NATS_READ_MAX)
         max = ST_NATS_READ_MAX;
+    int r = stn_tail_read(l, first, max, out);
+    if (r != 0)
+        return r < 0 ? r : 0;
     st_nats_page *np = NULL;
     pthread_mutex_lock(&l->mu);
-    int r = st_nats_log_read(l->nl, first, max, &np);
+    r = st_nats_log_read(l->nl, first, max, &np);
     pthread_mutex_unlock(&l->mu);
     if (r == 0)
         r = convert(np, out);
@@ -124,8 +152,11 @@ int stn_log_read(st_log *gl, uint64_t first, uint32_t max, st_page **out)
 int stn_log_find(st_log *gl, const void *id, size_t idlen, uint64_t *index)
 {
     stn_log *l = L(gl);
+    int r = stn_tail_find(l, false, id, idlen, true, index);
+    if (r != -EAGAIN)
+        return r;
     pthread_mutex_lock(&l->mu);
-    int r = st_nats_log_find(l->nl, id, idlen, index);
+    r = st_nats_log_find(l->nl, id, idlen, index);
     pthread_mutex_unlock(&l->mu);
     return r;
 }
@@ -133,10 +164,28 @@ int stn_log_find(st_log *gl, const void *id, size_t idlen, uint64_t *index)
 int stn_log_find_key(st_log *gl, const void *key, size_t keylen, uint64_t *index)
 {
     stn_log *l = L(gl);
+    int r = stn_tail_find(l, true, key, keylen, true, index);
+    if (r != -EAGAIN)
+        return r;
     pthread_mutex_lock(&l->mu);
-    int r = st_nats_log_find_key(l->nl, key, keylen, index);
+    r = st_nats_log_find_key(l->nl, key, keylen, index);
     pthread_mutex_unlock(&l->mu);
     return r;
+}
+
+int stn_log_read_now(st_log *gl, uint64_t first, uint32_t max, st_page **out)
+{
+    *out = NULL;
+    if (max > ST_NATS_READ_MAX)
+        max = ST_NATS_READ_MAX;
+    int r = stn_tail_read(L(gl), first, max, out);
+    return r < 0 ? r : r == 1 ? 0 : -EWOULDBLOCK;
+}
+
+int stn_log_find_now(st_log *gl, const void *id, size_t idlen, uint64_t *index)
+{
+    int r = stn_tail_find(L(gl), false, id, idlen, false, index);
+    return r == -EAGAIN ? -EWOULDBLOCK : r;
 }
 
 size_t stn_log_memory(const st_log *gl)
@@ -145,7 +194,7 @@ size_t stn_log_memory(const st_log *gl)
     pthread_mutex_lock(&l->mu);
     size_t n = sizeof(*l) + st_nats_log_memory(l->nl);
     pthread_mutex_unlock(&l->mu);
-    return n;
+    return n + stn_tail_memory(l);
 }
 
 bool stn_log_read_only(const st_log *gl)

@@ -8,11 +8,15 @@
 #include "nats_store.h"
 
 #include "runtime/log.h"
+#include "dirfiles.h"
+
+#include <ctype.h>
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static stn_store *S(st_store *s)
 {
@@ -31,6 +35,12 @@ static stn_conv *C(st_conv *c)
  * conversation just created would look unknown. The leader answers this. */
 int stn_kv_get(stn_store *st, const char *bucket, const char *key, char **data, size_t *len)
 {
+    return stn_kv_get_rev(st, bucket, key, data, len, NULL);
+}
+
+int stn_kv_get_rev(stn_store *st, const char *bucket, const char *key, char **data, size_t *len,
+                   uint64_t *rev)
+{
     char stream[64], subject[160];
     snprintf(stream, sizeof stream, "KV_%s", bucket);
     snprintf(subject, sizeof subject, "$KV.%s.%s", bucket, key);
@@ -39,6 +49,7 @@ int stn_kv_get(stn_store *st, const char *bucket, const char *key, char **data, 
     int r;
     for (int attempt = 0;; attempt++) {
         jsErrCode jerr = 0;
+        stn_waits("a catalog read");
         natsStatus s = js_GetLastMsg(&m, st->n->js, stream, subject, NULL, &jerr);
         r = s == NATS_OK ? 0 : stn_errno(s, jerr);
         if (r == 0 || r == -ENOENT || !stn_retryable(r) || stn_now_ms() >= until)
@@ -48,6 +59,8 @@ int stn_kv_get(stn_store *st, const char *bucket, const char *key, char **data, 
     const char *op = NULL;
     if (r == 0 && natsMsgHeader_Get(m, "KV-Operation", &op) == NATS_OK && op != NULL)
         r = -ENOENT; /* DEL or PURGE */
+    if (r == 0 && rev != NULL)
+        *rev = natsMsg_GetSequence(m);
     if (r == 0 && data != NULL) {
         int n = natsMsg_GetDataLength(m);
         *data = malloc((size_t)n + 1);
@@ -64,15 +77,17 @@ int stn_kv_get(stn_store *st, const char *bucket, const char *key, char **data, 
     return r;
 }
 
-int stn_kv_put(kvStore *kv, const char *key, const void *data, size_t len)
+int stn_kv_put(kvStore *kv, const char *key, const void *data, size_t len, uint64_t *rev)
 {
-    uint64_t rev;
-    natsStatus s = kvStore_Put(&rev, kv, key, data, (int)len);
+    uint64_t r;
+    stn_waits("a catalog write");
+    natsStatus s = kvStore_Put(rev != NULL ? rev : &r, kv, key, data, (int)len);
     return s == NATS_OK ? 0 : stn_errno(s, 0);
 }
 
 int stn_kv_delete(kvStore *kv, const char *key)
 {
+    stn_waits("a catalog delete");
     natsStatus s = kvStore_Delete(kv, key);
     return s == NATS_OK ? 0 : stn_errno(s, 0);
 }
@@ -84,6 +99,7 @@ int stn_kv_keys(kvStore *kv, const char *filter, int (*fn)(void *ctx, const char
     wo.MetaOnly = true;
     wo.IgnoreDeletes = true;
     kvWatcher *w = NULL;
+    stn_waits("a catalog scan");
     natsStatus s = kvStore_Watch(&w, kv, filter, &wo);
     int r = s == NATS_OK ? 0 : stn_errno(s, 0);
     while (r == 0) {
@@ -104,31 +120,29 @@ int stn_kv_keys(kvStore *kv, const char *filter, int (*fn)(void *ctx, const char
 }
 
 /* Create key in the catalog, which must not have it: -EEXIST if it does. */
-static int kv_create(stn_store *st, const char *key, const void *data, size_t len)
+static int kv_create(stn_store *st, const char *key, const void *data, size_t len, uint64_t *rev)
 {
-    uint64_t rev;
-    natsStatus s = kvStore_Create(&rev, st->convs, key, data, (int)len);
+    stn_waits("a catalog create");
+    natsStatus s = kvStore_Create(rev, st->convs, key, data, (int)len);
     if (s == NATS_OK)
         return 0;
     int r = stn_kv_get(st, STN_CONVS, key, NULL, NULL);
     return r == 0 ? -EEXIST : stn_errno(s, 0);
 }
 
-static void key_of(char *out, size_t cap, const char *prefix, const rt_uuid *id)
-{
-    char hex[33];
-    rt_uuid_hex(id, hex);
-    snprintf(out, cap, "%s%s", prefix, hex);
-}
-
 /* ---- handles ------------------------------------------------------------- */
 
-static stn_conv *find_open(stn_store *s, const rt_uuid *id)
+void stn_log_id(const rt_uuid *id, uint64_t gen, rt_uuid *out)
 {
-    for (stn_conv *c = s->open; c != NULL; c = c->next)
-        if (rt_uuid_eq(&c->id, id))
-            return c;
-    return NULL;
+    *out = *id;
+    for (int half = 0; gen != 0 && half < 2; half++) { /* splitmix64 of gen, then of that */
+        uint64_t z = (gen += 0x9e3779b97f4a7c15ull);
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        z ^= z >> 31;
+        for (int b = 0; b < 8; b++)
+            out->b[half * 8 + b] ^= (uint8_t)(z >> (8 * b));
+    }
 }
 
 static void conv_free(stn_conv *c)
@@ -152,107 +166,97 @@ void stn_conv_release(st_conv *gc)
         pthread_mutex_unlock(&s->mu);
         return;
     }
-    for (stn_conv **pp = &s->open; *pp != NULL; pp = &(*pp)->next)
-        if (*pp == c) {
-            *pp = c->next;
-            break;
-        }
+    stn_entry *e = stn_catalog_find(s, &c->id);
+    if (e != NULL && e->open == c)
+        e->open = NULL;
     conv_free(c); /* under s->mu: nobody can find it any more */
     pthread_mutex_unlock(&s->mu);
 }
 
-/* A catalog entry "<parent or ->\n<meta>" into a handle, held once. If
- * another thread opened the same one meanwhile, that one, held. */
-static int conv_open(stn_store *s, const rt_uuid *id, const char *v, size_t len, st_conv **out)
+/* A held handle on the live incarnation of entry e (s->mu held): the one
+ * open, or a new one. */
+static stn_conv *hold(stn_store *s, stn_entry *e)
 {
-    const char *nl = memchr(v, '\n', len);
-    rt_uuid parent;
-    bool has_parent = nl != NULL && nl - v == 32 && rt_uuid_parse(v, 32, &parent);
-    if (nl == NULL || (!has_parent && !(nl - v == 1 && v[0] == '-')))
-        return -EBADMSG;
-    stn_conv *c = calloc(1, sizeof(*c));
-    if (c == NULL || (c->meta = rt_buf_copy(nl + 1, len - (size_t)(nl + 1 - v))) == NULL) {
-        free(c);
-        return -ENOMEM;
+    stn_conv *c = e->open;
+    if (c != NULL && c->gen == e->gen && !atomic_load(&c->gone)) {
+        c->refs++;
+        return c;
     }
+    if ((c = calloc(1, sizeof(*c))) == NULL)
+        return NULL;
     c->be = &st_nats_backend;
     c->s = s;
-    c->id = *id;
-    rt_uuid_hex(id, c->hex);
-    c->has_parent = has_parent;
-    if (has_parent)
-        c->parent = parent;
+    c->id = e->id;
+    rt_uuid_hex(&e->id, c->hex);
+    c->gen = e->gen;
+    stn_log_id(&e->id, e->gen, &c->lid);
+    rt_uuid_hex(&c->lid, c->lhex);
+    c->has_parent = e->has_parent;
+    c->parent = e->parent;
+    c->meta = rt_buf_ref(e->meta);
     pthread_mutex_init(&c->mu, NULL);
-    pthread_mutex_lock(&s->mu);
-    stn_conv *o = find_open(s, id);
-    if (o != NULL && !atomic_load(&o->gone)) {
-        o->refs++;
-        pthread_mutex_unlock(&s->mu);
-        rt_buf_unref(c->meta);
-        pthread_mutex_destroy(&c->mu);
-        free(c);
-        *out = (st_conv *)(void *)o;
-        return 0;
-    }
     c->refs = 1;
-    c->next = s->open;
-    s->open = c;
-    pthread_mutex_unlock(&s->mu);
-    *out = (st_conv *)(void *)c;
-    return 0;
+    e->open = c; /* one that was gone stays with those who hold it */
+    return c;
 }
 
-/* The meta replaced since the creation, if it was. */
-static int load_meta(stn_conv *c)
-{
-    char key[40], *d;
-    size_t n;
-    snprintf(key, sizeof key, "m.%s", c->hex);
-    int r = stn_kv_get(c->s, STN_CONVS, key, &d, &n);
-    if (r == -ENOENT)
-        return 0;
-    if (r < 0)
-        return r;
-    rt_buf *m = rt_buf_take(d, n);
-    if (m == NULL) {
-        free(d);
-        return -ENOMEM;
-    }
-    rt_buf_unref(c->meta);
-    c->meta = m;
-    return 0;
-}
-
+/* From the node's catalog: no request (loop threads call it). */
 static int nats_conv_get(st_store *gs, const rt_uuid *id, st_conv **out)
 {
     stn_store *s = S(gs);
     *out = NULL;
     pthread_mutex_lock(&s->mu);
-    stn_conv *o = find_open(s, id);
-    if (o != NULL) {
-        bool gone = atomic_load(&o->gone);
-        if (!gone)
-            o->refs++;
-        pthread_mutex_unlock(&s->mu);
-        if (gone)
-            return -ENOENT;
-        *out = (st_conv *)(void *)o;
-        return 0;
-    }
+    stn_entry *e = stn_catalog_find(s, id);
+    stn_conv *c = e != NULL && e->live ? hold(s, e) : NULL;
     pthread_mutex_unlock(&s->mu);
+    if (c == NULL)
+        return e != NULL && e->live ? -ENOMEM : -ENOENT;
+    *out = (st_conv *)(void *)c;
+    return 0;
+}
+
+static void catalog_key(char *out, size_t cap, const char *hex, uint64_t gen)
+{
+    if (gen == 0)
+        snprintf(out, cap, "c.%s", hex);
+    else
+        snprintf(out, cap, "c.%s.%llu", hex, (unsigned long long)gen);
+}
+
+/* The incarnation a creation makes: the one after the last deleted. */
+static int next_gen(stn_store *s, const char *hex, uint64_t *gen)
+{
     char key[40], *v;
     size_t len;
-    key_of(key, sizeof key, "c.", id);
+    snprintf(key, sizeof key, "d.%s", hex);
     int r = stn_kv_get(s, STN_CONVS, key, &v, &len);
+    *gen = 0;
+    if (r == -ENOENT)
+        return 0;
     if (r < 0)
         return r;
-    r = conv_open(s, id, v, len, out);
+    *gen = (len > 0 ? strtoull(v, NULL, 10) : 0) + 1;
     free(v);
-    if (r == 0 && (r = load_meta(C(*out))) < 0) {
-        stn_conv_release(*out);
-        *out = NULL;
-    }
-    return r;
+    return 0;
+}
+
+/* The entry of an id created elsewhere that the watch has not brought yet:
+ * read and applied (blocking; creation only). */
+static void catalog_fetch(stn_store *s, const char *hex, uint64_t gen)
+{
+    char key[64], *v;
+    size_t len;
+    uint64_t rev = 0;
+    catalog_key(key, sizeof key, hex, gen);
+    if (stn_kv_get_rev(s, STN_CONVS, key, &v, &len, &rev) != 0)
+        return;
+    stn_catalog_apply(s, key, kvOp_Put, v, len, rev);
+    free(v);
+    snprintf(key, sizeof key, "m.%s", hex);
+    if (stn_kv_get_rev(s, STN_CONVS, key, &v, &len, &rev) != 0)
+        return;
+    stn_catalog_apply(s, key, kvOp_Put, v, len, rev);
+    free(v);
 }
 
 static int nats_conv_create(st_store *gs, const rt_uuid *id, const rt_uuid *parent, rt_buf *meta,
@@ -264,21 +268,16 @@ static int nats_conv_create(st_store *gs, const rt_uuid *id, const rt_uuid *pare
         return -EINVAL;
     if (parent != NULL && rt_uuid_eq(parent, id))
         return -ELOOP;
-    char key[80], hex[33];
-    rt_uuid_hex(id, hex);
-    if (parent != NULL) {
-        char phex[33];
-        rt_uuid_hex(parent, phex);
-        snprintf(key, sizeof key, "c.%s", phex);
-        int r = stn_kv_get(s, STN_CONVS, key, NULL, NULL);
-        if (r < 0)
-            return r;
-        /* before the creation, so that no child is ever missing from
-         * st_store_children (a stray one is checked out when listed) */
-        snprintf(key, sizeof key, "p.%s.%s", phex, hex);
-        if ((r = stn_kv_put(s->convs, key, "", 0)) < 0)
-            return r;
+    if (parent != NULL) { /* from the catalog here, as st_conv_get answers */
+        pthread_mutex_lock(&s->mu);
+        stn_entry *p = stn_catalog_find(s, parent);
+        bool known = p != NULL && p->live;
+        pthread_mutex_unlock(&s->mu);
+        if (!known)
+            return -ENOENT;
     }
+    char hex[33];
+    rt_uuid_hex(id, hex);
     size_t len = 33 + rt_buf_len(meta);
     char *v = malloc(len);
     if (v == NULL)
@@ -291,25 +290,37 @@ static int nats_conv_create(st_store *gs, const rt_uuid *id, const rt_uuid *pare
     v[at++] = '\n';
     memcpy(v + at, rt_buf_data(meta), rt_buf_len(meta));
     len = at + rt_buf_len(meta);
-    snprintf(key, sizeof key, "c.%s", hex);
-    int r = kv_create(s, key, v, len);
-    char dkey[40];
-    snprintf(dkey, sizeof dkey, "d.%s", hex);
-    int d = r == 0 || r == -EEXIST ? stn_kv_get(s, STN_CONVS, dkey, NULL, NULL) : -ENOENT;
-    if (d == 0) { /* deleted once: its log is still there */
-        if (r == 0)
-            stn_kv_delete(s->convs, key);
-        r = -EIDRM;
-    } else if (r == 0) {
-        r = conv_open(s, id, v, len, out);
-    } else if (r == -EEXIST) {
-        int g = nats_conv_get(gs, id, out);
-        r = g == 0 ? -EEXIST : g;
+    int r = 0;
+    uint64_t gen = 0;
+    /* a deletion racing this creation can end the incarnation just made:
+     * then the next one (a few rounds at most: each needs a deletion) */
+    for (int round = 0; round < 8; round++) {
+        char key[64];
+        uint64_t rev = 0, after;
+        if ((r = next_gen(s, hex, &gen)) < 0)
+            break;
+        catalog_key(key, sizeof key, hex, gen);
+        r = kv_create(s, key, v, len, &rev);
+        if (r == -EEXIST) {
+            catalog_fetch(s, hex, gen);
+            break;
+        }
+        if (r < 0 || (r = next_gen(s, hex, &after)) < 0)
+            break;
+        if (after <= gen) {
+            stn_catalog_apply(s, key, kvOp_Put, v, len, rev);
+            break;
+        }
+        r = -EAGAIN;
     }
     free(v);
+    if (r == 0 || r == -EEXIST) {
+        int g = nats_conv_get(gs, id, out);
+        if (g < 0)
+            r = g == -ENOENT ? -EAGAIN : g; /* deleted meanwhile */
+    }
     return r;
 }
-
 static const rt_uuid *nats_conv_id(const st_conv *c)
 {
     return &((const stn_conv *)(const void *)c)->id;
@@ -339,95 +350,32 @@ static int nats_conv_set_meta(st_conv *gc, rt_buf *meta)
         return -ENOENT;
     char key[40];
     snprintf(key, sizeof key, "m.%s", c->hex);
-    int r = stn_kv_put(c->s->convs, key, rt_buf_data(meta), rt_buf_len(meta));
-    if (r == 0) {
-        pthread_mutex_lock(&c->mu);
-        rt_buf_unref(c->meta);
-        c->meta = rt_buf_ref(meta);
-        pthread_mutex_unlock(&c->mu);
-    }
+    uint64_t rev = 0;
+    int r = stn_kv_put(c->s->convs, key, rt_buf_data(meta), rt_buf_len(meta), &rev);
+    if (r == 0) /* the handle's too, through the catalog (as another node's) */
+        stn_catalog_apply(c->s, key, kvOp_Put, rt_buf_data(meta), rt_buf_len(meta), rev);
     return r;
 }
 
-/* ---- listing --------------------------------------------------------------- */
-
-typedef struct idlist {
-    rt_uuid *v;
-    size_t n, cap;
-    size_t skip; /* key prefix length before the id */
-} idlist;
-
-static int add_id(void *ctx, const char *key)
-{
-    idlist *l = ctx;
-    rt_uuid id;
-    if (strlen(key) != l->skip + 32 || !rt_uuid_parse(key + l->skip, 32, &id))
-        return 0; /* not one of ours */
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? 2 * l->cap : 64;
-        rt_uuid *v = realloc(l->v, cap * sizeof(*v));
-        if (v == NULL)
-            return -ENOMEM;
-        l->v = v;
-        l->cap = cap;
-    }
-    l->v[l->n++] = id;
-    return 0;
-}
+/* ---- listing: from the node's catalog --------------------------------------- */
 
 static int nats_list(st_store *gs, rt_uuid **ids, size_t *n)
 {
-    idlist l = {.skip = 2};
-    int r = stn_kv_keys(S(gs)->convs, "c.*", add_id, &l);
-    if (r < 0) {
-        free(l.v);
-        return r;
-    }
-    *ids = l.v;
-    *n = l.n;
-    return 0;
+    return stn_catalog_list(S(gs), ids, n);
 }
 
 static size_t nats_count(st_store *gs)
 {
-    rt_uuid *ids = NULL;
-    size_t n = 0;
-    if (nats_list(gs, &ids, &n) < 0)
-        rt_log(RT_LOG_WARN, "store", "nats: cannot count the conversations");
-    free(ids);
+    stn_store *s = S(gs);
+    pthread_mutex_lock(&s->mu);
+    size_t n = s->count;
+    pthread_mutex_unlock(&s->mu);
     return n;
 }
 
 static int nats_children(st_store *gs, const rt_uuid *id, rt_uuid **ids, size_t *n)
 {
-    stn_store *s = S(gs);
-    char filter[80];
-    key_of(filter, sizeof filter, "p.", id);
-    strcat(filter, ".*");
-    idlist l = {.skip = 35};
-    int r = stn_kv_keys(s->convs, filter, add_id, &l);
-    size_t k = 0;
-    for (size_t i = 0; r == 0 && i < l.n; i++) { /* only those created, and not deleted */
-        char key[40], *v = NULL;
-        size_t len;
-        key_of(key, sizeof key, "c.", &l.v[i]);
-        int g = stn_kv_get(s, STN_CONVS, key, &v, &len);
-        rt_uuid p;
-        if (g == 0 && len > 32 && rt_uuid_parse(v, 32, &p) && rt_uuid_eq(&p, id))
-            l.v[k++] = l.v[i];
-        else if (g < 0 && g != -ENOENT)
-            r = g;
-        free(v);
-    }
-    if (r < 0) {
-        free(l.v);
-        return r;
-    }
-    if (k > 1) /* l.v is NULL when none was found */
-        qsort(l.v, k, sizeof(rt_uuid), rt_uuid_cmp);
-    *ids = l.v;
-    *n = k;
-    return 0;
+    return stn_catalog_children(S(gs), id, ids, n);
 }
 
 /* ---- the store's own files ------------------------------------------------- */
@@ -438,7 +386,7 @@ static int nats_put_file(st_store *gs, const char *name, const void *data, size_
         return -EINVAL;
     char key[80];
     snprintf(key, sizeof key, "s.%s", name);
-    return stn_kv_put(S(gs)->files, key, data, len);
+    return stn_kv_put(S(gs)->files, key, data, len, NULL);
 }
 
 static int nats_take_file(st_store *gs, const char *name, char **data, size_t *len)
@@ -457,13 +405,17 @@ static int nats_take_file(st_store *gs, const char *name, char **data, size_t *l
 
 static int nats_workspace(st_store *s, const rt_uuid *id, char *out, size_t cap)
 {
-    (void)s, (void)id, (void)out, (void)cap;
-    return -ENOTSUP; /* a hosted agent's directory is a node's: not decided yet */
+    return st_dir_workspace(S(s)->workspaces, id, out, cap);
 }
 
 static size_t nats_open_logs(st_store *gs)
 {
     return atomic_load(&S(gs)->nlogs);
+}
+
+static size_t nats_max_event(const st_store *gs)
+{
+    return st_nats_max_event(((const stn_store *)(const void *)gs)->n);
 }
 
 static size_t nats_max_open_logs(const st_store *gs)
@@ -477,16 +429,19 @@ static void nats_close(st_store *gs)
 {
     stn_store *s = S(gs);
     stn_workers_stop(s);
-    while (s->open != NULL) { /* none may be held: what a leak left */
-        stn_conv *c = s->open;
-        s->open = c->next;
-        conv_free(c);
-    }
+    stn_catalog_stop(s);
+    for (size_t i = 0; i < s->nbuckets; i++) /* none may be held: what a leak left */
+        for (stn_entry *e = s->buckets[i]; e != NULL; e = e->next)
+            if (e->open != NULL)
+                conv_free(e->open);
+    stn_catalog_free(s);
     kvStore_Destroy(s->convs);
     kvStore_Destroy(s->files);
     st_nats_close(s->n);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
+    pthread_mutex_destroy(&s->wmu);
+    pthread_cond_destroy(&s->wcv);
     free(s);
 }
 
@@ -507,7 +462,30 @@ static int nats_open(const st_opts *o, st_store **out, char *err, size_t errlen)
         s->o.max_open_logs = 1024;
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
-    st_nats_opts no = {.servers = o->dir};
+    pthread_mutex_init(&s->wmu, NULL);
+    pthread_cond_init(&s->wcv, NULL);
+    char node[80];
+    if (o->node == NULL) { /* "<hostname>-<pid>", the hostname cut to what a node id allows */
+        char host[64] = "parley";
+        gethostname(host, sizeof host);
+        host[sizeof host - 1] = '\0';
+        size_t k = 0;
+        for (const char *p = host; *p != '\0' && *p != '.' && k < 40; p++)
+            if (isalnum((unsigned char)*p) || *p == '-' || *p == '_')
+                node[k++] = *p;
+        snprintf(node + k, sizeof node - k, "%s%ld", k > 0 ? "-" : "parley-", (long)getpid());
+    } else {
+        snprintf(node, sizeof node, "%.79s", o->node);
+    }
+    s->o.node = NULL; /* the caller's strings are not kept */
+    snprintf(s->workspaces, sizeof s->workspaces, "%s",
+             o->workspaces != NULL ? o->workspaces : "parley-data");
+    st_nats_opts no = {.servers = o->dir,
+                       .node = o->node != NULL ? o->node : node,
+                       .creds = o->nats_creds,
+                       .tls_ca = o->nats_tls_ca,
+                       .tls_cert = o->nats_tls_cert,
+                       .tls_key = o->nats_tls_key};
     int r = st_nats_open(&no, &s->n, err, errlen);
     if (r == 0)
         r = stn_bind_bucket(s->n, STN_CONVS, "parley: the conversations and their meta", &s->convs,
@@ -517,13 +495,16 @@ static int nats_open(const st_opts *o, st_store **out, char *err, size_t errlen)
                             "parley: the small files of the store and of each "
                             "conversation",
                             &s->files, err, errlen);
+    if (r == 0)
+        r = stn_catalog_start(s, err, errlen);
     if (r == 0 && (r = stn_workers_start(s)) < 0)
         snprintf(err, errlen, "cannot start the NATS store's workers: %s", strerror(-r));
     if (r < 0) {
         nats_close((st_store *)(void *)s);
         return r;
     }
-    rt_log(RT_LOG_INFO, "store", "opened nats=%s replicas=%d", o->dir, st_nats_replicas(s->n));
+    rt_log(RT_LOG_INFO, "store", "opened nats=%s node=%s replicas=%d workspaces=%s", o->dir,
+           no.node, st_nats_replicas(s->n), s->workspaces);
     *out = (st_store *)(void *)s;
     return 0;
 }
@@ -536,6 +517,7 @@ const st_backend st_nats_backend = {
     .count = nats_count,
     .open_logs = nats_open_logs,
     .max_open_logs = nats_max_open_logs,
+    .max_event = nats_max_event,
     .list = nats_list,
     .children = nats_children,
     .put_file = nats_put_file,
@@ -556,6 +538,8 @@ const st_backend st_nats_backend = {
     .log_read = stn_log_read,
     .log_find = stn_log_find,
     .log_find_key = stn_log_find_key,
+    .log_read_now = stn_log_read_now,
+    .log_find_now = stn_log_find_now,
     .log_memory = stn_log_memory,
     .log_read_only = stn_log_read_only,
 };

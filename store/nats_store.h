@@ -8,23 +8,25 @@
  *   c.<32 hex>             the conversation: "<parent's 32 hex or ->\n<meta>",
  *                          made with kvStore_Create (race-safe on 2.9.10: it
  *                          expects no message, not a sequence), never changed
+ *   c.<32 hex>.<gen>       the same, for incarnation gen >= 1 of an id that
+ *                          was deleted before (a new key: created as safely)
  *   m.<32 hex>             its meta, once replaced (else the c. entry's)
- *   p.<parent>.<child>     a child, for st_store_children (checked against
- *                          the child's c. entry when listed)
- *   d.<32 hex>             deleted: its log stays (the streams deny deletes),
- *                          so the id is never created again (-EIDRM)
- * and parley_files holds the small files: "<32 hex>.<name>" a
+ *   d.<32 hex>             "<gen>": incarnations up to gen are deleted. Their
+ *                          logs stay (the streams deny deletes): incarnation
+ *                          gen >= 1 logs under an id derived from the id and
+ *                          gen (stn_log_id), and keeps its files under it.
+ * and parley_files holds the small files: "<log's 32 hex>.<name>" a
  * conversation's, "s.<name>" the store's.
  *
  * st_opts' durability and segment sizes do not apply: an acknowledgement
  * means stored on a majority of the replicas (spec/nats-jetstream.md says
- * what that is worth on nats-server 2.9). Workspaces are not there yet
- * (st_workspace: -ENOTSUP).
+ * what that is worth on nats-server 2.9). Hosted agents' workspaces are
+ * this node's, under st_opts.workspaces (dirfiles.h).
  *
- * A handle reads the meta when it is opened and keeps it: another node's
- * st_conv_set_meta is seen by the handles opened after it. Counting and
- * listing read every key of the catalog (O(conversations) per call), and
- * the handles open are a list: fine for a first step, not for 100,000.
+ * The node keeps a copy of the catalog in memory (nats_catalog.c), fed by a
+ * watch of the bucket: st_conv_get, counting and listing never ask the
+ * cluster (loop threads call them). A conversation another node created is
+ * known here once the watch brings it (milliseconds, not a promise).
  *
  * One handle per conversation per store, held by reference (s->mu). Its
  * appends, file writes and deletion are jobs run in order by the worker
@@ -60,6 +62,19 @@ typedef struct stn_job {
     rt_buf **payloads;   /* references */
 } stn_job;
 
+/* An event of a log's tail in memory (nats_tail.c). */
+typedef struct stn_tail_ev {
+    rt_buf *payload; /* a reference */
+    char *id;        /* the id, then the key: one allocation */
+    uint32_t idlen, keylen;
+} stn_tail_ev;
+
+/* Events kept in memory per conversation, and their bytes (the last of
+ * them is kept whatever its size). At least a page of a WebSocket's catch-up
+ * and the stuck detector's window. */
+#define STN_TAIL_MAX   256
+#define STN_TAIL_BYTES (1u << 20)
+
 /* What st_conv_log hands out: a reader's log of the conversation. */
 typedef struct stn_log {
     const st_backend *be;
@@ -67,6 +82,17 @@ typedef struct stn_log {
     pthread_mutex_t mu; /* a st_nats_log is used by one thread at a time */
     st_nats_log *nl;
     _Atomic uint64_t known; /* the last count read */
+    /* nats_tail.c: the tail and an index of every id and key, in memory
+     * (tmu: never held across a request to the cluster) */
+    pthread_mutex_t tmu;
+    stn_tail_ev *ring; /* STN_TAIL_MAX (made on first use): event i at [i % STN_TAIL_MAX] */
+    uint64_t lo, hi;   /* the events [lo, hi) are in ring */
+    size_t bytes;
+    stn_table ids, keys; /* hashes of events [0, covered) */
+    uint64_t covered;
+    /* the log was loaded: [0, covered) is the whole log as this node knows
+     * it, writer or not (a count read since that says more: not whole) */
+    bool loaded;
 } stn_log;
 
 struct stn_conv {
@@ -74,10 +100,12 @@ struct stn_conv {
     stn_store *s;
     rt_uuid id;
     char hex[33];
+    uint64_t gen; /* its incarnation */
+    rt_uuid lid;  /* its log's (and files') id: stn_log_id */
+    char lhex[33];
     bool has_parent;
     rt_uuid parent;
-    int refs;       /* s->mu */
-    stn_conv *next; /* s->mu: the handles open */
+    int refs; /* s->mu */
     _Atomic bool gone;
     pthread_mutex_t mu; /* meta, log, the jobs: taken after s->mu, never before */
     rt_buf *meta;
@@ -90,14 +118,41 @@ struct stn_conv {
     _Atomic uint64_t written;
 };
 
+/* A conversation as the catalog knows it (s->mu). */
+typedef struct stn_entry {
+    struct stn_entry *next; /* the hash chain */
+    rt_uuid id;
+    bool live; /* an incarnation exists: gen */
+    bool has_parent;
+    uint64_t gen, del1; /* del1: incarnations below it are deleted */
+    rt_uuid parent;
+    uint64_t crev, mrev; /* revisions of its c. entry and of its meta */
+    rt_buf *meta;
+    rt_uuid *kids; /* its live children, unordered */
+    uint32_t nkids, kcap;
+    stn_conv *open; /* the handle held on this node, if any */
+} stn_entry;
+
+#define STN_CATALOG_LOAD_MS 120000
+
 struct stn_store {
     const st_backend *be;
     st_opts o;
+    char workspaces[4096]; /* hosted agents' directories (dirfiles.h) */
     st_nats *n;
     kvStore *convs, *files;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    stn_conv *open;
+    /* the catalog (s->mu): entries by id, how many live */
+    stn_entry **buckets;
+    size_t nbuckets, nentries, count;
+    /* its watch (wmu, wcv) */
+    pthread_mutex_t wmu;
+    pthread_cond_t wcv;
+    pthread_t wthread;
+    bool wstarted, wstop, synced;
+    kvWatcher *watcher;
+    char werr[256];
     _Atomic size_t nlogs; /* no lock: st_conv_log holds c->mu, and s->mu comes first */
     stn_conv *rhead, *rtail;
     bool stop;
@@ -108,12 +163,31 @@ struct stn_store {
 /* nats_store.c */
 void stn_conv_release(st_conv *c);
 /* A KV get (data NULL: whether it exists): 0, -ENOENT, or an error; the
- * caller frees *data, which is NUL-terminated. */
+ * caller frees *data, which is NUL-terminated. rev (may be NULL): its
+ * revision. */
 int stn_kv_get(stn_store *s, const char *bucket, const char *key, char **data, size_t *len);
-int stn_kv_put(kvStore *kv, const char *key, const void *data, size_t len);
+int stn_kv_get_rev(stn_store *s, const char *bucket, const char *key, char **data, size_t *len,
+                   uint64_t *rev);
+int stn_kv_put(kvStore *kv, const char *key, const void *data, size_t len, uint64_t *rev);
 int stn_kv_delete(kvStore *kv, const char *key);
 /* Every key matching filter (wildcards as subjects), one call each. */
 int stn_kv_keys(kvStore *kv, const char *filter, int (*fn)(void *ctx, const char *key), void *ctx);
+
+/* The id incarnation gen of conversation id logs under: id itself for 0. */
+void stn_log_id(const rt_uuid *id, uint64_t gen, rt_uuid *out);
+
+/* nats_catalog.c: the node's copy of the catalog */
+int stn_catalog_start(stn_store *s, char *err, size_t errlen);
+void stn_catalog_stop(stn_store *s);
+void stn_catalog_free(stn_store *s);
+/* s->mu held */
+stn_entry *stn_catalog_find(stn_store *s, const rt_uuid *id);
+/* Apply what the catalog's key now holds (op: put, delete or purge; rev:
+ * its revision), as the watch saw it or this node wrote it. */
+void stn_catalog_apply(stn_store *s, const char *key, kvOperation op, const void *v, size_t len,
+                       uint64_t rev);
+int stn_catalog_list(stn_store *s, rt_uuid **ids, size_t *n);
+int stn_catalog_children(stn_store *s, const rt_uuid *id, rt_uuid **ids, size_t *n);
 
 /* nats_conv.c */
 int stn_workers_start(stn_store *s);
@@ -125,13 +199,50 @@ int stn_conv_put_file(st_conv *c, const char *name, rt_buf *data, bool durable, 
 int stn_conv_get_file(st_conv *c, const char *name, char **data, size_t *len);
 int stn_conv_delete(st_conv *c, st_done_fn done, void *ctx);
 
+/* nats_tail.c: what a node's reads answer from memory */
+/* At the first st_conv_log (blocking): index every event, keep the last.
+ * Again after a failure; a no-op once loaded. 0 or an error. */
+int stn_tail_load(stn_log *l);
+/* The events memory answers for: the writer's count, or, before this node
+ * writes, the count it loaded. */
+uint64_t stn_tail_count(stn_log *l);
+/* This node's writer took the log over at count `next` (worker, before it
+ * writes): -ESTALE if the log grew past what memory loaded (another node
+ * appended; reads made from memory were of an older log), after loading
+ * memory again. */
+int stn_tail_claim(stn_conv *c, uint64_t next);
+/* The log may hold what memory does not (an append's outcome unknown, a
+ * writer fenced): the next st_conv_log loads it again (worker). */
+void stn_tail_forget(stn_conv *c);
+/* The writer stored job j's events from index first on (worker). */
+void stn_tail_push(stn_conv *c, uint64_t first, const stn_job *j);
+/* 1 with *out (or a negative errno) if memory answers, 0 if the cluster
+ * must. */
+int stn_tail_read(stn_log *l, uint64_t first, uint32_t max, st_page **out);
+/* 0 or -ENOENT if memory answers, -EAGAIN if the cluster must. A match
+ * older than the tail is confirmed by reading it (wait), or is -EAGAIN. */
+int stn_tail_find(stn_log *l, bool key, const void *v, size_t len, bool wait, uint64_t *index);
+size_t stn_tail_memory(stn_log *l);
+void stn_tail_free(stn_log *l);
+
 /* nats_rlog.c */
+typedef struct stn_ref {
+    uint64_t index;
+    const void *data;
+    size_t len;
+    const char *id;
+    uint32_t idlen;
+} stn_ref;
+/* Events as a page of log.h (copied). */
+int stn_page_of(const stn_ref *v, uint32_t n, st_page **out);
 int stn_conv_log(st_conv *c, st_log **log, st_open_report *rep);
 void stn_log_free(stn_log *l);
 uint64_t stn_log_count(const st_log *l);
 int stn_log_read(st_log *l, uint64_t first, uint32_t max, st_page **out);
 int stn_log_find(st_log *l, const void *id, size_t idlen, uint64_t *index);
 int stn_log_find_key(st_log *l, const void *key, size_t keylen, uint64_t *index);
+int stn_log_read_now(st_log *l, uint64_t first, uint32_t max, st_page **out);
+int stn_log_find_now(st_log *l, const void *id, size_t idlen, uint64_t *index);
 size_t stn_log_memory(const st_log *l);
 bool stn_log_read_only(const st_log *l);
 

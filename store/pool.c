@@ -264,6 +264,12 @@ static size_t pool_max_open_logs(const st_store *s)
     return (size_t)((const stp_store *)s)->o.max_open_logs;
 }
 
+static size_t pool_max_event(const st_store *s)
+{
+    (void)s;
+    return ST_PAYLOAD_MAX; /* a record's (record.h), as in the local store */
+}
+
 static int pool_put_file(st_store *s, const char *name, const void *data, size_t len)
 {
     return st_dir_put_file(((stp_store *)s)->dir, name, data, len);
@@ -282,6 +288,7 @@ const st_backend st_pool_backend = {
     .count = stp_count,
     .open_logs = pool_open_logs,
     .max_open_logs = pool_max_open_logs,
+    .max_event = pool_max_event,
     .list = stp_list,
     .children = stp_children,
     .put_file = pool_put_file,
@@ -302,6 +309,8 @@ const st_backend st_pool_backend = {
     .log_read = stp_log_read,
     .log_find = stp_log_find,
     .log_find_key = stp_log_find_key,
+    .log_read_now = stp_log_read,
+    .log_find_now = stp_log_find,
     .log_memory = stp_log_memory,
     .log_read_only = stp_log_read_only,
 };

@@ -8,6 +8,7 @@
 #include "backend.h"
 #include "dirfiles.h"
 #include "io.h"
+#include "record.h"
 #include "runtime/err.h"
 #include "runtime/log.h"
 #include "runtime/units.h"
@@ -266,6 +267,12 @@ size_t stl_store_open_logs(st_store *s)
 size_t stl_store_max_open_logs(const st_store *s)
 {
     return (size_t)s->o.max_open_logs;
+}
+
+size_t stl_store_max_event(const st_store *s)
+{
+    (void)s;
+    return ST_PAYLOAD_MAX; /* a record's (record.h) */
 }
 
 /* ---- the store's own small files ----------------------------------------- */

@@ -65,6 +65,13 @@ typedef struct st_opts {
      * their TTL): descriptors stay bounded however many conversations are
      * touched. 0: a quarter of the open-files limit (at least 64). */
     uint64_t max_open_logs;
+    /* A nats:// location only (the rest is ignored there but max_open_logs):
+     * this node's name in logs and take-over records (NULL: "<hostname>-
+     * <pid>"); the local directory of hosted agents' workspaces (NULL:
+     * "parley-data"); the credentials file and TLS files cnats is given. */
+    const char *node;
+    const char *workspaces;
+    const char *nats_creds, *nats_tls_ca, *nats_tls_cert, *nats_tls_key;
 } st_opts;
 
 /* "full", "none", or "interval=DURATION" ("interval=250ms", "interval=2s",
@@ -117,6 +124,11 @@ size_t st_store_count(st_store *s);
 /* Logs open now, and the bound past which unheld ones close at once. */
 size_t st_store_open_logs(st_store *s);
 size_t st_store_max_open_logs(const st_store *s);
+/* The largest event an append can store: its bytes, whatever its id and
+ * key. The local store's record bound (256 MiB); a cluster's max_payload
+ * less a record's headers (a little under 1 MB by default). st_append
+ * refuses a larger one with -EMSGSIZE. Any thread; no I/O. */
+size_t st_store_max_event(const st_store *s);
 /* A snapshot of every conversation id (malloc'd; the caller frees). */
 int st_store_list(st_store *s, rt_uuid **ids, size_t *n);
 /* The conversations whose parent is id (existing or not), in id order
@@ -172,6 +184,14 @@ int st_conv_delete(st_conv *c, st_done_fn done, void *ctx);
 
 /* Every fdatasync of the store, any instance. */
 extern rt_hist st_fsync_seconds;
+/* Every record appended to a JetStream log, from publish to its
+ * acknowledgement (retries included): what an append waits for in NATS
+ * mode, where there is no fdatasync. */
+extern rt_hist st_nats_append_seconds;
+/* Requests to a cluster made on a parley loop thread: each holds up the
+ * loop's conversations for a round trip. 0 unless a path that should run
+ * in the thread pool or on a worker does not (issue 22). */
+extern _Atomic uint64_t st_nats_loop_requests;
 /* The store's figures, as Prometheus text. */
 void st_metrics_render(rt_text *t);
 

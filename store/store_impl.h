@@ -100,6 +100,7 @@ int stl_workspace(st_store *s, const rt_uuid *id, char *out, size_t cap);
 size_t stl_store_count(st_store *s);
 size_t stl_store_open_logs(st_store *s);
 size_t stl_store_max_open_logs(const st_store *s);
+size_t stl_store_max_event(const st_store *s);
 int stl_store_list(st_store *s, rt_uuid **ids, size_t *n);
 int stl_store_children(st_store *s, const rt_uuid *id, rt_uuid **ids, size_t *n);
 int stl_store_put_file(st_store *s, const char *name, const void *data, size_t len);

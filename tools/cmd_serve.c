@@ -1,5 +1,6 @@
 /*
- * cmd_serve.c - `parley serve`: the HTTP server on a local data directory,
+ * cmd_serve.c - `parley serve`: the HTTP server on a local data directory
+ * (or a NATS JetStream cluster, --store),
  * until SIGINT or SIGTERM; then it stops accepting, lets the requests in
  * flight be answered, flushes the logs and exits 0.
  */
@@ -21,21 +22,36 @@
 #include <uv.h>
 
 static const char serve_usage[] =
-    "usage: parley serve [--data DIR] [--listen HOST:PORT] [--api-key KEY]\n"
+    "usage: parley serve [--data DIR] [--store nats://HOST:PORT[,HOST:PORT...]]\n"
+    "                    [--node-id ID] [--nats-creds FILE] [--nats-tls-ca FILE]\n"
+    "                    [--nats-tls-cert FILE --nats-tls-key FILE]\n"
+    "                    [--listen HOST:PORT] [--api-key KEY]\n"
     "                    [--tls-cert FILE --tls-key FILE] [--durability POLICY] [--workers N]\n"
     "                    [--log-level LEVEL] [limits...] [--defer-timeout DURATION]\n"
     "                    [--defer-max N] [--hold-timeout DURATION] [--hold-max N]\n"
     "                    [--idle-close DURATION] [--agent NAME=COMMAND]... [--agents FILE]\n"
     "                    [--default-agent NAME] [--viz-idle DURATION] [--viz-max-blocks N]\n\n"
-    "Serve the conversations of a local data directory over HTTP (the OpenHands\n"
-    "agent-server API) until SIGINT or SIGTERM. The first line on stdout is\n"
-    "`listening on http://HOST:PORT`.\n\n"
+    "Serve the conversations of a local data directory (or of a NATS JetStream\n"
+    "cluster: --store) over HTTP (the OpenHands agent-server API) until SIGINT or\n"
+    "SIGTERM. The first line on stdout is `listening on http://HOST:PORT`.\n\n"
     "  --data DIR           data directory, created if missing (default ./parley-data);\n"
     "                       one process at a time; pool:DIR keeps every conversation\n"
-    "                       in shared segment files (README, \"Store\")\n"
+    "                       in shared segment files (README, \"Store\"). With --store:\n"
+    "                       only this machine's workspaces of hosted agents\n"
+    "                       (workspaces/<id>/), not locked\n"
+    "  --store nats://HOST:PORT[,HOST:PORT...]\n"
+    "                       keep the conversations on a NATS JetStream cluster instead\n"
+    "                       (servers 2.9 or newer; every server given is a way in)\n"
+    "  --node-id ID         this node's name in logs and in the log's take-over records\n"
+    "                       (letters, digits, '.', '_', '-'; default HOSTNAME-PID)\n"
+    "  --nats-creds FILE    NATS credentials (JWT and NKey seed) to connect with\n"
+    "  --nats-tls-ca FILE   connect to NATS with TLS, trusting the servers signed by this CA\n"
+    "  --nats-tls-cert FILE, --nats-tls-key FILE\n"
+    "                       this client's certificate chain and key for NATS (mutual TLS)\n"
     "  --durability POLICY  full: acknowledge appends once fdatasync'ed (default);\n"
     "                       interval=DURATION: fdatasync every DURATION (e.g. 250ms);\n"
-    "                       none: leave flushing to the kernel\n"
+    "                       none: leave flushing to the kernel (the local store only:\n"
+    "                       the cluster acknowledges once a majority has it)\n"
     "  --listen HOST:PORT   address to serve on (default 127.0.0.1:8000; port 0 picks a\n"
     "                       free one; [::1]:PORT for IPv6)\n"
     "  --api-key KEY        require header X-Session-API-Key: KEY on /api/* (default:\n"
@@ -198,6 +214,12 @@ int cmd_serve(int argc, char **argv)
                                          {"default-agent", required_argument, NULL, 10},
                                          {"viz-idle", required_argument, NULL, 11},
                                          {"viz-max-blocks", required_argument, NULL, 12},
+                                         {"store", required_argument, NULL, 13},
+                                         {"node-id", required_argument, NULL, 14},
+                                         {"nats-creds", required_argument, NULL, 15},
+                                         {"nats-tls-ca", required_argument, NULL, 16},
+                                         {"nats-tls-cert", required_argument, NULL, 17},
+                                         {"nats-tls-key", required_argument, NULL, 18},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
     const char *data = "parley-data", *durability = "full";
@@ -346,6 +368,29 @@ int cmd_serve(int argc, char **argv)
         case 10:
             default_agent = optarg;
             break;
+        case 13:
+            if (strncmp(optarg, "nats://", 7) != 0 || optarg[7] == '\0') {
+                acp_registry_clear(&agents);
+                return cli_usage_error(
+                    "serve", "--store wants nats://HOST:PORT[,HOST:PORT...], not '%s'", optarg);
+            }
+            po.store = optarg;
+            break;
+        case 14:
+            po.node_id = optarg;
+            break;
+        case 15:
+            po.nats_creds = optarg;
+            break;
+        case 16:
+            po.nats_tls_ca = optarg;
+            break;
+        case 17:
+            po.nats_tls_cert = optarg;
+            break;
+        case 18:
+            po.nats_tls_key = optarg;
+            break;
         case 'h':
             acp_registry_clear(&agents);
             fputs(serve_usage, stdout);
@@ -359,6 +404,13 @@ int cmd_serve(int argc, char **argv)
         return cli_usage_error("serve", "unexpected argument '%s'", argv[optind]);
     if ((so.tls_cert == NULL) != (so.tls_key == NULL))
         return cli_usage_error("serve", "HTTPS needs both --tls-cert and --tls-key");
+    if (po.store == NULL &&
+        (po.node_id != NULL || po.nats_creds != NULL || po.nats_tls_ca != NULL ||
+         po.nats_tls_cert != NULL || po.nats_tls_key != NULL))
+        return cli_usage_error("serve", "--node-id and --nats-* options need --store nats://...");
+    if ((po.nats_tls_cert == NULL) != (po.nats_tls_key == NULL))
+        return cli_usage_error("serve", "NATS mutual TLS needs both --nats-tls-cert and "
+                                        "--nats-tls-key");
 
     pl_instance *p;
     char err[512];
@@ -410,9 +462,11 @@ int cmd_serve(int argc, char **argv)
     getrlimit(RLIMIT_NOFILE, &rl);
     long files = rl.rlim_cur == RLIM_INFINITY ? -1 : (long)rl.rlim_cur;
     rt_log(RT_LOG_INFO, "serve",
-           "version=%s url=%s workers=%d data=%s conversations=%zu durability=%s auth=%s "
-           "open_files=%ld",
-           pl_version(), pl_http_url(srv), pl_workers(p), data, pl_conversations(p), durability,
+           "version=%s url=%s workers=%d data=%s store=%s conversations=%zu durability=%s "
+           "auth=%s open_files=%ld",
+           pl_version(), pl_http_url(srv), pl_workers(p), data,
+           po.store != NULL ? po.store : "local", pl_conversations(p),
+           po.store != NULL ? "replicated" : durability,
            nkeys > 0 || (so.api_key != NULL && so.api_key[0] != '\0') ? "api-key" : "none", files);
     /* each connection is a file, and each conversation in use two more */
     unsigned conns = so.max_connections != 0 ? so.max_connections : 10000;

@@ -26,7 +26,7 @@ from urllib.parse import urlencode
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from parley_client import (SERVER_BUGS, Server, TestFailure, check, run,  # noqa: E402
+from parley_client import (SERVER_BUGS, STORE, Server, TestFailure, check, run,  # noqa: E402
                            serving, summary, wait_for)
 
 os.environ["TZ"] = "PLY-05:30"  # POSIX: local time is UTC+05:30; needs no tzdata
@@ -1130,6 +1130,27 @@ def append_duplicates(c):
           ev["llm_message"]["content"], "the first content stays")
 
 
+def append_too_large(c):
+    """An event larger than the store keeps for one (st_store_max_event: the
+    cluster's max_payload less headers, about 1 MB; the local store's 256
+    MiB) is refused with 413 and a one-line reason, alone or in an array,
+    and the conversation goes on (it is not restarted)."""
+    cid = new_conv(c)
+    append(c, cid, user_msg("t1"))
+    huge = user_msg("t2", say="z" * (1 << 20) + "y" * 200000)  # 1.2 MB
+    for body in (huge, [user_msg("t3"), huge]):
+        r = c.request("POST", conv_path(cid, "/events/append"), body=body)
+        if not STORE:  # the local store keeps it: 201
+            check(r.status == 201, "a 1.2 MB event on the local store: 201", r.status)
+            return
+        d = (r.body or {}).get("detail", "")
+        check(r.status == 413 and "more than the store keeps for one event" in d
+              and "\n" not in d, "a 1.2 MB event on the cluster: 413 with a reason", r.status, d)
+        check(("event 1 is" in d) == isinstance(body, list), "the reason names the event", d)
+    append(c, cid, user_msg("t4"))
+    check(log_ids(c, cid) == ["t1", "t4"], "nothing of the refused appends is in the log")
+
+
 def append_invalid(c):
     cid = new_conv(c)
     append(c, cid, user_msg("u1"))
@@ -1574,7 +1595,8 @@ def prometheus_metrics(c):
                  'parley_http_requests_total{route="/api/conversations/{c}/events/append",'
                  'status="409"}',
                  'parley_http_requests_total{route="/api/conversations",status="201"}',
-                 "parley_fsync_seconds_count"):
+                 # what a durable append waits for: an fdatasync, or a cluster's ack
+                 "parley_nats_append_seconds_count" if STORE else "parley_fsync_seconds_count"):
         check(metric(after, name) >= metric(before, name) + 1, "%s went up" % name,
               (metric(before, name), metric(after, name)))
     check(metric(after, "parley_http_connections") >= 1, "open connections counted", after[-400:])
@@ -1614,6 +1636,7 @@ def main():
         run("unknown_conversation_events", unknown_conversation_events, c)
         # 5. the producer route and the gate
         for fn in (append_single_and_array, append_duplicates, append_invalid,
+                   append_too_large,
                    gate_interleaved_message, gate_interleaved_action,
                    gate_duplicate_tool_call_id, gate_unmatched_tool_result,
                    gate_duplicate_tool_result, gate_parallel_calls, gate_stale_parent,

@@ -26,6 +26,10 @@ from contextlib import contextmanager
 
 START_TIMEOUT = 60  # seconds for `listening on ...` (ASan builds are slow)
 STOP_TIMEOUT = 60   # seconds for a clean exit after SIGTERM
+# PARLEY_STORE=nats://...: every server keeps its conversations on that
+# cluster (`nats_cluster.py run` passes PARLEY_NATS_URLS, which the NATS
+# variants of the suites give here).
+STORE = os.environ.get("PARLEY_STORE")
 HTTP_TIMEOUT = 60   # seconds for one request
 # PARLEY_DATA_PREFIX=pool: every server keeps its conversations in the pool
 # backend's shared segments (--data pool:DIR): the contract suites on it.
@@ -154,6 +158,8 @@ class Server:
         cmd = self.wrap + [binary, "serve", "--data", DATA_PREFIX + self.data,
                "--listen", "127.0.0.1:0",
                "--workers", str(self.workers), "--log-level", "warn"] + self.args
+        if STORE:  # the conversations on a NATS cluster; --data keeps the workspaces
+            cmd += ["--store", STORE]
         if self.api_key is not None:
             cmd += ["--api-key", self.api_key]
         env = dict(os.environ)
@@ -190,13 +196,35 @@ class Server:
         self.proc.send_signal(signal.SIGTERM)
         self.signalled = True
 
+    def loop_requests(self):
+        """How often the server waited for its NATS cluster on a loop thread
+        (parley_nats_loop_requests_total), or None if /metrics does not say."""
+        try:
+            if self.scheme == "https":
+                import ssl
+                conn = http.client.HTTPSConnection("127.0.0.1", self.port, timeout=HTTP_TIMEOUT,
+                                                   context=ssl._create_unverified_context())
+            else:
+                conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=HTTP_TIMEOUT)
+            conn.request("GET", "/metrics")
+            text = conn.getresponse().read().decode("utf-8", "replace")
+            conn.close()
+        except (OSError, http.client.HTTPException):
+            return None
+        for line in text.splitlines():
+            if line.startswith("parley_nats_loop_requests_total "):
+                return int(float(line.split()[1]))
+        return None
+
     def stop(self):
-        """SIGTERM (unless terminate() sent it), then check a clean exit (status 0)."""
+        """SIGTERM (unless terminate() sent it), then check a clean exit (status
+        0); on a NATS cluster, also that no loop thread ever waited for it."""
         for c in self.clients:
             c.close()
         self.clients = []
         if self.proc is None:
             return
+        waits = self.loop_requests() if STORE and self.proc.poll() is None else None
         proc, self.proc = self.proc, None
         LIVE.remove(self)
         if not getattr(self, "signalled", False):
@@ -213,6 +241,8 @@ class Server:
         check(rc == 0, "serve exited %d after SIGTERM, wanted 0; stderr: %s"
               % (rc, self.log_text[-3000:]))
         self.stderr.close()
+        check(not waits, "a loop thread waited for the NATS cluster %s times (issue 22); "
+              "stderr: %s" % (waits, self.log_text[-3000:]))
 
     def restart(self):
         """SIGTERM (exit 0 checked), then serve the same data directory again."""
@@ -241,8 +271,19 @@ class Server:
                 self.stop()
             elif self.died():  # a test failing because the server died says so
                 sys.stderr.write("parley_client: %s\n" % self.died())
+            elif self.log_tail():  # or what it logged before the failure
+                sys.stderr.write("parley_client: the server logged:\n%s\n" % self.log_tail())
         finally:
             self.cleanup()
+
+    def log_tail(self, tail=3000):
+        """What it logged so far (warnings and errors), for a failing test's
+        report: a test that fails while the server runs says what it saw."""
+        try:
+            text = self._stderr_text(tail).strip()
+        except (AttributeError, ValueError, OSError):
+            return ""
+        return text
 
     def died(self):
         """None while running; else why it stopped, with its stderr."""
@@ -340,6 +381,8 @@ def run(name, fn, *args):
         for srv in LIVE:
             if srv.died():
                 why += "\n  SERVER DIED: " + srv.died()
+            elif srv.log_tail():
+                why += "\n  the server logged:\n" + srv.log_tail()
         print("FAIL %s%s: %s" % (name, tag, why), flush=True)
         RESULTS["fail"].append(name)
         return

@@ -23,6 +23,7 @@ import ssl
 import subprocess
 import sys
 import tempfile
+import threading
 
 import websockets
 
@@ -38,6 +39,15 @@ def msg(text, source="agent"):
             "llm_message": {"role": role, "content": [{"type": "text", "text": text}]}}
 
 
+
+
+def connect(u, **kw):
+    """websockets.connect with the test's deadline for the opening handshake
+    and the close, and without the library's keepalive pings: their 20 s
+    pong timeout and 10 s handshake timeout are not this test's, and a
+    loaded machine exceeds them (ws_ping tests the server's pings)."""
+    kw.setdefault("ping_interval", None)
+    return websockets.connect(u, open_timeout=T, close_timeout=T, **kw)
 
 
 def url(srv, cid, query=""):
@@ -92,7 +102,7 @@ async def replay_and_live(srv, api):
     log = api.log(cid)
     n0 = len(log)
     # resend_mode=all with envelopes: full_state, the log, then live events
-    async with websockets.connect(url(srv, cid, "?resend_mode=all&envelope=index")) as ws:
+    async with connect(url(srv, cid, "?resend_mode=all&envelope=index")) as ws:
         await full_state(ws, envelope=True)
         got = await take(ws, n0)
         check([f["index"] for f in got] == list(range(n0)), "replay indexes", got)
@@ -103,34 +113,34 @@ async def replay_and_live(srv, api):
         check([f["index"] for f in live] == list(range(n0, len(log))), "live indexes", live)
         check([f["event"] for f in live] == log[n0:], "live events are not the log's")
     # the deprecated resend_all=true, without envelopes
-    async with websockets.connect(url(srv, cid, "?resend_all=true")) as ws:
+    async with connect(url(srv, cid, "?resend_all=true")) as ws:
         await full_state(ws)
         got = await take(ws, len(log))
         check(got == log, "resend_all is not the log")
     # resume strictly after an event
     after = first[2]["id"]
     k = [e["id"] for e in log].index(after)
-    async with websockets.connect(url(srv, cid, "?after_id=" + after + "&envelope=index")) as ws:
+    async with connect(url(srv, cid, "?after_id=" + after + "&envelope=index")) as ws:
         await full_state(ws, envelope=True)
         got = await take(ws, len(log) - k - 1)
         check([f["event"]["id"] for f in got] == [e["id"] for e in log[k + 1:]], "after_id", got)
-    async with websockets.connect(url(srv, cid, "?after_id=nope")) as ws:
+    async with connect(url(srv, cid, "?after_id=nope")) as ws:
         await closed_with(ws, 1008)  # before any frame: nothing can be resumed
     # since: events at or after a time; since without a time: nothing replayed
     ts = log[3]["timestamp"]
     want = [e for e in log if e["timestamp"] >= ts]
-    async with websockets.connect(url(srv, cid, "?resend_mode=since&after_timestamp=" + ts)) as ws:
+    async with connect(url(srv, cid, "?resend_mode=since&after_timestamp=" + ts)) as ws:
         await full_state(ws)
         got = await take(ws, len(want))
         check(got == want, "since", got, want)
-    async with websockets.connect(url(srv, cid, "?resend_mode=since")) as ws:
+    async with connect(url(srv, cid, "?resend_mode=since")) as ws:
         await full_state(ws)
         api.append(cid, [msg("after since")])
         f = await recv_json(ws)
         check(f["llm_message"]["content"][0]["text"] == "after since",
               "since without a time replayed something", f)
     # live only (no replay): the next frame after full_state is the next event
-    async with websockets.connect(url(srv, cid)) as ws:
+    async with connect(url(srv, cid)) as ws:
         await full_state(ws)
         await ws.ping()  # answered: websockets waits for the pong
         api.append(cid, [msg("only live")])
@@ -140,7 +150,7 @@ async def replay_and_live(srv, api):
 
 
 async def client_frames(srv, api, cid):
-    async with websockets.connect(url(srv, cid, "?envelope=index")) as ws:
+    async with connect(url(srv, cid, "?envelope=index")) as ws:
         await full_state(ws, envelope=True)
         n = len(api.log(cid))
         await ws.send(json.dumps({"role": "user",
@@ -166,7 +176,7 @@ async def client_frames(srv, api, cid):
 
 async def auth(srv, api, cid):
     # first-frame auth
-    async with websockets.connect(url(srv, cid)) as ws:
+    async with connect(url(srv, cid)) as ws:
         await ws.send(json.dumps({"type": "auth", "session_api_key": "s3cret"}))
         await full_state(ws)
         await ws.send(json.dumps({"type": "auth", "session_api_key": "s3cret"}))  # ignored
@@ -174,35 +184,42 @@ async def auth(srv, api, cid):
         f = await recv_json(ws)
         check(f.get("kind") == "MessageEvent", "a redundant auth frame was not ignored", f)
     for frame in [{"type": "auth", "session_api_key": "wrong"}, {"role": "user"}, "junk"]:
-        async with websockets.connect(url(srv, cid)) as ws:
+        async with connect(url(srv, cid)) as ws:
             await ws.send(frame if isinstance(frame, str) else json.dumps(frame))
             await closed_with(ws, 4001)
     # legacy: the key in the query or in the header
-    async with websockets.connect(url(srv, cid, "?session_api_key=s3cret")) as ws:
+    async with connect(url(srv, cid, "?session_api_key=s3cret")) as ws:
         await full_state(ws)
-    async with websockets.connect(url(srv, cid),
+    async with connect(url(srv, cid),
                                   extra_headers={"X-Session-API-Key": "s3cret"}) as ws:
         await full_state(ws)
     try:  # a wrong key in the query: refused before the upgrade, as upstream
-        async with websockets.connect(url(srv, cid, "?session_api_key=bad")):
+        async with connect(url(srv, cid, "?session_api_key=bad")):
             check(False, "a wrong query key was upgraded")
     except websockets.exceptions.InvalidStatusCode as e:
         check(e.status_code == 403, "a wrong query key: 403", e.status_code)
-    # no auth frame in time (the server runs with --ws-auth-timeout 1s)
-    async with websockets.connect(url(srv, cid)) as ws:
-        await closed_with(ws, 4001)
     # authenticated, then: an unknown conversation
     other = "00000000-0000-4000-8000-000000000001"
-    async with websockets.connect(url(srv, other, "?session_api_key=s3cret")) as ws:
+    async with connect(url(srv, other, "?session_api_key=s3cret")) as ws:
         await closed_with(ws, 4004)
+
+
+async def auth_timeout(srv):
+    """No auth frame in time (the server runs with --ws-auth-timeout 1s):
+    nothing is sent, so nothing but the timer can end it. The other auth
+    checks run with a timeout as long as a receive's deadline, so that a
+    loaded machine cannot make their frame late."""
+    cid = Api(srv.port, "s3cret").conversation()
+    async with connect(url(srv, cid)) as ws:
+        await closed_with(ws, 4001)
 
 
 async def cap(srv, api):
     cid = api.conversation()
-    async with websockets.connect(url(srv, cid)) as a, websockets.connect(url(srv, cid)) as b:
+    async with connect(url(srv, cid)) as a, connect(url(srv, cid)) as b:
         await full_state(a)
         await full_state(b)
-        async with websockets.connect(url(srv, cid)) as c:
+        async with connect(url(srv, cid)) as c:
             await closed_with(c, 1013)
 
 
@@ -223,18 +240,29 @@ async def exactly_once(srv, api):
     """A producer appends without pause while 50 clients connect at random
     points of its progress (replay all, after_id, or live only); then a last
     marker event. Each client reads up to the marker: it must have every
-    event from its start, once, in log order, as the log has them."""
+    event from its start, once, in log order, as the log has them.
+
+    Past its planned TOTAL events the producer appends one array per client
+    that connects, until all have: every client still connects while it
+    appends, and the log is at most TOTAL + 5 N events however slow the
+    machine is (appending on without pause made the work grow with the
+    time the clients took, and a loaded machine slower still)."""
     cid = api.conversation()
     api.append(cid, [msg("seed %d" % i) for i in range(20)])
     rng = random.Random(20261122)
     loop = asyncio.get_running_loop()
     acked, connected, stop = [], [0], [False]
     N, TOTAL = 50, 1500
+    news = threading.Condition()  # connected and stop change under it
 
     def produce():
         c = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=T)
-        i = 0
+        i = seen = 0
         while not stop[0] or i < TOTAL:
+            if i >= TOTAL:
+                with news:
+                    news.wait_for(lambda: stop[0] or connected[0] > seen, T)
+                    seen = connected[0]
             body = json.dumps([msg("p%d" % (i + k)) for k in range(5)])
             c.request("POST", "/api/conversations/%s/events/append" % cid, body=body,
                       headers={"Content-Type": "application/json"})
@@ -258,27 +286,41 @@ async def exactly_once(srv, api):
         if mode == "all":
             q, start = q + "&resend_mode=all", 0
         elif mode == "after":
-            ev = api.log(cid)
+            # off the event loop: a blocking read here would stop the other
+            # clients reading their sockets for as long as it takes (on the
+            # cluster, seconds for a long log), and the server rightly
+            # closes a socket nobody reads for 30 s (1013)
+            ev = await loop.run_in_executor(None, api.log, cid)
             j = rng.randrange(len(ev))
             q, start = q + "&after_id=" + ev[j]["id"], j + 1
         got = []
-        async with websockets.connect(url(srv, cid, q), max_queue=None) as ws:
+        async with connect(url(srv, cid, q), max_queue=None) as ws:
             await full_state(ws, envelope=True)
-            connected[0] += 1
+            with news:
+                connected[0] += 1
+                news.notify_all()
             while not got or got[-1]["event"]["id"] != marker[0]:
                 got.append(await recv_json(ws))
         return mode, start, got
 
     marker = [None]
+    t0 = loop.time()
     producer = loop.run_in_executor(None, produce)
     plan = [(rng.randrange(TOTAL), rng.choice(["all", "after", "live"])) for _ in range(N)]
     clients = [asyncio.ensure_future(client(t, m)) for t, m in plan]
-    await until(lambda: connected[0] == N)
-    stop[0] = True
+    try:
+        await until(lambda: connected[0] == N)
+    finally:  # a failure stops the producer too, or the run would wait for it
+        t1 = loop.time()
+        with news:
+            stop[0] = True
+            news.notify_all()
     await producer
     marker[0] = api.append(cid, [msg("marker")])[0]["id"]
     results = await asyncio.gather(*clients)
     log = api.log(cid)
+    print("exactly_once: %d clients connected in %.1f s, %d events appended, all read in %.1f s"
+          % (N, t1 - t0, len(acked), loop.time() - t0), flush=True)
     end = [e["id"] for e in log].index(marker[0]) + 1  # the stuck detector may add after it
     for mode, start, got in results:
         idx = [f["index"] for f in got]
@@ -313,7 +355,7 @@ async def tls():
         c.request("POST", "/api/conversations", body="{}",
                   headers={"X-Session-API-Key": "k", "Content-Type": "application/json"})
         cid = json.loads(c.getresponse().read())["id"]
-        async with websockets.connect("wss://127.0.0.1:%d/sockets/events/%s" % (port, cid),
+        async with connect("wss://127.0.0.1:%d/sockets/events/%s" % (port, cid),
                                       ssl=ctx) as ws:
             await ws.send(json.dumps({"type": "auth", "session_api_key": "k"}))
             await full_state(ws)
@@ -336,11 +378,13 @@ async def main():
         await client_frames(srv, api, cid)
         before_upgrade(srv, api)
         await exactly_once(srv, api)
-    with Server(api_key="s3cret", args=("--ws-auth-timeout", "1s",
+    with Server(api_key="s3cret", args=("--ws-auth-timeout", "%ds" % T,
                                         "--ws-max-subscribers", "2")) as srv:
         api = Api(srv.port, "s3cret")
         cid = api.conversation()
         await auth(srv, api, cid)
+    with Server(api_key="s3cret", args=("--ws-auth-timeout", "1s")) as srv:
+        await auth_timeout(srv)
     with Server(args=("--ws-max-subscribers", "2")) as srv:
         await cap(srv, Api(srv.port))
     await tls()

@@ -450,6 +450,59 @@ static bool drop_all(const st_nats_event *sent)
     return true;
 }
 
+/* Another writer takes the log over between the parts of an append too
+ * large for one record: the part stored is left behind (never read, never
+ * found), and the log goes on from before the batch. */
+static st_nats_log *cutter;
+static int cuts;
+static bool cut_after_first_part(const st_nats_event *sent)
+{
+    if (sent->batch_total > 0 && sent->index == sent->batch_first && cuts++ == 0)
+        ck_assert_msg(st_nats_log_take_over(cutter, NULL) == 0, "%s", st_nats_log_error(cutter));
+    return false;
+}
+
+START_TEST(test_batch_cut_short_left_behind)
+{
+    st_nats *n = connect_to(-1);
+    rt_uuid id;
+    st_nats_log *l = new_writer(n, &id);
+    ck_assert_msg(append_range(l, "ev", 0, 150) == 0, "%s", st_nats_log_error(l));
+    ck_assert_uint_eq(subject_count(l), 3); /* the take-over, two parts */
+    cutter = open_log(n, &id);
+    st_nats_drop_ack = cut_after_first_part;
+    int r = append_range(l, "cut", 150, 250);
+    st_nats_drop_ack = NULL;
+    ck_assert_int_eq(cuts, 1);
+    ck_assert_int_eq(r, -ESTALE);
+    ck_assert_uint_eq(st_nats_log_epoch(l), 0);
+    st_nats *n2 = connect_to(2);
+    st_nats_log *rd = open_log(n2, &id);
+    uint64_t count = 0, found = 0;
+    ck_assert_int_eq(st_nats_log_count(rd, &count), 0);
+    ck_assert_uint_eq(count, 150);
+    ck_assert_msg(append_range(cutter, "ev", 150, 60) == 0, "%s", st_nats_log_error(cutter));
+    /* the take-over, the two parts, the part left behind, a take-over, one */
+    ck_assert_uint_eq(subject_count(l), 6);
+    verify(rd, "ev", 210, 1000, 0);
+    verify(cutter, "ev", 210, 100, 0);
+    ck_assert_int_eq(st_nats_log_find(rd, "cut-150", 7, &found), -ENOENT);
+    ck_assert_int_eq(st_nats_log_find(rd, "ev-150", 6, &found), 0);
+    ck_assert_uint_eq(found, 150);
+    /* a reader that never saw the log: page 1's entry, written by the
+     * cutter, holds the events it appended, not the part left behind */
+    st_nats_log *fresh = open_log(n2, &id);
+    verify(fresh, "ev", 210, 37, 0);
+    check_find(fresh, 210);
+    st_nats_log_close(fresh);
+    st_nats_log_close(rd);
+    st_nats_close(n2);
+    st_nats_log_close(cutter);
+    st_nats_log_close(l);
+    done(n);
+}
+END_TEST
+
 START_TEST(test_unknown_outcome_settled_by_take_over)
 {
     char servers[512], err[256];
@@ -906,6 +959,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_round_trip_across_pages);
     tcase_add_test(tc, test_take_over_fences_the_stale_writer);
     tcase_add_test(tc, test_lost_ack_sent_again_stored_once);
+    tcase_add_test(tc, test_batch_cut_short_left_behind);
     tcase_add_test(tc, test_unknown_outcome_settled_by_take_over);
     tcase_add_test(tc, test_missing_page_entry_rebuilt);
     tcase_add_test(tc, test_bounds_and_errors);

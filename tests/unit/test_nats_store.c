@@ -11,6 +11,7 @@
  * conversations with fresh random ids, and lists are checked for what the
  * test made, not for equality.
  */
+#include "store/nats_store.h"
 #include "store/store.h"
 #include "support_store.h"
 #include "support_sync.h"
@@ -19,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 enum { LOCAL = 0, NATS = 1 };
 
@@ -200,6 +202,23 @@ static void verify(st_conv *c, uint64_t count)
     ck_assert(!st_log_read_only(l));
 }
 
+/* Until st_conv_get of id on s answers want (0 or -ENOENT): another
+ * store's catalog learns of creations and deletions through its watch.
+ * The handle if want is 0. */
+static st_conv *seen(st_store *s, const rt_uuid *id, int want)
+{
+    st_conv *c = NULL;
+    int r = -1;
+    for (int i = 0; i < 4000 && (r = st_conv_get(s, id, &c)) != want; i++) {
+        if (r == 0)
+            st_conv_release(c);
+        c = NULL;
+        nanosleep(&(struct timespec){.tv_nsec = 5000000}, NULL); /* a poll, bounded */
+    }
+    ck_assert_int_eq(r, want);
+    return c;
+}
+
 static bool has(const rt_uuid *ids, size_t n, const rt_uuid *id)
 {
     for (size_t i = 0; i < n; i++)
@@ -321,17 +340,16 @@ START_TEST(test_append_read_find)
 }
 END_TEST
 
-/* An append is stored whole or not at all. On the cluster whole means one
- * record (no atomic batch before nats-server 2.12): more than 100 events
- * are refused at once (-EMSGSIZE) and nothing is stored; the local store
- * takes them. */
+/* An append is stored whole or not at all, however large: on the cluster a
+ * batch of more than 100 events (or of more than max_payload bytes) is
+ * several records, visible once the last is stored (nats_log.h). */
 START_TEST(test_large_batch)
 {
     fixture f = {0};
     setup(&f, _i);
     rt_uuid a = fresh();
     st_conv *c = create(f.s, &a, NULL, "{}");
-    enum { N = 101 };
+    enum { N = 250 };
     st_item it[N];
     char ids[N][16];
     rt_buf *body = text("{\"type\":\"message\"}");
@@ -341,24 +359,27 @@ START_TEST(test_large_batch)
     }
     waiter w;
     ts_counter_init(&w.n);
-    int r = st_append(c, it, N, on_done, &w);
+    ck_assert_int_eq(append(c, 0, 1, &w), 0);
+    ck_assert_int_eq(st_append(c, it, N, on_done, &w), 0);
     rt_buf_unref(body);
+    ck_assert(ts_counter_wait(&w.n, 2));
+    ck_assert_int_eq(w.status[1], 0);
+    ck_assert_uint_eq(w.first[1], 1);
     st_log *l = NULL;
-    if (_i == NATS) {
-        ck_assert_int_eq(r, -EMSGSIZE);
-        ck_assert_int_eq(append(c, 0, 1, &w), 0); /* and the log goes on */
-        ck_assert(ts_counter_wait(&w.n, 1));
-        ck_assert_int_eq(w.status[0], 0);
-        ck_assert_uint_eq(w.first[0], 0);
-        ck_assert_int_eq(st_conv_log(c, &l, NULL), 0);
-        ck_assert_uint_eq(st_log_count(l), 1);
-    } else {
-        ck_assert_int_eq(r, 0);
-        ck_assert(ts_counter_wait(&w.n, 1));
-        ck_assert_int_eq(w.status[0], 0);
-        ck_assert_int_eq(st_conv_log(c, &l, NULL), 0);
-        ck_assert_uint_eq(st_log_count(l), N);
-    }
+    ck_assert_int_eq(st_conv_log(c, &l, NULL), 0);
+    ck_assert_uint_eq(st_log_count(l), N + 1);
+    uint64_t at = 0;
+    ck_assert_int_eq(st_log_find(l, "big-249", 7, &at), 0);
+    ck_assert_uint_eq(at, N);
+    st_page *p = NULL;
+    ck_assert_int_eq(st_log_read(l, 100, 200, &p), 0);
+    ck_assert_uint_eq(p->n, 151);
+    ck_assert_uint_eq(p->ev[150].index, N);
+    st_page_free(p);
+    ck_assert_int_eq(append(c, N + 1, 1, &w), 0); /* and the log goes on */
+    ck_assert(ts_counter_wait(&w.n, 3));
+    ck_assert_int_eq(w.status[2], 0);
+    ck_assert_uint_eq(w.first[2], N + 1);
     st_conv_release(c);
     ts_counter_destroy(&w.n);
     teardown(&f);
@@ -457,8 +478,8 @@ START_TEST(test_second_store_sees_the_same)
     ck_assert(ts_counter_wait(&w.n, 3));
     ck_assert_int_eq(w.status[0] | w.status[1] | w.status[2], 0);
 
-    st_conv *c1 = NULL;
-    ck_assert_int_eq(st_conv_get(s1, &a, &c1), 0);
+    st_conv *c1 = seen(s1, &a, 0);
+    st_conv_release(seen(s1, &k, 0));
     assert_meta(c1, "{\"title\":\"shared\"}");
     verify(c1, 20);
     char *d = NULL;
@@ -499,29 +520,252 @@ START_TEST(test_second_store_sees_the_same)
 }
 END_TEST
 
-/* Deleted on one store: the other never sees it again, and the id is
- * never created again (its log stays in the stream). */
-START_TEST(test_deleted_stays_deleted)
+/* Deleted on one store: the other sees it go; the id can be created
+ * again, on either, as a new conversation with an empty log (the old log
+ * stays in the stream, under the old incarnation). */
+START_TEST(test_deleted_then_created_again)
 {
     char u0[256], u1[256];
     nats_url(0, u0, sizeof u0);
     nats_url(2, u1, sizeof u1);
     st_store *s0 = open_at(u0), *s1 = open_at(u1);
     rt_uuid a = fresh();
+    st_conv *c = create(s0, &a, NULL, "{\"v\":0}");
+    waiter w;
+    ts_counter_init(&w.n);
+    ck_assert_int_eq(append(c, 0, 3, &w), 0);
+    rt_buf *b = text("{\"n\":1}");
+    ck_assert_int_eq(st_conv_put_file(c, "state.json", b, true, on_done, &w), 0);
+    rt_buf_unref(b);
+    st_conv_release(seen(s1, &a, 0));
+    ck_assert_int_eq(st_conv_delete(c, on_done, &w), 0);
+    ck_assert(ts_counter_wait(&w.n, 3));
+    ck_assert_int_eq(w.status[2], 0);
+    seen(s1, &a, -ENOENT);
+    ck_assert_uint_eq(st_store_count(s1), st_store_count(s0));
+    st_conv *again = create(s1, &a, NULL, "{\"v\":1}");
+    st_log *l = NULL;
+    ck_assert_int_eq(st_conv_log(again, &l, NULL), 0);
+    ck_assert_uint_eq(st_log_count(l), 0);
+    char *d = NULL;
+    size_t len = 0;
+    ck_assert_int_eq(st_conv_get_file(again, "state.json", &d, &len), -ENOENT);
+    ck_assert_int_eq(append(again, 0, 2, &w), 0);
+    ck_assert(ts_counter_wait(&w.n, 4));
+    ck_assert_int_eq(w.status[3], 0);
+    ck_assert_uint_eq(w.first[3], 0);
+    st_conv *c0 = seen(s0, &a, 0);
+    assert_meta(c0, "{\"v\":1}");
+    verify(c0, 2);
+    /* and deleted again, from the first store, then made a third time */
+    ck_assert_int_eq(st_conv_delete(c0, on_done, &w), 0);
+    ck_assert(ts_counter_wait(&w.n, 5));
+    ck_assert_int_eq(w.status[4], 0);
+    st_conv_release(again);
+    st_conv *third = create(s0, &a, NULL, "{\"v\":2}");
+    ck_assert_int_eq(st_conv_log(third, &l, NULL), 0);
+    ck_assert_uint_eq(st_log_count(l), 0);
+    st_conv_release(third);
+    ts_counter_destroy(&w.n);
+    st_store_close(s1);
+    st_store_close(s0);
+}
+END_TEST
+
+/* The largest event the store keeps (st_store_max_event) is stored, with
+ * an id and a key of the longest; one byte more is refused at once
+ * (-EMSGSIZE), so the layer above can answer 413 before appending. */
+START_TEST(test_largest_event)
+{
+    fixture f = {0};
+    setup(&f, _i);
+    size_t max = st_store_max_event(f.s);
+    if (f.backend == LOCAL) {
+        ck_assert_uint_eq(max, (size_t)256 << 20);
+        teardown(&f);
+        return;
+    }
+    ck_assert(max > 900000 && max < (1 << 20)); /* max_payload 1 MB, less headers */
+    rt_uuid a = fresh();
+    st_conv *c = create(f.s, &a, NULL, "{}");
+    char id[256], key[256];
+    memset(id, 'i', 255);
+    memset(key, 'k', 255);
+    id[255] = key[255] = '\0';
+    rt_buf *big = rt_buf_new(max + 1);
+    memset(rt_buf_wdata(big), 'x', max + 1);
+    rt_buf *fit = rt_buf_copy(rt_buf_data(big), max);
+    waiter w;
+    ts_counter_init(&w.n);
+    st_item it = {.id = id, .idlen = 255, .key = key, .keylen = 255, .payload = big};
+    ck_assert_int_eq(st_append(c, &it, 1, on_done, &w), -EMSGSIZE);
+    it.payload = fit;
+    ck_assert_int_eq(st_append(c, &it, 1, on_done, &w), 0);
+    ck_assert(ts_counter_wait(&w.n, 1));
+    ck_assert_int_eq(w.status[0], 0);
+    st_log *l = NULL;
+    st_page *p = NULL;
+    ck_assert_int_eq(st_conv_log(c, &l, NULL), 0);
+    ck_assert_int_eq(st_log_read(l, 0, 1, &p), 0);
+    ck_assert_uint_eq(p->n, 1);
+    ck_assert_uint_eq(p->ev[0].len, max);
+    st_page_free(p);
+    rt_buf_unref(big);
+    rt_buf_unref(fit);
+    st_conv_release(c);
+    ts_counter_destroy(&w.n);
+    teardown(&f);
+}
+END_TEST
+
+/* Messages this store sent to the cluster so far: every request is one. */
+static uint64_t sent(st_store *s)
+{
+    natsStatistics *st = NULL;
+    uint64_t out = 0;
+    ck_assert_int_eq(natsStatistics_Create(&st), NATS_OK);
+    ck_assert_int_eq(natsConnection_GetStats(((stn_store *)(void *)s)->n->nc, st), NATS_OK);
+    ck_assert_int_eq(natsStatistics_GetCounts(st, NULL, NULL, &out, NULL, NULL), NATS_OK);
+    natsStatistics_Destroy(st);
+    return out;
+}
+
+/* The conversation actor reads its own log on its loop thread (duplicate
+ * lookups, the stuck detector's tail, WebSocket catch-ups): on the node
+ * that writes a conversation, counting it, reading its tail and finding
+ * ids and keys in it answer from memory, with no request to the cluster
+ * (nats_tail.c). Before, each was a request or several, and the loop
+ * waited for them. */
+START_TEST(test_writer_reads_from_memory)
+{
+    char u[512];
+    nats_url(-1, u, sizeof u);
+    st_store *s = open_at(u);
+    rt_uuid a = fresh();
+    st_conv *c = create(s, &a, NULL, "{}");
+    st_log *l = NULL;
+    ck_assert_int_eq(st_conv_log(c, &l, NULL), 0);
+    waiter w;
+    ts_counter_init(&w.n);
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(append(c, (uint64_t)i * 16, 16, &w), 0);
+    ck_assert(ts_counter_wait(&w.n, 3));
+    uint64_t before = sent(s);
+    for (int round = 0; round < 10; round++) {
+        ck_assert_uint_eq(st_log_count(l), 48);
+        st_page *p = NULL;
+        ck_assert_int_eq(st_log_read(l, 28, 20, &p), 0);
+        ck_assert_uint_eq(p->n, 20);
+        ck_assert_uint_eq(p->ev[19].index, 47);
+        st_page_free(p);
+        ck_assert_int_eq(st_log_read(l, 48, 20, &p), 0);
+        ck_assert_uint_eq(p->n, 0);
+        st_page_free(p);
+        uint64_t idx;
+        char id[32];
+        snprintf(id, sizeof id, "ev-%d", round * 4);
+        ck_assert_int_eq(st_log_find(l, id, strlen(id), &idx), 0);
+        ck_assert_uint_eq(idx, (uint64_t)round * 4);
+        snprintf(id, sizeof id, "key-%d", round * 4 + 2);
+        ck_assert_int_eq(st_log_find_key(l, id, strlen(id), &idx), 0);
+        ck_assert_uint_eq(idx, (uint64_t)round * 4 + 2);
+        ck_assert_int_eq(st_log_find(l, "nope", 4, &idx), -ENOENT);
+    }
+    uint64_t after = sent(s);
+    ck_assert_msg(after - before <= 2, "%llu messages to the cluster for 70 reads of memory",
+                  (unsigned long long)(after - before));
+    verify(c, 48); /* the same answers as the cluster's */
+    st_conv_release(c);
+    ts_counter_destroy(&w.n);
+    st_store_close(s);
+}
+END_TEST
+
+/* A node that does not write a conversation (yet) answers its count, its
+ * finds and its tail from what it loaded, with no request: the
+ * conversation actor asks them on a loop thread before its first append,
+ * and WebSocket streams on nodes that never write it. What memory does
+ * not hold is -EWOULDBLOCK for st_log_*_now (loop code reads it in the
+ * thread pool), never a request. Its first append finds that another node
+ * appended meanwhile: refused (-ESTALE: its answers were of an older
+ * log), memory loaded again, and the next append goes on after those. */
+START_TEST(test_reader_answers_from_memory)
+{
+    char u0[256], u1[256];
+    nats_url(0, u0, sizeof u0);
+    nats_url(1, u1, sizeof u1);
+    st_store *s0 = open_at(u0), *s1 = open_at(u1);
+    rt_uuid a = fresh();
     st_conv *c = create(s0, &a, NULL, "{}");
     waiter w;
     ts_counter_init(&w.n);
-    ck_assert_int_eq(append(c, 0, 1, &w), 0);
-    ck_assert_int_eq(st_conv_delete(c, on_done, &w), 0);
-    ck_assert(ts_counter_wait(&w.n, 2));
-    ck_assert_int_eq(w.status[1], 0);
-    st_conv *got = NULL;
-    ck_assert_int_eq(st_conv_get(s1, &a, &got), -ENOENT);
-    rt_buf *m = text("{}");
-    ck_assert_int_eq(st_conv_create(s1, &a, NULL, m, &got), -EIDRM);
-    ck_assert_ptr_null(got);
-    rt_buf_unref(m);
-    ck_assert_int_eq(st_conv_get(s0, &a, &got), -ENOENT);
+    for (int i = 0; i < 20; i++) /* 320 events: more than memory keeps of the tail */
+        ck_assert_int_eq(append(c, (uint64_t)i * 16, 16, &w), 0);
+    ck_assert(ts_counter_wait(&w.n, 20));
+    for (int i = 0; i < 20; i++)
+        ck_assert_int_eq(w.status[i], 0);
+
+    st_conv *c1 = seen(s1, &a, 0);
+    st_log *l = NULL;
+    st_open_report rep;
+    ck_assert_int_eq(st_conv_log(c1, &l, &rep), 0); /* loads: blocking, in the pool */
+    ck_assert_uint_eq(rep.count, 320);
+    uint64_t before = sent(s1);
+    for (int round = 0; round < 5; round++) {
+        ck_assert_int_eq(st_conv_log(c1, &l, &rep), 0);
+        ck_assert_uint_eq(rep.count, 320);
+        uint64_t idx;
+        for (uint64_t k = 0; k < 320; k += 7) {
+            char id[32];
+            snprintf(id, sizeof id, "ev-%llu", (unsigned long long)k);
+            /* an id the index has, older than the tail, is confirmed by
+             * reading its event: not now */
+            int r = st_log_find_now(l, id, strlen(id), &idx);
+            ck_assert_msg(r == (k >= 220 ? 0 : -EWOULDBLOCK), "find_now(%s): %d", id, r);
+            if (r == 0)
+                ck_assert_uint_eq(idx, k);
+        }
+        ck_assert_int_eq(st_log_find_now(l, "nope", 4, &idx), -ENOENT);
+        ck_assert_int_eq(st_log_find_key(l, "key-318", 7, &idx), 0);
+        ck_assert_uint_eq(idx, 318);
+        st_page *p = NULL;
+        ck_assert_int_eq(st_log_read_now(l, 300, 20, &p), 0);
+        ck_assert_uint_eq(p->n, 20);
+        ck_assert_uint_eq(p->ev[19].index, 319);
+        st_page_free(p);
+        ck_assert_int_eq(st_log_read_now(l, 320, 10, &p), 0);
+        ck_assert_uint_eq(p->n, 0);
+        st_page_free(p);
+        ck_assert_int_eq(st_log_read_now(l, 0, 100, &p), -EWOULDBLOCK);
+        ck_assert_ptr_null(p);
+    }
+    uint64_t after = sent(s1);
+    ck_assert_msg(after - before <= 2, "%llu messages to the cluster for reads of memory",
+                  (unsigned long long)(after - before));
+    st_page *p = NULL; /* what memory lacks, the blocking readers bring */
+    ck_assert_int_eq(st_log_read(l, 0, 100, &p), 0);
+    ck_assert_uint_eq(p->n, 100);
+    st_page_free(p);
+    uint64_t idx;
+    ck_assert_int_eq(st_log_find(l, "ev-17", 5, &idx), 0);
+    ck_assert_uint_eq(idx, 17);
+
+    ck_assert_int_eq(append(c, 320, 4, &w), 0);
+    ck_assert(ts_counter_wait(&w.n, 21));
+    ck_assert_int_eq(w.status[20], 0);
+    ck_assert_int_eq(append(c1, 324, 1, &w), 0);
+    ck_assert(ts_counter_wait(&w.n, 22));
+    ck_assert_int_eq(w.status[21], -ESTALE);
+    ck_assert_int_eq(st_log_find_now(l, "ev-322", 6, &idx), 0);
+    ck_assert_uint_eq(idx, 322);
+    ck_assert_int_eq(append(c1, 324, 1, &w), 0);
+    ck_assert(ts_counter_wait(&w.n, 23));
+    ck_assert_int_eq(w.status[22], 0);
+    ck_assert_uint_eq(w.first[22], 324);
+    verify(c1, 325);
+
+    st_conv_release(c1);
+    st_conv_release(c);
     ts_counter_destroy(&w.n);
     st_store_close(s1);
     st_store_close(s0);
@@ -539,11 +783,14 @@ int main(void)
     tcase_add_loop_test(tc, test_large_batch, LOCAL, NATS + 1);
     tcase_add_loop_test(tc, test_files, LOCAL, NATS + 1);
     tcase_add_loop_test(tc, test_delete, LOCAL, NATS + 1);
+    tcase_add_loop_test(tc, test_largest_event, LOCAL, NATS + 1);
     suite_add_tcase(s, tc);
     TCase *cl = tcase_create("cluster");
     tcase_set_timeout(cl, 120);
     tcase_add_test(cl, test_second_store_sees_the_same);
-    tcase_add_test(cl, test_deleted_stays_deleted);
+    tcase_add_test(cl, test_deleted_then_created_again);
+    tcase_add_test(cl, test_writer_reads_from_memory);
+    tcase_add_test(cl, test_reader_answers_from_memory);
     suite_add_tcase(s, cl);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -891,6 +891,7 @@ START_TEST(test_bad_input)
     ck_assert_str_eq(pl_status_name(PL_WAITING_FOR_CONFIRMATION), "waiting_for_confirmation");
     ck_assert_str_eq(pl_outcome_name(PL_DEFERRED), "deferred");
     ck_assert_str_eq(pl_outcome_name(PL_NO_SPACE), "no_space");
+    ck_assert_str_eq(pl_outcome_name(PL_TOO_LARGE), "too_large");
     pl_conv_release(c);
     pl_close(p);
     rm_tmp();
