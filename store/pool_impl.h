@@ -180,7 +180,6 @@ struct stp_log {
 
 /* pool.c */
 extern const struct st_backend st_pool_backend;
-#define STP_SCHEME "pool:"
 void stp_path(const stp_store *s, uint32_t seq, const char *ext, char *out, size_t cap);
 
 /* pool_catalog.c */
