@@ -399,7 +399,6 @@ static void conv_stop(rt_actor *self, void *state)
     if (!c->retired && !c->deleted && c->sq != NULL && !inflight && !seq_waiting(c->sq) &&
         c->failed == 0) {
         conv_reply info = conv_info(c);
-        info.status = seq_status_committed(c->sq);
         convs_note(c->ctx, &info);
     } else if (!c->retired && !c->deleted) {
         convs_note(c->ctx, NULL);
