@@ -158,6 +158,18 @@ static void on_append(conv *c, const rt_buf *body, rt_promise *reply)
             free(evs);
         return;
     }
+    int r = c->confirmed ? 0 : conv_confirm(c, evs, n, body, reply);
+    if (r != 0) {
+        for (size_t k = 0; k < n; k++)
+            ev_free(&evs[k]);
+        if (array)
+            free(evs);
+        if (r < 0)
+            conv_answer(reply, conv_reply_detail(PL_BUSY, 1, "%s",
+                                                 r == -ENOMEM ? "out of memory"
+                                                              : "the server is stopping"));
+        return;
+    }
     rt_promise *token = token_of(reply);
     if (array) {
         seq_offer_array(c->sq, evs, n, token);
@@ -369,6 +381,15 @@ static int conv_handle(rt_actor *self, void *state, rt_msg *m)
     if (m->kind != CONV_IDLE_CHECK && m->kind != CONV_STATUS && m->kind != CONV_TICK &&
         m->kind != CONV_STOPPING)
         c->last_ms = conv_mono_ms();
+    if (m->kind == CONV_CONFIRMED) {
+        conv_confirmed(c, m);
+        conv_drive(c);
+        if (c->failed == 0) {
+            conv_note(c);
+            conv_sleep_if_crowded(c);
+        }
+        return c->failed;
+    }
     if (conv_keep_early(c, m))
         return 0;
     if (m->kind == CONV_STORE_FAILED) {
@@ -417,6 +438,7 @@ static void conv_stop(rt_actor *self, void *state)
         conv_answer(&s->reply, conv_reply_detail(o, 0, "%s", why));
         free(s);
     }
+    conv_refuse_confirm(c, o, why);
     conv_run_early(c, o, why);
     conv_refuse_meta(c, o, why);
     while (c->nsubs > 0)
