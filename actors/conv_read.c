@@ -11,12 +11,16 @@
 #include <uv.h>
 
 /* A store error as an outcome and a line. */
-static void fail(int err, const rt_uuid *id, const char *what, const char *more, pl_outcome *why,
-                 char *detail, size_t cap)
+static void fail(st_store *s, int err, const rt_uuid *id, const char *what, const char *more,
+                 pl_outcome *why, char *detail, size_t cap)
 {
-    char hex[37];
+    char hex[37], says[200];
     rt_uuid_dashed(id, hex);
-    if (err == -ENOENT) {
+    if (conv_store_unavailable(err)) { /* a cluster that does not answer: retry */
+        *why = PL_BUSY;
+        snprintf(detail, cap, "cannot %s conversation %s: %s", what, hex,
+                 st_store_strerror(s, err, says, sizeof(says)));
+    } else if (err == -ENOENT) {
         *why = PL_NOT_FOUND;
         snprintf(detail, cap, "Conversation not found: %s", hex);
     } else if (err == -EMFILE || err == -ENFILE || err == -ENOMEM) {
@@ -45,7 +49,7 @@ int conv_read_open(st_store *s, const rt_uuid *id, conv_reader *out, st_open_rep
     }
     if (r == 0)
         return 0;
-    fail(r, id, "open", rp->detail, why, detail, cap);
+    fail(s, r, id, "open", rp->detail, why, detail, cap);
     return -1;
 }
 
@@ -62,7 +66,7 @@ int conv_read_open_now(st_store *s, const rt_uuid *id, conv_reader *out, pl_outc
         return 0;
     if (r == -EWOULDBLOCK)
         return 1;
-    fail(r, id, "open", NULL, why, detail, cap);
+    fail(s, r, id, "open", NULL, why, detail, cap);
     return -1;
 }
 
@@ -83,8 +87,8 @@ int conv_read_page(const conv_reader *r, uint64_t first, uint32_t max, st_page *
     int e = st_log_read(r->log, first, max, out);
     if (e == 0)
         return 0;
-    fail(e, st_conv_id(r->sc), "read", e == -EBADMSG ? "a record fails its checksum" : NULL, why,
-         detail, cap);
+    fail(r->store, e, st_conv_id(r->sc), "read",
+         e == -EBADMSG ? "a record fails its checksum" : NULL, why, detail, cap);
     return -1;
 }
 
@@ -132,7 +136,7 @@ static void later_work(uv_work_t *req)
         r = conv_read_find(&rd, j->key, j->len, &j->a.index);
         j->a.err = r == 0 || r == -ENOENT ? r : -1;
         if (j->a.err < 0 && r != -ENOENT)
-            fail(r, &j->id, "read", NULL, &j->a.why, j->a.detail, sizeof(j->a.detail));
+            fail(j->store, r, &j->id, "read", NULL, &j->a.why, j->a.detail, sizeof(j->a.detail));
     } else
         j->a.err = conv_read_page(&rd, j->first, j->max, &j->a.page, &j->a.why, j->a.detail,
                                   sizeof(j->a.detail));
@@ -195,8 +199,8 @@ int conv_read_page_soon(const conv_reader *r, rt_actor *self, uint32_t kind, uin
     } else if (e == -EWOULDBLOCK) {
         e = -ENOMEM;
     }
-    fail(e, st_conv_id(r->sc), "read", e == -EBADMSG ? "a record fails its checksum" : NULL, why,
-         detail, cap);
+    fail(r->store, e, st_conv_id(r->sc), "read",
+         e == -EBADMSG ? "a record fails its checksum" : NULL, why, detail, cap);
     return -1;
 }
 

@@ -416,9 +416,12 @@ static void conv_stop(rt_actor *self, void *state)
     /* what lists keep of it: its durable state, unless appends it made may
      * still land or it keeps deferred messages, whose time runs out only
      * while it runs (then the next one to ask starts it); a retired one
-     * noted it already, and a new tree may be noting by now */
-    if (!c->retired && !c->deleted && c->sq != NULL && !inflight && !seq_waiting(c->sq) &&
-        c->failed == 0) {
+     * noted it already, and a new tree may be noting by now. After a store
+     * failure too: its supervisor starts the next tree at once, and lists
+     * need not wait for that one's open, which a cluster that does not
+     * answer makes long (issue 22) */
+    if (!c->retired && !c->deleted && c->sq != NULL &&
+        ((!inflight && !seq_waiting(c->sq)) || c->failed != 0)) {
         conv_reply info = conv_info(c);
         info.status = seq_status_committed(c->sq);
         convs_note(c->ctx, &info);
@@ -429,9 +432,17 @@ static void conv_stop(rt_actor *self, void *state)
     /* deferrals stay in deferred.json for the next incarnation; a full
      * disk is said as such (507), anything else is a restart (503) */
     pl_outcome o = conv_store_outcome(c->failed) == PL_NO_SPACE ? PL_NO_SPACE : PL_BUSY;
+    char said[400], says[200];
     const char *why = o == PL_NO_SPACE ? "the disk is full (No space left on device): nothing was "
                                          "appended; retry once space is freed"
                                        : "the conversation is restarting: retry";
+    if (conv_store_unavailable(c->failed)) { /* the cluster's words, naming it */
+        snprintf(said, sizeof(said),
+                 "cannot append: %s; the conversation restarts from the log: retry (the same "
+                 "event ids: a duplicate if it was stored)",
+                 st_store_strerror(c->ctx->svc->store, c->failed, says, sizeof(says)));
+        why = said;
+    }
     conv_refuse_waiting(c, o, why);
     for (conv_flush *s = c->syncs, *next; s != NULL; s = next) {
         next = s->next;
