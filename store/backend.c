@@ -214,6 +214,11 @@ int st_log_find_now(st_log *l, const void *id, size_t idlen, uint64_t *index)
     return ST_BACKEND(l)->log_find_now(l, id, idlen, index);
 }
 
+bool st_log_may_wait(const st_log *l)
+{
+    return ST_BACKEND(l)->readers_wait;
+}
+
 int st_log_find_key_now(st_log *l, const void *key, size_t keylen, uint64_t *index)
 {
     const st_backend *b = ST_BACKEND(l);

@@ -25,6 +25,9 @@
 
 typedef struct st_backend {
     const char *name;
+    /* Its readers may wait for another machine: the _now ones may say
+     * -EWOULDBLOCK (st_log_may_wait). */
+    bool readers_wait;
     int (*open)(const st_opts *o, st_store **out, char *err, size_t errlen);
     void (*close)(st_store *s);
     int (*workspace)(st_store *s, const rt_uuid *id, char *out, size_t cap);

@@ -101,6 +101,9 @@ int st_log_find_key(st_log *l, const void *key, size_t keylen, uint64_t *index);
 int st_log_read_now(st_log *l, uint64_t first, uint32_t max, st_page **out);
 int st_log_find_now(st_log *l, const void *id, size_t idlen, uint64_t *index);
 int st_log_find_key_now(st_log *l, const void *key, size_t keylen, uint64_t *index);
+/* May those ever say -EWOULDBLOCK (a cluster's log)? If not, loop code
+ * need not ask them first. */
+bool st_log_may_wait(const st_log *l);
 /* Heap bytes the log holds (index, tables, buffers), for reports. */
 size_t st_log_memory(const st_log *l);
 bool st_log_read_only(const st_log *l);

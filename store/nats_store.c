@@ -539,6 +539,7 @@ const st_backend st_nats_backend = {
     .conv_parent = nats_conv_parent,
     .conv_meta = nats_conv_meta,
     .conv_set_meta = nats_conv_set_meta,
+    .readers_wait = true,
     .strerror = nats_strerror,
     .conv_log = stn_conv_log,
     .conv_log_now = stn_conv_log_now,
