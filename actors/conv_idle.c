@@ -45,7 +45,7 @@ void conv_arm_idle(conv *c, uint64_t ms)
 static bool quiet(const conv *c)
 {
     return c->open && !c->deleted && !seq_inflight(c->sq) && !seq_waiting(c->sq) &&
-           c->waiters == NULL && c->syncs == NULL && c->early_head == NULL &&
+           c->waiters == NULL && c->syncs == NULL && c->early_head == NULL && c->confirm == NULL &&
            c->meta_queue == NULL && c->saves_done == c->saves_sent;
 }
 
@@ -142,8 +142,8 @@ static bool keep(conv *c, rt_msg *m);
 
 bool conv_keep_early(conv *c, rt_msg *m)
 {
-    if (c->recovering && is_request(m->kind))
-        return keep(c, m);
+    if ((c->recovering || c->confirm != NULL) && is_request(m->kind))
+        return keep(c, m); /* in order, behind what waits (conv_confirm.c) */
     if (c->open || (c->asleep && needs_no_log(m->kind)))
         return false;
     return keep(c, m);
@@ -186,8 +186,12 @@ static bool keep(conv *c, rt_msg *m)
 
 void conv_run_early(conv *c, pl_outcome o, const char *why)
 {
-    for (conv_early *e = c->early_head, *next; e != NULL; e = next) {
-        next = e->next;
+    /* an append set aside for its checks (conv_confirm.c) stops the run:
+     * what follows it waits for it */
+    while (c->early_head != NULL && (why != NULL || c->confirm == NULL)) {
+        conv_early *e = c->early_head;
+        if ((c->early_head = e->next) == NULL)
+            c->early_tail = NULL;
         if (why != NULL)
             conv_answer(&e->reply, conv_reply_detail(o, 0, "%s", why));
         else
@@ -196,7 +200,6 @@ void conv_run_early(conv *c, pl_outcome o, const char *why)
         rt_buf_unref(e->buf);
         free(e);
     }
-    c->early_head = c->early_tail = NULL;
 }
 
 /* The log is open and the state rebuilt: the sequencer takes it over,

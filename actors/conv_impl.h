@@ -9,6 +9,7 @@
  *   conv_idle.c     opening (and reopening) the log, letting it go when idle,
  *                   requests that come while it is closed
  *   conv_open.c     opening and rebuilding the state off the loop
+ *   conv_confirm.c  an append whose checks the store answers only off the loop
  *   conv_stuck.c    the stuck detector
  *   convs.c         the service that starts conversations
  */
@@ -38,6 +39,8 @@ enum {
     CONV_TICK,                      /* timer: expire holds and deferrals */
     CONV_IDLE_CHECK,                /* timer: let the log go if nothing asked for it */
     CONV_META_SAVED,                /* arg: errno of writing the info, or 0 */
+    CONV_CONFIRMED,                 /* arg: 1 failed (buf: why); an append's checks are
+                                       answered from memory now (conv_confirm.c) */
 };
 
 /* Shared by one conversation's actors; lives as long as the service. */
@@ -217,6 +220,9 @@ typedef struct conv {
     conv_early *early_head, *early_tail;
     struct meta_change *meta_queue; /* changes of the info, oldest first */
     bool meta_busy;                 /* the oldest is being written */
+    conv_early *confirm;            /* an append whose checks the thread pool answers:
+                                       requests wait behind it (early) */
+    bool confirmed;                 /* it is being handled: its checks are answered */
 } conv;
 
 /* conversation.c: the process's counters, from the sequencer's decisions */
@@ -238,6 +244,17 @@ void conv_answer_verdict(conv *c, rt_promise *p, const seq_verdict *v);
 /* Answer everything that waits for units, deferred saves or holds with
  * BUSY (why): the actor stops, or fails. */
 void conv_refuse_waiting(conv *c, pl_outcome o, const char *why);
+
+/* conv_confirm.c */
+/* Before the sequencer sees append evs (body, reply): 0 if the store
+ * answers every check its verdicts may make from memory; 1 if one would
+ * wait for another machine: the checks are made in the thread pool, and
+ * the append (reply taken) is handled when CONV_CONFIRMED comes; or
+ * -ENOMEM / -ESHUTDOWN. */
+int conv_confirm(conv *c, const ev *evs, size_t n, const rt_buf *body, rt_promise *reply);
+void conv_confirmed(conv *c, const rt_msg *m);
+/* Answer the append set aside (o, why): the actor stops. */
+void conv_refuse_confirm(conv *c, pl_outcome o, const char *why);
 
 /* conv_subs.c */
 void conv_subscribe(conv *c, rt_promise *reply, uint64_t arg);

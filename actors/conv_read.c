@@ -11,12 +11,16 @@
 #include <uv.h>
 
 /* A store error as an outcome and a line. */
-static void fail(int err, const rt_uuid *id, const char *what, const char *more, pl_outcome *why,
-                 char *detail, size_t cap)
+static void fail(st_store *s, int err, const rt_uuid *id, const char *what, const char *more,
+                 pl_outcome *why, char *detail, size_t cap)
 {
-    char hex[37];
+    char hex[37], says[200];
     rt_uuid_dashed(id, hex);
-    if (err == -ENOENT) {
+    if (conv_store_unavailable(err)) { /* a cluster that does not answer: retry */
+        *why = PL_BUSY;
+        snprintf(detail, cap, "cannot %s conversation %s: %s", what, hex,
+                 st_store_strerror(s, err, says, sizeof(says)));
+    } else if (err == -ENOENT) {
         *why = PL_NOT_FOUND;
         snprintf(detail, cap, "Conversation not found: %s", hex);
     } else if (err == -EMFILE || err == -ENFILE || err == -ENOMEM) {
@@ -45,7 +49,24 @@ int conv_read_open(st_store *s, const rt_uuid *id, conv_reader *out, st_open_rep
     }
     if (r == 0)
         return 0;
-    fail(r, id, "open", rp->detail, why, detail, cap);
+    fail(s, r, id, "open", rp->detail, why, detail, cap);
+    return -1;
+}
+
+int conv_read_open_now(st_store *s, const rt_uuid *id, conv_reader *out, pl_outcome *why,
+                       char *detail, size_t cap)
+{
+    *out = (conv_reader){.store = s};
+    int r = st_conv_get(s, id, &out->sc);
+    if (r == 0 && (r = st_conv_log_now(out->sc, &out->log)) < 0) {
+        st_conv_release(out->sc);
+        out->sc = NULL;
+    }
+    if (r == 0)
+        return 0;
+    if (r == -EWOULDBLOCK)
+        return 1;
+    fail(s, r, id, "open", NULL, why, detail, cap);
     return -1;
 }
 
@@ -66,8 +87,8 @@ int conv_read_page(const conv_reader *r, uint64_t first, uint32_t max, st_page *
     int e = st_log_read(r->log, first, max, out);
     if (e == 0)
         return 0;
-    fail(e, st_conv_id(r->sc), "read", e == -EBADMSG ? "a record fails its checksum" : NULL, why,
-         detail, cap);
+    fail(r->store, e, st_conv_id(r->sc), "read",
+         e == -EBADMSG ? "a record fails its checksum" : NULL, why, detail, cap);
     return -1;
 }
 
@@ -107,12 +128,16 @@ static void later_work(uv_work_t *req)
     conv_reader rd; /* a reference of its own: the asker may let go meanwhile */
     if (conv_read_open(j->store, &j->id, &rd, NULL, &j->a.why, j->a.detail, sizeof(j->a.detail)) <
         0) {
-        j->a.err = j->find ? -ENOENT : -1;
+        j->a.err = j->find && j->a.why == PL_NOT_FOUND ? -ENOENT : -1;
         return;
     }
-    if (j->find)
-        j->a.err = conv_read_find(&rd, j->key, j->len, &j->a.index) == 0 ? 0 : -ENOENT;
-    else
+    int r;
+    if (j->find) {
+        r = conv_read_find(&rd, j->key, j->len, &j->a.index);
+        j->a.err = r == 0 || r == -ENOENT ? r : -1;
+        if (j->a.err < 0 && r != -ENOENT)
+            fail(j->store, r, &j->id, "read", NULL, &j->a.why, j->a.detail, sizeof(j->a.detail));
+    } else
         j->a.err = conv_read_page(&rd, j->first, j->max, &j->a.page, &j->a.why, j->a.detail,
                                   sizeof(j->a.detail));
     conv_read_close(&rd);
@@ -126,7 +151,7 @@ static void later_done(uv_work_t *req, int status)
     if (a != NULL) {
         *a = j->a;
         if (status < 0 && a->page == NULL) { /* cancelled: the loop is closing */
-            a->err = j->find ? -ENOENT : -1;
+            a->err = -1;
             a->why = PL_BUSY;
             snprintf(a->detail, sizeof(a->detail), "the server is stopping");
         }
@@ -144,12 +169,12 @@ static void later_done(uv_work_t *req, int status)
     free(j);
 }
 
-static int queue(const conv_reader *r, rt_actor *self, later *j)
+static int queue(st_store *s, const rt_uuid *id, rt_actor *self, later *j)
 {
     j->req.data = j;
     j->self = rt_actor_ref(self);
-    j->store = r->store;
-    j->id = *st_conv_id(r->sc);
+    j->store = s;
+    j->id = *id;
     uv_loop_t *loop = rt_runtime_uv(rt_actor_runtime(self), rt_actor_loop(self));
     if (uv_queue_work(loop, &j->req, later_work, later_done) == 0)
         return 1;
@@ -168,14 +193,14 @@ int conv_read_page_soon(const conv_reader *r, rt_actor *self, uint32_t kind, uin
         j->kind = kind;
         j->first = first;
         j->max = max;
-        if ((e = queue(r, self, j)) == 1)
+        if ((e = queue(r->store, st_conv_id(r->sc), self, j)) == 1)
             return 1;
         free(j);
     } else if (e == -EWOULDBLOCK) {
         e = -ENOMEM;
     }
-    fail(e, st_conv_id(r->sc), "read", e == -EBADMSG ? "a record fails its checksum" : NULL, why,
-         detail, cap);
+    fail(r->store, e, st_conv_id(r->sc), "read",
+         e == -EBADMSG ? "a record fails its checksum" : NULL, why, detail, cap);
     return -1;
 }
 
@@ -185,6 +210,13 @@ int conv_read_find_soon(const conv_reader *r, rt_actor *self, uint32_t kind, con
     int e = st_log_find_now(r->log, id, len, index);
     if (e != -EWOULDBLOCK)
         return e == 0 ? 0 : -ENOENT;
+    return conv_read_find_pool(r->store, st_conv_id(r->sc), self, kind, id, len);
+}
+
+int conv_read_find_pool(st_store *s, const rt_uuid *conv, rt_actor *self, uint32_t kind,
+                        const char *id, size_t len)
+{
+    int e;
     later *j = calloc(1, sizeof(*j));
     e = -ENOMEM;
     if (j != NULL && (j->key = malloc(len > 0 ? len : 1)) != NULL) {
@@ -192,7 +224,7 @@ int conv_read_find_soon(const conv_reader *r, rt_actor *self, uint32_t kind, con
         j->len = len;
         j->find = true;
         j->kind = kind;
-        if ((e = queue(r, self, j)) == 1)
+        if ((e = queue(s, conv, self, j)) == 1)
             return 1;
     }
     if (j != NULL)

@@ -48,7 +48,7 @@ int conv_read_find(const conv_reader *r, const char *id, size_t len, uint64_t *i
  * buf owns it and the page: the receiver uses them while it handles the
  * message, and takes references to what it keeps). */
 typedef struct conv_read_answer {
-    int err;        /* a page: 0, or -1 with why and detail; a find: 0 or -ENOENT */
+    int err;        /* 0, or -1 with why and detail; a find also -ENOENT (no such event) */
     st_page *page;  /* a page read */
     uint64_t index; /* a find's */
     pl_outcome why;
@@ -65,6 +65,17 @@ int conv_read_page_soon(const conv_reader *r, rt_actor *self, uint32_t kind, uin
  * 1: the answer comes as message `kind`; -ENOMEM or -ESHUTDOWN: neither. */
 int conv_read_find_soon(const conv_reader *r, rt_actor *self, uint32_t kind, const char *id,
                         size_t len, uint64_t *index);
+/* conv_read_open from loop code: 0 with *out open, when opening costs no
+ * wait for another machine (st_conv_log_now); 1 if it would (nothing is
+ * open: open it in the thread pool, conv_read_find_pool); -1 with *why
+ * and detail. */
+int conv_read_open_now(st_store *s, const rt_uuid *id, conv_reader *out, pl_outcome *why,
+                       char *detail, size_t cap);
+/* Open conversation id's log and find the event with this id in the
+ * thread pool: self gets message `kind` as conv_read_find_soon's. 1, or
+ * -ENOMEM or -ESHUTDOWN. */
+int conv_read_find_pool(st_store *s, const rt_uuid *id, rt_actor *self, uint32_t kind,
+                        const char *key, size_t len);
 /* The answer a message of such a kind carries (NULL if none: out of memory). */
 const conv_read_answer *conv_read_answer_of(const rt_msg *m);
 

@@ -33,6 +33,12 @@ pl_outcome conv_store_outcome(int err)
                                                                               : PL_FAILED;
 }
 
+bool conv_store_unavailable(int err)
+{
+    int e = err < 0 ? -err : err;
+    return e == ENOTCONN || e == ETIMEDOUT || e == EAGAIN;
+}
+
 static size_t slen(const char *s)
 {
     return s != NULL ? strlen(s) + 1 : 0;

@@ -49,6 +49,10 @@ rt_buf *conv_reply_detail(pl_outcome o, unsigned retry_after, const char *fmt, .
 /* The outcome of a store error (errno, either sign): NO_SPACE when the
  * disk is full (ENOSPC, EDQUOT), FAILED otherwise. */
 pl_outcome conv_store_outcome(int err);
+/* A store error that says the store did not answer (a cluster unreachable,
+ * timed out, without a leader: ENOTCONN, ETIMEDOUT, EAGAIN): a client
+ * retries later (BUSY, 503), the store reconnects meanwhile. */
+bool conv_store_unavailable(int err);
 
 /* A store error (errno, either sign) while doing what fmt says: NO_SPACE
  * "the disk is full: <what> (<strerror>)", or FAILED "<what>: <strerror>". */

@@ -158,6 +158,18 @@ static void on_append(conv *c, const rt_buf *body, rt_promise *reply)
             free(evs);
         return;
     }
+    int r = c->confirmed ? 0 : conv_confirm(c, evs, n, body, reply);
+    if (r != 0) {
+        for (size_t k = 0; k < n; k++)
+            ev_free(&evs[k]);
+        if (array)
+            free(evs);
+        if (r < 0)
+            conv_answer(reply, conv_reply_detail(PL_BUSY, 1, "%s",
+                                                 r == -ENOMEM ? "out of memory"
+                                                              : "the server is stopping"));
+        return;
+    }
     rt_promise *token = token_of(reply);
     if (array) {
         seq_offer_array(c->sq, evs, n, token);
@@ -373,6 +385,15 @@ static int conv_handle(rt_actor *self, void *state, rt_msg *m)
     if (m->kind != CONV_IDLE_CHECK && m->kind != CONV_STATUS && m->kind != CONV_TICK &&
         m->kind != CONV_STOPPING)
         c->last_ms = conv_mono_ms();
+    if (m->kind == CONV_CONFIRMED) {
+        conv_confirmed(c, m);
+        conv_drive(c);
+        if (c->failed == 0) {
+            conv_note(c);
+            conv_sleep_if_crowded(c);
+        }
+        return c->failed;
+    }
     if (conv_keep_early(c, m))
         return 0;
     if (m->kind == CONV_STORE_FAILED) {
@@ -399,9 +420,12 @@ static void conv_stop(rt_actor *self, void *state)
     /* what lists keep of it: its durable state, unless appends it made may
      * still land or it keeps deferred messages, whose time runs out only
      * while it runs (then the next one to ask starts it); a retired one
-     * noted it already, and a new tree may be noting by now */
-    if (!c->retired && !c->deleted && c->sq != NULL && !inflight && !seq_waiting(c->sq) &&
-        c->failed == 0) {
+     * noted it already, and a new tree may be noting by now. After a store
+     * failure too: its supervisor starts the next tree at once, and lists
+     * need not wait for that one's open, which a cluster that does not
+     * answer makes long (issue 22) */
+    if (!c->retired && !c->deleted && c->sq != NULL &&
+        ((!inflight && !seq_waiting(c->sq)) || c->failed != 0)) {
         conv_reply info = conv_info(c);
         convs_note(c->ctx, &info);
     } else if (!c->retired && !c->deleted) {
@@ -411,15 +435,24 @@ static void conv_stop(rt_actor *self, void *state)
     /* deferrals stay in deferred.json for the next incarnation; a full
      * disk is said as such (507), anything else is a restart (503) */
     pl_outcome o = conv_store_outcome(c->failed) == PL_NO_SPACE ? PL_NO_SPACE : PL_BUSY;
+    char said[400], says[200];
     const char *why = o == PL_NO_SPACE ? "the disk is full (No space left on device): nothing was "
                                          "appended; retry once space is freed"
                                        : "the conversation is restarting: retry";
+    if (conv_store_unavailable(c->failed)) { /* the cluster's words, naming it */
+        snprintf(said, sizeof(said),
+                 "cannot append: %s; the conversation restarts from the log: retry (the same "
+                 "event ids: a duplicate if it was stored)",
+                 st_store_strerror(c->ctx->svc->store, c->failed, says, sizeof(says)));
+        why = said;
+    }
     conv_refuse_waiting(c, o, why);
     for (conv_flush *s = c->syncs, *next; s != NULL; s = next) {
         next = s->next;
         conv_answer(&s->reply, conv_reply_detail(o, 0, "%s", why));
         free(s);
     }
+    conv_refuse_confirm(c, o, why);
     conv_run_early(c, o, why);
     conv_refuse_meta(c, o, why);
     while (c->nsubs > 0)

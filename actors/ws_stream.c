@@ -65,6 +65,7 @@ typedef struct wss {
     conv_reader rd;     /* the log, once the first subscription answered */
     bool reading;       /* a WS_READ is on its way */
     bool finding;       /* a WS_FOUND is on its way */
+    bool after_found;   /* view=blocks: blocks_from is after after_id */
     const char *status; /* the first subscription's, for full_state after a find */
     /* view=blocks */
     rt_actor *viz; /* watched */
@@ -462,6 +463,7 @@ static void found(wss *w, const rt_msg *m)
         return;
     }
     if (w->o.blocks) { /* view=blocks: the visualizer folds from there */
+        w->after_found = true;
         w->o.blocks_from = a->index + 1;
         watch(w);
         return;
@@ -504,21 +506,27 @@ static void watch(wss *w)
             return;
         }
     }
-    if (!w->started && w->o.after_id != NULL && w->rd.sc == NULL) {
+    if (!w->started && w->o.after_id != NULL && !w->after_found) {
+        /* the log is opened on the loop only if that costs nothing (a
+         * cluster node's that is open and loaded); else in the pool */
         pl_outcome why;
         char detail[200];
         uint64_t at;
-        if (conv_read_open(w->o.store, &w->o.conv, &w->rd, NULL, &why, detail, sizeof(detail)) <
-            0) {
+        int o = conv_read_open_now(w->o.store, &w->o.conv, &w->rd, &why, detail, sizeof(detail));
+        if (o < 0) {
             if (why == PL_NOT_FOUND)
                 close_with(w, 4004, "Conversation not found", WS_CLOSED_NOT_FOUND);
             else
                 close_with(w, why == PL_BUSY ? 1013 : 1011, detail, WS_CLOSED_OTHER);
             return;
         }
-        switch (conv_read_find_soon(&w->rd, w->self, WS_FOUND, w->o.after_id, strlen(w->o.after_id),
-                                    &at)) {
+        int f = o == 1 ? conv_read_find_pool(w->o.store, &w->o.conv, w->self, WS_FOUND,
+                                             w->o.after_id, strlen(w->o.after_id))
+                       : conv_read_find_soon(&w->rd, w->self, WS_FOUND, w->o.after_id,
+                                             strlen(w->o.after_id), &at);
+        switch (f) {
         case 0:
+            w->after_found = true;
             w->o.blocks_from = at + 1;
             break;
         case 1:

@@ -194,6 +194,21 @@ int st_conv_log(st_conv *c, st_log **log, st_open_report *rep)
     return ST_BACKEND(c)->conv_log(c, log, rep);
 }
 
+const char *st_store_strerror(const st_store *s, int err, char *buf, size_t cap)
+{
+    const st_backend *b = ST_BACKEND(s);
+    if (b->strerror != NULL)
+        return b->strerror(s, err, buf, cap);
+    snprintf(buf, cap, "%s", strerror(err < 0 ? -err : err));
+    return buf;
+}
+
+int st_conv_log_now(st_conv *c, st_log **log)
+{
+    const st_backend *b = ST_BACKEND(c);
+    return b->conv_log_now != NULL ? b->conv_log_now(c, log) : b->conv_log(c, log, NULL);
+}
+
 int st_append(st_conv *c, const st_item *items, size_t n, st_done_fn done, void *ctx)
 {
     return ST_BACKEND(c)->append(c, items, n, done, ctx);
@@ -245,6 +260,18 @@ int st_log_read_now(st_log *l, uint64_t first, uint32_t max, st_page **out)
 int st_log_find_now(st_log *l, const void *id, size_t idlen, uint64_t *index)
 {
     return ST_BACKEND(l)->log_find_now(l, id, idlen, index);
+}
+
+bool st_log_may_wait(const st_log *l)
+{
+    return ST_BACKEND(l)->readers_wait;
+}
+
+int st_log_find_key_now(st_log *l, const void *key, size_t keylen, uint64_t *index)
+{
+    const st_backend *b = ST_BACKEND(l);
+    return b->log_find_key_now != NULL ? b->log_find_key_now(l, key, keylen, index)
+                                       : b->log_find_key(l, key, keylen, index);
 }
 
 size_t st_log_memory(const st_log *l)

@@ -25,6 +25,9 @@
 
 typedef struct st_backend {
     const char *name;
+    /* Its readers may wait for another machine: the _now ones may say
+     * -EWOULDBLOCK (st_log_may_wait). */
+    bool readers_wait;
     int (*open)(const st_opts *o, st_store **out, char *err, size_t errlen);
     void (*close)(st_store *s);
     int (*workspace)(st_store *s, const rt_uuid *id, char *out, size_t cap);
@@ -36,6 +39,8 @@ typedef struct st_backend {
     int (*children)(st_store *s, const rt_uuid *id, rt_uuid **ids, size_t *n);
     int (*put_file)(st_store *s, const char *name, const void *data, size_t len);
     int (*take_file)(st_store *s, const char *name, char **data, size_t *len);
+    /* Optional (NULL: strerror): an error of this store in a few words. */
+    const char *(*strerror)(const st_store *s, int err, char *buf, size_t cap);
 
     int (*conv_create)(st_store *s, const rt_uuid *id, const rt_uuid *parent, rt_buf *meta,
                        st_conv **out);
@@ -46,6 +51,8 @@ typedef struct st_backend {
     rt_buf *(*conv_meta)(st_conv *c);
     int (*conv_set_meta)(st_conv *c, rt_buf *meta);
     int (*conv_log)(st_conv *c, st_log **log, st_open_report *rep);
+    /* Optional (NULL: conv_log, whose opening waits for no other machine). */
+    int (*conv_log_now)(st_conv *c, st_log **log);
     int (*append)(st_conv *c, const st_item *items, size_t n, st_done_fn done, void *ctx);
     int (*conv_put_file)(st_conv *c, const char *name, rt_buf *data, bool durable, st_done_fn done,
                          void *ctx);
@@ -58,6 +65,8 @@ typedef struct st_backend {
     int (*log_find_key)(st_log *l, const void *key, size_t keylen, uint64_t *index);
     int (*log_read_now)(st_log *l, uint64_t first, uint32_t max, st_page **out);
     int (*log_find_now)(st_log *l, const void *id, size_t idlen, uint64_t *index);
+    /* Optional (NULL: log_find_key, which waits for no other machine). */
+    int (*log_find_key_now)(st_log *l, const void *key, size_t keylen, uint64_t *index);
     size_t (*log_memory)(const st_log *l);
     bool (*log_read_only)(const st_log *l);
 } st_backend;

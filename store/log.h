@@ -94,12 +94,16 @@ int st_log_find(st_log *l, const void *id, size_t idlen, uint64_t *index);
 /* The index of the first event written with this key; -ENOENT if none.
  * Costs an in-memory probe, and one small read only for a likely match. */
 int st_log_find_key(st_log *l, const void *key, size_t keylen, uint64_t *index);
-/* st_log_read and st_log_find, only if answering costs no wait for another
+/* st_log_read, st_log_find and st_log_find_key, only if answering costs no wait for another
  * machine: the local store's always do (its reads are of files it has
  * open); a cluster's when the node holds what is asked in memory. Else
  * -EWOULDBLOCK: loop code then reads in the thread pool (conv_read.h). */
 int st_log_read_now(st_log *l, uint64_t first, uint32_t max, st_page **out);
 int st_log_find_now(st_log *l, const void *id, size_t idlen, uint64_t *index);
+int st_log_find_key_now(st_log *l, const void *key, size_t keylen, uint64_t *index);
+/* May those ever say -EWOULDBLOCK (a cluster's log)? If not, loop code
+ * need not ask them first. */
+bool st_log_may_wait(const st_log *l);
 /* Heap bytes the log holds (index, tables, buffers), for reports. */
 size_t st_log_memory(const st_log *l);
 bool st_log_read_only(const st_log *l);

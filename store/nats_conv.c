@@ -114,11 +114,15 @@ static int run_append(stn_conv *c, stn_job *j, uint64_t *first)
     }
     rt_log(RT_LOG_ERROR, "store", "nats: append to %s: %s%s", c->hex, st_nats_log_error(c->writer),
            stored > 0 ? " (parts of it were stored: left behind)" : "");
+    /* an outcome unknown because the cluster did not answer is said as
+     * that (the conversation reads the log again either way): its client
+     * is told the cluster is unavailable, and retries */
+    int said = r == -EIO && stn_retryable(c->writer->cause) ? c->writer->cause : r;
     if (r == -ESTALE || stored > 0 || st_nats_log_epoch(c->writer) == 0) {
         drop_writer(c); /* fenced, parts left behind, or unsure: take over again */
         stn_tail_forget(c);
     }
-    return r;
+    return said;
 }
 
 typedef struct keys_ctx {

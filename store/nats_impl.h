@@ -68,6 +68,7 @@ struct st_nats_log {
     unsigned shard;
     char subject[64], stream[32], direct[64];
     char err[320];
+    int cause; /* behind the last "outcome unknown" (-EIO): the cluster's error */
     /* the writer, after a take-over */
     bool owner, fenced;
     uint64_t epoch;

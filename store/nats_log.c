@@ -257,6 +257,7 @@ static int publish(st_nats_log *l, const rec *c, natsMsg *m, uint64_t *seq)
     clock_gettime(CLOCK_MONOTONIC, &t0);
     int64_t until = stn_now_ms() + l->n->deadline_ms;
     bool unsure = false; /* sent at least once without an answer */
+    l->cause = 0;
     for (int attempt = 0;; attempt++) {
         jsPubAck *pa = NULL;
         jsErrCode jerr = 0;
@@ -304,6 +305,7 @@ static int publish(st_nats_log *l, const rec *c, natsMsg *m, uint64_t *seq)
         if (!stn_retryable(r) || stn_now_ms() >= until) {
             char why[sizeof l->err];
             memcpy(why, l->err, sizeof why);
+            l->cause = r;
             if (unsure)
                 return stn_fail(l, -EIO,
                                 "outcome unknown (take over again, then look the "

@@ -58,6 +58,20 @@ int stn_conv_log(st_conv *gc, st_log **log, st_open_report *rep)
     return 0;
 }
 
+int stn_conv_log_now(st_conv *gc, st_log **log)
+{
+    stn_conv *c = (stn_conv *)(void *)gc;
+    if (atomic_load(&c->gone))
+        return -ENOENT;
+    pthread_mutex_lock(&c->mu);
+    stn_log *l = c->log; /* stays until c is freed */
+    pthread_mutex_unlock(&c->mu);
+    if (l == NULL || !stn_tail_loaded(l))
+        return -EWOULDBLOCK; /* opening it reads the cluster */
+    *log = (st_log *)(void *)l;
+    return 0;
+}
+
 void stn_log_free(stn_log *l)
 {
     st_nats_log_close(l->nl);
@@ -185,6 +199,12 @@ int stn_log_read_now(st_log *gl, uint64_t first, uint32_t max, st_page **out)
 int stn_log_find_now(st_log *gl, const void *id, size_t idlen, uint64_t *index)
 {
     int r = stn_tail_find(L(gl), false, id, idlen, false, index);
+    return r == -EAGAIN ? -EWOULDBLOCK : r;
+}
+
+int stn_log_find_key_now(st_log *gl, const void *key, size_t keylen, uint64_t *index)
+{
+    int r = stn_tail_find(L(gl), true, key, keylen, false, index);
     return r == -EAGAIN ? -EWOULDBLOCK : r;
 }
 

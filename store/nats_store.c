@@ -413,6 +413,16 @@ static size_t nats_open_logs(st_store *gs)
     return atomic_load(&S(gs)->nlogs);
 }
 
+static const char *nats_strerror(const st_store *gs, int err, char *buf, size_t cap)
+{
+    const stn_store *s = (const stn_store *)(const void *)gs;
+    if (stn_retryable(err))
+        snprintf(buf, cap, "%s (%s)", stn_what(err), s->n->servers);
+    else
+        snprintf(buf, cap, "%s", strerror(err < 0 ? -err : err));
+    return buf;
+}
+
 static size_t nats_max_event(const st_store *gs)
 {
     return st_nats_max_event(((const stn_store *)(const void *)gs)->n);
@@ -529,7 +539,10 @@ const st_backend st_nats_backend = {
     .conv_parent = nats_conv_parent,
     .conv_meta = nats_conv_meta,
     .conv_set_meta = nats_conv_set_meta,
+    .readers_wait = true,
+    .strerror = nats_strerror,
     .conv_log = stn_conv_log,
+    .conv_log_now = stn_conv_log_now,
     .append = stn_append,
     .conv_put_file = stn_conv_put_file,
     .conv_get_file = stn_conv_get_file,
@@ -540,6 +553,7 @@ const st_backend st_nats_backend = {
     .log_find_key = stn_log_find_key,
     .log_read_now = stn_log_read_now,
     .log_find_now = stn_log_find_now,
+    .log_find_key_now = stn_log_find_key_now,
     .log_memory = stn_log_memory,
     .log_read_only = stn_log_read_only,
 };

@@ -74,6 +74,17 @@ typedef struct stn_tail_ev {
  * and the stuck detector's window. */
 #define STN_TAIL_MAX   256
 #define STN_TAIL_BYTES (1u << 20)
+/* Events older than the tail that a find confirmed by reading them (in
+ * the thread pool): kept so that the loop's finds of them, and its reads
+ * of one of them, answer from memory (nats_tail.c). The last one is kept
+ * whatever its size. */
+#define STN_OLD_MAX   128
+#define STN_OLD_BYTES (1u << 20)
+
+typedef struct stn_old_ev {
+    uint64_t index;
+    stn_tail_ev e;
+} stn_old_ev;
 
 /* What st_conv_log hands out: a reader's log of the conversation. */
 typedef struct stn_log {
@@ -93,6 +104,11 @@ typedef struct stn_log {
     /* the log was loaded: [0, covered) is the whole log as this node knows
      * it, writer or not (a count read since that says more: not whole) */
     bool loaded;
+    /* confirmed events older than the tail: old[k % STN_OLD_MAX] for
+     * old_lo <= k < old_hi, oldest first (made on first use) */
+    stn_old_ev *old;
+    uint64_t old_lo, old_hi;
+    size_t old_bytes;
 } stn_log;
 
 struct stn_conv {
@@ -203,6 +219,8 @@ int stn_conv_delete(st_conv *c, st_done_fn done, void *ctx);
 /* At the first st_conv_log (blocking): index every event, keep the last.
  * Again after a failure; a no-op once loaded. 0 or an error. */
 int stn_tail_load(stn_log *l);
+/* Is it loaded (no request: what st_conv_log_now asks)? */
+bool stn_tail_loaded(stn_log *l);
 /* The events memory answers for: the writer's count, or, before this node
  * writes, the count it loaded. */
 uint64_t stn_tail_count(stn_log *l);
@@ -220,7 +238,8 @@ void stn_tail_push(stn_conv *c, uint64_t first, const stn_job *j);
  * must. */
 int stn_tail_read(stn_log *l, uint64_t first, uint32_t max, st_page **out);
 /* 0 or -ENOENT if memory answers, -EAGAIN if the cluster must. A match
- * older than the tail is confirmed by reading it (wait), or is -EAGAIN. */
+ * older than the tail, unless memory kept it from an earlier check, is
+ * confirmed by reading it (wait: then it is kept), or is -EAGAIN. */
 int stn_tail_find(stn_log *l, bool key, const void *v, size_t len, bool wait, uint64_t *index);
 size_t stn_tail_memory(stn_log *l);
 void stn_tail_free(stn_log *l);
@@ -243,6 +262,8 @@ int stn_log_find(st_log *l, const void *id, size_t idlen, uint64_t *index);
 int stn_log_find_key(st_log *l, const void *key, size_t keylen, uint64_t *index);
 int stn_log_read_now(st_log *l, uint64_t first, uint32_t max, st_page **out);
 int stn_log_find_now(st_log *l, const void *id, size_t idlen, uint64_t *index);
+int stn_log_find_key_now(st_log *l, const void *key, size_t keylen, uint64_t *index);
+int stn_conv_log_now(st_conv *c, st_log **log);
 size_t stn_log_memory(const st_log *l);
 bool stn_log_read_only(const st_log *l);
 

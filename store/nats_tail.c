@@ -21,6 +21,10 @@
  *     matches is confirmed from the tail, or, older than the tail, by
  *     reading that event (a true duplicate of an old event, or a 32-bit
  *     collision: rare), which the _now readers leave to the thread pool.
+ *   - the events older than the tail that such a read confirmed (up to
+ *     STN_OLD_MAX, STN_OLD_BYTES): the conversation actor asks its checks
+ *     in the thread pool first when one would wait (actors/conv_confirm.c),
+ *     then makes its verdict on the loop with the answers in memory.
  * Trusting what was loaded before writing is safe because the writer's
  * take-over checks it (stn_tail_claim): a log that grew meanwhile on
  * another node refuses that append and is loaded again. Anything else
@@ -91,6 +95,67 @@ static bool loaded(stn_log *l)
     return r;
 }
 
+bool stn_tail_loaded(stn_log *l)
+{
+    return loaded(l);
+}
+
+/* ---- confirmed events older than the tail (tmu) ---------------------------- */
+
+static void drop_old(stn_log *l)
+{
+    stn_old_ev *o = &l->old[l->old_lo % STN_OLD_MAX];
+    l->old_bytes -= rt_buf_len(o->e.payload);
+    rt_buf_unref(o->e.payload);
+    free(o->e.id);
+    *o = (stn_old_ev){0};
+    l->old_lo++;
+}
+
+static const stn_tail_ev *old_of(const stn_log *l, uint64_t index)
+{
+    for (uint64_t k = l->old_lo; k < l->old_hi; k++)
+        if (l->old[k % STN_OLD_MAX].index == index)
+            return &l->old[k % STN_OLD_MAX].e;
+    return NULL;
+}
+
+/* Keep event e, read from the cluster: events never change once visible,
+ * so what it says of its id and key holds for good. */
+static void keep_old(stn_log *l, const st_nats_event *e)
+{
+    if (old_of(l, e->index) != NULL)
+        return;
+    if (l->old == NULL && (l->old = calloc(STN_OLD_MAX, sizeof(*l->old))) == NULL)
+        return; /* out of memory: the next check reads it again */
+    char *ik = malloc((size_t)e->idlen + e->keylen + 1);
+    rt_buf *b = rt_buf_copy(e->data, e->len);
+    if (ik == NULL || b == NULL) {
+        free(ik);
+        rt_buf_unref(b);
+        return;
+    }
+    memcpy(ik, e->id, e->idlen);
+    if (e->keylen > 0)
+        memcpy(ik + e->idlen, e->key, e->keylen);
+    if (l->old_hi - l->old_lo == STN_OLD_MAX)
+        drop_old(l);
+    l->old[l->old_hi % STN_OLD_MAX] = (stn_old_ev){
+        .index = e->index,
+        .e = {.payload = b, .id = ik, .idlen = e->idlen, .keylen = e->keylen},
+    };
+    l->old_hi++;
+    l->old_bytes += rt_buf_len(b);
+    while (l->old_bytes > STN_OLD_BYTES && l->old_hi - l->old_lo > 1)
+        drop_old(l);
+}
+
+static void forget_old(stn_log *l)
+{
+    while (l->old_lo < l->old_hi)
+        drop_old(l);
+}
+
 int stn_tail_load(stn_log *l)
 {
     /* l->mu is held across requests: a loaded log is seen without it */
@@ -149,6 +214,7 @@ static void forget(stn_log *l)
     stn_table_free(&l->keys);
     l->covered = 0;
     l->loaded = false;
+    forget_old(l);
 }
 
 static stn_log *log_of(stn_conv *c)
@@ -243,6 +309,11 @@ int stn_tail_read(stn_log *l, uint64_t first, uint32_t max, st_page **out)
         }
         r = stn_page_of(v, (uint32_t)(end - first), out);
         r = r < 0 ? r : 1;
+    } else if (max == 1 && (first < l->lo || first >= l->hi) && old_of(l, first) != NULL) {
+        const stn_tail_ev *e = old_of(l, first); /* a find confirmed it */
+        stn_ref v = {first, rt_buf_data(e->payload), rt_buf_len(e->payload), e->id, e->idlen};
+        r = stn_page_of(&v, 1, out);
+        r = r < 0 ? r : 1;
     } else if (first >= l->hi && at_end) {
         r = stn_page_of(NULL, 0, out); /* past the end */
         r = r < 0 ? r : 1;
@@ -268,18 +339,19 @@ static int candidate(void *ctx, uint64_t index)
     return 0;
 }
 
-/* 1 if event at (in the tail) has this id or key, 0 if not; -EAGAIN if it
- * is not in the tail. tmu held. */
+/* 1 if event at (in the tail, or kept by an earlier check) has this id
+ * or key, 0 if not; -EAGAIN if memory does not hold it. tmu held. */
 static int in_tail(const stn_log *l, uint64_t at, bool key, const void *v, size_t len)
 {
-    if (at < l->lo || at >= l->hi)
+    const stn_tail_ev *e = at >= l->lo && at < l->hi ? &l->ring[at % STN_TAIL_MAX] : old_of(l, at);
+    if (e == NULL)
         return -EAGAIN;
-    const stn_tail_ev *e = &l->ring[at % STN_TAIL_MAX];
     const char *got = key ? e->id + e->idlen : e->id;
     return (key ? e->keylen : e->idlen) == len && memcmp(got, v, len) == 0;
 }
 
-/* Read event at from the cluster: 1 if it has this id or key, 0 if not. */
+/* Read event at from the cluster: 1 if it has this id or key, 0 if not.
+ * It is kept, for the loop's next checks and one-event reads of it. */
 static int in_log(stn_log *l, uint64_t at, bool key, const void *v, size_t len)
 {
     st_nats_page *p = NULL;
@@ -289,6 +361,11 @@ static int in_log(stn_log *l, uint64_t at, bool key, const void *v, size_t len)
     if (r < 0)
         return r;
     const st_nats_event *e = p->n ? &p->ev[0] : NULL;
+    if (e != NULL && e->index == at) {
+        pthread_mutex_lock(&l->tmu);
+        keep_old(l, e);
+        pthread_mutex_unlock(&l->tmu);
+    }
     const char *got = e ? (key ? e->key : e->id) : NULL;
     r = got && (key ? e->keylen : e->idlen) == len && memcmp(got, v, len) == 0;
     st_nats_page_free(p);
@@ -326,7 +403,8 @@ size_t stn_tail_memory(stn_log *l)
 {
     pthread_mutex_lock(&l->tmu);
     size_t n = l->bytes + (l->ring != NULL ? STN_TAIL_MAX * sizeof(*l->ring) : 0) +
-               (l->ids.cap + l->keys.cap) * sizeof(struct stn_slot);
+               (l->ids.cap + l->keys.cap) * sizeof(struct stn_slot) + l->old_bytes +
+               (l->old != NULL ? STN_OLD_MAX * sizeof(*l->old) : 0);
     pthread_mutex_unlock(&l->tmu);
     return n;
 }
@@ -337,6 +415,9 @@ void stn_tail_free(stn_log *l)
         drop_oldest(l);
     free(l->ring);
     l->ring = NULL;
+    forget_old(l);
+    free(l->old);
+    l->old = NULL;
     stn_table_free(&l->ids);
     stn_table_free(&l->keys);
 }

@@ -120,6 +120,11 @@ int st_conv_set_meta(st_conv *c, rt_buf *meta);
 /* The conversation's log, opened on first use (blocking); valid while c is
  * held. `rep` (may be NULL) describes what opening found. */
 int st_conv_log(st_conv *c, st_log **log, st_open_report *rep);
+/* st_conv_log, only if opening costs no wait for another machine (the
+ * local store's always: its files are this machine's; a cluster node's
+ * once the log is open and loaded). Else -EWOULDBLOCK: loop code then
+ * opens it in the thread pool (conv_read.h). */
+int st_conv_log_now(st_conv *c, st_log **log);
 
 /* The working directory of conversation id's hosted agent (made, with its
  * parents, if missing), as an absolute path in out. 0 or -errno. */
@@ -139,6 +144,11 @@ int st_store_list(st_store *s, rt_uuid **ids, size_t *n);
 /* The conversations whose parent is id (existing or not), in id order
  * (*ids malloc'd; the caller frees). O(children), not O(conversations). */
 int st_store_children(st_store *s, const rt_uuid *id, rt_uuid **ids, size_t *n);
+
+/* A store error (a negative errno it returned) in a few words, for a
+ * client's answer: strerror's, or what a cluster's means ("NATS
+ * unreachable (nats://...)"). Returns buf. Any thread; no I/O. */
+const char *st_store_strerror(const st_store *s, int err, char *buf, size_t cap);
 
 /* ---- the store's own small files ------------------------------------------ */
 

@@ -1130,6 +1130,36 @@ def append_duplicates(c):
           ev["llm_message"]["content"], "the first content stays")
 
 
+def retries_beyond_the_tail(c, srv):
+    """Checks that match events older than what a cluster node keeps of a
+    log in memory (its last 256): the verdicts are those of any other
+    event, and no loop thread waits for the cluster for them (issue 22:
+    they are confirmed in the thread pool)."""
+    cid = new_conv(c)
+    first = user_msg("u0", timestamp="2026-08-22T10:15:00.001731")
+    append(c, cid, [first, action("a0", "c0", "r0"), observation("t0", "c0")])
+    for i in range(0, 300, 100):
+        append(c, cid, [user_msg("f%d" % j, say="filler %d" % j) for j in range(i, i + 100)])
+    b = append(c, cid, first)
+    check(b.get("duplicate") is True and b["events"] == [{"id": "u0", "index": 0}],
+          "a retry of event 0 of 303: 201 duplicate", b)
+    b = append(c, cid, [first, user_msg("n1")])
+    got = {e["id"]: e.get("index") for e in b.get("events", [])}
+    check(got == {"u0": 0, "n1": 303}, "a retry of event 0 with a new event: both indexes", b)
+    refused(c, cid, user_msg("u0", say="other words"), "duplicate_event_id")
+    refused(c, cid, observation("t9", "c0"), "duplicate_tool_result")
+    refused(c, cid, action("a9", "c0", "r9"), "duplicate_tool_call_id")
+    refused(c, cid, user_msg("u9", parent_id="u0"), "stale_parent")
+    # appends that follow one being checked keep their order
+    b = append(c, cid, [first, user_msg("n2")])
+    append(c, cid, user_msg("n3"))
+    check(log_ids(c, cid)[-3:] == ["n1", "n2", "n3"] and event_count(c, cid) == 306,
+          "each new event once, in order", log_ids(c, cid)[-3:])
+    if STORE:
+        check(srv.loop_requests() == 0, "no loop thread waited for the cluster",
+              srv.loop_requests())
+
+
 def append_too_large(c):
     """An event larger than the store keeps for one (st_store_max_event: the
     cluster's max_payload less headers, about 1 MB; the local store's 256
@@ -1643,6 +1673,7 @@ def main():
                    gate_deferred_message):
             run(fn.__name__, fn, c)
         run("gate_hold_and_release", gate_hold_and_release, c, srv)
+        run("retries_beyond_the_tail", retries_beyond_the_tail, c, srv)
         run("refused_never_seen", refused_never_seen, c)
         run("patch_concurrent", patch_concurrent, srv)
 

@@ -247,6 +247,25 @@ class Cluster:
         self._spawn(i)
         self.wait_healthy([i])
 
+    def pids(self):
+        """The pids of the nodes running now (this cluster's, checked)."""
+        self._load()
+        return [n["pid"] for i, n in enumerate(self.state["nodes"], 1)
+                if n["pid"] and self._ours(i, n["pid"]) and _alive(n["pid"])]
+
+    def kill_all(self, sig=signal.SIGKILL):
+        for i in range(1, self.nodes + 1):
+            self.kill(i, sig)
+
+    def start_all(self):
+        """Start every node that is not running again (same ports, same
+        data), then wait until all are healthy: one alone has no quorum."""
+        self._load()
+        for i, n in enumerate(self.state["nodes"], 1):
+            if not (n["pid"] and self._ours(i, n["pid"]) and _alive(n["pid"])):
+                self._spawn(i)
+        self.wait_healthy()
+
     def _reap(self, i, pid, deadline_s):
         p = self.procs.get(i)
         if p is not None and p.pid == pid:

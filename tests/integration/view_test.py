@@ -253,6 +253,28 @@ def t_view_resume(srv, api):
         check(head.startswith(b"HTTP/1.1 422"), "refused before the upgrade: " + q, head)
 
 
+def t_view_resume_cold(srv):
+    """view=blocks with after_id on a conversation nobody has opened since
+    the server started: its log is opened in the thread pool, not on the
+    socket's loop (issue 22), and the view starts after the event."""
+    api = Api(srv.port)
+    cid = api.conversation()
+    api.append(cid, turn(1) + turn(2))
+    srv.restart()
+    c = Blocks(srv.port, cid, "&after_id=o1")  # event 2: the first request naming cid
+    f = c.next()
+    check("state" not in f and f["index"] in (2, 9), "changes only, from event 2 on", f)
+    c.until_index(9)
+    got = [b["id"] for b in c.state["blocks"]]
+    check(got == ["m1", "n1", "u2", "a2-thought", "c2", "result-c2", "m2", "n2"],
+          "the blocks changed after event 2", got)
+    c.close()
+    srv.restart()
+    s, rest = ws_raw.handshake(srv.port, "/sockets/events/%s?view=blocks&after_id=nope" % cid)
+    check(ws_raw.Reader(s, rest).close_code() == 1008, "an unknown after_id, not open yet")
+    s.close()
+
+
 def upgrade_status(port, path):
     """An upgrade request's answer, up to the end of its head."""
     s = socket.create_connection(("127.0.0.1", port), timeout=30)
@@ -442,6 +464,8 @@ def main():
         run("tail_blocks", t_tail_blocks, srv, api)
         hosted = Api(srv.port, body={"agent": {"kind": "ACPAgent", "acp_command": ["demo"]}})
         run("hosted_agent", t_hosted_agent, srv, hosted)
+    with serving("cold_stop") as srv:
+        run("view_resume_cold", t_view_resume_cold, srv)
     with serving("stop_bounded", args=["--viz-max-blocks", "10"]) as srv:
         run("too_many_blocks", t_too_many_blocks, srv, Api(srv.port))
     sys.exit(summary(t0))

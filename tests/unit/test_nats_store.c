@@ -706,9 +706,13 @@ START_TEST(test_reader_answers_from_memory)
         ck_assert_int_eq(w.status[i], 0);
 
     st_conv *c1 = seen(s1, &a, 0);
-    st_log *l = NULL;
+    st_log *l = NULL, *l2 = NULL;
     st_open_report rep;
+    /* opening it reads the cluster: not now (loop code opens it in the pool) */
+    ck_assert_int_eq(st_conv_log_now(c1, &l2), -EWOULDBLOCK);
     ck_assert_int_eq(st_conv_log(c1, &l, &rep), 0); /* loads: blocking, in the pool */
+    ck_assert_int_eq(st_conv_log_now(c1, &l2), 0);
+    ck_assert_ptr_eq(l2, l);
     ck_assert_uint_eq(rep.count, 320);
     uint64_t before = sent(s1);
     for (int round = 0; round < 5; round++) {
@@ -749,6 +753,30 @@ START_TEST(test_reader_answers_from_memory)
     uint64_t idx;
     ck_assert_int_eq(st_log_find(l, "ev-17", 5, &idx), 0);
     ck_assert_uint_eq(idx, 17);
+    ck_assert_int_eq(st_log_find_key_now(l, "key-16", 6, &idx), -EWOULDBLOCK);
+    ck_assert_int_eq(st_log_find(l, "ev-16", 5, &idx), 0);
+    ck_assert_uint_eq(idx, 16);
+    /* that find read event 16 (older than the tail) and kept it: the
+     * loop's next checks of it and its one-event read answer from memory
+     * (the conversation actor's checks made in the thread pool first) */
+    before = sent(s1);
+    ck_assert_int_eq(st_log_find_now(l, "ev-16", 5, &idx), 0);
+    ck_assert_uint_eq(idx, 16);
+    ck_assert_int_eq(st_log_find_key_now(l, "key-16", 6, &idx), 0);
+    ck_assert_uint_eq(idx, 16);
+    ck_assert_int_eq(st_log_read_now(l, 16, 1, &p), 0);
+    ck_assert_uint_eq(p->n, 1);
+    ck_assert_uint_eq(p->ev[0].index, 16);
+    ck_assert_int_eq(memcmp((const char *)rt_buf_data(p->bytes) + p->ev[0].id_off, "ev-16", 5), 0);
+    st_page_free(p);
+    ck_assert_int_eq(st_log_read_now(l, 16, 2, &p), -EWOULDBLOCK); /* kept: one at a time */
+    ck_assert_int_eq(st_log_find_key_now(l, "key-18", 6, &idx), -EWOULDBLOCK);
+    after = sent(s1);
+    ck_assert_msg(after - before <= 2, "%llu messages to the cluster for reads of memory",
+                  (unsigned long long)(after - before));
+    ck_assert_int_eq(st_log_find_key(l, "key-18", 6, &idx), 0);
+    ck_assert_uint_eq(idx, 18);
+    ck_assert_int_eq(st_log_find_now(l, "ev-18", 5, &idx), 0);
 
     ck_assert_int_eq(append(c, 320, 4, &w), 0);
     ck_assert(ts_counter_wait(&w.n, 21));
