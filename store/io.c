@@ -5,6 +5,8 @@
  */
 #include "io.h"
 
+#include "record.h"
+
 #include "runtime/metrics.h"
 #include "store.h"
 
@@ -100,6 +102,29 @@ void st_metrics_render(rt_text *t)
                       "waited for the cluster).",
                       rt_metric_get(&st_nats_loop_requests));
 #endif
+}
+
+int st_log_file_make(const char *dir, const char *path, const char magic[8], uint64_t v, bool reuse,
+                     bool durable, int *out)
+{
+    int fd = open(path, O_RDWR | O_CLOEXEC | (reuse ? 0 : O_CREAT | O_EXCL), 0644);
+    if (fd < 0)
+        return -errno;
+    uint8_t hdr[ST_FILE_HDR];
+    st_file_header(hdr, magic, v);
+    struct iovec iov = {hdr, sizeof(hdr)};
+    int r = st_write_all(fd, &iov, 1, 0);
+    if (r == 0 && durable)
+        r = reuse ? st_datasync(fd) : st_fsync(fd);
+    if (r == 0 && durable)
+        r = st_fsync_dir(dir);
+    if (r < 0) {
+        close(fd);
+        unlink(path);
+        return r;
+    }
+    *out = fd;
+    return 0;
 }
 
 int st_datasync(int fd)

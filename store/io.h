@@ -40,6 +40,13 @@ int st_write_file_atomic(const char *dir, const char *name, const void *data, si
  * crash of the process; after a power cut it may be empty or stale, so
  * only for what can be rebuilt (checkpoints, which are checked on load). */
 int st_write_file_replace(const char *dir, const char *name, const void *data, size_t len);
+/* A log file of its own kind (a segment, a journal) begun with its header
+ * (magic, v): made at path (O_EXCL), or, if `reuse`, opened as it is (a
+ * spare of the right size: an fdatasync then suffices). If `durable`, the
+ * file and then its directory `dir` are synced. *fd, or -errno and nothing
+ * left at path. */
+int st_log_file_make(const char *dir, const char *path, const char magic[8], uint64_t v, bool reuse,
+                     bool durable, int *fd);
 /* Read exactly n bytes at off (-EIO if the file ends first). */
 int st_read_at(int fd, void *buf, size_t n, uint64_t off);
 /* Read a whole small file (at most `max` bytes) into a malloc'd buffer. */

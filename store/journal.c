@@ -75,22 +75,10 @@ int st_journal_open_next(st_store *s)
     uint64_t seq = s->j.seq + 1;
     jpath(s, seq, "wal", path, sizeof(path));
     bool reused = take_spare(s, path) == 0;
-    int fd = open(path, O_WRONLY | O_CLOEXEC | (reused ? 0 : O_CREAT | O_EXCL), 0644);
-    if (fd < 0)
-        return -errno;
-    uint8_t hdr[ST_FILE_HDR];
-    st_file_header(hdr, ST_JNL_MAGIC, seq);
-    struct iovec iov = {hdr, sizeof(hdr)};
-    int r = st_write_all(fd, &iov, 1, 0);
-    if (r == 0)
-        r = reused ? st_datasync(fd) : st_fsync(fd);
-    if (r == 0)
-        r = st_fsync_dir(s->journal_dir);
-    if (r < 0) {
-        close(fd);
-        unlink(path);
+    int fd;
+    int r = st_log_file_make(s->journal_dir, path, ST_JNL_MAGIC, seq, reused, true, &fd);
+    if (r < 0)
         return r;
-    }
     if (s->j.fd >= 0)
         close(s->j.fd);
     s->j.fd = fd;

@@ -110,29 +110,22 @@ int st_log_new_segment(st_log *l, uint64_t first)
 {
     char path[4096];
     st_log_path(l, first, "seg", path, sizeof(path));
-    int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return -errno;
-    uint8_t hdr[ST_FILE_HDR];
-    st_file_header(hdr, ST_SEG_MAGIC, first);
-    struct iovec iov = {hdr, sizeof(hdr)};
     st_seg *seg = malloc(sizeof(*seg));
-    int r = seg == NULL ? -ENOMEM : st_write_all(fd, &iov, 1, 0);
-    if (r == 0 && !l->journaled)
-        r = st_fsync(fd);
-    if (r == 0 && !l->journaled)
-        r = st_fsync_dir(l->dir);
+    if (seg == NULL)
+        return -ENOMEM;
+    int fd;
+    int r = st_log_file_make(l->dir, path, ST_SEG_MAGIC, first, false, !l->journaled, &fd);
     if (r == 0) {
         seg->first = first;
         seg->fd = fd;
         atomic_init(&seg->end, ST_FILE_HDR);
-        r = segs_push(l, seg);
+        if ((r = segs_push(l, seg)) < 0) {
+            close(fd);
+            unlink(path);
+        }
     }
-    if (r < 0) {
+    if (r < 0)
         free(seg);
-        close(fd);
-        unlink(path);
-    }
     return r;
 }
 

@@ -36,25 +36,10 @@ static int seg_make(stp_store *s, uint32_t seq, int *out, uint64_t *alloc)
     }
     char path[4096];
     stp_path(s, seq, "seg", path, sizeof(path));
-    int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return -errno;
-    uint8_t hdr[ST_FILE_HDR];
-    st_file_header(hdr, STP_SEG_MAGIC, seq);
-    struct iovec iov = {hdr, sizeof(hdr)};
-    int r = st_write_all(fd, &iov, 1, 0);
+    int r = st_log_file_make(s->pool_dir, path, STP_SEG_MAGIC, seq, false, true, out);
     if (r == 0)
-        r = st_fsync(fd);
-    if (r == 0)
-        r = st_fsync_dir(s->pool_dir);
-    if (r < 0) {
-        close(fd);
-        unlink(path);
-        return r;
-    }
-    *out = fd;
-    *alloc = ST_FILE_HDR;
-    return 0;
+        *alloc = ST_FILE_HDR;
+    return r;
 }
 
 /* The new active segment (seg_mu held). */
