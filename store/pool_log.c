@@ -13,6 +13,7 @@
 #include "pool_impl.h"
 
 #include "log_impl.h"
+#include "runtime/log.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -85,6 +86,7 @@ typedef struct fill {
     uint64_t lo, hi, got;
     stp_ent q[AHEAD];
     size_t head, nq;
+    uint8_t *seen; /* instead of adding: a bit per index found */
 } fill;
 
 static int last_create(void *ctx, const stp_ent *e)
@@ -108,12 +110,58 @@ static int take(void *ctx, const stp_ent *e)
     fill *f = ctx;
     if (e->index < f->lo || e->index >= f->hi || e->off < f->after)
         return 0;
+    if (f->seen != NULL) {
+        f->seen[e->index / 8] |= (uint8_t)(1u << (e->index % 8));
+        return 0;
+    }
     st_idtab_prefetch(&f->l->ids, (uint64_t)e->hash << 32);
     if (e->khash != 0)
         st_idtab_prefetch(&f->l->ids, (uint64_t)e->khash << 32);
     int r = f->nq == AHEAD ? add_oldest(f) : 0;
     f->q[(f->head + f->nq++) % AHEAD] = *e;
     f->got++;
+    return r;
+}
+
+/* Every record of c the indexes of its runs hold (seg_mu held): added to
+ * l, or (seen) marked. */
+static int walk(stp_store *s, stp_conv *c, const stp_runs *runs, stp_log *l, uint8_t *seen,
+                uint64_t *got)
+{
+    int r = 0;
+    *got = 0;
+    for (uint32_t k = 0; r == 0 && runs != NULL && k < runs->n; k++) {
+        fill f = {.l = l,
+                  .lo = runs->r[k].first,
+                  .hi = k + 1 < runs->n ? runs->r[k + 1].first : c->count,
+                  .seen = seen};
+        if (runs->r[k].seq == s->act.seq) { /* only this incarnation's records are linked */
+            r = stp_act_each(s, c, take, &f);
+        } else {
+            r = stp_idx_each(s, runs->r[k].seq, &c->id, last_create, &f);
+            if (r == 0)
+                r = stp_idx_each(s, runs->r[k].seq, &c->id, take, &f);
+        }
+        while (r == 0 && f.nq > 0)
+            r = add_oldest(&f);
+        *got += f.got;
+    }
+    return r;
+}
+
+/* How many of c's first events are all there (seg_mu held). */
+static int valid_prefix(stp_store *s, stp_conv *c, const stp_runs *runs, uint64_t *valid)
+{
+    uint8_t *seen = calloc((size_t)c->count / 8 + 1, 1);
+    if (seen == NULL)
+        return -ENOMEM;
+    uint64_t got;
+    int r = walk(s, c, runs, NULL, seen, &got);
+    uint64_t i = 0;
+    while (i < c->count && (seen[i / 8] & (1u << (i % 8))) != 0)
+        i++;
+    free(seen);
+    *valid = i;
     return r;
 }
 
@@ -140,43 +188,34 @@ int stp_conv_log(st_conv *sc, st_log **out, st_open_report *rep)
             (r = st_offsets_init(&l->size, c->count)) == 0)
             r = st_idtab_init(&l->ids, c->count);
         stp_runs *runs = atomic_load_explicit(&c->runs, memory_order_relaxed);
-        uint64_t got = 0;
+        uint64_t got = 0, valid = c->count;
         /* sealed indexes not used since the open: mapped (or rebuilt) first */
         for (uint32_t k = 0; r == 0 && runs != NULL && k < runs->n; k++)
             r = stp_idx_ensure(s, runs->r[k].seq, rep->detail, sizeof(rep->detail));
         pthread_mutex_lock(&s->seg_mu);
-        for (uint32_t k = 0; r == 0 && runs != NULL && k < runs->n; k++) {
-            fill f = {.l = l,
-                      .lo = runs->r[k].first,
-                      .hi = k + 1 < runs->n ? runs->r[k + 1].first : c->count};
-            if (runs->r[k].seq == s->act.seq) { /* only this incarnation's records are linked */
-                r = stp_act_each(s, c, take, &f);
-            } else {
-                r = stp_idx_each(s, runs->r[k].seq, &c->id, last_create, &f);
-                if (r == 0)
-                    r = stp_idx_each(s, runs->r[k].seq, &c->id, take, &f);
-            }
-            while (r == 0 && f.nq > 0)
-                r = add_oldest(&f);
-            got += f.got;
-        }
+        if (r == 0)
+            r = walk(s, c, runs, l, NULL, &got);
+        if (r == 0 && got != c->count) /* records lost to corruption: where the first is */
+            r = valid_prefix(s, c, runs, &valid);
         pthread_mutex_unlock(&s->seg_mu);
         /* what a long log walked of the mapped indexes stays in the page
          * cache, not in this process */
         for (uint32_t k = 0; r == 0 && runs != NULL && c->count > BIG && k < runs->n; k++)
             stp_idx_dontneed(s, runs->r[k].seq);
-        if (r == 0 && got != c->count) {
+        if (r == 0 && got != c->count) { /* read-only, its valid prefix readable */
             snprintf(rep->detail, sizeof(rep->detail),
-                     "the pool's indexes hold %llu of the %u events of a conversation",
-                     (unsigned long long)got, c->count);
-            r = -EIO;
+                     "the pool's segments hold %llu of the %u events of a conversation "
+                     "(corrupt records): read-only, its first %llu readable",
+                     (unsigned long long)got, c->count, (unsigned long long)valid);
+            rt_log(RT_LOG_ERROR, "store", "%s", rep->detail);
+            c->broken = true;
         }
         atomic_fetch_add(&s->open_logs, 1); /* stp_log_free counts it down */
         if (r < 0) {
             stp_log_free(l);
             l = NULL;
         } else {
-            stp_log_publish(l, c->count);
+            stp_log_publish(l, valid);
             pthread_mutex_lock(&s->logs_mu);
             l->lnext = s->logs;
             if (s->logs != NULL)
@@ -188,9 +227,9 @@ int stp_conv_log(st_conv *sc, st_log **out, st_open_report *rep)
         }
     }
     if (r == 0) {
-        rep->count = c->count;
+        rep->count = stp_log_count((st_log *)l);
         rep->corrupt = c->broken;
-        if (c->broken)
+        if (c->broken && rep->detail[0] == '\0')
             snprintf(rep->detail, sizeof(rep->detail), "%s", s->corrupt);
     }
     pthread_mutex_unlock(stp_lock(c));
