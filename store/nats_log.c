@@ -264,30 +264,31 @@ static int publish(st_nats_log *l, const rec *c, natsMsg *m, uint64_t *seq)
         stn_waits("an append");
         natsStatus s = js_PublishMsg(&pa, l->n->js, m, &po, &jerr);
         int r;
-        if (s == NATS_OK) {
+        /* every answer the server gives to this record can be lost */
+        bool answered = s == NATS_OK || jerr == JSStreamWrongLastSequenceErr;
+        st_nats_event sent = {.slot = c->slot,
+                              .index = c->index,
+                              .epoch = c->epoch,
+                              .seq = s == NATS_OK ? pa->Sequence : 0,
+                              .prev = c->prev,
+                              .count = c->count,
+                              .take_over = c->take_over,
+                              .batch_first = c->batch_first,
+                              .batch_total = c->batch_total,
+                              .writer = c->writer};
+        if (answered && st_nats_drop_ack && st_nats_drop_ack(&sent)) {
+            jsPubAck_Destroy(pa);
+            unsure = true;
+            r = stn_fail(l, -ETIMEDOUT, "NATS timed out: appending to %s: ack dropped", l->subject);
+        } else if (s == NATS_OK) {
             bool dup = pa->Duplicate;
             *seq = pa->Sequence;
             jsPubAck_Destroy(pa);
-            st_nats_event sent = {.slot = c->slot,
-                                  .index = c->index,
-                                  .epoch = c->epoch,
-                                  .seq = *seq,
-                                  .prev = c->prev,
-                                  .count = c->count,
-                                  .take_over = c->take_over,
-                                  .batch_first = c->batch_first,
-                                  .batch_total = c->batch_total,
-                                  .writer = c->writer};
-            if (st_nats_drop_ack && st_nats_drop_ack(&sent)) {
-                unsure = true;
-                r = stn_fail(l, -ETIMEDOUT, "NATS timed out: appending to %s: ack dropped",
-                             l->subject);
-            } else if (!dup) {
+            if (!dup) {
                 observe_since(&t0);
                 return 0;
-            } else {
-                r = resolve(l, c, seq);
             }
+            r = resolve(l, c, seq);
         } else if (jerr == JSStreamWrongLastSequenceErr) {
             r = resolve(l, c, seq);
         } else {

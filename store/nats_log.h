@@ -188,9 +188,11 @@ const char *st_nats_log_stream(const st_nats_log *l);
 
 /* ---- faults ------------------------------------------------------------- */
 
-/* Tests set this: called after a record was published and acknowledged
- * (first time or as a duplicate); returning true drops the acknowledgement,
- * as a lost answer would, so the append is sent again until the deadline. */
+/* Tests set this: called on every answer the server gives to a record
+ * published (acknowledged first time or as a duplicate, or refused as not
+ * following the log's last, which a resend of a stored record can be);
+ * returning true drops it, as a lost answer would, so the append is sent
+ * again until the deadline. */
 extern bool (*st_nats_drop_ack)(const st_nats_event *sent);
 
 #endif

@@ -1354,6 +1354,7 @@ START_TEST(test_control)
     json_decref(out);
     ck_assert_int_eq(control(&e, CONV_INTERRUPT, NULL), 409);
     OK(&e, user("u1", "again"));
+    tc_sync(&e); /* a reset to idle is a status change of its own */
     ASSERT_STATUS(&e, "idle", 0);
     ck_assert_int_eq(control(&e, CONV_PAUSE, NULL), 200); /* from idle too */
     /* every change is an event of the log, the pause and interrupt events
