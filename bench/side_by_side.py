@@ -364,15 +364,19 @@ def turn(j, size):
     return e
 
 
-def conversation_files(srv):
-    """How many conversation files the server has open."""
-    n, fds = 0, f"/proc/{srv.pid}/fd"
-    for fd in os.listdir(fds):
-        try:
-            n += "/conversations/" in os.readlink(os.path.join(fds, fd))
-        except OSError:
-            pass
-    return n
+def logs_open(srv):
+    """How many conversations have their log open (/metrics), whatever the
+    store: the local store's descriptors, the pool's in-memory indexes."""
+    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=60)
+    try:
+        conn.request("GET", "/metrics")
+        body = conn.getresponse().read().decode()
+    finally:
+        conn.close()
+    m = re.search(r"^parley_conversations_open (\d+)", body, re.M)
+    if m is None:
+        fail("parley: /metrics has no parley_conversations_open")
+    return int(m.group(1))
 
 
 def line_idle_conv(a, res):
@@ -393,9 +397,9 @@ def line_idle_conv(a, res):
             hot.append((rss_kib(srv.pid) - before) * 1024 / n)
             # at rest: every log closed (--idle-close 1s), nothing of theirs open
             deadline = time.monotonic() + 60
-            while conversation_files(srv) > 0 and time.monotonic() < deadline:
+            while logs_open(srv) > 0 and time.monotonic() < deadline:
                 time.sleep(0.2)
-            if conversation_files(srv) > 0:
+            if logs_open(srv) > 0:
                 fail("parley: the idle conversations' logs did not close within 60 s")
             rest.append((rss_kib(srv.pid) - before) * 1024 / n)
         log(f"  parley run {i + 1}/{a.runs}: {hot[-1]:,.0f} bytes per conversation just "
