@@ -413,6 +413,12 @@ int cmd_serve(int argc, char **argv)
     if ((po.nats_tls_cert == NULL) != (po.nats_tls_key == NULL))
         return cli_usage_error("serve", "NATS mutual TLS needs both --nats-tls-cert and "
                                         "--nats-tls-key");
+    if (po.store != NULL && data != NULL &&
+        (strncmp(data, "pool:", 5) == 0 || strncmp(data, "local:", 6) == 0))
+        return cli_usage_error("serve",
+                               "with --store, --data is a plain directory (this "
+                               "machine's workspaces of hosted agents), not '%s'",
+                               data);
 
     pl_instance *p;
     char err[512];

@@ -34,6 +34,8 @@ expect_grep "hold-timeout wants a duration .* not 'soon'" "$TEST_TMP/err"
 expect_status 2 "$PARLEY" serve --defer-max 0
 expect_status 2 "$PARLEY" serve --hold-max 10001
 expect_grep 'hold-max wants a whole number' "$TEST_TMP/err"
+expect_status 2 "$PARLEY" serve --store nats://127.0.0.1:1 --data pool:"$TEST_TMP/ws"
+expect_grep "with --store, --data is a plain directory" "$TEST_TMP/err"
 expect_status 2 "$PARLEY" bench nothing
 expect_status 2 "$PARLEY" bench runtime --runs 0
 [ "$(wc -l <"$TEST_TMP/err")" -eq 1 ] || fail "usage errors must be one line: $(cat "$TEST_TMP/err")"
@@ -81,6 +83,12 @@ done
 touch "$TEST_TMP/file"
 expect_status 1 "$PARLEY" serve --data "$TEST_TMP/file/sub"
 expect_grep "cannot create $TEST_TMP/file/sub: Not a directory" "$TEST_TMP/err"
+
+# a directory holding both kinds of store: which one is for the user to say
+mkdir -p "$TEST_TMP/both/conversations" "$TEST_TMP/both/pool"
+expect_status 1 "$PARLEY" serve --data "$TEST_TMP/both" --listen 127.0.0.1:0
+expect_grep "holds both a local store \(conversations/\) and a pool \(pool/\): name one" \
+    "$TEST_TMP/err"
 
 # one server per data directory: a second one says who has it
 data="$TEST_TMP/shared"
