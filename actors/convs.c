@@ -256,7 +256,7 @@ static int get_locked(convs *s, const rt_uuid *id, rt_actor **out, json_t *secre
     conv_entry *e = convs_entry(s, id);
     int r = e == NULL || merge_secrets(e, secrets) < 0 ? -ENOMEM : 0;
     if (r == 0 && (e->ctx.conv == NULL || rt_actor_closed(e->ctx.conv))) {
-        atomic_store(&e->ctx.fresh, fresh);
+        conv_opened_free(atomic_exchange(&e->ctx.fresh, fresh)); /* one never taken */
         fresh = NULL;
         r = start(s, e);
         if (r < 0) /* unless its actor took it already */
