@@ -22,6 +22,7 @@
 #include "actors/sequencer.h"
 #include "actors/stuck.h"
 
+#include <stdatomic.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <uv.h>
@@ -47,6 +48,10 @@ typedef struct conv_ctx {
     struct convs *svc;
     rt_uuid id;
     rt_actor *conv; /* the conversation actor (the service's reference) */
+    /* A conversation just created: its open, made by its creator (which
+     * may block), for the first start of its actor to take instead of
+     * opening in the thread pool (conv_open_fresh). */
+    _Atomic(struct conv_opened *) fresh;
 } conv_ctx;
 
 /* The service's record of one conversation (convs.c; lock held for all
@@ -111,6 +116,10 @@ typedef struct conv_opened {
  * log_only: only the log and its count (a conversation that let its log
  * go while idle, and has its state still). */
 int conv_open_start(const conv_ctx *ctx, rt_actor *self, uv_loop_t *loop, bool log_only);
+/* The open of a conversation just created (empty: nothing to read but its
+ * info's policy), taking over the caller's hold of sc; NULL if it cannot
+ * (sc is then still the caller's). Blocking. */
+conv_opened *conv_open_fresh(st_conv *sc);
 void conv_opened_free(conv_opened *o);
 
 /* The state checkpoint's file, and building one:

@@ -215,6 +215,25 @@ static void open_work(uv_work_t *req)
            o->count, o->count - from, conv_status_name(o->status), gate_pending_count(o->g));
 }
 
+conv_opened *conv_open_fresh(st_conv *sc)
+{
+    conv_opened *o = calloc(1, sizeof(*o));
+    st_open_report rep;
+    if (o == NULL || (o->g = gate_new()) == NULL || (o->deferred = json_array()) == NULL ||
+        st_conv_log(sc, &o->log, &rep) != 0 || st_log_count(o->log) != 0) {
+        if (o != NULL) {
+            gate_free(o->g);
+            json_decref(o->deferred);
+            free(o);
+        }
+        return NULL;
+    }
+    o->status = CONV_IDLE;
+    o->policy = policy_of(sc);
+    o->sc = sc;
+    return o;
+}
+
 static void open_done(uv_work_t *req, int status)
 {
     (void)status;

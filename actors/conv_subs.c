@@ -19,9 +19,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* What is durable only: a status whose event is still on its way to the
+ * disk is not shown (a crash would take it back), as counts are not. */
 conv_reply conv_info(const conv *c)
 {
-    conv_reply r = {.status = seq_status(c->sq),
+    conv_reply r = {.status = seq_status_committed(c->sq),
                     .count = seq_count(c->sq),
                     .pending = (uint32_t)gate_pending_count(seq_gate(c->sq)),
                     .gate_ns = seq_gate_ns(c->sq),

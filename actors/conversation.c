@@ -346,8 +346,12 @@ static int conv_init(rt_actor *self, void *arg, void **state)
     c->o = &ctx->svc->o;
     c->self = self;
     rt_runtime *rt = rt_actor_runtime(self);
-    int r = conv_open_start(ctx, self, rt_runtime_uv(rt, rt_actor_loop(self)), false);
+    conv_opened *fresh = atomic_exchange(&ctx->fresh, NULL);
+    int r = fresh != NULL
+                ? rt_send(self, CONV_OPENED, (uintptr_t)fresh, NULL)
+                : conv_open_start(ctx, self, rt_runtime_uv(rt, rt_actor_loop(self)), false);
     if (r < 0) {
+        conv_opened_free(fresh);
         free(c);
         return r;
     }
@@ -423,7 +427,6 @@ static void conv_stop(rt_actor *self, void *state)
     if (!c->retired && !c->deleted && c->sq != NULL &&
         ((!inflight && !seq_waiting(c->sq)) || c->failed != 0)) {
         conv_reply info = conv_info(c);
-        info.status = seq_status_committed(c->sq);
         convs_note(c->ctx, &info);
     } else if (!c->retired && !c->deleted) {
         convs_note(c->ctx, NULL);

@@ -93,6 +93,7 @@ void convs_free(convs *s)
             rt_actor_unref(e->sup);
             rt_actor_unref(e->viz);
             json_decref(e->secrets);
+            conv_opened_free(atomic_load(&e->ctx.fresh)); /* an actor that never started */
             free(e);
         }
     }
@@ -247,18 +248,23 @@ conv_entry *convs_entry(convs *s, const rt_uuid *id)
     return e;
 }
 
-static int get_locked(convs *s, const rt_uuid *id, rt_actor **out, json_t *secrets)
+/* fresh (or NULL): a new conversation's open, for its actor if this starts
+ * it (else freed). */
+static int get_locked(convs *s, const rt_uuid *id, rt_actor **out, json_t *secrets,
+                      conv_opened *fresh)
 {
     conv_entry *e = convs_entry(s, id);
-    if (e == NULL)
-        return -ENOMEM;
-    if (merge_secrets(e, secrets) < 0)
-        return -ENOMEM;
-    if (e->ctx.conv == NULL || rt_actor_closed(e->ctx.conv)) {
-        int r = start(s, e);
-        if (r < 0)
-            return r;
+    int r = e == NULL || merge_secrets(e, secrets) < 0 ? -ENOMEM : 0;
+    if (r == 0 && (e->ctx.conv == NULL || rt_actor_closed(e->ctx.conv))) {
+        atomic_store(&e->ctx.fresh, fresh);
+        fresh = NULL;
+        r = start(s, e);
+        if (r < 0) /* unless its actor took it already */
+            fresh = atomic_exchange(&e->ctx.fresh, NULL);
     }
+    conv_opened_free(fresh);
+    if (r < 0)
+        return r;
     *out = rt_actor_ref(e->ctx.conv);
     return 0;
 }
@@ -274,7 +280,7 @@ static int find_running(convs *s, const rt_uuid *id, bool sup, json_t *secrets, 
     st_conv_release(sc);
     pthread_mutex_lock(&s->mu);
     rt_actor *a;
-    r = get_locked(s, id, &a, secrets);
+    r = get_locked(s, id, &a, secrets, NULL);
     if (r == 0 && sup) {
         rt_actor_unref(a);
         conv_entry *e = convs_find(s, id);
@@ -367,7 +373,11 @@ int convs_create(convs *s, const rt_uuid *id, const rt_uuid *parent, rt_buf *met
     if (created != NULL)
         *created = r == 0;
     bool made = r == 0;
-    st_conv_release(sc);
+    /* opened here, where blocking is fine: its actor starts without a trip
+     * through the thread pool */
+    conv_opened *fresh = made ? conv_open_fresh(sc) : NULL;
+    if (fresh == NULL)
+        st_conv_release(sc);
     pthread_mutex_lock(&s->mu);
     conv_entry *e = convs_find(s, id);
     if (made && e != NULL) { /* an id used before: nothing of the old one */
@@ -375,7 +385,7 @@ int convs_create(convs *s, const rt_uuid *id, const rt_uuid *parent, rt_buf *met
         e->secrets = NULL;
         e->meta_known = e->known = false;
     }
-    r = get_locked(s, id, out, made ? secrets : NULL);
+    r = get_locked(s, id, out, made ? secrets : NULL, fresh);
     pthread_mutex_unlock(&s->mu);
     return r;
 }

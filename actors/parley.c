@@ -158,6 +158,11 @@ size_t pl_conversations(pl_instance *p)
     return p != NULL ? st_store_count(p->store) : 0;
 }
 
+const char *pl_store_kind(const pl_instance *p)
+{
+    return p != NULL ? st_store_kind(p->store) : "";
+}
+
 int pl__at_close(pl_instance *p, void (*fn)(void *ctx, bool stopped), void *ctx)
 {
     pl_closer *c = malloc(sizeof(*c));

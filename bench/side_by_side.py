@@ -107,7 +107,7 @@ class Server:
 
 def start_parley(a, extra=()):
     tmp = tempfile.mkdtemp(prefix="parley-sbs.")
-    data = ("pool:" if a.pool else "") + os.path.join(tmp, "data")
+    data = ("local:" if a.local else "") + os.path.join(tmp, "data")
     p = subprocess.Popen([a.parley, "serve", "--data", data,
                           "--listen", "127.0.0.1:0", "--durability", "full",
                           "--log-level", "warn"] + [str(x) for x in extra],
@@ -508,8 +508,9 @@ def main():
     ap.add_argument("--only", choices=LINES, action="append", help="run only these lines")
     ap.add_argument("--no-bootstrap", action="store_true",
                     help="skip tools/bootstrap.sh --bench (everything is installed)")
-    ap.add_argument("--pool", action="store_true",
-                    help="parley on the pool store backend (--data pool:DIR)")
+    ap.add_argument("--local", action="store_true",
+                    help="parley on the local store (a directory per conversation, "
+                         "--data local:DIR) instead of the default pool")
     ap.add_argument("--json", action="store_true", help="also print the results as JSON")
     a = ap.parse_args()
     if a.runs < 1 or a.duration < 1:

@@ -130,8 +130,11 @@ typedef struct pl_agent {
 } pl_agent;
 
 typedef struct pl_options {
-    int workers;            /* worker loops (threads); 0 = number of cores */
-    const char *data_dir;   /* created if missing; NULL = "parley-data" */
+    int workers; /* worker loops (threads); 0 = number of cores */
+    /* created if missing; NULL = "parley-data". A new directory keeps its
+     * conversations in shared segment files (the pool); one that holds a
+     * store already keeps its kind. local:DIR or pool:DIR names the kind. */
+    const char *data_dir;
     const char *durability; /* "full" (default), "interval=250ms", "none" */
     /* Bounds of the compliance gate, per conversation (0 = the default):
      * user or environment messages deferred while a tool call is pending,
@@ -201,6 +204,8 @@ int pl_open(const pl_options *o, pl_instance **out, char *err, size_t errlen);
 int pl_workers(const pl_instance *p);
 /* Number of conversations in its store. */
 size_t pl_conversations(pl_instance *p);
+/* The kind of store it opened: "pool", "local" or "nats". */
+const char *pl_store_kind(const pl_instance *p);
 /* Stop cleanly and free everything (HTTP servers started on it too):
  * appends in flight are answered, callbacks end. Blocking; NULL is
  * ignored. */

@@ -578,6 +578,7 @@ static int ws_gone(follower *F, rt_msg *m)
         return finish(F, -1, "the server does not know the copy's last event (1008): diverged");
     rt_log(RT_LOG_INFO, "follower", "WebSocket closed (%d): %s; again in a moment", (int)m->arg,
            why);
+    F->st.ws_lost++;
     F->count_due = true; /* a last frame may have been lost with it */
     retry_later(F, &F->backoff_ms, 1);
     rest_next(F);

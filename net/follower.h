@@ -42,6 +42,7 @@ typedef struct follower_stats {
     uint64_t fetched;    /* events that came by REST */
     uint64_t frames;     /* event frames that came on WebSockets */
     uint64_t reconnects; /* WebSockets opened after the first */
+    uint64_t ws_lost;    /* WebSockets closed or cut under it (each then opened again) */
 } follower_stats;
 
 typedef struct follower_opts {

@@ -6,11 +6,38 @@
 #include "backend.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
-#define NATS_SCHEME "nats://"
-#define POOL_SCHEME "pool:" /* shared segments (pool.c) */
+#define NATS_SCHEME  "nats://"
+#define POOL_SCHEME  "pool:"  /* shared segments (pool.c) */
+#define LOCAL_SCHEME "local:" /* a directory per conversation (store.c) */
+
+static bool has_dir(const char *dir, const char *sub)
+{
+    char path[4096];
+    struct stat st;
+    int n = snprintf(path, sizeof(path), "%s/%s", dir, sub);
+    return n > 0 && (size_t)n < sizeof(path) && stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* A plain directory: the store already there, else (a new one) the pool.
+ * One holding both asks to be named. */
+static const st_backend *dir_backend(const char *dir, char *err, size_t errlen)
+{
+    bool local = has_dir(dir, "conversations"), pool = has_dir(dir, "pool");
+    if (local && pool) {
+        if (err != NULL)
+            snprintf(err, errlen,
+                     "%s holds both a local store (conversations/) and a pool (pool/): "
+                     "name one, local:%s or pool:%s",
+                     dir, dir, dir);
+        return NULL;
+    }
+    return local ? &st_local_backend : &st_pool_backend;
+}
 
 int st_store_open(const st_opts *o, st_store **out, char *err, size_t errlen)
 {
@@ -18,17 +45,38 @@ int st_store_open(const st_opts *o, st_store **out, char *err, size_t errlen)
         err[0] = '\0';
     if (o == NULL || o->dir == NULL)
         return -EINVAL;
-    if (strncmp(o->dir, POOL_SCHEME, strlen(POOL_SCHEME)) == 0)
-        return st_pool_backend.open(o, out, err, errlen);
-    if (strncmp(o->dir, NATS_SCHEME, strlen(NATS_SCHEME)) != 0)
-        return st_local_backend.open(o, out, err, errlen);
+    if (strncmp(o->dir, NATS_SCHEME, strlen(NATS_SCHEME)) == 0) {
 #ifdef PARLEY_HAVE_NATS
-    return st_nats_backend.open(o, out, err, errlen);
+        return st_nats_backend.open(o, out, err, errlen);
 #else
-    if (err != NULL)
-        snprintf(err, errlen, "the NATS store is not built (parley was built without libnats)");
-    return -ENOTSUP;
+        if (err != NULL)
+            snprintf(err, errlen, "the NATS store is not built (parley was built without libnats)");
+        return -ENOTSUP;
 #endif
+    }
+    /* the backends of a directory get it without its scheme */
+    st_opts d = *o;
+    const st_backend *be;
+    if (strncmp(o->dir, POOL_SCHEME, strlen(POOL_SCHEME)) == 0) {
+        d.dir += strlen(POOL_SCHEME);
+        be = &st_pool_backend;
+    } else if (strncmp(o->dir, LOCAL_SCHEME, strlen(LOCAL_SCHEME)) == 0) {
+        d.dir += strlen(LOCAL_SCHEME);
+        be = &st_local_backend;
+    } else if ((be = dir_backend(o->dir, err, errlen)) == NULL) {
+        return -EEXIST;
+    }
+    if (d.dir[0] == '\0') {
+        if (err != NULL)
+            snprintf(err, errlen, "%s needs a directory (%sDIR)", be->name, o->dir);
+        return -EINVAL;
+    }
+    return be->open(&d, out, err, errlen);
+}
+
+const char *st_store_kind(const st_store *s)
+{
+    return ST_BACKEND(s)->name;
 }
 
 void st_store_close(st_store *s)

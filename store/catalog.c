@@ -310,28 +310,35 @@ static void crowded(st_store *s)
     pthread_mutex_unlock(&s->f_mu);
 }
 
-/* c was just let go by its last holder: to the idle list's end. */
-static void idle_push(st_store *s, st_conv *c)
+/* c was just let go by its last holder: to the idle list's end (idle_mu
+ * held). */
+static void idle_link(st_store *s, st_conv *c)
 {
-    pthread_mutex_lock(&s->idle_mu);
     idle_unlink(s, c);
     c->iprev = s->idle_tail;
     *(s->idle_tail ? &s->idle_tail->inext : &s->idle_head) = c;
     s->idle_tail = c;
     c->in_idle = true;
-    pthread_mutex_unlock(&s->idle_mu);
 }
 
-/* The last reference to a deleted conversation is gone: free it, unless
- * the idle list's closer took one meanwhile (then it frees it). */
-static void free_deleted(st_conv *c)
+/* Drop a reference. The last one goes under idle_mu, so that a deletion's
+ * free cannot come between letting c go and listing it idle: a deleted c
+ * (out of the catalog: nobody new gets it) is freed, any other listed idle
+ * if `idle`. */
+static void unhold(st_store *s, st_conv *c, bool idle)
 {
-    st_store *s = c->s;
     pthread_mutex_lock(&s->idle_mu);
-    idle_unlink(s, c);
-    bool last = atomic_load(&c->refs) == 0;
+    if (atomic_fetch_sub(&c->refs, 1) != 1) {
+        pthread_mutex_unlock(&s->idle_mu);
+        return;
+    }
+    bool gone = atomic_load(&c->gone);
+    if (gone || !idle)
+        idle_unlink(s, c);
+    else
+        idle_link(s, c);
     pthread_mutex_unlock(&s->idle_mu);
-    if (last)
+    if (gone)
         conv_free(c);
 }
 
@@ -358,8 +365,7 @@ void st_catalog_close_idle(st_store *s, uint64_t now, uint64_t ttl, bool crowded
                 rt_log(RT_LOG_ERROR, "store", "closing idle log %s: %s", c->dir, strerror(-r));
         }
         pthread_mutex_unlock(&c->mu);
-        if (atomic_fetch_sub(&c->refs, 1) == 1 && atomic_load(&c->gone))
-            free_deleted(c);
+        unhold(s, c, false);
     }
     /* the indexes freed are scattered through the heap: give their pages
      * back, or the process keeps the memory of its busiest hour (not when
@@ -391,14 +397,8 @@ void stl_conv_release(st_conv *c)
     if (c == NULL)
         return;
     atomic_store(&c->used, st_now_ms());
-    if (atomic_fetch_sub(&c->refs, 1) != 1)
-        return;
     st_store *s = c->s;
-    if (atomic_load(&c->gone)) {
-        free_deleted(c); /* deleted: the last holder frees it */
-        return;
-    }
-    idle_push(s, c);
+    unhold(s, c, true);
     if (atomic_load(&s->open_logs) > s->o.max_open_logs)
         crowded(s);
 }

@@ -171,17 +171,13 @@ static int pool_open(const st_opts *o, st_store **out, char *err, size_t errlen)
     pthread_cond_init(&s->sl_cv, NULL);
     st_reqq_init(&s->q);
     pthread_mutex_init(&s->logs_mu, NULL);
-    s->dir = strdup(o->dir + strlen(STP_SCHEME));
+    s->dir = strdup(o->dir);
     size_t n = s->dir != NULL ? strlen(s->dir) + 6 : 0;
     s->pool_dir = n > 0 ? malloc(n) : NULL;
     s->nbuckets = 1024;
     s->buckets = calloc(s->nbuckets, sizeof(*s->buckets));
     s->kids = calloc(s->nbuckets, sizeof(*s->kids));
     int r = s->pool_dir != NULL && s->buckets != NULL && s->kids != NULL ? 0 : -ENOMEM;
-    if (r == 0 && s->dir[0] == '\0') {
-        snprintf(err, errlen, "pool: needs a directory (pool:DIR)");
-        r = -EINVAL;
-    }
     if (r == 0) {
         snprintf(s->pool_dir, n, "%s/pool", s->dir);
         r = make_dir(s->dir, err, errlen);

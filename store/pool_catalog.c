@@ -106,7 +106,7 @@ stp_conv *stp_conv_new(stp_store *s, const rt_uuid *id)
     c->be = &st_pool_backend;
     c->s = s;
     c->id = *id;
-    atomic_init(&c->refs, 0);
+    atomic_init(&c->refs, 1); /* the catalog's, once in it: stp_remove drops it */
     atomic_init(&c->runs, NULL);
     atomic_init(&c->used, now_ms());
     c->act_last = STP_NONE;
@@ -177,6 +177,13 @@ int stp_note_run(stp_conv *c, uint32_t seq, uint32_t index)
     return 0;
 }
 
+/* Drop a reference; the last one frees. */
+static void unref(stp_conv *c)
+{
+    if (atomic_fetch_sub(&c->refs, 1) == 1)
+        stp_conv_free(c);
+}
+
 void stp_remove(stp_store *s, stp_conv *c)
 {
     pthread_mutex_lock(&s->cat_mu);
@@ -189,6 +196,7 @@ void stp_remove(stp_store *s, stp_conv *c)
         c->log = NULL;
     }
     pthread_mutex_unlock(stp_lock(c));
+    unref(c); /* the catalog's: its last holder frees it */
 }
 
 /* ---- store.h: conversations ---------------------------------------------- */
@@ -217,19 +225,15 @@ void stp_release(st_conv *sc)
     if (c == NULL)
         return;
     atomic_store(&c->used, now_ms());
-    if (atomic_fetch_sub(&c->refs, 1) != 1)
-        return;
-    if (atomic_load(&c->gone)) { /* out of the catalog: the last holder frees it */
-        stp_conv_free(c);
-        return;
-    }
-    /* the meta stays in memory while held or its log is open */
+    /* the meta stays in memory while held or its log is open; looked at
+     * while this reference still keeps c, never after */
     pthread_mutex_lock(stp_lock(c));
-    if (c->log == NULL && atomic_load(&c->refs) == 0 && !c->creating) {
+    if (c->log == NULL && atomic_load(&c->refs) == 2 && !c->creating) {
         rt_buf_unref(c->meta);
         c->meta = NULL;
     }
     pthread_mutex_unlock(stp_lock(c));
+    unref(c);
 }
 
 const rt_uuid *stp_id(const st_conv *c)
@@ -309,6 +313,7 @@ int stp_create(st_store *st, const rt_uuid *id, const rt_uuid *parent, rt_buf *m
     pthread_mutex_unlock(&s->cat_mu);
     if (r < 0) {
         atomic_store(&c->gone, true);
+        unref(c); /* the catalog's, then the creation's */
         stp_release((st_conv *)c);
         return r;
     }

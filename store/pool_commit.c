@@ -347,7 +347,7 @@ void stp_close_idle(stp_store *s, uint64_t now, uint64_t ttl, bool crowded)
     pthread_mutex_lock(&s->logs_mu);
     for (stp_log *l = s->logs; l != NULL; l = l->lnext) {
         stp_conv *c = l->c;
-        if (atomic_load(&c->refs) == 0 && (crowded || now - atomic_load(&c->used) >= ttl) &&
+        if (atomic_load(&c->refs) == 1 && (crowded || now - atomic_load(&c->used) >= ttl) &&
             grow((void **)&v, &cap, n + 1, sizeof(*v)) == 0)
             v[n++] = c;
     }
@@ -356,7 +356,7 @@ void stp_close_idle(stp_store *s, uint64_t now, uint64_t ttl, bool crowded)
     for (size_t i = 0; i < n; i++) {
         stp_conv *c = v[i];
         pthread_mutex_lock(stp_lock(c));
-        if (atomic_load(&c->refs) == 0 && c->log != NULL) {
+        if (atomic_load(&c->refs) == 1 && c->log != NULL) { /* the catalog's only */
             stp_log_free(c->log);
             c->log = NULL;
             rt_buf_unref(c->meta);

@@ -57,7 +57,7 @@ typedef struct stp_conv {
     stp_store *s;
     struct stp_conv *next, *knext; /* by id, by parent id (cat_mu) */
     rt_uuid id, parent;
-    _Atomic int refs;
+    _Atomic int refs; /* the catalog's while listed, and each holder's: 1 is idle */
     _Atomic bool gone;
     bool has_parent; /* set at creation, never changed */
     bool creating;   /* cat_mu: not durable yet, invisible */
@@ -180,7 +180,6 @@ struct stp_log {
 
 /* pool.c */
 extern const struct st_backend st_pool_backend;
-#define STP_SCHEME "pool:"
 void stp_path(const stp_store *s, uint32_t seq, const char *ext, char *out, size_t cap);
 
 /* pool_catalog.c */
@@ -195,7 +194,8 @@ int stp_set_file(stp_conv *c, const char *name, size_t len, stp_loc at); /* lock
 /* Note that event `index` is in segment seq (lock held; retires into the
  * open log, if any). */
 int stp_note_run(stp_conv *c, uint32_t seq, uint32_t index);
-/* Out of the catalog and gone (the committer, or the scan). */
+/* Out of the catalog and gone (the committer, or the scan), dropping the
+ * catalog's reference: freed now if nobody else holds it. */
 void stp_remove(stp_store *s, stp_conv *c);
 int stp_create(st_store *s, const rt_uuid *id, const rt_uuid *parent, rt_buf *meta, st_conv **out);
 int stp_get(st_store *s, const rt_uuid *id, st_conv **out);

@@ -172,7 +172,7 @@ static int on_record(void *ctx, const st_rec *r, uint64_t off)
     switch (r->index) {
     case STP_IDX_CREATE:
         if (c != NULL)
-            stp_remove(s, c), stp_conv_free(c); /* cannot happen but after damage */
+            stp_remove(s, c); /* cannot happen but after damage */
         if ((c = stp_conv_new(s, &e.id)) == NULL)
             return -ENOMEM;
         c->meta_at = at;
@@ -185,10 +185,8 @@ static int on_record(void *ctx, const st_rec *r, uint64_t off)
     case STP_IDX_FILE:
         return c != NULL ? stp_set_file(c, (const char *)r->id, r->idlen, at) : 0;
     case STP_IDX_DELETE:
-        if (c != NULL) {
+        if (c != NULL)
             stp_remove(s, c);
-            stp_conv_free(c);
-        }
         return 0;
     default:
         if (c == NULL || c->broken || r->index > STP_EVENT_MAX)

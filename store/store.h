@@ -3,10 +3,13 @@
  * logs (log.h), and the committer that makes appends durable.
  *
  * Behind this interface is a backend (backend.h), chosen by the location
- * given to st_store_open: a directory is the local store described here;
- * nats://host:port[,host:port...] a JetStream cluster (nats_log.h), when
- * built with libnats. The layers above see the same calls and contracts
- * whichever it is, and nothing of the local files' format.
+ * given to st_store_open: local:DIR is the local store described here
+ * (a directory per conversation); pool:DIR the pool (pool_impl.h: every
+ * conversation in shared segment files); a plain DIR is the store already
+ * there, or a new pool; nats://host:port[,host:port...] a JetStream
+ * cluster (nats_log.h), when built with libnats. The layers above see the
+ * same calls and contracts whichever it is, and nothing of the files'
+ * format.
  *
  *   <dir>/lock                        one process per data directory
  *   <dir>/conversations/<32 hex>/     meta.json, parent (a child's: its
@@ -54,7 +57,7 @@
 typedef enum { ST_FULL = 0, ST_INTERVAL, ST_NONE } st_durability;
 
 typedef struct st_opts {
-    const char *dir; /* the location: a directory, or nats://host:port[,...] */
+    const char *dir; /* the location: [local:|pool:]DIR, or nats://host:port[,...] */
     st_durability durability;
     uint64_t interval_ms;        /* ST_INTERVAL: default 1000 */
     uint64_t segment_bytes;      /* default 64 MiB */
@@ -86,6 +89,8 @@ typedef struct st_conv st_conv;
  * On failure, `err` (if given) holds one line saying why: -ENOTSUP "the
  * NATS store is not built" for a nats:// location without libnats. */
 int st_store_open(const st_opts *o, st_store **out, char *err, size_t errlen);
+/* The backend open: "local", "pool" or "nats". */
+const char *st_store_kind(const st_store *s);
 /* Finish pending appends, flush and close every log, unlock. No handle
  * may be held any more. */
 void st_store_close(st_store *s);

@@ -165,7 +165,11 @@ typedef struct server {
 
 static void server_start(server *s, const char *dir, st_durability d)
 {
-    st_opts so = {.dir = dir, .durability = d};
+    /* the local store: the open figure rewrites a conversation's state.json
+     * in its directory, as a crash leaves it */
+    char where[4200];
+    snprintf(where, sizeof(where), "local:%s", dir);
+    st_opts so = {.dir = where, .durability = d};
     char err[512];
     conv_opts co = {.measure = true};
     rt_opts ro = {.loops = 0};

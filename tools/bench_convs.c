@@ -37,8 +37,9 @@ static const char usage[] =
     "logs (--idle-close-ms, default 2000), RSS per conversation and descriptors at\n"
     "rest, and whether every conversation reads its events back. The scratch data\n"
     "directory (under $TMPDIR) is removed afterwards; one given with --dir is kept\n"
-    "(its data/ is a data directory for `parley serve --data`). --dir pool:DIR runs\n"
-    "on the pool store backend (then serve it with --data pool:DIR/data).\n";
+    "(its data/ is a data directory for `parley serve --data`). The store is the\n"
+    "default for a new directory, the pool; --dir local:DIR runs on the local store\n"
+    "(a directory per conversation) instead.\n";
 
 enum { MARK = 10000, MAX_THREADS = 64 };
 

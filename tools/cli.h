@@ -86,9 +86,9 @@ long cli_rss_bytes(void);
 /* Benchmarks: the scratch directory `base` (created if missing), or a new
  * one under $TMPDIR; 0, or -1 with the reason printed for `cmd`. */
 int cli_scratch_dir(const char *cmd, const char *base, char *out, size_t cap);
-/* A --dir given as pool:DIR asks for the pool store backend: *base loses
- * the prefix, which is returned ("" otherwise) to put before the store
- * locations made under it. */
+/* A --dir given as pool:DIR or local:DIR asks for that store backend:
+ * *base loses the prefix, which is returned ("" otherwise: the default
+ * for a new directory) to put before the store locations made under it. */
 const char *cli_backend_prefix(const char **base);
 /* Remove a directory tree (what is left of it: errors are ignored). */
 void cli_rm_tree(const char *dir);

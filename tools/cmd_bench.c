@@ -69,10 +69,13 @@ int cli_bench_args(const char *cmd, const char *usage, int argc, char **argv, in
 
 const char *cli_backend_prefix(const char **base)
 {
-    if (*base == NULL || strncmp(*base, "pool:", 5) != 0)
-        return "";
-    *base += 5;
-    return "pool:";
+    static const char *const kinds[] = {"pool:", "local:"};
+    for (size_t i = 0; *base != NULL && i < sizeof(kinds) / sizeof(kinds[0]); i++)
+        if (strncmp(*base, kinds[i], strlen(kinds[i])) == 0) {
+            *base += strlen(kinds[i]);
+            return kinds[i];
+        }
+    return "";
 }
 
 int cli_scratch_dir(const char *cmd, const char *base, char *out, size_t cap)

@@ -35,8 +35,10 @@ static const char serve_usage[] =
     "cluster: --store) over HTTP (the OpenHands agent-server API) until SIGINT or\n"
     "SIGTERM. The first line on stdout is `listening on http://HOST:PORT`.\n\n"
     "  --data DIR           data directory, created if missing (default ./parley-data);\n"
-    "                       one process at a time; pool:DIR keeps every conversation\n"
-    "                       in shared segment files (README, \"Store\"). With --store:\n"
+    "                       one process at a time. A new directory keeps every\n"
+    "                       conversation in shared segment files, one that has a store\n"
+    "                       keeps its kind; pool:DIR or local:DIR (a directory per\n"
+    "                       conversation) names it (README, \"Store\"). With --store:\n"
     "                       only this machine's workspaces of hosted agents\n"
     "                       (workspaces/<id>/), not locked\n"
     "  --store nats://HOST:PORT[,HOST:PORT...]\n"
@@ -465,7 +467,7 @@ int cmd_serve(int argc, char **argv)
            "version=%s url=%s workers=%d data=%s store=%s conversations=%zu durability=%s "
            "auth=%s open_files=%ld",
            pl_version(), pl_http_url(srv), pl_workers(p), data,
-           po.store != NULL ? po.store : "local", pl_conversations(p),
+           po.store != NULL ? po.store : pl_store_kind(p), pl_conversations(p),
            po.store != NULL ? "replicated" : durability,
            nkeys > 0 || (so.api_key != NULL && so.api_key[0] != '\0') ? "api-key" : "none", files);
     /* each connection is a file, and each conversation in use two more */

@@ -422,10 +422,10 @@ int cmd_tail(int argc, char **argv)
     if (stats)
         fprintf(stderr,
                 "parley tail: stats {\"requests\": %llu, \"events\": %llu, \"fetched\": %llu, "
-                "\"frames\": %llu, \"reconnects\": %llu}\n",
+                "\"frames\": %llu, \"reconnects\": %llu, \"ws_lost\": %llu}\n",
                 (unsigned long long)t.st.requests, (unsigned long long)t.cached,
                 (unsigned long long)t.st.fetched, (unsigned long long)t.st.frames,
-                (unsigned long long)t.st.reconnects);
+                (unsigned long long)t.st.reconnects, (unsigned long long)t.st.ws_lost);
     if (t.cache_err != 0)
         fprintf(stderr, "parley tail: cannot write the cache %s: %s\n", t.cache,
                 strerror(t.cache_err));

@@ -16,7 +16,7 @@ switched off (held frames released), the server's log is read (REST
 search), tail's stdout is awaited until it has that many lines (a
 deadline), tail gets SIGTERM and the rest is read. Checked: stdout parsed
 as dicts == the log exactly (order, no duplicates, nothing missing), exit
-0, the --stats line (events == the log's length, reconnects >= 1), and
+0, the --stats line (events == the log's length, ws_lost >= 1 after a cut), and
 that the proxy dropped, duplicated, delayed frames and cut connections.
 
 Rounds: (1) with parley's envelope=index; (2) with --no-index (as against
@@ -172,9 +172,11 @@ def round_(srv, seed, mode):
     for k in FAULTS:
         check(faults[k] > 0, "%s: the proxy never %s a frame (frames %d) - no WebSocket traffic?"
               % (name, k, faults["frames"]), faults)
+    # a cut is seen at once; the reconnect comes after a backoff, and the
+    # tail may have converged by REST (and been stopped) before it
     if faults["cuts"]:
-        check(s["reconnects"] >= 1,
-              "%s: %d cuts but stats reconnects 0" % (name, faults["cuts"]), s)
+        check(s["ws_lost"] >= 1,
+              "%s: %d cuts but stats ws_lost 0" % (name, faults["cuts"]), s)
     check(s["frames"] > 0, "%s: stats frames 0" % name, s)
     print("   %s: %d events, %s %.2f s after %s" % (
         name, len(log), "ended" if mode == "until-done" else "converged", took,

@@ -31,8 +31,9 @@ STOP_TIMEOUT = 60   # seconds for a clean exit after SIGTERM
 # variants of the suites give here).
 STORE = os.environ.get("PARLEY_STORE")
 HTTP_TIMEOUT = 60   # seconds for one request
-# PARLEY_DATA_PREFIX=pool: every server keeps its conversations in the pool
-# backend's shared segments (--data pool:DIR): the contract suites on it.
+# PARLEY_DATA_PREFIX=local: every server keeps its conversations in the
+# local store, a directory each (--data local:DIR), instead of the pool's
+# shared segments (the default for a new directory): the suites on both.
 DATA_PREFIX = os.environ.get("PARLEY_DATA_PREFIX", "")
 
 

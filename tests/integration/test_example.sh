@@ -33,8 +33,7 @@ expect_grep 'the agent started [2-9] times' "$TEST_TMP/out"
 expect_grep '^gate: rejected: unmatched_tool_result: ' "$TEST_TMP/out"
 expect_grep '^ok: [0-9]+ events seen by the subscription; the log is valid$' "$TEST_TMP/out"
 # what it left on disk is a data directory parley serves: the same log
-conv=$(find "$TEST_TMP/data/conversations" -mindepth 1 -maxdepth 1 -type d | head -1)
-[ -n "$conv" ] || fail "no conversation on disk"
+[ -d "$TEST_TMP/data/pool" ] || fail "no store on disk (a new directory's is the pool)"
 mkfifo "$TEST_TMP/announce"
 "$prefix/bin/parley" serve --data "$TEST_TMP/data" --listen 127.0.0.1:0 --log-level warn \
     >"$TEST_TMP/announce" 2>"$TEST_TMP/serve.err" &
@@ -44,7 +43,10 @@ exec 3<"$TEST_TMP/announce"
 read -r -t 30 line <&3 || fail "serve did not announce itself: $(cat "$TEST_TMP/serve.err")"
 url=${line#listening on }
 [ "$url" != "$line" ] || fail "serve said '$line'"
-id=$(basename "$conv")
+id=$(curl -sf "$url/api/conversations/search?limit=2" |
+    /usr/bin/python3 -c 'import json,sys; r=json.load(sys.stdin)["items"]; print(r[0]["id"] if len(r)==1 else "")') ||
+    fail "cannot list the conversations"
+[ -n "$id" ] || fail "not one conversation on disk"
 n=$(curl -sf "$url/api/conversations/$id/events/count") || fail "cannot count the events"
 [ "$n" = 11 ] || fail "serve counts $n events, the example wrote 11"
 kill -TERM $pid

@@ -24,7 +24,12 @@ void tc_start(tc_env *e, const char *dir, const conv_opts *o, st_durability d)
     e->durability = d;
     if (o != NULL)
         e->o = *o;
-    st_opts so = {.dir = e->dir, .durability = d};
+    /* the local store: these suites look at a conversation's files (state.json,
+     * deferred.json) in its directory; the pool runs them through the
+     * integration suites and test_parley_api */
+    char where[4200];
+    snprintf(where, sizeof(where), "local:%s", e->dir);
+    st_opts so = {.dir = where, .durability = d};
     char err[512];
     ck_assert_msg(st_store_open(&so, &e->store, err, sizeof(err)) == 0, "store: %s", err);
     rt_opts ro = {.loops = 2};

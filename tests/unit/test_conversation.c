@@ -1491,10 +1491,12 @@ START_TEST(test_user_message_resets)
     ck_assert_int_eq(control(&e, CONV_RUN, NULL), 200);
     OK(&e, status_ev("f1", "finished"));
     OK(&e, user("u1", "one more thing"));
+    tc_sync(&e); /* the reset is a status change of its own: shown once durable */
     ASSERT_STATUS(&e, "idle", 0);
     ck_assert_int_eq(control(&e, CONV_RUN, NULL), 200);
     OK(&e, status_ev("k1", "stuck"));
     OK(&e, user("u2", "try another way"));
+    tc_sync(&e);
     ASSERT_STATUS(&e, "idle", 0);
     /* only a user's message, and only from finished or stuck */
     ck_assert_int_eq(control(&e, CONV_RUN, NULL), 200);
@@ -1555,6 +1557,7 @@ START_TEST(test_status_retry_is_idempotent)
     ck_assert_int_eq(control(&e, CONV_RUN, NULL), 200);
     OK(&e, status_ev("f1", "finished"));
     OK(&e, user("u1", "more"));
+    tc_sync(&e); /* the reset is a status change of its own: shown once durable */
     ASSERT_STATUS(&e, "idle", 0);
     json_t *out;
     int code = tc_append(&e, status_ev("f1", "finished"), &out);
@@ -2159,6 +2162,7 @@ START_TEST(test_stuck_thresholds)
     same_turns(&e, 1, 3);
     ASSERT_LOG(&e, "u0,a1,o1,a2,o2,a3,o3");
     same_turns(&e, 4, 1);
+    tc_sync(&e); /* the finding's status change is shown once durable */
     ASSERT_STATUS(&e, "stuck", 0);
     finish(&e);
 

@@ -309,7 +309,7 @@ static void verify(run *R)
     if (R->keep) { /* leave the crashed directory as it is for the next child */
         snprintf(copy, sizeof(copy), "%s.check", R->dir);
         tst_copydir(R->dir, copy);
-        snprintf(where, sizeof(where), "%s%s", R->pool ? "pool:" : "", copy);
+        snprintf(where, sizeof(where), "%s%s", R->pool ? "pool:" : "local:", copy);
         o.dir = where;
     }
     st_store *s;
@@ -357,7 +357,7 @@ static void one_kill(run *R)
         R->dir = tst_mkdtemp();
         memset(R->acked, 0, sizeof(R->acked));
     }
-    snprintf(R->where, sizeof(R->where), "%s%s", R->pool ? "pool:" : "", R->dir);
+    snprintf(R->where, sizeof(R->where), "%s%s", R->pool ? "pool:" : "local:", R->dir);
     R->o.dir = R->where;
     R->opened = R->killed = false;
     int p[2];
@@ -526,7 +526,7 @@ START_TEST(test_second_open_in_process_is_busy)
 {
     rt_log_set_level(RT_LOG_WARN);
     char *dir = tst_mkdtemp(), where[4200];
-    snprintf(where, sizeof(where), "%s%s", _i ? "pool:" : "", dir);
+    snprintf(where, sizeof(where), "%s%s", _i ? "pool:" : "local:", dir);
     st_opts o = {.dir = where, .durability = ST_FULL};
     st_store *s, *t = NULL;
     ck_assert_int_eq(st_store_open(&o, &s, NULL, 0), 0);

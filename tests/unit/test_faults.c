@@ -578,7 +578,7 @@ static void fx_close(fx *f)
 static void fx_start(fx *f, st_durability d, uint64_t journal_bytes)
 {
     f->dir = tst_mkdtemp();
-    snprintf(f->where, sizeof(f->where), "%s%s", pool ? "pool:" : "", f->dir);
+    snprintf(f->where, sizeof(f->where), "%s%s", pool ? "pool:" : "local:", f->dir);
     f->o = (st_opts){
         .dir = f->where, .durability = d, .interval_ms = 20, .journal_bytes = journal_bytes};
     fx_open(f);
@@ -729,7 +729,7 @@ static void fx_crash_image(const fx *f, const char *when)
     snprintf(copy, sizeof(copy), "%s.crash", f->dir);
     tst_copydir(f->dir, copy);
     g.dir = copy;
-    snprintf(g.where, sizeof(g.where), "%s%s", pool ? "pool:" : "", copy);
+    snprintf(g.where, sizeof(g.where), "%s%s", pool ? "pool:" : "local:", copy);
     g.o.dir = g.where;
     fx_open(&g);
     for (unsigned k = 0; k < NCONV; k++)
@@ -1110,7 +1110,9 @@ static void crash_with_journal(const char *dir, uint64_t keep)
     ck_assert_int_ge(pid, 0);
     if (pid == 0) { /* no ck_assert here: report by exit status */
         fx x = {0};
-        x.o = (st_opts){.dir = dir, .durability = ST_FULL};
+        char where[4200];
+        snprintf(where, sizeof(where), "local:%s", dir); /* the local store's journal */
+        x.o = (st_opts){.dir = where, .durability = ST_FULL};
         if (st_store_open(&x.o, &x.s, NULL, 0) != 0)
             _exit(1);
         for (unsigned k = 0; k < 2; k++) {
@@ -1175,7 +1177,9 @@ START_TEST(test_store_replay_fault)
     snprintf(jdir, sizeof(jdir), "%s/journal", dir);
     int wals = count_files(jdir, ".wal", false);
     ck_assert_int_ge(wals, 1);
-    fx x = {.dir = dir, .o = {.dir = dir, .durability = ST_FULL}, .n = {12, 12}};
+    char where[4200];
+    snprintf(where, sizeof(where), "local:%s", dir);
+    fx x = {.dir = dir, .o = {.dir = where, .durability = ST_FULL}, .n = {12, 12}};
     shim_arm(*f);
     char err[512] = "";
     st_store *s = NULL;

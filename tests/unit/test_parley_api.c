@@ -299,8 +299,8 @@ START_TEST(test_every_verdict)
 END_TEST
 
 /* FAILED: the store cannot keep a deferred message durably (its file's
- * fsync fails: an injected I/O error), so the deferral is answered FAILED,
- * not DEFERRED: its producer learns that it would not survive a restart. */
+ * fsync, or the pool's fdatasync, fails: an injected I/O error), so the deferral is answered
+ * FAILED, not DEFERRED: its producer learns that it would not survive a restart. */
 static int failing_fsync(int fd)
 {
     (void)fd;
@@ -316,7 +316,7 @@ START_TEST(test_failed_verdict)
     ck_assert_int_eq(pl_conv_create(p, NULL, &c), 0);
     verdict_slot v;
     ck_assert_int_eq(append(c, action("a1", "c1"), &v), PL_COMMITTED);
-    st_io io = {.pwritev = pwritev, .fdatasync = fdatasync, .fsync = failing_fsync};
+    st_io io = {.pwritev = pwritev, .fdatasync = failing_fsync, .fsync = failing_fsync};
     st_io_set(&io);
     pl_outcome o = append(c, msg("u1", "user"), &v);
     st_io_set(NULL);
@@ -1004,7 +1004,7 @@ START_TEST(test_many_conversations_crowded)
     ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &rl), 0);
     make_tmp();
     char data[300];
-    snprintf(data, sizeof(data), "%s%s/data", _i ? "pool:" : "", dir);
+    snprintf(data, sizeof(data), "%s%s/data", _i ? "pool:" : "local:", dir);
     crowd *w = calloc(1, sizeof(*w));
     ck_assert_ptr_nonnull(w);
     w->p = open_in(data, NULL);

@@ -34,7 +34,7 @@ static const char *loc(const char *dir)
     static char buf[4][4200];
     static int k;
     char *b = buf[k++ % 4];
-    snprintf(b, sizeof(buf[0]), "%s%s", pool ? "pool:" : "", dir);
+    snprintf(b, sizeof(buf[0]), "%s%s", pool ? "pool:" : "local:", dir);
     return b;
 }
 
@@ -349,7 +349,7 @@ START_TEST(test_journal_replay_restores_lost_tail)
     pid_t pid = fork();
     ck_assert_int_ge(pid, 0);
     if (pid == 0) {
-        st_opts o = {.dir = dir, .durability = ST_FULL};
+        st_opts o = {.dir = loc(dir), .durability = ST_FULL};
         st_store *s;
         st_conv *c;
         rt_buf *meta = rt_buf_copy("{}", 2);
@@ -405,7 +405,7 @@ START_TEST(test_journal_replay_restores_creations)
     pid_t pid = fork();
     ck_assert_int_ge(pid, 0);
     if (pid == 0) {
-        st_opts o = {.dir = dir, .durability = ST_FULL};
+        st_opts o = {.dir = loc(dir), .durability = ST_FULL};
         st_store *s;
         st_conv *c;
         rt_buf *ma = rt_buf_copy("{\"title\":\"a\"}", 13),
