@@ -80,7 +80,9 @@ void conv_publish(conv *c, uint64_t index, const ev *e, rt_buf *bytes)
 }
 
 /* The last `tail` durable events (at most the stuck detector's window), to
- * a new subscriber, before anything live. */
+ * a new subscriber, before anything live: what the store answers without
+ * waiting (a log that other nodes wrote since it was read here may not be
+ * in memory: then none). */
 static void send_tail(conv *c, rt_actor *sub, bool notes, uint64_t tail)
 {
     uint64_t count = seq_count(c->sq);
@@ -88,7 +90,7 @@ static void send_tail(conv *c, rt_actor *sub, bool notes, uint64_t tail)
         tail = STUCK_WINDOW;
     uint64_t from = count > tail ? count - tail : 0;
     st_page *p;
-    if (from >= count || st_log_read(c->log, from, (uint32_t)(count - from), &p) != 0)
+    if (from >= count || st_log_read_now(c->log, from, (uint32_t)(count - from), &p) != 0)
         return;
     for (uint32_t i = 0; i < p->n; i++) {
         const char *bytes = (const char *)rt_buf_data(p->bytes) + p->ev[i].off;

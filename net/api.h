@@ -119,6 +119,15 @@ int net_post_message(net_req *r, const rt_uuid *id, const char *role, json_t *co
 int net_walk_events(net_req *r, net_outcome *out, bool desc, bool (*fn)(json_t *e, void *ctx),
                     void *ctx);
 
+/* Several nodes (api_forward.c): an append for a conversation that
+ * another live node owns is forwarded there (true: the request is taken
+ * care of); false: append here. */
+bool net_forward_append(net_req *r);
+/* Serve the appends other nodes forward here (0 or an error), and stop
+ * (no call to the conversations is made after it returns). */
+int net_forward_serve(net_api *a);
+void net_forward_unserve(net_api *a);
+
 /* The OpenAPI description of the routes (openapi.c). */
 json_t *net_openapi(void);
 

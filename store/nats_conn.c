@@ -246,6 +246,12 @@ int stn_ensure_stream(st_nats *n, unsigned shard, char *err, size_t errlen)
 int stn_bind_bucket(st_nats *n, const char *bucket, const char *about, kvStore **kv, char *err,
                     size_t errlen)
 {
+    return stn_bind_bucket_ttl(n, bucket, about, 0, kv, err, errlen);
+}
+
+int stn_bind_bucket_ttl(st_nats *n, const char *bucket, const char *about, int64_t ttl_ms,
+                        kvStore **kv, char *err, size_t errlen)
+{
     int64_t until = stn_now_ms() + n->deadline_ms;
     for (int attempt = 0;; attempt++) {
         stn_waits("binding a bucket");
@@ -258,6 +264,7 @@ int stn_bind_bucket(st_nats *n, const char *bucket, const char *about, kvStore *
             c.History = 1;
             c.StorageType = js_FileStorage;
             c.Replicas = n->replicas;
+            c.TTL = ttl_ms * 1000000; /* nanoseconds */
             s = js_CreateKeyValue(kv, n->js, &c);
         }
         if (s == NATS_OK)
@@ -365,6 +372,13 @@ int st_nats_open(const st_nats_opts *o, st_nats **out, char *err, size_t errlen)
     n->request_ms = o->request_ms ? (int64_t)o->request_ms : 2000;
     n->deadline_ms = o->deadline_ms ? (int64_t)o->deadline_ms : 15000;
     snprintf(n->node, sizeof n->node, "%s", o->node ? o->node : "parley");
+    rt_uuid token;
+    if (rt_uuid_v4(&token) != 0) {
+        free(n);
+        free_servers(servers, count);
+        return fail(err, errlen, -EIO, "no random bytes for the node's token");
+    }
+    rt_uuid_hex(&token, n->token);
     snprintf(n->servers, sizeof n->servers, "%s", o->servers);
     pthread_mutex_init(&n->mu, NULL);
     n->ready = calloc(n->shards, 1);

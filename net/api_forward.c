@@ -1,0 +1,167 @@
+/*
+ * api_forward.c - appends on a store shared by several nodes (store.h,
+ * "several nodes"): an append this node receives for a conversation that
+ * another live node owns is forwarded to that node, and answered with its
+ * verdict (status, Retry-After, body), as if the client had asked it; an
+ * append whose owner is gone, or that has none, is made here (the store
+ * takes the log over). And the other way round: the appends other nodes
+ * forward here go to the conversation actor, as a client's would.
+ *
+ * Routing reads the log's last record and the owner's lease, and a
+ * forward waits for the owner: both in the thread pool, never on a loop.
+ * The appends this node writes (it wrote the log's last record) skip
+ * routing. Bounds: FWD_OUT_MAX forwards in flight from this node, the
+ * store's bound on forwarded bodies, and the owner's bound on what it
+ * serves at once.
+ */
+#include "api.h"
+#include "verdict.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+enum {
+    FWD_OUT_MAX = 64,          /* forwards in flight from this node (each holds a pool thread) */
+    FWD_WAIT_MS = 25000,       /* how long a forward waits for the owner's answer */
+    FWD_SERVE_CALL_MS = 20000, /* the owner's own wait for its conversation: shorter */
+};
+
+static _Atomic int fwd_out;
+
+/* In the pool: route, and forward if the owner is another live node.
+ * out->status 0: append here. */
+static void route_work(net_req *r, net_outcome *out)
+{
+    st_store *s = r->api->store;
+    st_route to;
+    char err[256] = "";
+    char dashed[37];
+    rt_uuid_dashed(&r->route.conv, dashed);
+    int e = st_route_of(s, &r->route.conv, &to, err, sizeof(err));
+    if (e == -ENOENT) {
+        net_fail(out, 404, "Conversation not found: %s", dashed);
+        return;
+    }
+    if (e < 0) {
+        net_fail(out, 503, "cannot append: cannot tell which node owns conversation %s: %s", dashed,
+                 err);
+        return;
+    }
+    if (!to.forward) {
+        out->status = 0;
+        return;
+    }
+    if (atomic_fetch_add(&fwd_out, 1) >= FWD_OUT_MAX) {
+        atomic_fetch_sub(&fwd_out, 1);
+        net_fail(out, 503, "cannot append: %d appends are being forwarded already; retry",
+                 FWD_OUT_MAX);
+        return;
+    }
+    st_fwd_answer a;
+    e = st_forward(s, &to, &r->route.conv, ST_FWD_APPEND, r->http->body, r->http->body_len,
+                   FWD_WAIT_MS, &a, err, sizeof(err));
+    atomic_fetch_sub(&fwd_out, 1);
+    if (e == -EMSGSIZE) {
+        net_fail(out, 413, "%s", err);
+        return;
+    }
+    if (e < 0) {
+        net_fail(out, 503, "cannot append to conversation %s: %s", dashed, err);
+        return;
+    }
+    out->status = a.status;
+    out->body = a.body;
+    out->arg = (void *)(uintptr_t)a.retry_after;
+}
+
+static void route_then(net_req *r, net_outcome *out)
+{
+    if (out->status == 0) { /* here */
+        rt_buf *b = rt_buf_copy(r->http->body, r->http->body_len);
+        if (b == NULL)
+            net_reply_error(r, 503, "out of memory");
+        else
+            net_ask_conv(r, CONV_APPEND, 0, b);
+        return;
+    }
+    char extra[64] = "";
+    unsigned retry = (unsigned)(uintptr_t)out->arg;
+    if (retry > 0)
+        snprintf(extra, sizeof(extra), "Retry-After: %u\r\n", retry);
+    if (out->body != NULL) {
+        rt_buf *b = out->body;
+        out->body = NULL;
+        net_reply(r, out->status, b, NULL, extra[0] != '\0' ? extra : NULL);
+    } else {
+        net_reply_error(r, out->status, "%s", out->detail[0] ? out->detail : "internal error");
+    }
+}
+
+bool net_forward_append(net_req *r)
+{
+    st_store *s = r->api->store;
+    if (!st_store_shared(s) || st_conv_writes_here(s, &r->route.conv))
+        return false;
+    net_api_work_then(r, route_work, NULL, NULL, route_then);
+    return true;
+}
+
+/* ---- serving what other nodes forward ----------------------------------------- */
+
+static void served(void *ctx, rt_msg *m)
+{
+    st_fwd *f = ctx;
+    const conv_reply *cr = m->kind == CONV_RESULT ? conv_reply_of(m) : NULL;
+    if (cr == NULL) {
+        int st = m->kind == RT_KIND_ERROR ? m->status : RT_EFAIL;
+        char body[160];
+        int n = snprintf(body, sizeof(body), "{\"detail\":\"the conversation did not answer: %s\"}",
+                         rt_strerror(st));
+        st_fwd_reply(f, st == RT_ETIMEDOUT ? 504 : 503, body, (size_t)n, 0);
+        return;
+    }
+    rt_buf *body;
+    unsigned retry;
+    int status = net_verdict_http(&cr->v, &body, &retry);
+    if (body == NULL) {
+        static const char oom[] = "{\"detail\":\"out of memory\"}";
+        st_fwd_reply(f, 500, oom, sizeof(oom) - 1, 0);
+        return;
+    }
+    st_fwd_reply(f, status, rt_buf_data(body), rt_buf_len(body), retry);
+    rt_buf_unref(body);
+}
+
+/* On a store thread: to the conversation actor, answered on a loop. */
+static void serve(void *ctx, st_fwd *f, const rt_uuid *id, uint32_t what, rt_buf *body)
+{
+    net_api *a = ctx;
+    (void)what; /* ST_FWD_APPEND: the store lets nothing else through */
+    int e =
+        convs_call(a->convs, id, RT_LOOP_ANY, CONV_APPEND, 0, body, FWD_SERVE_CALL_MS, served, f);
+    if (e == 0)
+        return;
+    rt_buf_unref(body);
+    char dashed[37], detail[200];
+    rt_uuid_dashed(id, dashed);
+    int n = e == -ENOENT
+                ? snprintf(detail, sizeof(detail), "{\"detail\":\"Conversation not found: %s\"}",
+                           dashed)
+                : snprintf(detail, sizeof(detail),
+                           "{\"detail\":\"cannot reach conversation %s on its owner: %s\"}", dashed,
+                           rt_strerror(e));
+    st_fwd_reply(f, e == -ENOENT ? 404 : 503, detail, (size_t)n, 0);
+}
+
+int net_forward_serve(net_api *a)
+{
+    return st_store_serve(a->store, serve, a);
+}
+
+void net_forward_unserve(net_api *a)
+{
+    st_store_serve(a->store, NULL, NULL);
+}
