@@ -60,6 +60,9 @@ void conv_drop_sub(conv *c, size_t i, uint64_t why)
 
 void conv_publish(conv *c, uint64_t index, const ev *e, rt_buf *bytes)
 {
+    if (index < c->published)
+        return; /* given already, as another node's (conv_follow.c) */
+    c->published = index + 1;
     rt_buf *note = NULL;
     for (size_t i = 0; i < c->nsubs;) {
         rt_buf *b = bytes;
@@ -135,7 +138,9 @@ void conv_subscribe(conv *c, rt_promise *reply, uint64_t arg)
     c->subs[c->nsubs++] = (conv_sub){sub, notes, told};
     c->ntold += told;
     send_tail(c, sub, notes, arg & 0xff);
-    conv_reply info = {.status = seq_status_committed(c->sq), .count = seq_count(c->sq)};
+    conv_follow_update(c);
+    /* live from the next event it would be sent (conv_follow.c) */
+    conv_reply info = {.status = seq_status_committed(c->sq), .count = conv_next_published(c)};
     conv_answer(reply, conv_reply_new(&(conv_reply_spec){.outcome = PL_DONE, .info = &info}));
 }
 
@@ -146,6 +151,7 @@ void conv_unsubscribe(conv *c, rt_actor *sub)
             c->ntold -= c->subs[i].told;
             rt_actor_unref(c->subs[i].a);
             c->subs[i] = c->subs[--c->nsubs];
+            conv_follow_update(c);
             return;
         }
     }

@@ -232,6 +232,20 @@ int st_store_serve(st_store *s, st_fwd_fn fn, void *ctx)
     return b->serve != NULL ? b->serve(s, fn, ctx) : 0;
 }
 
+/* A follow's first member is its backend's table, as a handle's. */
+int st_conv_follow(st_conv *c, st_follow_fn fn, void *ctx, st_follow **out)
+{
+    const st_backend *b = ST_BACKEND(c);
+    *out = NULL;
+    return b->follow != NULL ? b->follow(c, fn, ctx, out) : -ENOTSUP;
+}
+
+void st_follow_stop(st_follow *f)
+{
+    if (f != NULL)
+        ST_BACKEND(f)->follow_stop(f);
+}
+
 const char *st_store_strerror(const st_store *s, int err, char *buf, size_t cap)
 {
     const st_backend *b = ST_BACKEND(s);

@@ -77,6 +77,8 @@ typedef struct st_backend {
                    const void *body, size_t len, uint64_t timeout_ms, st_fwd_answer *out, char *err,
                    size_t errlen);
     int (*serve)(st_store *s, st_fwd_fn fn, void *ctx);
+    int (*follow)(st_conv *c, st_follow_fn fn, void *ctx, st_follow **out);
+    void (*follow_stop)(st_follow *f);
 } st_backend;
 
 /* The names of the store's own files (st_store_put_file): plain, lower

@@ -182,6 +182,39 @@ static int check_stream(const jsStreamConfig *c, const char *subject, char *err,
     return 0;
 }
 
+/* Live fan-out across nodes: every record the stream stores is published
+ * again, with its stream sequence, on parley.live.<shard>.<32 hex> (a plain
+ * subscription on parley.ev.* would also see appends the stream refused). */
+static void republish_of(jsRePublish *rp, const char *subject, char *live, size_t cap,
+                         unsigned shard)
+{
+    jsRePublish_Init(rp);
+    snprintf(live, cap, ST_NATS_LIVE "%u.{{wildcard(1)}}", shard);
+    rp->Source = subject;
+    rp->Destination = live;
+}
+
+/* A stream made by an older parley: add the republishing (best effort:
+ * without it, subscribers on other nodes than the writer see nothing live). */
+static void add_republish(st_nats *n, jsStreamConfig *cfg, unsigned shard)
+{
+    jsRePublish rp;
+    char live[48];
+    republish_of(&rp, cfg->Subjects[0], live, sizeof live, shard);
+    cfg->RePublish = &rp;
+    jsStreamInfo *si = NULL;
+    jsErrCode jerr = 0;
+    stn_waits("updating a stream");
+    natsStatus s = js_UpdateStream(&si, n->js, cfg, NULL, &jerr);
+    cfg->RePublish = NULL;
+    jsStreamInfo_Destroy(si);
+    if (s != NATS_OK)
+        rt_log(RT_LOG_WARN, "store",
+               "nats: cannot make stream %s republish its records (%s): subscribers on other "
+               "nodes than a conversation's writer see nothing live",
+               cfg->Name, stn_last_error(s));
+}
+
 static int make_stream(st_nats *n, unsigned shard, char *err, size_t errlen)
 {
     char name[32], subject[48];
@@ -195,6 +228,8 @@ static int make_stream(st_nats *n, unsigned shard, char *err, size_t errlen)
         natsStatus s = js_GetStreamInfo(&si, n->js, name, NULL, &jerr);
         if (s == NATS_OK) {
             int r = check_stream(si->Config, subject, err, errlen);
+            if (r == 0 && si->Config->RePublish == NULL)
+                add_republish(n, si->Config, shard);
             jsStreamInfo_Destroy(si);
             return r;
         }
@@ -213,6 +248,10 @@ static int make_stream(st_nats *n, unsigned shard, char *err, size_t errlen)
             c.AllowDirect = true;
             c.DenyDelete = true;
             c.DenyPurge = true;
+            jsRePublish rp;
+            char live[48];
+            republish_of(&rp, subject, live, sizeof live, shard);
+            c.RePublish = &rp;
             jerr = 0;
             s = js_AddStream(&si, n->js, &c, NULL, &jerr);
             jsStreamInfo_Destroy(si);

@@ -174,7 +174,9 @@ static void run(stn_conv *c, stn_job *j)
 {
     uint64_t first = 0;
     int r = 0;
-    if (atomic_load(&c->gone))
+    if (j->kind == STN_PROBE) /* releases its follow, gone or not */
+        stn_follow_probe(c, j->ctx);
+    else if (atomic_load(&c->gone))
         r = -ENOENT;
     else if (j->kind == STN_APPEND)
         r = run_append(c, j, &first);
@@ -254,6 +256,27 @@ void stn_workers_stop(stn_store *s)
 }
 
 /* ---- the calls ----------------------------------------------------------- */
+
+static void nothing(void *ctx, int status, uint64_t first)
+{
+    (void)ctx;
+    (void)status;
+    (void)first;
+}
+
+int stn_submit_plain(stn_conv *c, stn_kind kind, void *ctx)
+{
+    stn_job *j = calloc(1, sizeof(*j));
+    if (j == NULL)
+        return -ENOMEM;
+    j->kind = kind;
+    j->done = nothing;
+    j->ctx = ctx;
+    int r = submit(c, j, true);
+    if (r < 0)
+        job_free(j);
+    return r;
+}
 
 typedef struct claim_wait {
     pthread_mutex_t mu;

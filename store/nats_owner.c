@@ -388,3 +388,142 @@ int stn_forward(st_store *gs, const st_route *to, const rt_uuid *id, uint32_t wh
     }
     return 0;
 }
+
+/* ---- following a log ----------------------------------------------------------- */
+
+struct st_follow {
+    const st_backend *be;
+    stn_store *s;
+    rt_uuid id;
+    st_nats_log *l; /* for parsing records (the callback's only) */
+    natsSubscription *sub;
+    pthread_mutex_t mu;
+    bool stopped;
+    int refs; /* the subscription's, and a probe's (mu) */
+    st_follow_fn fn;
+    void *ctx;
+};
+
+static void follow_free(void *closure)
+{
+    st_follow *f = closure;
+    pthread_mutex_lock(&f->mu);
+    bool last = --f->refs == 0;
+    pthread_mutex_unlock(&f->mu);
+    if (!last)
+        return;
+    st_nats_log_close(f->l);
+    pthread_mutex_destroy(&f->mu);
+    free(f);
+}
+
+/* Another node stored events: what this node's readers hold in memory
+ * is no longer the whole log (nats_tail.c), so they read the cluster. */
+static void grew(stn_store *s, const rt_uuid *id, uint64_t count)
+{
+    pthread_mutex_lock(&s->mu);
+    stn_entry *e = stn_catalog_find(s, id);
+    stn_conv *c = e != NULL ? e->open : NULL;
+    if (c != NULL) {
+        pthread_mutex_lock(&c->mu);
+        stn_log *l = c->log;
+        for (uint64_t k = l != NULL ? atomic_load(&l->known) : count; k < count;)
+            if (atomic_compare_exchange_weak(&l->known, &k, count))
+                break;
+        pthread_mutex_unlock(&c->mu);
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void on_record(natsConnection *nc, natsSubscription *sub, natsMsg *m, void *closure)
+{
+    (void)nc;
+    (void)sub;
+    st_follow *f = closure;
+    const char *seq = NULL, *owner = NULL;
+    st_nats_event ev;
+    natsMsgHeader_Get(m, "Nats-Sequence", &seq);
+    natsMsgHeader_Get(m, STN_H_OWNER, &owner);
+    uint64_t at = seq != NULL ? strtoull(seq, NULL, 10) : 0;
+    if (at > 0 && stn_parse(f->l, m, at, &ev) == 0) {
+        bool mine = owner != NULL && strcmp(owner, f->s->n->token) == 0;
+        if (!mine)
+            grew(f->s, &f->id, stn_visible(&ev));
+        pthread_mutex_lock(&f->mu);
+        if (!f->stopped)
+            f->fn(f->ctx, stn_visible(&ev), mine);
+        pthread_mutex_unlock(&f->mu);
+    }
+    natsMsg_Destroy(m);
+}
+
+int stn_follow(st_conv *gc, st_follow_fn fn, void *ctx, st_follow **out)
+{
+    stn_conv *c = (stn_conv *)(void *)gc;
+    st_follow *f = calloc(1, sizeof(*f));
+    if (f == NULL)
+        return -ENOMEM;
+    f->be = c->be;
+    f->s = c->s;
+    f->id = c->id;
+    f->fn = fn;
+    f->ctx = ctx;
+    f->refs = 1;
+    pthread_mutex_init(&f->mu, NULL);
+    int r = st_nats_log_open(c->s->n, &c->lid, &f->l);
+    char subject[80];
+    if (r == 0)
+        snprintf(subject, sizeof subject, ST_NATS_LIVE "%u.%s", f->l->shard, c->lhex);
+    natsStatus ns = r == 0 ? natsConnection_Subscribe(&f->sub, c->s->n->nc, subject, on_record, f)
+                           : NATS_NO_MEMORY;
+    if (ns == NATS_OK)
+        ns = natsSubscription_SetOnCompleteCB(f->sub, follow_free, f);
+    if (ns != NATS_OK) {
+        if (f->sub != NULL) {
+            natsSubscription_Unsubscribe(f->sub);
+            natsSubscription_Destroy(f->sub);
+        }
+        follow_free(f);
+        return r < 0 ? r : stn_errno(ns, 0);
+    }
+    /* what was stored before the subscription: a first notice */
+    pthread_mutex_lock(&f->mu);
+    f->refs++;
+    pthread_mutex_unlock(&f->mu);
+    if (stn_submit_plain(c, STN_PROBE, f) < 0)
+        follow_free(f);
+    *out = f;
+    return 0;
+}
+
+void stn_follow_probe(stn_conv *c, void *follow)
+{
+    st_follow *f = follow;
+    st_nats_log *l = NULL;
+    uint64_t count = 0;
+    bool stopped;
+    pthread_mutex_lock(&f->mu);
+    stopped = f->stopped;
+    pthread_mutex_unlock(&f->mu);
+    if (!stopped && !atomic_load(&c->writing) && st_nats_log_open(c->s->n, &c->lid, &l) == 0 &&
+        st_nats_log_count(l, &count) == 0) {
+        grew(c->s, &c->id, count);
+        pthread_mutex_lock(&f->mu);
+        if (!f->stopped)
+            f->fn(f->ctx, count, false);
+        pthread_mutex_unlock(&f->mu);
+    }
+    st_nats_log_close(l);
+    follow_free(f);
+}
+
+void stn_follow_stop(st_follow *f)
+{
+    pthread_mutex_lock(&f->mu);
+    f->stopped = true;
+    pthread_mutex_unlock(&f->mu);
+    /* f is freed once the subscription has delivered its last message */
+    natsSubscription *sub = f->sub;
+    natsSubscription_Unsubscribe(sub);
+    natsSubscription_Destroy(sub);
+}

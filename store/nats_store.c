@@ -565,4 +565,6 @@ const st_backend st_nats_backend = {
     .route = stn_route,
     .forward = stn_forward,
     .serve = stn_serve,
+    .follow = stn_follow,
+    .follow_stop = stn_follow_stop,
 };

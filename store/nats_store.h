@@ -48,7 +48,7 @@
 typedef struct stn_store stn_store;
 typedef struct stn_conv stn_conv;
 
-typedef enum { STN_APPEND, STN_FILE, STN_DELETE, STN_CLAIM } stn_kind;
+typedef enum { STN_APPEND, STN_FILE, STN_DELETE, STN_CLAIM, STN_PROBE } stn_kind;
 
 typedef struct stn_job {
     struct stn_job *next;
@@ -271,6 +271,14 @@ int stn_route(st_store *s, const rt_uuid *id, st_route *out, char *err, size_t e
 int stn_forward(st_store *s, const st_route *to, const rt_uuid *id, uint32_t what, const void *body,
                 size_t len, uint64_t timeout_ms, st_fwd_answer *out, char *err, size_t errlen);
 int stn_serve(st_store *s, st_fwd_fn fn, void *ctx);
+int stn_follow(st_conv *c, st_follow_fn fn, void *ctx, st_follow **out);
+/* A worker's job for a new follow (STN_PROBE, ctx): the log's count now,
+ * as a first notice, unless this node writes it; then the job's hold of
+ * the follow goes. */
+void stn_follow_probe(stn_conv *c, void *follow);
+/* Queue a job of this kind with ctx, done doing nothing. */
+int stn_submit_plain(stn_conv *c, stn_kind kind, void *ctx);
+void stn_follow_stop(st_follow *f);
 
 /* nats_rlog.c */
 typedef struct stn_ref {

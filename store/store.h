@@ -255,6 +255,19 @@ int st_store_serve(st_store *s, st_fwd_fn fn, void *ctx);
 /* Answer a forwarded request: status, body (may be NULL), retry_after. */
 void st_fwd_reply(st_fwd *f, int status, const void *body, size_t len, unsigned retry_after);
 
+/* Follow a conversation's log as any node writes it: fn(ctx, count, mine)
+ * is called on a thread of the store's (not a loop), in the order they
+ * were stored, for records stored after the call: count is how many
+ * events the log holds with that record, mine whether this node wrote
+ * it. Notices may be lost (a reconnection): count says how far the log
+ * is, so a gap is seen at the next one. -ENOTSUP for a store of one node.
+ * Any thread; no waiting. */
+typedef struct st_follow st_follow;
+typedef void (*st_follow_fn)(void *ctx, uint64_t count, bool mine);
+int st_conv_follow(st_conv *c, st_follow_fn fn, void *ctx, st_follow **out);
+/* No call of fn starts after this returns (one under way may finish). */
+void st_follow_stop(st_follow *f);
+
 /* ---- figures ------------------------------------------------------------ */
 
 /* Every fdatasync of the store, any instance. */

@@ -141,6 +141,82 @@ def interleaved(a, b):
               "node %s reads every event once, at its index" % node.name, ids)
 
 
+def ws_elsewhere(a, b):
+    """A WebSocket on the node that does not own the conversation (b) gets
+    every committed event once, in order: those before it connected
+    (replayed) and those appended through either node afterwards (the
+    owner's records, republished by the stream)."""
+    import ws_raw
+    cid = create(a.port)
+    known(b.port, cid)
+    for i in range(5):
+        st, body = append(a.port, cid, msg("w%d" % i))
+        check(st == 201, "an append before the subscriber", st, body)
+    sock, rest = ws_raw.handshake(b.port, "/sockets/events/%s?resend_mode=all" % cid)
+    reader = ws_raw.Reader(sock, rest)
+    got = []
+
+    def read_until(n):
+        end = time.monotonic() + DEADLINE_S
+        while len(got) < n:
+            check(time.monotonic() < end, "the subscriber gets %d events in time" % n, len(got))
+            f = reader.next()
+            check(f is not None, "the WebSocket stays open", got)
+            if f[0] == 0x1:
+                e = json.loads(f[1])
+                # the stream's own state frame is not an event of the log
+                if isinstance(e, dict) and "id" in e and \
+                        e.get("kind") != "ConversationStateUpdateEvent":
+                    got.append(e["id"])
+
+    try:
+        read_until(5)
+        for i in range(5, 45):
+            st, body = append((a, b)[i % 2].port, cid, msg("w%d" % i))
+            check(st == 201, "append w%d" % i, st, body)
+        ids = log_ids(a.port, cid)
+        read_until(len(ids))
+        check(got == ids, "the subscriber on the other node saw every event once, in order",
+              got, ids)
+        # nothing more comes (no event twice): one more append is the next frame
+        st, body = append(b.port, cid, msg("w-last"))
+        check(st == 201, "one more append", st, body)
+        read_until(len(ids) + 1)
+        check(got[-1] == "w-last" and len(got) == len(set(got)), "then the next one, once", got)
+    finally:
+        sock.close()
+    # the hand-off: a subscriber that connects while both nodes append
+    sent, errors = [], []
+
+    def producer():
+        try:
+            for i in range(60):
+                st, body = append((a, b)[i % 2].port, cid, msg("h%d" % i))
+                check(st == 201, "append h%d" % i, st, body)
+                sent.append(i)
+        except BaseException as e:  # noqa: B902 - reported below
+            errors.append(e)
+
+    t = threading.Thread(target=producer)
+    t.start()
+    end = time.monotonic() + DEADLINE_S
+    while len(sent) < 20 and t.is_alive():
+        check(time.monotonic() < end, "the producer gets going", len(sent))
+        time.sleep(0.01)  # polling interval, not a synchronization
+    sock, rest = ws_raw.handshake(b.port, "/sockets/events/%s?resend_mode=all" % cid)
+    reader = ws_raw.Reader(sock, rest)
+    got = []
+    try:
+        t.join()
+        check(not errors, "the producer finished", errors[:1])
+        ids = log_ids(a.port, cid)
+        read_until(len(ids))
+        check(got == ids, "a subscriber that came mid-stream saw every event once, in order",
+              got, ids)
+    finally:
+        sock.close()
+
+
 def concurrent(a, b):
     """Both nodes append to three conversations at once (producers retry
     a 503): every acknowledged id once in the log, at its acked index."""
@@ -262,6 +338,7 @@ def main():
         a.name, b.name = "p1", "p2"
         try:
             run("interleaved_appends_forwarded", interleaved, a, b)
+            run("ws_subscriber_on_the_other_node", ws_elsewhere, a, b)
             run("concurrent_appends", concurrent, a, b)
             run("split_two_writers", split, work)
             run("no_loop_waits",
