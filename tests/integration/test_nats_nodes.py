@@ -259,6 +259,51 @@ def concurrent(a, b):
                       cid, eid, at)
 
 
+def owner_gone(work):
+    """The owner is killed (SIGKILL): while its lease lasts, an append
+    through the other node is refused with 503 and one line naming the
+    owner; once the lease is over, that node takes the conversation over
+    and the retried append is committed at the next index; a retry of an
+    event the dead owner had committed is answered as a duplicate."""
+    from parley_client import Server
+    c = Server(data=os.path.join(work, "c"), args=["--node-id", "c1"]).start()
+    d = Server(data=os.path.join(work, "d"), args=["--node-id", "d1"]).start()
+    try:
+        cid = create(c.port)
+        known(d.port, cid)
+        for i in range(3):
+            st, body = append(d.port, cid, msg("o%d" % i))  # forwarded to c
+            check(st == 201 and acked_index(body) == i, "append o%d" % i, st, body)
+        c.kill()
+        end = time.monotonic() + DEADLINE_S
+        refused = []
+        while True:
+            st, body = append(d.port, cid, msg("o3"))
+            if st != 503:
+                break
+            why = body.get("detail", "") if isinstance(body, dict) else str(body)
+            check("\n" not in why and why, "a refusal says why in one line", why)
+            refused.append(why)
+            check(time.monotonic() < end, "the other node takes over once the lease is over",
+                  refused[-1])
+            time.sleep(0.05)  # polling interval, not a synchronization
+        check(st == 201 and acked_index(body) == 3, "the append after the take-over", st, body)
+        # while the lease lasts: the owner named; then (the node's memory of
+        # the log was older than the take-over) one "restarting: retry"
+        check(refused and "owner node c1" in refused[0],
+              "a refusal while the owner's lease lasts names the owner", refused[:1])
+        print("owner gone: %d refusals, first %r, last %r" % (len(refused), refused[0],
+                                                               refused[-1]))
+        st, body = append(d.port, cid, msg("o1"))
+        check(st == 201 and body.get("duplicate") is True and acked_index(body) == 1,
+              "a retry of an event the dead owner committed is a duplicate", st, body)
+        check(log_ids(d.port, cid) == ["o0", "o1", "o2", "o3"], "the log after the take-over")
+        d.stop()
+    finally:
+        c.cleanup()
+        d.cleanup()
+
+
 def split(work):
     """Two nodes that both take one conversation over (neither forwards):
     they fence each other; never two events at one index."""
@@ -340,6 +385,7 @@ def main():
             run("interleaved_appends_forwarded", interleaved, a, b)
             run("ws_subscriber_on_the_other_node", ws_elsewhere, a, b)
             run("concurrent_appends", concurrent, a, b)
+            run("owner_gone", owner_gone, work)
             run("split_two_writers", split, work)
             run("no_loop_waits",
                 lambda: check(a.loop_requests() == 0 and b.loop_requests() == 0,
