@@ -21,6 +21,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 enum {
@@ -31,11 +32,27 @@ enum {
 
 static _Atomic int fwd_out;
 
+/* A request on its way to the owner (the pool's arg). */
+typedef struct fwd_job {
+    rt_buf *event;        /* a user message as its event (POST .../events); NULL: the raw body */
+    bool run;             /* then ask for a run */
+    net_posted_fn posted; /* the POST route's answer, when it is made here */
+    unsigned retry_after;
+} fwd_job;
+
+static void fwd_job_free(void *arg)
+{
+    fwd_job *j = arg;
+    rt_buf_unref(j->event);
+    free(j);
+}
+
 /* In the pool: route, and forward if the owner is another live node.
- * out->status 0: append here. */
+ * out->status 0: make it here. */
 static void route_work(net_req *r, net_outcome *out)
 {
     st_store *s = r->api->store;
+    fwd_job *j = out->arg;
     st_route to;
     char err[256] = "";
     char dashed[37];
@@ -61,8 +78,20 @@ static void route_work(net_req *r, net_outcome *out)
         return;
     }
     st_fwd_answer a;
-    e = st_forward(s, &to, &r->route.conv, ST_FWD_APPEND, r->http->body, r->http->body_len,
-                   FWD_WAIT_MS, &a, err, sizeof(err));
+    const void *body = j->event != NULL ? rt_buf_data(j->event) : r->http->body;
+    size_t len = j->event != NULL ? rt_buf_len(j->event) : r->http->body_len;
+    e = st_forward(s, &to, &r->route.conv, ST_FWD_APPEND, 0, body, len, FWD_WAIT_MS, &a, err,
+                   sizeof(err));
+    /* a message that is in (or deferred) is followed by its run, if asked
+     * (already running, or not allowed now: the message is in either way) */
+    bool in = e == 0 && (a.status == 201 || a.status == 202);
+    if (in && j->event != NULL && j->run) {
+        st_fwd_answer ra;
+        char rerr[256];
+        if (st_forward(s, &to, &r->route.conv, ST_FWD_CONTROL, CONV_RUN, NULL, 0, FWD_WAIT_MS, &ra,
+                       rerr, sizeof(rerr)) == 0)
+            rt_buf_unref(ra.body);
+    }
     atomic_fetch_sub(&fwd_out, 1);
     if (e == -EMSGSIZE) {
         net_fail(out, 413, "%s", err);
@@ -72,14 +101,29 @@ static void route_work(net_req *r, net_outcome *out)
         net_fail(out, 503, "cannot append to conversation %s: %s", dashed, err);
         return;
     }
+    if (in && j->event != NULL) { /* the POST route's own answer */
+        rt_buf_unref(a.body);
+        out->status = 200;
+        out->body = rt_buf_copy("{\"success\":true}", 16);
+        if (out->body == NULL)
+            net_fail(out, 503, "out of memory");
+        return;
+    }
     out->status = a.status;
     out->body = a.body;
-    out->arg = (void *)(uintptr_t)a.retry_after;
+    j->retry_after = a.retry_after;
 }
 
 static void route_then(net_req *r, net_outcome *out)
 {
+    fwd_job *j = out->arg;
     if (out->status == 0) { /* here */
+        if (j->event != NULL) {
+            int e = net_post_event(r, &r->route.conv, rt_buf_ref(j->event), j->run, j->posted);
+            if (e < 0)
+                net_reply_unreachable(r, &r->route.conv, e);
+            return;
+        }
         rt_buf *b = rt_buf_copy(r->http->body, r->http->body_len);
         if (b == NULL)
             net_reply_error(r, 503, "out of memory");
@@ -88,9 +132,8 @@ static void route_then(net_req *r, net_outcome *out)
         return;
     }
     char extra[64] = "";
-    unsigned retry = (unsigned)(uintptr_t)out->arg;
-    if (retry > 0)
-        snprintf(extra, sizeof(extra), "Retry-After: %u\r\n", retry);
+    if (j->retry_after > 0)
+        snprintf(extra, sizeof(extra), "Retry-After: %u\r\n", j->retry_after);
     if (out->body != NULL) {
         rt_buf *b = out->body;
         out->body = NULL;
@@ -100,13 +143,29 @@ static void route_then(net_req *r, net_outcome *out)
     }
 }
 
-bool net_forward_append(net_req *r)
+static bool forward(net_req *r, rt_buf *event, bool run, net_posted_fn posted)
 {
     st_store *s = r->api->store;
     if (!st_store_shared(s) || st_conv_writes_here(s, &r->route.conv))
         return false;
-    net_api_work_then(r, route_work, NULL, NULL, route_then);
+    fwd_job *j = calloc(1, sizeof(*j));
+    if (j == NULL)
+        return false; /* here, then */
+    j->event = event != NULL ? rt_buf_ref(event) : NULL;
+    j->run = run;
+    j->posted = posted;
+    net_api_work_then(r, route_work, j, fwd_job_free, route_then);
     return true;
+}
+
+bool net_forward_append(net_req *r)
+{
+    return forward(r, NULL, false, NULL);
+}
+
+bool net_forward_message(net_req *r, rt_buf *event, bool run, net_posted_fn posted)
+{
+    return forward(r, event, run, posted);
 }
 
 /* ---- serving what other nodes forward ----------------------------------------- */
@@ -136,12 +195,25 @@ static void served(void *ctx, rt_msg *m)
 }
 
 /* On a store thread: to the conversation actor, answered on a loop. */
-static void serve(void *ctx, st_fwd *f, const rt_uuid *id, uint32_t what, rt_buf *body)
+static void serve(void *ctx, st_fwd *f, const rt_uuid *id, uint32_t what, uint64_t arg,
+                  rt_buf *body)
 {
     net_api *a = ctx;
-    (void)what; /* ST_FWD_APPEND: the store lets nothing else through */
-    int e =
-        convs_call(a->convs, id, RT_LOOP_ANY, CONV_APPEND, 0, body, FWD_SERVE_CALL_MS, served, f);
+    if (what == ST_FWD_CONTROL && arg != CONV_RUN) { /* nothing else is forwarded yet */
+        static const char no[] = "{\"detail\":\"a forwarded control this node does not serve\"}";
+        rt_buf_unref(body);
+        st_fwd_reply(f, 400, no, sizeof(no) - 1, 0);
+        return;
+    }
+    if (what == ST_FWD_APPEND && body == NULL) {
+        static const char no[] = "{\"detail\":\"the request needs a JSON body\"}";
+        st_fwd_reply(f, 422, no, sizeof(no) - 1, 0);
+        return;
+    }
+    int e = what == ST_FWD_APPEND ? convs_call(a->convs, id, RT_LOOP_ANY, CONV_APPEND, 0, body,
+                                               FWD_SERVE_CALL_MS, served, f)
+                                  : convs_call(a->convs, id, RT_LOOP_ANY, CONV_CONTROL, CONV_RUN,
+                                               body, FWD_SERVE_CALL_MS, served, f);
     if (e == 0)
         return;
     rt_buf_unref(body);

@@ -73,7 +73,7 @@ typedef struct st_backend {
     /* Optional, all or none (NULL: one node, every append is made here). */
     bool (*writes_here)(st_store *s, const rt_uuid *id);
     int (*route)(st_store *s, const rt_uuid *id, st_route *out, char *err, size_t errlen);
-    int (*forward)(st_store *s, const st_route *to, const rt_uuid *id, uint32_t what,
+    int (*forward)(st_store *s, const st_route *to, const rt_uuid *id, uint32_t what, uint64_t arg,
                    const void *body, size_t len, uint64_t timeout_ms, st_fwd_answer *out, char *err,
                    size_t errlen);
     int (*serve)(st_store *s, st_fwd_fn fn, void *ctx);

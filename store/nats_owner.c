@@ -34,6 +34,7 @@
 #define STN_FWD_PREFIX "parley.fwd."
 #define STN_H_CONV     "Parley-Conv"
 #define STN_H_FWD      "Parley-Fwd"
+#define STN_H_ARG      "Parley-Arg"
 #define STN_H_STATUS   "Parley-Status"
 #define STN_H_RETRY    "Parley-Retry-After"
 /* Forwarded requests served here and not answered yet: past this, more
@@ -116,10 +117,16 @@ static void on_forward(natsConnection *nc, natsSubscription *sub, natsMsg *m, vo
         natsMsg_Destroy(m);
         return;
     }
-    const char *conv = NULL, *what = NULL;
+    const char *conv = NULL, *what = NULL, *av = NULL;
     rt_uuid id;
     natsMsgHeader_Get(m, STN_H_CONV, &conv);
     natsMsgHeader_Get(m, STN_H_FWD, &what);
+    natsMsgHeader_Get(m, STN_H_ARG, &av);
+    uint32_t kind = what == NULL                   ? 0
+                    : strcmp(what, "append") == 0  ? ST_FWD_APPEND
+                    : strcmp(what, "control") == 0 ? ST_FWD_CONTROL
+                                                   : 0;
+    uint64_t arg = av != NULL ? strtoull(av, NULL, 10) : 0;
     int len = natsMsg_GetDataLength(m);
     pthread_mutex_lock(&s->fmu);
     st_fwd_fn fn = s->fwd_fn;
@@ -129,8 +136,7 @@ static void on_forward(natsConnection *nc, natsSubscription *sub, natsMsg *m, vo
     pthread_mutex_unlock(&s->fmu);
     if (fn == NULL) {
         reply_now(s, to, 503, "the owner node is not serving: it is starting or stopping");
-    } else if (conv == NULL || strlen(conv) != 32 || !rt_uuid_parse(conv, 32, &id) ||
-               what == NULL || strcmp(what, "append") != 0) {
+    } else if (conv == NULL || strlen(conv) != 32 || !rt_uuid_parse(conv, 32, &id) || kind == 0) {
         reply_now(s, to, 400, "a forwarded request that this node does not understand");
     } else if (len < 0 || (size_t)len > ST_FWD_BODY_MAX) {
         reply_now(s, to, 413, "the forwarded body is too large");
@@ -139,8 +145,8 @@ static void on_forward(natsConnection *nc, natsSubscription *sub, natsMsg *m, vo
         reply_now(s, to, 503, "the owner node has too many forwarded requests in flight; retry");
     } else {
         st_fwd *f = calloc(1, sizeof(*f));
-        rt_buf *b = rt_buf_copy(natsMsg_GetData(m), (size_t)len);
-        if (f == NULL || b == NULL) {
+        rt_buf *b = len > 0 ? rt_buf_copy(natsMsg_GetData(m), (size_t)len) : NULL;
+        if (f == NULL || (len > 0 && b == NULL)) {
             free(f);
             rt_buf_unref(b);
             atomic_fetch_sub(&s->fwd_in, 1);
@@ -148,7 +154,7 @@ static void on_forward(natsConnection *nc, natsSubscription *sub, natsMsg *m, vo
         } else {
             f->s = s;
             snprintf(f->reply, sizeof f->reply, "%s", to);
-            fn(ctx, f, &id, ST_FWD_APPEND, b);
+            fn(ctx, f, &id, kind, arg, b);
         }
     }
     if (fn != NULL) {
@@ -324,13 +330,13 @@ int stn_route(st_store *gs, const rt_uuid *id, st_route *out, char *err, size_t 
     return r;
 }
 
-int stn_forward(st_store *gs, const st_route *to, const rt_uuid *id, uint32_t what,
+int stn_forward(st_store *gs, const st_route *to, const rt_uuid *id, uint32_t what, uint64_t arg,
                 const void *body, size_t len, uint64_t timeout_ms, st_fwd_answer *out, char *err,
                 size_t errlen)
 {
     stn_store *s = S(gs);
-    if (what != ST_FWD_APPEND) {
-        snprintf(err, errlen, "nothing but appends is forwarded");
+    if (what != ST_FWD_APPEND && what != ST_FWD_CONTROL) {
+        snprintf(err, errlen, "nothing but appends and controls is forwarded");
         return -EINVAL;
     }
     if (len > ST_FWD_BODY_MAX || (int64_t)len > st_nats_max_payload(s->n) - 1024) {
@@ -345,8 +351,12 @@ int stn_forward(st_store *gs, const st_route *to, const rt_uuid *id, uint32_t wh
     natsStatus ns = natsMsg_Create(&m, subject, NULL, body, (int)len);
     if (ns == NATS_OK)
         ns = natsMsgHeader_Set(m, STN_H_CONV, hex);
+    char av[24];
+    snprintf(av, sizeof av, "%llu", (unsigned long long)arg);
     if (ns == NATS_OK)
-        ns = natsMsgHeader_Set(m, STN_H_FWD, "append");
+        ns = natsMsgHeader_Set(m, STN_H_FWD, what == ST_FWD_APPEND ? "append" : "control");
+    if (ns == NATS_OK)
+        ns = natsMsgHeader_Set(m, STN_H_ARG, av);
     if (ns == NATS_OK) {
         stn_waits("forwarding to the owner");
         ns = natsConnection_RequestMsg(&reply, s->n->nc, m, (int64_t)timeout_ms);

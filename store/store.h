@@ -224,8 +224,9 @@ typedef struct st_route {
  * record at the leader, and of the owner's lease). */
 int st_route_of(st_store *s, const rt_uuid *id, st_route *out, char *err, size_t errlen);
 
-/* What a forwarded request asks. */
-enum { ST_FWD_APPEND = 1 };
+/* What a forwarded request asks: an append (body: the events), or a
+ * control of the conversation (arg: its code; no body). */
+enum { ST_FWD_APPEND = 1, ST_FWD_CONTROL = 2 };
 /* At most this many bytes of a body are forwarded (less than a NATS
  * max_payload of 1 MB); a larger one is refused before it is sent. */
 #define ST_FWD_BODY_MAX (1000u * 1000u)
@@ -234,12 +235,13 @@ typedef struct st_fwd_answer {
     rt_buf *body;         /* its body (a reference; NULL: none) */
     unsigned retry_after; /* seconds; 0: none */
 } st_fwd_answer;
-/* Send a request (what, body) for conversation id to its owner (route)
+/* Send a request (what, arg, body) for conversation id to its owner (route)
  * and wait up to timeout_ms for its answer: 0 with *out, or -ETIMEDOUT,
  * -EHOSTUNREACH (nobody listens for that node), -EMSGSIZE, a cluster
  * error; err says why in one line. Blocking. */
-int st_forward(st_store *s, const st_route *to, const rt_uuid *id, uint32_t what, const void *body,
-               size_t len, uint64_t timeout_ms, st_fwd_answer *out, char *err, size_t errlen);
+int st_forward(st_store *s, const st_route *to, const rt_uuid *id, uint32_t what, uint64_t arg,
+               const void *body, size_t len, uint64_t timeout_ms, st_fwd_answer *out, char *err,
+               size_t errlen);
 
 /* A forwarded request this node serves: answered once with st_fwd_reply
  * (any thread), which frees it. */
@@ -247,7 +249,8 @@ typedef struct st_fwd st_fwd;
 /* Called on a thread of the store's (not a loop) for each request other
  * nodes forward here, in the order they arrive; must not block. body is
  * taken. */
-typedef void (*st_fwd_fn)(void *ctx, st_fwd *f, const rt_uuid *id, uint32_t what, rt_buf *body);
+typedef void (*st_fwd_fn)(void *ctx, st_fwd *f, const rt_uuid *id, uint32_t what, uint64_t arg,
+                          rt_buf *body);
 /* Serve forwarded requests with fn from now on; fn NULL: no more (returns
  * once no call of the old fn runs; requests arriving later are answered
  * 503). 0 or an error; a store of one node ignores it. */

@@ -139,6 +139,15 @@ def interleaved(a, b):
         got = ids[base:base + 30]
         check(got == ["i%d" % i for i in range(30)] and len(ids) == base + 30,
               "node %s reads every event once, at its index" % node.name, ids)
+    # a user message (and a run) through the node that does not own it is
+    # forwarded too: the owner's next append is not fenced
+    for run in (False, True):
+        st, body = call(b.port, "POST", "/api/conversations/%s/events" % cid,
+                        {"role": "user", "content": [{"type": "text", "text": "hi"}], "run": run})
+        check(st == 200 and body == {"success": True}, "a user message through node 2", st, body)
+        st, body = append(a.port, cid, msg("after-message-%s" % run))
+        check(st == 201, "the owner appends after a message posted elsewhere (not fenced)",
+              st, body)
 
 
 def ws_elsewhere(a, b):
