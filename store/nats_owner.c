@@ -238,7 +238,7 @@ int stn_owner_start(stn_store *s, char *err, size_t errlen)
 
 void stn_owner_stop(stn_store *s)
 {
-    if (!s->owner_init)
+    if (!s->owner_init || s->nodes == NULL)
         return;
     stn_serve((st_store *)(void *)s, NULL, NULL);
     if (s->fsub != NULL) {
@@ -258,6 +258,12 @@ void stn_owner_stop(stn_store *s)
     }
     kvStore_Destroy(s->nodes);
     s->nodes = NULL;
+}
+
+void stn_owner_free(stn_store *s)
+{
+    if (!s->owner_init)
+        return;
     pthread_mutex_destroy(&s->hmu);
     pthread_cond_destroy(&s->hcv);
     pthread_mutex_destroy(&s->fmu);

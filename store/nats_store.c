@@ -451,6 +451,7 @@ static void nats_close(st_store *gs)
     kvStore_Destroy(s->convs);
     kvStore_Destroy(s->files);
     st_nats_close(s->n);
+    stn_owner_free(s);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
     pthread_mutex_destroy(&s->wmu);

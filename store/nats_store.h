@@ -266,6 +266,8 @@ void stn_tail_free(stn_log *l);
 /* nats_owner.c: several nodes (store.h) */
 int stn_owner_start(stn_store *s, char *err, size_t errlen);
 void stn_owner_stop(stn_store *s);
+/* After the connection closed (no callback of cnats runs any more). */
+void stn_owner_free(stn_store *s);
 bool stn_writes_here(st_store *s, const rt_uuid *id);
 int stn_route(st_store *s, const rt_uuid *id, st_route *out, char *err, size_t errlen);
 int stn_forward(st_store *s, const st_route *to, const rt_uuid *id, uint32_t what, uint64_t arg,
