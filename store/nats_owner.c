@@ -59,6 +59,15 @@ static bool forward_to(const char *mine, const char *owner, bool alive)
     return owner != NULL && strcmp(owner, mine) != 0 && alive;
 }
 
+static bool token_ok(const char *t)
+{
+    size_t n = 0;
+    for (; t[n] != '\0'; n++)
+        if (!((t[n] >= '0' && t[n] <= '9') || (t[n] >= 'a' && t[n] <= 'f')))
+            return false;
+    return n == 32;
+}
+
 /* ---- the lease ------------------------------------------------------------- */
 
 static int put_lease(stn_store *s)
@@ -307,8 +316,10 @@ int stn_route(st_store *gs, const rt_uuid *id, st_route *out, char *err, size_t 
     if (r == 0 && (r = stn_get_last(l, &m, &last)) < 0 && r != -ENOENT)
         snprintf(err, errlen, "%s", st_nats_log_error(l));
     const char *owner = NULL;
-    if (r == 0)
-        natsMsgHeader_Get(m, STN_H_OWNER, &owner);
+    if (r == 0 && natsMsgHeader_Get(m, STN_H_OWNER, &owner) == NATS_OK && !token_ok(owner))
+        owner = NULL; /* not a node's token: no owner to ask */
+    if (r == -ENOMEM)
+        snprintf(err, errlen, "out of memory");
     bool alive = false;
     if (r >= 0 || r == -ENOENT)
         r = 0;
