@@ -41,6 +41,9 @@ enum {
     CONV_META_SAVED,                /* arg: errno of writing the info, or 0 */
     CONV_CONFIRMED,                 /* arg: 1 failed (buf: why); an append's checks are
                                        answered from memory now (conv_confirm.c) */
+    CONV_GREW,                      /* arg: the log's count, written by another node
+                                       (conv_follow.c) */
+    CONV_FOLLOWED,                  /* a page of such events read (conv_read_answer) */
 };
 
 /* Shared by one conversation's actors; lives as long as the service. */
@@ -223,6 +226,11 @@ typedef struct conv {
     conv_early *confirm;            /* an append whose checks the thread pool answers:
                                        requests wait behind it (early) */
     bool confirmed;                 /* it is being handled: its checks are answered */
+    /* conv_follow.c: what other nodes append, to the subscribers here */
+    struct st_follow *follow; /* while it has told subscribers, on a shared store */
+    uint64_t published;       /* the events subscribers were given: [0, published) */
+    uint64_t follow_to;       /* the log's count as the last notice said */
+    bool follow_reading;      /* a page is being read in the thread pool */
 } conv;
 
 /* conversation.c: the process's counters, from the sequencer's decisions */
@@ -270,6 +278,16 @@ conv_reply conv_info(const conv *c);
 /* Tell the service what it knows now, if that changed since it last did:
  * before answering anything a list might be asked about next. */
 void conv_note(conv *c);
+
+/* conv_follow.c */
+/* Follow the log while there are told subscribers (a store shared by
+ * nodes), or stop: after subscribers came or went. */
+void conv_follow_update(conv *c);
+void conv_follow_stop(conv *c);
+/* CONV_GREW and CONV_FOLLOWED. */
+void conv_follow_msg(conv *c, rt_msg *m);
+/* The index of the next event subscribers get: what a subscribe answers. */
+uint64_t conv_next_published(const conv *c);
 
 /* conv_meta.c: changes of the stored info, one at a time */
 void conv_set_meta(conv *c, const rt_buf *changes, rt_promise *reply);

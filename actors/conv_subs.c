@@ -60,6 +60,9 @@ void conv_drop_sub(conv *c, size_t i, uint64_t why)
 
 void conv_publish(conv *c, uint64_t index, const ev *e, rt_buf *bytes)
 {
+    if (index < c->published)
+        return; /* given already, as another node's (conv_follow.c) */
+    c->published = index + 1;
     rt_buf *note = NULL;
     for (size_t i = 0; i < c->nsubs;) {
         rt_buf *b = bytes;
@@ -80,7 +83,9 @@ void conv_publish(conv *c, uint64_t index, const ev *e, rt_buf *bytes)
 }
 
 /* The last `tail` durable events (at most the stuck detector's window), to
- * a new subscriber, before anything live. */
+ * a new subscriber, before anything live: what the store answers without
+ * waiting (a log that other nodes wrote since it was read here may not be
+ * in memory: then none). */
 static void send_tail(conv *c, rt_actor *sub, bool notes, uint64_t tail)
 {
     uint64_t count = seq_count(c->sq);
@@ -88,7 +93,7 @@ static void send_tail(conv *c, rt_actor *sub, bool notes, uint64_t tail)
         tail = STUCK_WINDOW;
     uint64_t from = count > tail ? count - tail : 0;
     st_page *p;
-    if (from >= count || st_log_read(c->log, from, (uint32_t)(count - from), &p) != 0)
+    if (from >= count || st_log_read_now(c->log, from, (uint32_t)(count - from), &p) != 0)
         return;
     for (uint32_t i = 0; i < p->n; i++) {
         const char *bytes = (const char *)rt_buf_data(p->bytes) + p->ev[i].off;
@@ -133,7 +138,9 @@ void conv_subscribe(conv *c, rt_promise *reply, uint64_t arg)
     c->subs[c->nsubs++] = (conv_sub){sub, notes, told};
     c->ntold += told;
     send_tail(c, sub, notes, arg & 0xff);
-    conv_reply info = {.status = seq_status_committed(c->sq), .count = seq_count(c->sq)};
+    conv_follow_update(c);
+    /* live from the next event it would be sent (conv_follow.c) */
+    conv_reply info = {.status = seq_status_committed(c->sq), .count = conv_next_published(c)};
     conv_answer(reply, conv_reply_new(&(conv_reply_spec){.outcome = PL_DONE, .info = &info}));
 }
 
@@ -144,6 +151,7 @@ void conv_unsubscribe(conv *c, rt_actor *sub)
             c->ntold -= c->subs[i].told;
             rt_actor_unref(c->subs[i].a);
             c->subs[i] = c->subs[--c->nsubs];
+            conv_follow_update(c);
             return;
         }
     }

@@ -394,6 +394,10 @@ static int conv_handle(rt_actor *self, void *state, rt_msg *m)
         }
         return c->failed;
     }
+    if (m->kind == CONV_GREW || m->kind == CONV_FOLLOWED) {
+        conv_follow_msg(c, m); /* a page read is freed with its message */
+        return 0;
+    }
     if (conv_keep_early(c, m))
         return 0;
     if (m->kind == CONV_STORE_FAILED) {
@@ -455,6 +459,7 @@ static void conv_stop(rt_actor *self, void *state)
     conv_refuse_confirm(c, o, why);
     conv_run_early(c, o, why);
     conv_refuse_meta(c, o, why);
+    conv_follow_stop(c);
     while (c->nsubs > 0)
         conv_drop_sub(c, c->nsubs - 1, 1);
     free(c->subs);

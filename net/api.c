@@ -315,6 +315,11 @@ int net_post_message(net_req *r, const rt_uuid *id, const char *role, json_t *co
                      net_posted_fn done)
 {
     rt_buf *buf = net_json_buf(ev_user_message(role, content));
+    return buf != NULL ? net_post_event(r, id, buf, run, done) : RT_ENOMEM;
+}
+
+int net_post_event(net_req *r, const rt_uuid *id, rt_buf *buf, bool run, net_posted_fn done)
+{
     posting *p = buf != NULL ? malloc(sizeof(*p)) : NULL;
     if (p == NULL) {
         rt_buf_unref(buf);

@@ -112,12 +112,31 @@ void net_ask_conv(net_req *r, uint32_t kind, uint64_t arg, rt_buf *buf);
 typedef void (*net_posted_fn)(net_req *r, rt_msg *refusal);
 int net_post_message(net_req *r, const rt_uuid *id, const char *role, json_t *content, bool run,
                      net_posted_fn done);
+/* The same with the message's event made already (buf taken: on an error
+ * too, then done never runs). */
+int net_post_event(net_req *r, const rt_uuid *id, rt_buf *buf, bool run, net_posted_fn done);
+/* Several nodes (api_forward.c): a user message (POST .../events) as its
+ * event (a reference is taken) and a run if asked, for a conversation
+ * that another live node owns, is forwarded there (true: the request is
+ * taken care of: {"success": true} once the message is in, or the
+ * owner's refusal; made here after all, net_post_event's, answered by
+ * posted); false: post it here. */
+bool net_forward_message(net_req *r, rt_buf *event, bool run, net_posted_fn posted);
 
 /* In the thread pool: call fn on each event of the request's conversation
  * (parsed), from the newest if desc, until it returns true; 0, or -1 with
  * the outcome set (404, 503, 500 as every reader maps them). */
 int net_walk_events(net_req *r, net_outcome *out, bool desc, bool (*fn)(json_t *e, void *ctx),
                     void *ctx);
+
+/* Several nodes (api_forward.c): an append for a conversation that
+ * another live node owns is forwarded there (true: the request is taken
+ * care of); false: append here. */
+bool net_forward_append(net_req *r);
+/* Serve the appends other nodes forward here (0 or an error), and stop
+ * (no call to the conversations is made after it returns). */
+int net_forward_serve(net_api *a);
+void net_forward_unserve(net_api *a);
 
 /* The OpenAPI description of the routes (openapi.c). */
 json_t *net_openapi(void);

@@ -16,6 +16,7 @@
 #include "verdict.h"
 
 #include "actors/conv_read.h"
+#include "actors/event.h"
 #include "runtime/json.h"
 #include "runtime/text.h"
 
@@ -385,6 +386,8 @@ static void append(net_req *r)
         net_reply_error(r, 422, "the request needs a JSON body: an event object or an array");
         return;
     }
+    if (net_forward_append(r)) /* another node owns the conversation */
+        return;
     rt_buf *b = rt_buf_copy(r->http->body, r->http->body_len);
     if (b == NULL)
         net_reply_error(r, 503, "out of memory");
@@ -422,9 +425,19 @@ static void post_message(net_req *r)
     if (content == NULL) /* as upstream: no content is none */
         json_object_set_new(b, "content", json_array());
     content = json_object_get(b, "content");
-    int e = net_post_message(r, &r->route.conv, role != NULL ? json_string_value(role) : "user",
-                             content, json_is_true(run), posted);
+    rt_buf *event =
+        net_json_buf(ev_user_message(role != NULL ? json_string_value(role) : "user", content));
+    bool go = json_is_true(run);
     json_decref(b);
+    if (event == NULL) {
+        net_reply_error(r, 503, "out of memory");
+        return;
+    }
+    if (net_forward_message(r, event, go, posted)) { /* another node owns the conversation */
+        rt_buf_unref(event);
+        return;
+    }
+    int e = net_post_event(r, &r->route.conv, event, go, posted);
     if (e < 0)
         net_reply_unreachable(r, &r->route.conv, e);
 }

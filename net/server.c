@@ -282,6 +282,8 @@ int net_server_start(rt_runtime *rt, st_store *store, convs *cv, const net_serve
         if (r < 0)
             snprintf(err, errlen, "cannot start the listeners: %s", rt_strerror(r));
     }
+    if (r == 0 && (r = net_forward_serve(&s->api)) < 0)
+        snprintf(err, errlen, "cannot serve appends forwarded by other nodes: %s", rt_strerror(r));
     if (r < 0) {
         net_server_stop(s, 0);
         net_server_free(s);
@@ -298,6 +300,7 @@ const char *net_server_url(const net_server *s)
 
 void net_server_stop(net_server *s, uint64_t grace_ms)
 {
+    net_forward_unserve(&s->api);
     int live = 0;
     for (int i = 0; i < s->nloops; i++)
         if (s->actors[i] != NULL && rt_send(s->actors[i], NET_DRAIN, 0, NULL) == 0)

@@ -194,6 +194,59 @@ int st_conv_log(st_conv *c, st_log **log, st_open_report *rep)
     return ST_BACKEND(c)->conv_log(c, log, rep);
 }
 
+bool st_store_shared(const st_store *s)
+{
+    return ST_BACKEND(s)->route != NULL;
+}
+
+bool st_conv_writes_here(st_store *s, const rt_uuid *id)
+{
+    const st_backend *b = ST_BACKEND(s);
+    return b->writes_here == NULL || b->writes_here(s, id);
+}
+
+int st_route_of(st_store *s, const rt_uuid *id, st_route *out, char *err, size_t errlen)
+{
+    const st_backend *b = ST_BACKEND(s);
+    memset(out, 0, sizeof(*out));
+    if (b->route == NULL)
+        return 0;
+    return b->route(s, id, out, err, errlen);
+}
+
+int st_forward(st_store *s, const st_route *to, const rt_uuid *id, uint32_t what, uint64_t arg,
+               const void *body, size_t len, uint64_t timeout_ms, st_fwd_answer *out, char *err,
+               size_t errlen)
+{
+    const st_backend *b = ST_BACKEND(s);
+    memset(out, 0, sizeof(*out));
+    if (b->forward == NULL) {
+        snprintf(err, errlen, "this store has one node: nothing to forward to");
+        return -ENOTSUP;
+    }
+    return b->forward(s, to, id, what, arg, body, len, timeout_ms, out, err, errlen);
+}
+
+int st_store_serve(st_store *s, st_fwd_fn fn, void *ctx)
+{
+    const st_backend *b = ST_BACKEND(s);
+    return b->serve != NULL ? b->serve(s, fn, ctx) : 0;
+}
+
+/* A follow's first member is its backend's table, as a handle's. */
+int st_conv_follow(st_conv *c, st_follow_fn fn, void *ctx, st_follow **out)
+{
+    const st_backend *b = ST_BACKEND(c);
+    *out = NULL;
+    return b->follow != NULL ? b->follow(c, fn, ctx, out) : -ENOTSUP;
+}
+
+void st_follow_stop(st_follow *f)
+{
+    if (f != NULL)
+        ST_BACKEND(f)->follow_stop(f);
+}
+
 const char *st_store_strerror(const st_store *s, int err, char *buf, size_t cap)
 {
     const st_backend *b = ST_BACKEND(s);

@@ -69,6 +69,16 @@ typedef struct st_backend {
     int (*log_find_key_now)(st_log *l, const void *key, size_t keylen, uint64_t *index);
     size_t (*log_memory)(const st_log *l);
     bool (*log_read_only)(const st_log *l);
+
+    /* Optional, all or none (NULL: one node, every append is made here). */
+    bool (*writes_here)(st_store *s, const rt_uuid *id);
+    int (*route)(st_store *s, const rt_uuid *id, st_route *out, char *err, size_t errlen);
+    int (*forward)(st_store *s, const st_route *to, const rt_uuid *id, uint32_t what, uint64_t arg,
+                   const void *body, size_t len, uint64_t timeout_ms, st_fwd_answer *out, char *err,
+                   size_t errlen);
+    int (*serve)(st_store *s, st_fwd_fn fn, void *ctx);
+    int (*follow)(st_conv *c, st_follow_fn fn, void *ctx, st_follow **out);
+    void (*follow_stop)(st_follow *f);
 } st_backend;
 
 /* The names of the store's own files (st_store_put_file): plain, lower

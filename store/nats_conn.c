@@ -182,6 +182,39 @@ static int check_stream(const jsStreamConfig *c, const char *subject, char *err,
     return 0;
 }
 
+/* Live fan-out across nodes: every record the stream stores is published
+ * again, with its stream sequence, on parley.live.<shard>.<32 hex> (a plain
+ * subscription on parley.ev.* would also see appends the stream refused). */
+static void republish_of(jsRePublish *rp, const char *subject, char *live, size_t cap,
+                         unsigned shard)
+{
+    jsRePublish_Init(rp);
+    snprintf(live, cap, ST_NATS_LIVE "%u.{{wildcard(1)}}", shard);
+    rp->Source = subject;
+    rp->Destination = live;
+}
+
+/* A stream made by an older parley: add the republishing (best effort:
+ * without it, subscribers on other nodes than the writer see nothing live). */
+static void add_republish(st_nats *n, jsStreamConfig *cfg, unsigned shard)
+{
+    jsRePublish rp;
+    char live[48];
+    republish_of(&rp, cfg->Subjects[0], live, sizeof live, shard);
+    cfg->RePublish = &rp;
+    jsStreamInfo *si = NULL;
+    jsErrCode jerr = 0;
+    stn_waits("updating a stream");
+    natsStatus s = js_UpdateStream(&si, n->js, cfg, NULL, &jerr);
+    cfg->RePublish = NULL;
+    jsStreamInfo_Destroy(si);
+    if (s != NATS_OK)
+        rt_log(RT_LOG_WARN, "store",
+               "nats: cannot make stream %s republish its records (%s): subscribers on other "
+               "nodes than a conversation's writer see nothing live",
+               cfg->Name, stn_last_error(s));
+}
+
 static int make_stream(st_nats *n, unsigned shard, char *err, size_t errlen)
 {
     char name[32], subject[48];
@@ -195,6 +228,8 @@ static int make_stream(st_nats *n, unsigned shard, char *err, size_t errlen)
         natsStatus s = js_GetStreamInfo(&si, n->js, name, NULL, &jerr);
         if (s == NATS_OK) {
             int r = check_stream(si->Config, subject, err, errlen);
+            if (r == 0 && si->Config->RePublish == NULL)
+                add_republish(n, si->Config, shard);
             jsStreamInfo_Destroy(si);
             return r;
         }
@@ -213,6 +248,10 @@ static int make_stream(st_nats *n, unsigned shard, char *err, size_t errlen)
             c.AllowDirect = true;
             c.DenyDelete = true;
             c.DenyPurge = true;
+            jsRePublish rp;
+            char live[48];
+            republish_of(&rp, subject, live, sizeof live, shard);
+            c.RePublish = &rp;
             jerr = 0;
             s = js_AddStream(&si, n->js, &c, NULL, &jerr);
             jsStreamInfo_Destroy(si);
@@ -246,6 +285,12 @@ int stn_ensure_stream(st_nats *n, unsigned shard, char *err, size_t errlen)
 int stn_bind_bucket(st_nats *n, const char *bucket, const char *about, kvStore **kv, char *err,
                     size_t errlen)
 {
+    return stn_bind_bucket_ttl(n, bucket, about, 0, kv, err, errlen);
+}
+
+int stn_bind_bucket_ttl(st_nats *n, const char *bucket, const char *about, int64_t ttl_ms,
+                        kvStore **kv, char *err, size_t errlen)
+{
     int64_t until = stn_now_ms() + n->deadline_ms;
     for (int attempt = 0;; attempt++) {
         stn_waits("binding a bucket");
@@ -258,6 +303,7 @@ int stn_bind_bucket(st_nats *n, const char *bucket, const char *about, kvStore *
             c.History = 1;
             c.StorageType = js_FileStorage;
             c.Replicas = n->replicas;
+            c.TTL = ttl_ms * 1000000; /* nanoseconds */
             s = js_CreateKeyValue(kv, n->js, &c);
         }
         if (s == NATS_OK)
@@ -365,6 +411,13 @@ int st_nats_open(const st_nats_opts *o, st_nats **out, char *err, size_t errlen)
     n->request_ms = o->request_ms ? (int64_t)o->request_ms : 2000;
     n->deadline_ms = o->deadline_ms ? (int64_t)o->deadline_ms : 15000;
     snprintf(n->node, sizeof n->node, "%s", o->node ? o->node : "parley");
+    rt_uuid token;
+    if (rt_uuid_v4(&token) != 0) {
+        free(n);
+        free_servers(servers, count);
+        return fail(err, errlen, -EIO, "no random bytes for the node's token");
+    }
+    rt_uuid_hex(&token, n->token);
     snprintf(n->servers, sizeof n->servers, "%s", o->servers);
     pthread_mutex_init(&n->mu, NULL);
     n->ready = calloc(n->shards, 1);

@@ -53,6 +53,7 @@ typedef struct st_nats_opts {
 #define ST_NATS_PAGE       100              /* events per page of the page index */
 #define ST_NATS_DUPLICATES (10 * 60 * 1000) /* ms: the de-duplication window */
 #define ST_NATS_STREAM     "PARLEY_EV_"
+#define ST_NATS_LIVE       "parley.live." /* + "<shard>.<32 hex>": records republished */
 #define ST_NATS_PAGES      "parley_pages"
 
 /* Connect to the servers (all of them are given to the client, which

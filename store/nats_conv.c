@@ -174,10 +174,14 @@ static void run(stn_conv *c, stn_job *j)
 {
     uint64_t first = 0;
     int r = 0;
-    if (atomic_load(&c->gone))
+    if (j->kind == STN_PROBE) /* releases its follow, gone or not */
+        stn_follow_probe(c, j->ctx);
+    else if (atomic_load(&c->gone))
         r = -ENOENT;
     else if (j->kind == STN_APPEND)
         r = run_append(c, j, &first);
+    else if (j->kind == STN_CLAIM)
+        r = c->writer == NULL ? take_over(c) : 0;
     else if (j->kind == STN_FILE) {
         char key[120];
         snprintf(key, sizeof key, "%s.%s", c->lhex, j->name);
@@ -252,6 +256,72 @@ void stn_workers_stop(stn_store *s)
 }
 
 /* ---- the calls ----------------------------------------------------------- */
+
+static void nothing(void *ctx, int status, uint64_t first)
+{
+    (void)ctx;
+    (void)status;
+    (void)first;
+}
+
+int stn_submit_plain(stn_conv *c, stn_kind kind, void *ctx)
+{
+    stn_job *j = calloc(1, sizeof(*j));
+    if (j == NULL)
+        return -ENOMEM;
+    j->kind = kind;
+    j->done = nothing;
+    j->ctx = ctx;
+    int r = submit(c, j, true);
+    if (r < 0)
+        job_free(j);
+    return r;
+}
+
+typedef struct claim_wait {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool done;
+    int r;
+} claim_wait;
+
+static void claimed(void *ctx, int status, uint64_t first)
+{
+    (void)first;
+    claim_wait *w = ctx;
+    pthread_mutex_lock(&w->mu);
+    w->done = true;
+    w->r = status;
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+int stn_claim(st_conv *gc)
+{
+    stn_conv *c = C(gc);
+    stn_job *j = calloc(1, sizeof(*j));
+    if (j == NULL)
+        return -ENOMEM;
+    claim_wait w = {.done = false};
+    pthread_mutex_init(&w.mu, NULL);
+    pthread_cond_init(&w.cv, NULL);
+    j->kind = STN_CLAIM;
+    j->done = claimed;
+    j->ctx = &w;
+    int r = submit(c, j, true);
+    if (r < 0) {
+        job_free(j);
+    } else {
+        pthread_mutex_lock(&w.mu);
+        while (!w.done)
+            pthread_cond_wait(&w.cv, &w.mu);
+        pthread_mutex_unlock(&w.mu);
+        r = w.r;
+    }
+    pthread_mutex_destroy(&w.mu);
+    pthread_cond_destroy(&w.cv);
+    return r;
+}
 
 int stn_append(st_conv *gc, const st_item *items, size_t n, st_done_fn done, void *ctx)
 {

@@ -23,6 +23,7 @@
 #define STN_H_KEY     "Parley-Key"
 #define STN_H_KIND    "Parley-Kind"
 #define STN_H_BATCH   "Parley-Batch"
+#define STN_H_OWNER   "Parley-Owner"
 #define STN_TAKE_OVER "take-over"
 
 /* A walk back through the chain gives up past this many records: an open
@@ -37,6 +38,7 @@ struct st_nats {
     int replicas;
     int64_t request_ms, deadline_ms, max_payload;
     char node[64];
+    char token[33];    /* 32 hex, random per process: this node's lease and forward subject */
     char servers[256]; /* for messages, cut if long */
     pthread_mutex_t mu;
     unsigned char *ready; /* per shard: its stream was checked or made */
@@ -112,6 +114,9 @@ void stn_backoff(int attempt, int64_t until);
 /* Bind KV bucket `bucket`, or make it (R as the shard streams, history 1). */
 int stn_bind_bucket(st_nats *n, const char *bucket, const char *about, kvStore **kv, char *err,
                     size_t errlen);
+/* The same with a time to live for every key (ms; 0: none). */
+int stn_bind_bucket_ttl(st_nats *n, const char *bucket, const char *about, int64_t ttl_ms,
+                        kvStore **kv, char *err, size_t errlen);
 /* Check the shard's stream, or make it (once per st_nats). */
 int stn_ensure_stream(st_nats *n, unsigned shard, char *err, size_t errlen);
 

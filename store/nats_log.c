@@ -137,6 +137,8 @@ static int build(st_nats_log *l, const rec *c, const void *data, size_t len, nat
 #undef SETU
     if (s == NATS_OK)
         s = natsMsgHeader_Set(m, STN_H_WRITER, c->writer);
+    if (s == NATS_OK) /* the node that wrote it: its lease says whether it is alive */
+        s = natsMsgHeader_Set(m, STN_H_OWNER, l->n->token);
     if (s == NATS_OK && c->take_over)
         s = natsMsgHeader_Set(m, STN_H_KIND, STN_TAKE_OVER);
     if (s == NATS_OK && c->batch_total > 0) {
@@ -517,9 +519,10 @@ int st_nats_log_take_over(st_nats_log *l, uint64_t *epoch)
     } else {
         c.epoch = 1;
     }
-    char body[160];
-    int blen = snprintf(body, sizeof body, "{\"take_over\":{\"node\":\"%s\",\"epoch\":%llu}}",
-                        l->n->node, (unsigned long long)c.epoch);
+    char body[224];
+    int blen = snprintf(body, sizeof body,
+                        "{\"take_over\":{\"node\":\"%s\",\"token\":\"%s\",\"epoch\":%llu}}",
+                        l->n->node, l->n->token, (unsigned long long)c.epoch);
     natsMsg *m = NULL;
     uint64_t seq = 0;
     r = build(l, &c, body, (size_t)blen, &m);

@@ -319,6 +319,8 @@ static int nats_conv_create(st_store *gs, const rt_uuid *id, const rt_uuid *pare
         if (g < 0)
             r = g == -ENOENT ? -EAGAIN : g; /* deleted meanwhile */
     }
+    if (r == 0) /* made here: this node owns it (a failure: the first append tries again) */
+        stn_claim(*out);
     return r;
 }
 static const rt_uuid *nats_conv_id(const st_conv *c)
@@ -438,6 +440,7 @@ static size_t nats_max_open_logs(const st_store *gs)
 static void nats_close(st_store *gs)
 {
     stn_store *s = S(gs);
+    stn_owner_stop(s);
     stn_workers_stop(s);
     stn_catalog_stop(s);
     for (size_t i = 0; i < s->nbuckets; i++) /* none may be held: what a leak left */
@@ -448,6 +451,7 @@ static void nats_close(st_store *gs)
     kvStore_Destroy(s->convs);
     kvStore_Destroy(s->files);
     st_nats_close(s->n);
+    stn_owner_free(s);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
     pthread_mutex_destroy(&s->wmu);
@@ -509,6 +513,8 @@ static int nats_open(const st_opts *o, st_store **out, char *err, size_t errlen)
         r = stn_catalog_start(s, err, errlen);
     if (r == 0 && (r = stn_workers_start(s)) < 0)
         snprintf(err, errlen, "cannot start the NATS store's workers: %s", strerror(-r));
+    if (r == 0)
+        r = stn_owner_start(s, err, errlen);
     if (r < 0) {
         nats_close((st_store *)(void *)s);
         return r;
@@ -556,4 +562,10 @@ const st_backend st_nats_backend = {
     .log_find_key_now = stn_log_find_key_now,
     .log_memory = stn_log_memory,
     .log_read_only = stn_log_read_only,
+    .writes_here = stn_writes_here,
+    .route = stn_route,
+    .forward = stn_forward,
+    .serve = stn_serve,
+    .follow = stn_follow,
+    .follow_stop = stn_follow_stop,
 };

@@ -48,7 +48,7 @@
 typedef struct stn_store stn_store;
 typedef struct stn_conv stn_conv;
 
-typedef enum { STN_APPEND, STN_FILE, STN_DELETE } stn_kind;
+typedef enum { STN_APPEND, STN_FILE, STN_DELETE, STN_CLAIM, STN_PROBE } stn_kind;
 
 typedef struct stn_job {
     struct stn_job *next;
@@ -172,6 +172,20 @@ struct stn_store {
     _Atomic size_t nlogs; /* no lock: st_conv_log holds c->mu, and s->mu comes first */
     stn_conv *rhead, *rtail;
     bool stop;
+    /* nats_owner.c: this node's lease (renewed by hthread), and the
+     * requests other nodes forward here (fmu) */
+    bool owner_init;
+    bool split; /* PARLEY_NATS_SPLIT=1 (tests): never forward */
+    kvStore *nodes;
+    pthread_t hthread;
+    bool hstarted, hstop;
+    pthread_mutex_t hmu, fmu;
+    pthread_cond_t hcv, fcv;
+    natsSubscription *fsub;
+    st_fwd_fn fwd_fn;
+    void *fwd_ctx;
+    int fwd_running;    /* calls of fwd_fn under way */
+    _Atomic int fwd_in; /* forwarded requests not answered yet */
     int nworkers;
     pthread_t workers[STN_WORKERS];
 };
@@ -210,6 +224,11 @@ int stn_workers_start(stn_store *s);
 /* Run every job queued, then stop the workers. */
 void stn_workers_stop(stn_store *s);
 int stn_append(st_conv *c, const st_item *items, size_t n, st_done_fn done, void *ctx);
+/* Take the log over (a job, in order with the others; blocking until it
+ * ran: 0 or its error), so that the node that creates a conversation owns
+ * it from the start: the other nodes forward to it rather than racing it
+ * for the first append. */
+int stn_claim(st_conv *c);
 int stn_conv_put_file(st_conv *c, const char *name, rt_buf *data, bool durable, st_done_fn done,
                       void *ctx);
 int stn_conv_get_file(st_conv *c, const char *name, char **data, size_t *len);
@@ -243,6 +262,26 @@ int stn_tail_read(stn_log *l, uint64_t first, uint32_t max, st_page **out);
 int stn_tail_find(stn_log *l, bool key, const void *v, size_t len, bool wait, uint64_t *index);
 size_t stn_tail_memory(stn_log *l);
 void stn_tail_free(stn_log *l);
+
+/* nats_owner.c: several nodes (store.h) */
+int stn_owner_start(stn_store *s, char *err, size_t errlen);
+void stn_owner_stop(stn_store *s);
+/* After the connection closed (no callback of cnats runs any more). */
+void stn_owner_free(stn_store *s);
+bool stn_writes_here(st_store *s, const rt_uuid *id);
+int stn_route(st_store *s, const rt_uuid *id, st_route *out, char *err, size_t errlen);
+int stn_forward(st_store *s, const st_route *to, const rt_uuid *id, uint32_t what, uint64_t arg,
+                const void *body, size_t len, uint64_t timeout_ms, st_fwd_answer *out, char *err,
+                size_t errlen);
+int stn_serve(st_store *s, st_fwd_fn fn, void *ctx);
+int stn_follow(st_conv *c, st_follow_fn fn, void *ctx, st_follow **out);
+/* A worker's job for a new follow (STN_PROBE, ctx): the log's count now,
+ * as a first notice, unless this node writes it; then the job's hold of
+ * the follow goes. */
+void stn_follow_probe(stn_conv *c, void *follow);
+/* Queue a job of this kind with ctx, done doing nothing. */
+int stn_submit_plain(stn_conv *c, stn_kind kind, void *ctx);
+void stn_follow_stop(st_follow *f);
 
 /* nats_rlog.c */
 typedef struct stn_ref {

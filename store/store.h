@@ -195,6 +195,82 @@ int st_conv_get_file(st_conv *c, const char *name, char **data, size_t *len);
  * is unused. */
 int st_conv_delete(st_conv *c, st_done_fn done, void *ctx);
 
+/* ---- several nodes (a store shared by nodes: nats://) --------------------- */
+
+/* Every conversation has one writer at a time, its owner node: the node
+ * whose records are the last of its log (the log fences every other one,
+ * nats_log.h). A node is alive while its lease (a key that it renews, with
+ * a time to live) is there. An append that a node receives for a
+ * conversation owned by another live node is forwarded to that node and
+ * answered with its verdict; one whose owner is gone (or none) is made
+ * here: the node takes the log over. Stores of one node (local, pool) say
+ * every append is made here. */
+
+/* Whether other nodes may write the store's logs. Any thread; no I/O. */
+bool st_store_shared(const st_store *s);
+/* Whether this node is conversation id's writer now (its last append or
+ * take-over was the log's last record as far as it knows): a hint that
+ * its appends need no routing (the log fences it if it is wrong). Any
+ * thread; no I/O. */
+bool st_conv_writes_here(st_store *s, const rt_uuid *id);
+
+typedef struct st_route {
+    bool forward;   /* to the owner, alive; else: append here */
+    char owner[33]; /* the owner's token (forward) */
+    char node[64];  /* its name, for messages */
+} st_route;
+/* Where appends to conversation id go: 0, -ENOENT (no such conversation),
+ * or a cluster error (err: one line). Blocking (a read of the log's last
+ * record at the leader, and of the owner's lease). */
+int st_route_of(st_store *s, const rt_uuid *id, st_route *out, char *err, size_t errlen);
+
+/* What a forwarded request asks: an append (body: the events), or a
+ * control of the conversation (arg: its code; no body). */
+enum { ST_FWD_APPEND = 1, ST_FWD_CONTROL = 2 };
+/* At most this many bytes of a body are forwarded (less than a NATS
+ * max_payload of 1 MB); a larger one is refused before it is sent. */
+#define ST_FWD_BODY_MAX (1000u * 1000u)
+typedef struct st_fwd_answer {
+    int status;           /* the owner's HTTP status */
+    rt_buf *body;         /* its body (a reference; NULL: none) */
+    unsigned retry_after; /* seconds; 0: none */
+} st_fwd_answer;
+/* Send a request (what, arg, body) for conversation id to its owner (route)
+ * and wait up to timeout_ms for its answer: 0 with *out, or -ETIMEDOUT,
+ * -EHOSTUNREACH (nobody listens for that node), -EMSGSIZE, a cluster
+ * error; err says why in one line. Blocking. */
+int st_forward(st_store *s, const st_route *to, const rt_uuid *id, uint32_t what, uint64_t arg,
+               const void *body, size_t len, uint64_t timeout_ms, st_fwd_answer *out, char *err,
+               size_t errlen);
+
+/* A forwarded request this node serves: answered once with st_fwd_reply
+ * (any thread), which frees it. */
+typedef struct st_fwd st_fwd;
+/* Called on a thread of the store's (not a loop) for each request other
+ * nodes forward here, in the order they arrive; must not block. body is
+ * taken. */
+typedef void (*st_fwd_fn)(void *ctx, st_fwd *f, const rt_uuid *id, uint32_t what, uint64_t arg,
+                          rt_buf *body);
+/* Serve forwarded requests with fn from now on; fn NULL: no more (returns
+ * once no call of the old fn runs; requests arriving later are answered
+ * 503). 0 or an error; a store of one node ignores it. */
+int st_store_serve(st_store *s, st_fwd_fn fn, void *ctx);
+/* Answer a forwarded request: status, body (may be NULL), retry_after. */
+void st_fwd_reply(st_fwd *f, int status, const void *body, size_t len, unsigned retry_after);
+
+/* Follow a conversation's log as any node writes it: fn(ctx, count, mine)
+ * is called on a thread of the store's (not a loop), in the order they
+ * were stored, for records stored after the call: count is how many
+ * events the log holds with that record, mine whether this node wrote
+ * it. Notices may be lost (a reconnection): count says how far the log
+ * is, so a gap is seen at the next one. -ENOTSUP for a store of one node.
+ * Any thread; no waiting. */
+typedef struct st_follow st_follow;
+typedef void (*st_follow_fn)(void *ctx, uint64_t count, bool mine);
+int st_conv_follow(st_conv *c, st_follow_fn fn, void *ctx, st_follow **out);
+/* No call of fn starts after this returns (one under way may finish). */
+void st_follow_stop(st_follow *f);
+
 /* ---- figures ------------------------------------------------------------ */
 
 /* Every fdatasync of the store, any instance. */

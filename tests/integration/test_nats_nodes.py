@@ -1,0 +1,419 @@
+#!/usr/bin/env python3
+"""test_nats_nodes.py - two parley nodes serving one JetStream cluster
+(issue 22): every conversation has one writer, its owner node; the other
+node forwards appends to it and answers with the owner's verdict; a
+WebSocket subscriber on the node that does not own the conversation gets
+every event once, in order; and two nodes that both take one conversation
+over (a split: PARLEY_NATS_SPLIT=1, they never forward) never store two
+appends at one index.
+
+Starts its own 3-node cluster (nats_cluster.py, free ports) and parley
+nodes on port 0; every process it starts is stopped by it. Nothing waits
+with a sleep: every wait polls against a deadline.
+
+    PARLEY=build/parley python3 tests/integration/test_nats_nodes.py
+"""
+import http.client
+import json
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import nats_cluster  # noqa: E402
+
+DEADLINE_S = 60.0  # anything that should take a second or two
+
+
+def call(port, method, path, body=None, timeout=90):
+    """(status, decoded body)."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        data = json.dumps(body).encode() if body is not None else None
+        c.request(method, path, body=data, headers={"Content-Type": "application/json"})
+        r = c.getresponse()
+        raw = r.read()
+        try:
+            b = json.loads(raw) if raw else None
+        except ValueError:
+            b = raw.decode("utf-8", "replace")
+        return r.status, b
+    finally:
+        c.close()
+
+
+def msg(eid):
+    return {"id": eid, "kind": "MessageEvent", "source": "user",
+            "llm_message": {"role": "user", "content": [{"type": "text", "text": eid}]}}
+
+
+def append(port, cid, body):
+    return call(port, "POST", "/api/conversations/%s/events/append" % cid, body)
+
+
+def create(port):
+    st, b = call(port, "POST", "/api/conversations", {})
+    check(st == 201, "a conversation is created", st, b)
+    return b["id"]
+
+
+def known(port, cid):
+    """Poll until the node knows the conversation (its catalog's watch)."""
+    end = time.monotonic() + DEADLINE_S
+    while True:
+        st, b = call(port, "GET", "/api/conversations/%s" % cid)
+        if st == 200:
+            return
+        check(time.monotonic() < end, "the other node knows the conversation", st, b)
+        time.sleep(0.02)  # polling interval, not a synchronization
+
+
+def log_ids(port, cid):
+    ids, page = [], None
+    while True:
+        q = "?limit=100" + ("&page_id=" + page if page else "")
+        st, b = call(port, "GET", "/api/conversations/%s/events/search%s" % (cid, q))
+        check(st == 200, "the events can be listed", st, b)
+        ids += [e["id"] for e in b["items"]]
+        page = b.get("next_page_id")
+        if not page:
+            return ids
+
+
+def acked_index(b):
+    return b["events"][0]["index"]
+
+
+def retrying(port, cid, eid, end):
+    """Append until an answer that is not 503 (the owner is being found or
+    taken over); -> (status, body, 503s seen)."""
+    busy = 0
+    while True:
+        st, b = append(port, cid, msg(eid))
+        if st != 503:
+            return st, b, busy
+        busy += 1
+        check(time.monotonic() < end, "an append is answered within the deadline", eid, b)
+        time.sleep(0.02)  # polling interval, not a synchronization
+
+
+def interleaved(a, b):
+    """Appends through both nodes, one after the other: the first makes
+    node a the owner; every later one through b is forwarded (b taking it
+    over would fence a, whose next append would fail): all 201, dense."""
+    cid = create(a.port)
+    known(b.port, cid)
+    base = None
+    for i in range(30):
+        node = (a, b)[i % 2]
+        st, body = append(node.port, cid, msg("i%d" % i))
+        check(st == 201, "append %d through node %d is committed" % (i, i % 2 + 1), st, body)
+        if base is None:
+            base = acked_index(body)
+        check(acked_index(body) == base + i, "append %d at the next dense index" % i,
+              acked_index(body), base + i)
+        check(not body.get("duplicate"), "append %d is not a duplicate" % i, body)
+    # the same ids again, through either node: duplicates at their index
+    for i in (0, 1, 7, 29):
+        for node in (a, b):
+            st, body = append(node.port, cid, msg("i%d" % i))
+            check(st == 201 and body.get("duplicate") is True,
+                  "a retry of i%d through node %s is a duplicate" % (i, node.name), st, body)
+            check(acked_index(body) == base + i, "the duplicate names the first index",
+                  body, base + i)
+    # verdicts other than a commit are the owner's, whichever node is asked
+    bad = [{"id": "bad1", "kind": "NoSuchKind"}, "not an event", []]
+    for req in bad:
+        sa, ba = append(a.port, cid, req)
+        sb, bb = append(b.port, cid, req)
+        check(sa == sb and ba == bb, "the same verdict from both nodes", req, sa, ba, sb, bb)
+        check(400 <= sa < 500, "an invalid append is refused", req, sa, ba)
+    for node in (a, b):
+        ids = log_ids(node.port, cid)
+        got = ids[base:base + 30]
+        check(got == ["i%d" % i for i in range(30)] and len(ids) == base + 30,
+              "node %s reads every event once, at its index" % node.name, ids)
+    # a user message (and a run) through the node that does not own it is
+    # forwarded too: the owner's next append is not fenced
+    for run in (False, True):
+        st, body = call(b.port, "POST", "/api/conversations/%s/events" % cid,
+                        {"role": "user", "content": [{"type": "text", "text": "hi"}], "run": run})
+        check(st == 200 and body == {"success": True}, "a user message through node 2", st, body)
+        st, body = append(a.port, cid, msg("after-message-%s" % run))
+        check(st == 201, "the owner appends after a message posted elsewhere (not fenced)",
+              st, body)
+
+
+def ws_elsewhere(a, b):
+    """A WebSocket on the node that does not own the conversation (b) gets
+    every committed event once, in order: those before it connected
+    (replayed) and those appended through either node afterwards (the
+    owner's records, republished by the stream)."""
+    import ws_raw
+    cid = create(a.port)
+    known(b.port, cid)
+    for i in range(5):
+        st, body = append(a.port, cid, msg("w%d" % i))
+        check(st == 201, "an append before the subscriber", st, body)
+    sock, rest = ws_raw.handshake(b.port, "/sockets/events/%s?resend_mode=all" % cid)
+    reader = ws_raw.Reader(sock, rest)
+    got = []
+
+    def read_until(n):
+        end = time.monotonic() + DEADLINE_S
+        while len(got) < n:
+            check(time.monotonic() < end, "the subscriber gets %d events in time" % n, len(got))
+            f = reader.next()
+            check(f is not None, "the WebSocket stays open", got)
+            if f[0] == 0x1:
+                e = json.loads(f[1])
+                # the stream's own state frame is not an event of the log
+                if isinstance(e, dict) and "id" in e and \
+                        e.get("kind") != "ConversationStateUpdateEvent":
+                    got.append(e["id"])
+
+    try:
+        read_until(5)
+        for i in range(5, 45):
+            st, body = append((a, b)[i % 2].port, cid, msg("w%d" % i))
+            check(st == 201, "append w%d" % i, st, body)
+        ids = log_ids(a.port, cid)
+        read_until(len(ids))
+        check(got == ids, "the subscriber on the other node saw every event once, in order",
+              got, ids)
+        # nothing more comes (no event twice): one more append is the next frame
+        st, body = append(b.port, cid, msg("w-last"))
+        check(st == 201, "one more append", st, body)
+        read_until(len(ids) + 1)
+        check(got[-1] == "w-last" and len(got) == len(set(got)), "then the next one, once", got)
+    finally:
+        sock.close()
+    # the hand-off: a subscriber that connects while both nodes append
+    sent, errors = [], []
+
+    def producer():
+        try:
+            for i in range(60):
+                st, body = append((a, b)[i % 2].port, cid, msg("h%d" % i))
+                check(st == 201, "append h%d" % i, st, body)
+                sent.append(i)
+        except BaseException as e:  # noqa: B902 - reported below
+            errors.append(e)
+
+    t = threading.Thread(target=producer)
+    t.start()
+    end = time.monotonic() + DEADLINE_S
+    while len(sent) < 20 and t.is_alive():
+        check(time.monotonic() < end, "the producer gets going", len(sent))
+        time.sleep(0.01)  # polling interval, not a synchronization
+    sock, rest = ws_raw.handshake(b.port, "/sockets/events/%s?resend_mode=all" % cid)
+    reader = ws_raw.Reader(sock, rest)
+    got = []
+    try:
+        t.join()
+        check(not errors, "the producer finished", errors[:1])
+        ids = log_ids(a.port, cid)
+        read_until(len(ids))
+        check(got == ids, "a subscriber that came mid-stream saw every event once, in order",
+              got, ids)
+    finally:
+        sock.close()
+
+
+def concurrent(a, b):
+    """Both nodes append to three conversations at once (producers retry
+    a 503): every acknowledged id once in the log, at its acked index."""
+    cids = [create((a, b)[k % 2].port) for k in range(3)]
+    for cid in cids:
+        known(a.port, cid)
+        known(b.port, cid)
+    acks = {cid: {} for cid in cids}
+    errors = []
+    lock = threading.Lock()
+    end = time.monotonic() + DEADLINE_S * 3
+
+    def producer(node, tag):
+        try:
+            for i in range(20):
+                for cid in cids:
+                    eid = "%s-%d" % (tag, i)
+                    st, body, _ = retrying(node.port, cid, eid, end)
+                    check(st == 201, "a concurrent append is committed", eid, st, body)
+                    with lock:
+                        acks[cid][eid] = acked_index(body)
+        except BaseException as e:  # noqa: B902 - reported below
+            errors.append(e)
+
+    ts = [threading.Thread(target=producer, args=(n, "%s%d" % (n.name, k)))
+          for n in (a, b) for k in range(2)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    check(not errors, "every producer finished", errors[:1])
+    for cid in cids:
+        idx = sorted(acks[cid].values())
+        check(len(idx) == len(set(idx)) == 80, "80 acks at 80 distinct indexes", cid, len(idx))
+        for node in (a, b):
+            ids = log_ids(node.port, cid)
+            check(len(ids) == len(set(ids)), "no event stored twice", cid)
+            for eid, at in acks[cid].items():
+                check(at < len(ids) and ids[at] == eid, "an acked event is at its acked index",
+                      cid, eid, at)
+
+
+def owner_gone(work):
+    """The owner is killed (SIGKILL): while its lease lasts, an append
+    through the other node is refused with 503 and one line naming the
+    owner; once the lease is over, that node takes the conversation over
+    and the retried append is committed at the next index; a retry of an
+    event the dead owner had committed is answered as a duplicate."""
+    from parley_client import Server
+    c = Server(data=os.path.join(work, "c"), args=["--node-id", "c1"]).start()
+    d = Server(data=os.path.join(work, "d"), args=["--node-id", "d1"]).start()
+    try:
+        cid = create(c.port)
+        known(d.port, cid)
+        for i in range(3):
+            st, body = append(d.port, cid, msg("o%d" % i))  # forwarded to c
+            check(st == 201 and acked_index(body) == i, "append o%d" % i, st, body)
+        c.kill()
+        end = time.monotonic() + DEADLINE_S
+        refused = []
+        while True:
+            st, body = append(d.port, cid, msg("o3"))
+            if st != 503:
+                break
+            why = body.get("detail", "") if isinstance(body, dict) else str(body)
+            check("\n" not in why and why, "a refusal says why in one line", why)
+            refused.append(why)
+            check(time.monotonic() < end, "the other node takes over once the lease is over",
+                  refused[-1])
+            time.sleep(0.05)  # polling interval, not a synchronization
+        check(st == 201 and acked_index(body) == 3, "the append after the take-over", st, body)
+        # while the lease lasts: the owner named; then (the node's memory of
+        # the log was older than the take-over) one "restarting: retry"
+        check(refused and "owner node c1" in refused[0],
+              "a refusal while the owner's lease lasts names the owner", refused[:1])
+        print("owner gone: %d refusals, first %r, last %r" % (len(refused), refused[0],
+                                                               refused[-1]))
+        st, body = append(d.port, cid, msg("o1"))
+        check(st == 201 and body.get("duplicate") is True and acked_index(body) == 1,
+              "a retry of an event the dead owner committed is a duplicate", st, body)
+        check(log_ids(d.port, cid) == ["o0", "o1", "o2", "o3"], "the log after the take-over")
+        d.stop()
+    finally:
+        c.cleanup()
+        d.cleanup()
+
+
+def split(work):
+    """Two nodes that both take one conversation over (neither forwards):
+    they fence each other; never two events at one index."""
+    from parley_client import Server
+    nodes = [Server(data=os.path.join(work, "split%d" % k),
+                    args=["--node-id", "s%d" % k],
+                    env={"PARLEY_NATS_SPLIT": "1"}).start() for k in (1, 2)]
+    try:
+        for k, n in enumerate(nodes):
+            n.name = "s%d" % (k + 1)
+        cid = create(nodes[0].port)
+        known(nodes[1].port, cid)
+        acks, fenced, errors = {}, [0], []
+        lock = threading.Lock()
+        end = time.monotonic() + DEADLINE_S * 3
+
+        def producer(node):
+            try:
+                for i in range(25):
+                    eid = "%s-%d" % (node.name, i)
+                    st, body, busy = retrying(node.port, cid, eid, end)
+                    check(st == 201, "an append is committed in the end", eid, st, body)
+                    with lock:
+                        fenced[0] += busy
+                        at = acked_index(body)
+                        check(at not in acks.values() or acks.get(eid) == at,
+                              "no two acks at one index", eid, at, acks)
+                        acks[eid] = at
+            except BaseException as e:  # noqa: B902 - reported below
+                errors.append(e)
+
+        ts = [threading.Thread(target=producer, args=(n,)) for n in nodes]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        check(not errors, "both producers finished", errors[:1])
+        check(len(set(acks.values())) == len(acks) == 50, "50 acks at 50 indexes", len(acks))
+        # read by a node that never wrote it (a node fenced without knowing
+        # it yet answers from its memory until its next append)
+        reader = Server(data=os.path.join(work, "reader"), args=["--node-id", "r1"]).start()
+        nodes.append(reader)
+        known(reader.port, cid)
+        for n in [reader]:
+            ids = log_ids(n.port, cid)
+            check(len(ids) == len(set(ids)), "no event stored twice", ids)
+            for eid, at in acks.items():
+                check(at < len(ids) and ids[at] == eid, "every acked event at its acked index",
+                      eid, at)
+        # a node fenced while its requests wait may check one against the
+        # cluster on its loop (README: not fixed yet): counted, not failed
+        waits = [n.loop_requests() for n in nodes[:2]]
+        print("split: %d appends refused while the nodes fenced each other; "
+              "loop waits %s" % (fenced[0], waits))
+        reader.stop()
+        for n in nodes[:2]:
+            n.terminate()
+            rc = n.proc.wait(60)
+            check(rc == 0, "a split node exits 0 after SIGTERM", rc)
+            n.kill()
+    finally:
+        for n in nodes:
+            n.cleanup()
+
+
+def main():
+    work = tempfile.mkdtemp(prefix="parley-nodes.")
+    cluster = nats_cluster.Cluster(os.path.join(work, "nats"))
+    global check
+    try:
+        urls = cluster.start()
+        os.environ["PARLEY_STORE"] = urls  # parley_client reads it when imported
+        from parley_client import Server, check, run, summary  # noqa: E402
+        t0 = time.monotonic()
+        a = Server(data=os.path.join(work, "a"), args=["--node-id", "p1"]).start()
+        b = Server(data=os.path.join(work, "b"), args=["--node-id", "p2"]).start()
+        a.name, b.name = "p1", "p2"
+        try:
+            run("interleaved_appends_forwarded", interleaved, a, b)
+            run("ws_subscriber_on_the_other_node", ws_elsewhere, a, b)
+            run("concurrent_appends", concurrent, a, b)
+            run("owner_gone", owner_gone, work)
+            run("split_two_writers", split, work)
+            run("no_loop_waits",
+                lambda: check(a.loop_requests() == 0 and b.loop_requests() == 0,
+                              "parley_nats_loop_requests_total is 0",
+                              a.loop_requests(), b.loop_requests()))
+            run("nodes_stop_cleanly", lambda: (a.stop(), b.stop()))
+        finally:
+            a.cleanup()
+            b.cleanup()
+        return summary(t0)
+    finally:
+        cluster.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def check(cond, what, *details):  # replaced by parley_client's once imported
+    if not cond:
+        raise AssertionError(what + " " + repr(details))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
