@@ -133,6 +133,9 @@ int net_walk_events(net_req *r, net_outcome *out, bool desc, bool (*fn)(json_t *
  * another live node owns is forwarded there (true: the request is taken
  * care of); false: append here. */
 bool net_forward_append(net_req *r);
+/* Append the request's body here, through the conversation actor
+ * (api_events.c). */
+void net_append_here(net_req *r);
 /* Serve the appends other nodes forward here (0 or an error), and stop
  * (no call to the conversations is made after it returns). */
 int net_forward_serve(net_api *a);

@@ -386,8 +386,12 @@ static void append(net_req *r)
         net_reply_error(r, 422, "the request needs a JSON body: an event object or an array");
         return;
     }
-    if (net_forward_append(r)) /* another node owns the conversation */
-        return;
+    if (!net_forward_append(r)) /* else another node owns the conversation */
+        net_append_here(r);
+}
+
+void net_append_here(net_req *r)
+{
     rt_buf *b = rt_buf_copy(r->http->body, r->http->body_len);
     if (b == NULL)
         net_reply_error(r, 503, "out of memory");

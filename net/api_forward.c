@@ -124,11 +124,7 @@ static void route_then(net_req *r, net_outcome *out)
                 net_reply_unreachable(r, &r->route.conv, e);
             return;
         }
-        rt_buf *b = rt_buf_copy(r->http->body, r->http->body_len);
-        if (b == NULL)
-            net_reply_error(r, 503, "out of memory");
-        else
-            net_ask_conv(r, CONV_APPEND, 0, b);
+        net_append_here(r);
         return;
     }
     char extra[64] = "";
