@@ -33,7 +33,8 @@ void net_api_handle(net_req *r)
         net_reply_error(r, rt->status, "%s", rt->detail);
         return;
     }
-    bool api = strncmp(r->http->target, "/api/", 5) == 0;
+    /* a forwarded request was authorized by the node that received it */
+    bool api = strncmp(r->http->target, "/api/", 5) == 0 && r->fwd == NULL;
     if (api && r->api->napi_keys > 0 &&
         !key_ok(r->api, hp_header_get(r->http, "x-session-api-key"))) {
         net_reply_error(r, 401, "Unauthorized"); /* as upstream words it */
@@ -43,12 +44,22 @@ void net_api_handle(net_req *r)
         net_reply_error(r, rt->status, "%s", rt->detail);
         return;
     }
+    if (!net_forward_route_ok(r)) {
+        net_reply_error(r, 400, "a forwarded request that names another conversation");
+        return;
+    }
     char err[128];
     if (net_query_parse(rt->query, rt->query_len, &r->query, err, sizeof(err)) != 0) {
         net_reply_error(r, 400, "%s", err);
         return;
     }
-    switch (rt->id) {
+    if (!net_forward(r))
+        net_api_dispatch(r);
+}
+
+void net_api_dispatch(net_req *r)
+{
+    switch (r->route.id) {
     case NET_R_ALIVE:
     case NET_R_HEALTH:
     case NET_R_READY:
@@ -248,8 +259,7 @@ void net_json_free(void *j)
 int net_conv_call(net_req *r, const rt_uuid *id, uint32_t kind, uint64_t arg, rt_buf *buf,
                   rt_reply_cb cb, void *ctx)
 {
-    int e = convs_call(r->api->convs, id, RT_LOOP_ANY, kind, arg, buf, r->api->call_timeout_ms, cb,
-                       ctx);
+    int e = convs_call(r->api->convs, id, RT_LOOP_ANY, kind, arg, buf, net_call_ms(r), cb, ctx);
     if (e == 0)
         return 0;
     rt_buf_unref(buf);
@@ -307,7 +317,7 @@ static void on_posted(void *ctx, rt_msg *m)
         return;
     }
     if (!p->run || convs_call(p->r->api->convs, &p->id, RT_LOOP_ANY, CONV_CONTROL, CONV_RUN, NULL,
-                              p->r->api->call_timeout_ms, on_run, p) < 0)
+                              net_call_ms(p->r), on_run, p) < 0)
         posting_end(p, NULL);
 }
 
@@ -326,7 +336,7 @@ int net_post_event(net_req *r, const rt_uuid *id, rt_buf *buf, bool run, net_pos
         return RT_ENOMEM;
     }
     *p = (posting){r, *id, run, done};
-    int e = convs_call(r->api->convs, id, RT_LOOP_ANY, CONV_APPEND, 0, buf, r->api->call_timeout_ms,
+    int e = convs_call(r->api->convs, id, RT_LOOP_ANY, CONV_APPEND, 0, buf, net_call_ms(r),
                        on_posted, p);
     if (e < 0) {
         rt_buf_unref(buf);

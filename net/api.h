@@ -24,6 +24,8 @@
 #include <stdint.h>
 #include <uv.h>
 
+typedef struct net_fwd_in net_fwd_in;
+
 typedef struct net_api {
     rt_runtime *rt;
     st_store *store;
@@ -34,6 +36,8 @@ typedef struct net_api {
     uint64_t started_ms; /* uv_hrtime at start, in ms */
     bool tls;
     const struct net_server_opts *opts;
+    rt_actor **loops; /* the listener actor of each loop: they serve forwarded requests */
+    int nloops;
 } net_api;
 
 typedef struct net_req {
@@ -44,11 +48,16 @@ typedef struct net_req {
     net_route route;
     net_query query;
     uint64_t t0_ns;
-    void *data; /* the handler's own state while it waits */
+    void *data;      /* the handler's own state while it waits */
+    net_fwd_in *fwd; /* another node forwarded it (api_forward.c): no connection; the
+                        answer goes back to that node, and it is never forwarded again */
 } net_req;
 
-/* Route, authorize and run the request's handler. */
+/* Route, authorize, forward a write to the conversation's owner node
+ * (net_forward) or run the request's handler (net_api_dispatch). */
 void net_api_handle(net_req *r);
+/* Run the handler of a routed, authorized request. */
+void net_api_dispatch(net_req *r);
 
 /* Answer: status, body bytes (taken; NULL for none) as application/json
  * unless ctype says otherwise, extra header lines ("Name: v\r\n", or NULL). */
@@ -115,29 +124,29 @@ int net_post_message(net_req *r, const rt_uuid *id, const char *role, json_t *co
 /* The same with the message's event made already (buf taken: on an error
  * too, then done never runs). */
 int net_post_event(net_req *r, const rt_uuid *id, rt_buf *buf, bool run, net_posted_fn done);
-/* Several nodes (api_forward.c): a user message (POST .../events) as its
- * event (a reference is taken) and a run if asked, for a conversation
- * that another live node owns, is forwarded there (true: the request is
- * taken care of: {"success": true} once the message is in, or the
- * owner's refusal; made here after all, net_post_event's, answered by
- * posted); false: post it here. */
-bool net_forward_message(net_req *r, rt_buf *event, bool run, net_posted_fn posted);
-
 /* In the thread pool: call fn on each event of the request's conversation
  * (parsed), from the newest if desc, until it returns true; 0, or -1 with
  * the outcome set (404, 503, 500 as every reader maps them). */
 int net_walk_events(net_req *r, net_outcome *out, bool desc, bool (*fn)(json_t *e, void *ctx),
                     void *ctx);
 
-/* Several nodes (api_forward.c): an append for a conversation that
- * another live node owns is forwarded there (true: the request is taken
- * care of); false: append here. */
-bool net_forward_append(net_req *r);
-/* Append the request's body here, through the conversation actor
- * (api_events.c). */
-void net_append_here(net_req *r);
-/* Serve the appends other nodes forward here (0 or an error), and stop
- * (no call to the conversations is made after it returns). */
+/* Several nodes (api_forward.c): a write (a table of routes says which)
+ * of a conversation that another live node owns is forwarded there and
+ * answered with its answer: true, the request is taken care of; false,
+ * serve it here (net_api_dispatch). Routing and forwarding run in the
+ * thread pool. */
+bool net_forward(net_req *r);
+/* Whether a forwarded request's route names the conversation it was
+ * forwarded for (always true for a client's request). */
+bool net_forward_route_ok(net_req *r);
+/* The answer to a forwarded request (net_reply's, for a request without a
+ * connection): sent to the node that forwarded it; the request is gone. */
+void net_forward_answer(net_req *r, int status, rt_buf *body, const char *ctype, const char *extra);
+/* How long a request waits for a conversation actor: the server's call
+ * timeout, shorter for a forwarded request (its sender stops waiting). */
+uint64_t net_call_ms(const net_req *r);
+/* Serve the requests other nodes forward here (0 or an error), and stop
+ * (no call of the store's is made after it returns). */
 int net_forward_serve(net_api *a);
 void net_forward_unserve(net_api *a);
 

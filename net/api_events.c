@@ -386,12 +386,6 @@ static void append(net_req *r)
         net_reply_error(r, 422, "the request needs a JSON body: an event object or an array");
         return;
     }
-    if (!net_forward_append(r)) /* else another node owns the conversation */
-        net_append_here(r);
-}
-
-void net_append_here(net_req *r)
-{
     rt_buf *b = rt_buf_copy(r->http->body, r->http->body_len);
     if (b == NULL)
         net_reply_error(r, 503, "out of memory");
@@ -435,10 +429,6 @@ static void post_message(net_req *r)
     json_decref(b);
     if (event == NULL) {
         net_reply_error(r, 503, "out of memory");
-        return;
-    }
-    if (net_forward_message(r, event, go, posted)) { /* another node owns the conversation */
-        rt_buf_unref(event);
         return;
     }
     int e = net_post_event(r, &r->route.conv, event, go, posted);

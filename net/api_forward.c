@@ -1,21 +1,34 @@
 /*
- * api_forward.c - appends on a store shared by several nodes (store.h,
- * "several nodes"): an append this node receives for a conversation that
- * another live node owns is forwarded to that node, and answered with its
- * verdict (status, Retry-After, body), as if the client had asked it; an
- * append whose owner is gone, or that has none, is made here (the store
- * takes the log over). And the other way round: the appends other nodes
- * forward here go to the conversation actor, as a client's would.
+ * api_forward.c - the writes of a conversation on a store shared by
+ * several nodes (store.h, "several nodes"): a write this node receives
+ * for a conversation that another live node owns is forwarded to that
+ * node as the HTTP request it is (method, target, body), and answered
+ * with the owner's answer (status, Content-Type, header lines, body), as
+ * if the client had asked the owner; a write whose owner is gone, or that
+ * has none, is served here (the store takes the log over at its first
+ * append). And the other way round: the requests other nodes forward here
+ * are served by this node's own routes, as a client's would be, and never
+ * forwarded again.
+ *
+ * Which routes are writes is one table (WRITES): every route that changes
+ * a conversation's log, its info or what its owner holds for it (secrets,
+ * the hosted agent's run). Reads are served by any node; so are the
+ * routes every node answers alike without changing anything (those a
+ * hosted agent cannot honour), and fork, which reads its source and
+ * creates a conversation of this node's.
  *
  * Routing reads the log's last record and the owner's lease, and a
  * forward waits for the owner: both in the thread pool, never on a loop.
- * The appends this node writes (it wrote the log's last record) skip
- * routing. Bounds: FWD_OUT_MAX forwards in flight from this node, the
- * store's bound on forwarded bodies, and the owner's bound on what it
- * serves at once.
+ * The writes of a conversation this node writes (it wrote the log's last
+ * record) skip routing. Bounds: FWD_OUT_MAX forwards in flight from this
+ * node, the store's bound on forwarded bodies, and the owner's bound on
+ * what it serves at once. A served request runs on a listener's loop
+ * (server.c hands it over), and a stopping server waits for it as for a
+ * connection's.
  */
 #include "api.h"
-#include "verdict.h"
+#include "http_metrics.h"
+#include "server_impl.h"
 
 #include <errno.h>
 #include <stdatomic.h>
@@ -30,29 +43,24 @@ enum {
     FWD_SERVE_CALL_MS = 20000, /* the owner's own wait for its conversation: shorter */
 };
 
+/* The routes that write a conversation: forwarded to its owner. */
+static const bool WRITES[NET_R_COUNT] = {
+    [NET_R_CONV_DELETE] = true,         [NET_R_CONV_PATCH] = true,     [NET_R_CONV_RUN] = true,
+    [NET_R_CONV_PAUSE] = true,          [NET_R_CONV_INTERRUPT] = true, [NET_R_CONV_SECRETS] = true,
+    [NET_R_CONV_CONFIRM_POLICY] = true, [NET_R_CONV_SECURITY] = true,  [NET_R_EV_POST] = true,
+    [NET_R_EV_APPEND] = true,           [NET_R_EV_CONFIRM] = true,
+};
+
 static _Atomic int fwd_out;
 
-/* A request on its way to the owner (the pool's arg). */
-typedef struct fwd_job {
-    rt_buf *event;        /* a user message as its event (POST .../events); NULL: the raw body */
-    bool run;             /* then ask for a run */
-    net_posted_fn posted; /* the POST route's answer, when it is made here */
-    unsigned retry_after;
-} fwd_job;
-
-static void fwd_job_free(void *arg)
-{
-    fwd_job *j = arg;
-    rt_buf_unref(j->event);
-    free(j);
-}
+/* ---- forwarding a write to its owner ------------------------------------------- */
 
 /* In the pool: route, and forward if the owner is another live node.
- * out->status 0: make it here. */
+ * out->status 0: serve it here. */
 static void route_work(net_req *r, net_outcome *out)
 {
     st_store *s = r->api->store;
-    fwd_job *j = out->arg;
+    st_fwd_answer *a = out->arg;
     st_route to;
     char err[256] = "";
     char dashed[37];
@@ -63,8 +71,7 @@ static void route_work(net_req *r, net_outcome *out)
         return;
     }
     if (e < 0) {
-        net_fail(out, 503, "cannot append: cannot tell which node owns conversation %s: %s", dashed,
-                 err);
+        net_fail(out, 503, "cannot tell which node owns conversation %s: %s", dashed, err);
         return;
     }
     if (!to.forward) {
@@ -73,155 +80,208 @@ static void route_work(net_req *r, net_outcome *out)
     }
     if (atomic_fetch_add(&fwd_out, 1) >= FWD_OUT_MAX) {
         atomic_fetch_sub(&fwd_out, 1);
-        net_fail(out, 503, "cannot append: %d appends are being forwarded already; retry",
-                 FWD_OUT_MAX);
+        net_fail(out, 503,
+                 "cannot forward to the owner of conversation %s: %d requests are "
+                 "being forwarded already; retry",
+                 dashed, FWD_OUT_MAX);
         return;
     }
-    st_fwd_answer a;
-    const void *body = j->event != NULL ? rt_buf_data(j->event) : r->http->body;
-    size_t len = j->event != NULL ? rt_buf_len(j->event) : r->http->body_len;
-    e = st_forward(s, &to, &r->route.conv, ST_FWD_APPEND, 0, body, len, FWD_WAIT_MS, &a, err,
-                   sizeof(err));
-    /* a message that is in (or deferred) is followed by its run, if asked
-     * (already running, or not allowed now: the message is in either way) */
-    bool in = e == 0 && (a.status == 201 || a.status == 202);
-    if (in && j->event != NULL && j->run) {
-        st_fwd_answer ra;
-        char rerr[256];
-        if (st_forward(s, &to, &r->route.conv, ST_FWD_CONTROL, CONV_RUN, NULL, 0, FWD_WAIT_MS, &ra,
-                       rerr, sizeof(rerr)) == 0)
-            rt_buf_unref(ra.body);
-    }
+    st_fwd_req req = {.method = r->http->method,
+                      .target = r->http->target,
+                      .body = r->http->body,
+                      .len = r->http->body_len};
+    e = st_forward(s, &to, &r->route.conv, &req, FWD_WAIT_MS, a, err, sizeof(err));
     atomic_fetch_sub(&fwd_out, 1);
     if (e == -EMSGSIZE) {
         net_fail(out, 413, "%s", err);
         return;
     }
     if (e < 0) {
-        net_fail(out, 503, "cannot append to conversation %s: %s", dashed, err);
+        net_fail(out, 503, "cannot %s %s of conversation %s: %s", r->http->method, r->route.name,
+                 dashed, err);
         return;
     }
-    if (in && j->event != NULL) { /* the POST route's own answer */
-        rt_buf_unref(a.body);
-        out->status = 200;
-        out->body = rt_buf_copy("{\"success\":true}", 16);
-        if (out->body == NULL)
-            net_fail(out, 503, "out of memory");
-        return;
-    }
-    out->status = a.status;
-    out->body = a.body;
-    j->retry_after = a.retry_after;
+    out->status = a->status;
+    out->body = a->body;
+    a->body = NULL;
 }
 
 static void route_then(net_req *r, net_outcome *out)
 {
-    fwd_job *j = out->arg;
+    st_fwd_answer *a = out->arg;
     if (out->status == 0) { /* here */
-        if (j->event != NULL) {
-            int e = net_post_event(r, &r->route.conv, rt_buf_ref(j->event), j->run, j->posted);
-            if (e < 0)
-                net_reply_unreachable(r, &r->route.conv, e);
-            return;
-        }
-        net_append_here(r);
+        net_api_dispatch(r);
         return;
     }
-    char extra[64] = "";
-    if (j->retry_after > 0)
-        snprintf(extra, sizeof(extra), "Retry-After: %u\r\n", j->retry_after);
-    if (out->body != NULL) {
-        rt_buf *b = out->body;
-        out->body = NULL;
-        net_reply(r, out->status, b, NULL, extra[0] != '\0' ? extra : NULL);
-    } else {
-        net_reply_error(r, out->status, "%s", out->detail[0] ? out->detail : "internal error");
+    if (out->body == NULL && out->detail[0] != '\0') { /* this node's own refusal */
+        net_reply_error(r, out->status, "%s", out->detail);
+        return;
     }
+    rt_buf *b = out->body;
+    out->body = NULL;
+    net_reply(r, out->status, b, a->ctype[0] != '\0' ? a->ctype : NULL,
+              a->headers[0] != '\0' ? a->headers : NULL);
 }
 
-static bool forward(net_req *r, rt_buf *event, bool run, net_posted_fn posted)
+static void answer_free(void *arg)
+{
+    st_fwd_answer *a = arg;
+    rt_buf_unref(a->body);
+    free(a);
+}
+
+bool net_forward(net_req *r)
 {
     st_store *s = r->api->store;
-    if (!st_store_shared(s) || st_conv_writes_here(s, &r->route.conv))
+    if (r->fwd != NULL || !r->route.has_conv || !WRITES[r->route.id] || !st_store_shared(s) ||
+        st_conv_writes_here(s, &r->route.conv))
         return false;
-    fwd_job *j = calloc(1, sizeof(*j));
-    if (j == NULL)
+    st_fwd_answer *a = calloc(1, sizeof(*a));
+    if (a == NULL)
         return false; /* here, then */
-    j->event = event != NULL ? rt_buf_ref(event) : NULL;
-    j->run = run;
-    j->posted = posted;
-    net_api_work_then(r, route_work, j, fwd_job_free, route_then);
+    net_api_work_then(r, route_work, a, answer_free, route_then);
     return true;
-}
-
-bool net_forward_append(net_req *r)
-{
-    return forward(r, NULL, false, NULL);
-}
-
-bool net_forward_message(net_req *r, rt_buf *event, bool run, net_posted_fn posted)
-{
-    return forward(r, event, run, posted);
 }
 
 /* ---- serving what other nodes forward ----------------------------------------- */
 
-static void served(void *ctx, rt_msg *m)
+/* A forwarded request on its way to a loop, then being served there. */
+struct net_fwd_in {
+    st_fwd *f;        /* answered once, then gone */
+    rt_uuid conv;     /* what the forwarding node routed */
+    net_loop *nl;     /* the loop serving it (NULL: not yet, or its listener is gone) */
+    bool started;     /* a loop took it (else dropping its message answers it) */
+    rt_buf *self;     /* the buffer whose memory this is, held while served */
+    net_fwd_in *next; /* on nl's list while served */
+    net_fwd_in *prev;
+    net_req req;
+    hp_req http;
+    rt_buf *body; /* NULL: none */
+    char *method, *target;
+};
+
+static void fwd_in_free(net_fwd_in *fi)
 {
-    st_fwd *f = ctx;
-    const conv_reply *cr = m->kind == CONV_RESULT ? conv_reply_of(m) : NULL;
-    if (cr == NULL) {
-        int st = m->kind == RT_KIND_ERROR ? m->status : RT_EFAIL;
-        char body[160];
-        int n = snprintf(body, sizeof(body), "{\"detail\":\"the conversation did not answer: %s\"}",
-                         rt_strerror(st));
-        st_fwd_reply(f, st == RT_ETIMEDOUT ? 504 : 503, body, (size_t)n, 0);
-        return;
-    }
-    rt_buf *body;
-    unsigned retry;
-    int status = net_verdict_http(&cr->v, &body, &retry);
-    if (body == NULL) {
-        static const char oom[] = "{\"detail\":\"out of memory\"}";
-        st_fwd_reply(f, 500, oom, sizeof(oom) - 1, 0);
-        return;
-    }
-    st_fwd_reply(f, status, rt_buf_data(body), rt_buf_len(body), retry);
-    rt_buf_unref(body);
+    rt_buf_unref(fi->body);
+    free(fi->method);
+    free(fi->target);
+    free(fi);
 }
 
-/* On a store thread: to the conversation actor, answered on a loop. */
-static void serve(void *ctx, st_fwd *f, const rt_uuid *id, uint32_t what, uint64_t arg,
-                  rt_buf *body)
+static void refuse(st_fwd *f, int status, const char *why)
+{
+    char body[200];
+    int n = snprintf(body, sizeof(body), "{\"detail\":\"%s\"}", why);
+    st_fwd_reply(f, status, body, (size_t)n, NULL, NULL);
+}
+
+/* The last reference to the request's buffer (its memory) went: one that
+ * no loop took is answered now. */
+static void fwd_in_dropped(void *data, void *ctx)
+{
+    (void)ctx;
+    net_fwd_in *fi = data;
+    if (!fi->started)
+        refuse(fi->f, 503, "the owner node is stopping; retry");
+    fwd_in_free(fi);
+}
+
+/* On a store thread: to a listener's loop, round robin. */
+static void serve(void *ctx, st_fwd *f, const rt_uuid *id, const st_fwd_req *req)
 {
     net_api *a = ctx;
-    if (what == ST_FWD_CONTROL && arg != CONV_RUN) { /* nothing else is forwarded yet */
-        static const char no[] = "{\"detail\":\"a forwarded control this node does not serve\"}";
-        rt_buf_unref(body);
-        st_fwd_reply(f, 400, no, sizeof(no) - 1, 0);
+    static _Atomic unsigned next;
+    net_fwd_in *fi = calloc(1, sizeof(*fi));
+    if (fi == NULL) {
+        refuse(f, 503, "the owner node is out of memory");
         return;
     }
-    if (what == ST_FWD_APPEND && body == NULL) {
-        static const char no[] = "{\"detail\":\"the request needs a JSON body\"}";
-        st_fwd_reply(f, 422, no, sizeof(no) - 1, 0);
+    fi->f = f;
+    fi->conv = *id;
+    fi->method = strdup(req->method);
+    fi->target = strdup(req->target);
+    fi->body = req->body != NULL ? rt_buf_copy(req->body, req->len) : NULL;
+    rt_buf *b = NULL;
+    if (fi->method == NULL || fi->target == NULL || (req->body != NULL && fi->body == NULL) ||
+        (b = rt_buf_wrap(fi, sizeof(*fi), fwd_in_dropped, NULL)) == NULL) {
+        refuse(f, 503, "the owner node is out of memory");
+        fwd_in_free(fi);
         return;
     }
-    int e = what == ST_FWD_APPEND ? convs_call(a->convs, id, RT_LOOP_ANY, CONV_APPEND, 0, body,
-                                               FWD_SERVE_CALL_MS, served, f)
-                                  : convs_call(a->convs, id, RT_LOOP_ANY, CONV_CONTROL, CONV_RUN,
-                                               body, FWD_SERVE_CALL_MS, served, f);
-    if (e == 0)
-        return;
+    int n = a->nloops > 0 ? a->nloops : 1;
+    rt_actor *to = a->loops != NULL ? a->loops[atomic_fetch_add(&next, 1) % (unsigned)n] : NULL;
+    if (to == NULL || rt_send(to, NET_FWD_SERVE, 0, b) < 0)
+        rt_buf_unref(b); /* answered by fwd_in_dropped */
+}
+
+void net_forward_start(net_loop *nl, rt_buf *b)
+{
+    net_fwd_in *fi = (net_fwd_in *)(void *)rt_buf_wdata(b);
+    if (nl->draining)
+        return; /* answered when the message's buffer goes */
+    fi->started = true;
+    fi->self = rt_buf_ref(b); /* until answered */
+    fi->nl = nl;
+    nl->nfwds++;
+    fi->next = nl->fwds;
+    if (nl->fwds != NULL)
+        nl->fwds->prev = fi;
+    nl->fwds = fi;
+    fi->http = (hp_req){.method = fi->method,
+                        .target = fi->target,
+                        .body = fi->body != NULL ? rt_buf_data(fi->body) : NULL,
+                        .body_len = fi->body != NULL ? rt_buf_len(fi->body) : 0,
+                        .keep_alive = true,
+                        .minor = 1};
+    net_req *r = &fi->req;
+    *r = (net_req){
+        .api = &nl->srv->api, .loop = nl->uv, .http = &fi->http, .t0_ns = uv_hrtime(), .fwd = fi};
+    net_api_handle(r);
+}
+
+void net_forward_detach(net_loop *nl)
+{
+    for (net_fwd_in *fi = nl->fwds; fi != NULL; fi = fi->next)
+        fi->nl = NULL;
+    nl->fwds = NULL;
+    nl->nfwds = 0;
+}
+
+bool net_forward_route_ok(net_req *r)
+{
+    return r->fwd == NULL || (r->route.has_conv && rt_uuid_eq(&r->route.conv, &r->fwd->conv));
+}
+
+uint64_t net_call_ms(const net_req *r)
+{
+    uint64_t ms = r->api->call_timeout_ms;
+    return r->fwd != NULL && (ms == 0 || ms > FWD_SERVE_CALL_MS) ? FWD_SERVE_CALL_MS : ms;
+}
+
+void net_forward_answer(net_req *r, int status, rt_buf *body, const char *ctype, const char *extra)
+{
+    net_fwd_in *fi = r->fwd;
+    uint64_t us = (uv_hrtime() - r->t0_ns) / 1000;
+    rt_log(status >= 500 ? RT_LOG_WARN : RT_LOG_DEBUG, "http",
+           "method=%s route=%s status=%d us=%llu forwarded", r->http->method,
+           r->route.name != NULL && r->route.name[0] != '\0' ? r->route.name : "-", status,
+           (unsigned long long)us);
+    net_query_free(&r->query);
+    net_metrics_request(r->route.id, status);
+    st_fwd_reply(fi->f, status, body != NULL ? rt_buf_data(body) : NULL,
+                 body != NULL ? rt_buf_len(body) : 0, ctype, extra);
     rt_buf_unref(body);
-    char dashed[37], detail[200];
-    rt_uuid_dashed(id, dashed);
-    int n = e == -ENOENT
-                ? snprintf(detail, sizeof(detail), "{\"detail\":\"Conversation not found: %s\"}",
-                           dashed)
-                : snprintf(detail, sizeof(detail),
-                           "{\"detail\":\"cannot reach conversation %s on its owner: %s\"}", dashed,
-                           rt_strerror(e));
-    st_fwd_reply(f, e == -ENOENT ? 404 : 503, detail, (size_t)n, 0);
+    net_loop *nl = fi->nl;
+    if (nl != NULL) {
+        if (fi->prev != NULL)
+            fi->prev->next = fi->next;
+        else
+            nl->fwds = fi->next;
+        if (fi->next != NULL)
+            fi->next->prev = fi->prev;
+        net_loop_fwd_gone(nl);
+    }
+    rt_buf_unref(fi->self); /* frees it, or the message does when its handler returns */
 }
 
 int net_forward_serve(net_api *a)

@@ -379,6 +379,10 @@ static void conn_fail(net_conn *c, int status, const char *fmt, ...)
 
 void net_reply(net_req *r, int status, rt_buf *body, const char *ctype, const char *extra)
 {
+    if (r->fwd != NULL) { /* another node's: no connection here */
+        net_forward_answer(r, status, body, ctype, extra);
+        return;
+    }
     net_conn *c = r->conn;
     bool keep = r->http->keep_alive && !c->closing;
     uint64_t us = (uv_hrtime() - r->t0_ns) / 1000;

@@ -21,13 +21,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-enum { NET_DRAIN = RT_KIND_RANGE(5), NET_FORCE };
-
 enum { BACKLOG = 1024 };
 
 static void report_drained(net_loop *nl)
 {
-    if (!nl->draining || nl->reported || nl->nconns > 0 || nl->listener != NULL)
+    if (!nl->draining || nl->reported || nl->nconns > 0 || nl->nfwds > 0 || nl->listener != NULL)
         return;
     nl->reported = true;
     net_server *s = nl->srv;
@@ -41,6 +39,12 @@ void net_loop_conn_gone(net_loop *nl)
 {
     nl->nconns--;
     atomic_fetch_sub(&nl->srv->conns, 1);
+    report_drained(nl);
+}
+
+void net_loop_fwd_gone(net_loop *nl)
+{
+    nl->nfwds--;
     report_drained(nl);
 }
 
@@ -111,6 +115,8 @@ static int listener_handle(rt_actor *self, void *state, rt_msg *m)
 {
     (void)self;
     net_loop *nl = state;
+    if (m->kind == NET_FWD_SERVE && m->buf != NULL)
+        net_forward_start(nl, m->buf);
     if (m->kind == NET_DRAIN || m->kind == NET_FORCE) {
         nl->draining = true;
         close_listener(nl, false);
@@ -127,7 +133,8 @@ static void listener_stop(rt_actor *self, void *state)
     nl->draining = true;
     close_listener(nl, true);
     net_conns_close(nl, true);
-    /* connections closing now no longer point here */
+    net_forward_detach(nl);
+    /* connections closing now, and forwarded requests, no longer point here */
     free(nl);
 }
 
@@ -264,6 +271,8 @@ int net_server_start(rt_runtime *rt, st_store *store, convs *cv, const net_serve
         if (s->o.api_keys[i] != NULL && s->o.api_keys[i][0] != '\0')
             s->keys[s->api.napi_keys++] = s->o.api_keys[i];
     s->api.api_keys = s->keys;
+    s->api.loops = s->actors;
+    s->api.nloops = n;
     int r = 0;
     if (s->o.tls_cert != NULL || s->o.tls_key != NULL) {
         if (s->o.tls_cert == NULL || s->o.tls_key == NULL) {
@@ -283,7 +292,7 @@ int net_server_start(rt_runtime *rt, st_store *store, convs *cv, const net_serve
             snprintf(err, errlen, "cannot start the listeners: %s", rt_strerror(r));
     }
     if (r == 0 && (r = net_forward_serve(&s->api)) < 0)
-        snprintf(err, errlen, "cannot serve appends forwarded by other nodes: %s", rt_strerror(r));
+        snprintf(err, errlen, "cannot serve requests forwarded by other nodes: %s", rt_strerror(r));
     if (r < 0) {
         net_server_stop(s, 0);
         net_server_free(s);

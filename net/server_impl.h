@@ -15,6 +15,13 @@ struct net_tls_config;
 
 typedef struct net_loop net_loop;
 
+/* The listener actors' messages (RT_KIND_RANGE(5) is net/server's). */
+enum {
+    NET_DRAIN = RT_KIND_RANGE(5), /* stop taking connections; report when none is left */
+    NET_FORCE,                    /* the same, closing every connection at once */
+    NET_FWD_SERVE,                /* buf: a request another node forwarded (api_forward.c) */
+};
+
 struct net_server {
     rt_runtime *rt;
     net_server_opts o;
@@ -40,6 +47,8 @@ struct net_loop {
     uv_tcp_t *listener; /* NULL once closed */
     struct net_conn *conns;
     unsigned nconns;
+    net_fwd_in *fwds; /* forwarded requests being served here (api_forward.c) */
+    unsigned nfwds;
     bool draining, reported;
 };
 
@@ -48,7 +57,15 @@ void net_conn_accept(net_loop *nl);
 /* Close connections that are between requests now, the others once
  * answered (draining); or every one at once (force). */
 void net_conns_close(net_loop *nl, bool force);
-/* server.c: a connection of nl has closed. */
+/* server.c: a connection of nl has closed; a forwarded request it served
+ * is answered. */
 void net_loop_conn_gone(net_loop *nl);
+void net_loop_fwd_gone(net_loop *nl);
+
+/* api_forward.c: serve a forwarded request (NET_FWD_SERVE's buf,
+ * borrowed) on nl's loop; the listener is stopping: its requests in
+ * flight no longer point at nl. */
+void net_forward_start(net_loop *nl, rt_buf *b);
+void net_forward_detach(net_loop *nl);
 
 #endif

@@ -214,9 +214,8 @@ int st_route_of(st_store *s, const rt_uuid *id, st_route *out, char *err, size_t
     return b->route(s, id, out, err, errlen);
 }
 
-int st_forward(st_store *s, const st_route *to, const rt_uuid *id, uint32_t what, uint64_t arg,
-               const void *body, size_t len, uint64_t timeout_ms, st_fwd_answer *out, char *err,
-               size_t errlen)
+int st_forward(st_store *s, const st_route *to, const rt_uuid *id, const st_fwd_req *req,
+               uint64_t timeout_ms, st_fwd_answer *out, char *err, size_t errlen)
 {
     const st_backend *b = ST_BACKEND(s);
     memset(out, 0, sizeof(*out));
@@ -224,7 +223,7 @@ int st_forward(st_store *s, const st_route *to, const rt_uuid *id, uint32_t what
         snprintf(err, errlen, "this store has one node: nothing to forward to");
         return -ENOTSUP;
     }
-    return b->forward(s, to, id, what, arg, body, len, timeout_ms, out, err, errlen);
+    return b->forward(s, to, id, req, timeout_ms, out, err, errlen);
 }
 
 int st_store_serve(st_store *s, st_fwd_fn fn, void *ctx)

@@ -73,9 +73,8 @@ typedef struct st_backend {
     /* Optional, all or none (NULL: one node, every append is made here). */
     bool (*writes_here)(st_store *s, const rt_uuid *id);
     int (*route)(st_store *s, const rt_uuid *id, st_route *out, char *err, size_t errlen);
-    int (*forward)(st_store *s, const st_route *to, const rt_uuid *id, uint32_t what, uint64_t arg,
-                   const void *body, size_t len, uint64_t timeout_ms, st_fwd_answer *out, char *err,
-                   size_t errlen);
+    int (*forward)(st_store *s, const st_route *to, const rt_uuid *id, const st_fwd_req *req,
+                   uint64_t timeout_ms, st_fwd_answer *out, char *err, size_t errlen);
     int (*serve)(st_store *s, st_fwd_fn fn, void *ctx);
     int (*follow)(st_conv *c, st_follow_fn fn, void *ctx, st_follow **out);
     void (*follow_stop)(st_follow *f);

@@ -14,9 +14,12 @@
  * Owner: every record carries its node's token (Parley-Owner), so the
  * owner of a conversation is the token of its log's last record, read at
  * the stream leader. Forwarding: the owner listens on parley.fwd.<token>;
- * a request carries the conversation, what it asks (Parley-Fwd) and the
+ * a request carries the conversation (Parley-Conv), the HTTP method and
+ * target as the node received them (Parley-Method, Parley-Target) and the
  * raw body; the answer carries the owner's status (Parley-Status), its
- * Retry-After and its body.
+ * Content-Type (Parley-Content-Type), each of its other header lines
+ * (Parley-Header, one value a line) and its body. The store never looks
+ * inside: what a request means is the API's (net/api_forward.c).
  */
 #include "nats_store.h"
 
@@ -33,10 +36,11 @@
 #define STN_BEAT_MS    1500
 #define STN_FWD_PREFIX "parley.fwd."
 #define STN_H_CONV     "Parley-Conv"
-#define STN_H_FWD      "Parley-Fwd"
-#define STN_H_ARG      "Parley-Arg"
+#define STN_H_METHOD   "Parley-Method"
+#define STN_H_TARGET   "Parley-Target"
 #define STN_H_STATUS   "Parley-Status"
-#define STN_H_RETRY    "Parley-Retry-After"
+#define STN_H_CTYPE    "Parley-Content-Type"
+#define STN_H_HEADER   "Parley-Header"
 /* Forwarded requests served here and not answered yet: past this, more
  * are answered 503 at once. */
 #define STN_FWD_SERVING_MAX 1024
@@ -126,16 +130,11 @@ static void on_forward(natsConnection *nc, natsSubscription *sub, natsMsg *m, vo
         natsMsg_Destroy(m);
         return;
     }
-    const char *conv = NULL, *what = NULL, *av = NULL;
+    const char *conv = NULL, *method = NULL, *target = NULL;
     rt_uuid id;
     natsMsgHeader_Get(m, STN_H_CONV, &conv);
-    natsMsgHeader_Get(m, STN_H_FWD, &what);
-    natsMsgHeader_Get(m, STN_H_ARG, &av);
-    uint32_t kind = what == NULL                   ? 0
-                    : strcmp(what, "append") == 0  ? ST_FWD_APPEND
-                    : strcmp(what, "control") == 0 ? ST_FWD_CONTROL
-                                                   : 0;
-    uint64_t arg = av != NULL ? strtoull(av, NULL, 10) : 0;
+    natsMsgHeader_Get(m, STN_H_METHOD, &method);
+    natsMsgHeader_Get(m, STN_H_TARGET, &target);
     int len = natsMsg_GetDataLength(m);
     pthread_mutex_lock(&s->fmu);
     st_fwd_fn fn = s->fwd_fn;
@@ -145,7 +144,8 @@ static void on_forward(natsConnection *nc, natsSubscription *sub, natsMsg *m, vo
     pthread_mutex_unlock(&s->fmu);
     if (fn == NULL) {
         reply_now(s, to, 503, "the owner node is not serving: it is starting or stopping");
-    } else if (conv == NULL || strlen(conv) != 32 || !rt_uuid_parse(conv, 32, &id) || kind == 0) {
+    } else if (conv == NULL || strlen(conv) != 32 || !rt_uuid_parse(conv, 32, &id) ||
+               method == NULL || method[0] == '\0' || target == NULL || target[0] != '/') {
         reply_now(s, to, 400, "a forwarded request that this node does not understand");
     } else if (len < 0 || (size_t)len > ST_FWD_BODY_MAX) {
         reply_now(s, to, 413, "the forwarded body is too large");
@@ -154,16 +154,17 @@ static void on_forward(natsConnection *nc, natsSubscription *sub, natsMsg *m, vo
         reply_now(s, to, 503, "the owner node has too many forwarded requests in flight; retry");
     } else {
         st_fwd *f = calloc(1, sizeof(*f));
-        rt_buf *b = len > 0 ? rt_buf_copy(natsMsg_GetData(m), (size_t)len) : NULL;
-        if (f == NULL || (len > 0 && b == NULL)) {
-            free(f);
-            rt_buf_unref(b);
+        if (f == NULL) {
             atomic_fetch_sub(&s->fwd_in, 1);
             reply_now(s, to, 503, "the owner node is out of memory");
         } else {
             f->s = s;
             snprintf(f->reply, sizeof f->reply, "%s", to);
-            fn(ctx, f, &id, kind, arg, b);
+            st_fwd_req req = {.method = method,
+                              .target = target,
+                              .body = len > 0 ? natsMsg_GetData(m) : NULL,
+                              .len = len > 0 ? (size_t)len : 0};
+            fn(ctx, f, &id, &req);
         }
     }
     if (fn != NULL) {
@@ -175,7 +176,26 @@ static void on_forward(natsConnection *nc, natsSubscription *sub, natsMsg *m, vo
     natsMsg_Destroy(m);
 }
 
-void st_fwd_reply(st_fwd *f, int status, const void *body, size_t len, unsigned retry_after)
+/* Each "Name: value\r\n" line of lines as a value of Parley-Header. */
+static natsStatus put_lines(natsMsg *m, const char *lines)
+{
+    natsStatus ns = NATS_OK;
+    for (const char *p = lines; ns == NATS_OK && p != NULL && *p != '\0';) {
+        const char *eol = strstr(p, "\r\n");
+        size_t n = eol != NULL ? (size_t)(eol - p) : strlen(p);
+        char line[ST_FWD_HEADERS_MAX];
+        if (n > 0 && n < sizeof line) {
+            memcpy(line, p, n);
+            line[n] = '\0';
+            ns = natsMsgHeader_Add(m, STN_H_HEADER, line);
+        }
+        p = eol != NULL ? eol + 2 : p + n;
+    }
+    return ns;
+}
+
+void st_fwd_reply(st_fwd *f, int status, const void *body, size_t len, const char *ctype,
+                  const char *headers)
 {
     stn_store *s = f->s;
     natsMsg *m = NULL;
@@ -184,10 +204,10 @@ void st_fwd_reply(st_fwd *f, int status, const void *body, size_t len, unsigned 
     natsStatus ns = natsMsg_Create(&m, f->reply, NULL, body, (int)len);
     if (ns == NATS_OK)
         ns = natsMsgHeader_Set(m, STN_H_STATUS, v);
-    if (ns == NATS_OK && retry_after > 0) {
-        snprintf(v, sizeof v, "%u", retry_after);
-        ns = natsMsgHeader_Set(m, STN_H_RETRY, v);
-    }
+    if (ns == NATS_OK && ctype != NULL && ctype[0] != '\0')
+        ns = natsMsgHeader_Set(m, STN_H_CTYPE, ctype);
+    if (ns == NATS_OK)
+        ns = put_lines(m, headers);
     if (ns == NATS_OK) /* buffered: it never waits for an answer */
         ns = natsConnection_PublishMsg(s->n->nc, m);
     if (ns != NATS_OK)
@@ -347,15 +367,11 @@ int stn_route(st_store *gs, const rt_uuid *id, st_route *out, char *err, size_t 
     return r;
 }
 
-int stn_forward(st_store *gs, const st_route *to, const rt_uuid *id, uint32_t what, uint64_t arg,
-                const void *body, size_t len, uint64_t timeout_ms, st_fwd_answer *out, char *err,
-                size_t errlen)
+int stn_forward(st_store *gs, const st_route *to, const rt_uuid *id, const st_fwd_req *req,
+                uint64_t timeout_ms, st_fwd_answer *out, char *err, size_t errlen)
 {
     stn_store *s = S(gs);
-    if (what != ST_FWD_APPEND && what != ST_FWD_CONTROL) {
-        snprintf(err, errlen, "nothing but appends and controls is forwarded");
-        return -EINVAL;
-    }
+    size_t len = req->body != NULL ? req->len : 0;
     if (len > ST_FWD_BODY_MAX || (int64_t)len > st_nats_max_payload(s->n) - 1024) {
         snprintf(err, errlen, "a body of %zu bytes is too large to forward to the owner node %s",
                  len, to->node);
@@ -365,15 +381,13 @@ int stn_forward(st_store *gs, const st_route *to, const rt_uuid *id, uint32_t wh
     snprintf(subject, sizeof subject, STN_FWD_PREFIX "%s", to->owner);
     rt_uuid_hex(id, hex);
     natsMsg *m = NULL, *reply = NULL;
-    natsStatus ns = natsMsg_Create(&m, subject, NULL, body, (int)len);
+    natsStatus ns = natsMsg_Create(&m, subject, NULL, req->body, (int)len);
     if (ns == NATS_OK)
         ns = natsMsgHeader_Set(m, STN_H_CONV, hex);
-    char av[24];
-    snprintf(av, sizeof av, "%llu", (unsigned long long)arg);
     if (ns == NATS_OK)
-        ns = natsMsgHeader_Set(m, STN_H_FWD, what == ST_FWD_APPEND ? "append" : "control");
+        ns = natsMsgHeader_Set(m, STN_H_METHOD, req->method);
     if (ns == NATS_OK)
-        ns = natsMsgHeader_Set(m, STN_H_ARG, av);
+        ns = natsMsgHeader_Set(m, STN_H_TARGET, req->target);
     if (ns == NATS_OK) {
         stn_waits("forwarding to the owner");
         ns = natsConnection_RequestMsg(&reply, s->n->nc, m, (int64_t)timeout_ms);
@@ -395,9 +409,9 @@ int stn_forward(st_store *gs, const st_route *to, const rt_uuid *id, uint32_t wh
                  stn_last_error(ns));
         return r;
     }
-    const char *st = NULL, *ra = NULL;
+    const char *st = NULL, *ct = NULL;
     natsMsgHeader_Get(reply, STN_H_STATUS, &st);
-    natsMsgHeader_Get(reply, STN_H_RETRY, &ra);
+    natsMsgHeader_Get(reply, STN_H_CTYPE, &ct);
     int status = st != NULL ? atoi(st) : 0;
     if (status < 100 || status > 599) {
         natsMsg_Destroy(reply);
@@ -405,7 +419,21 @@ int stn_forward(st_store *gs, const st_route *to, const rt_uuid *id, uint32_t wh
         return -EIO;
     }
     out->status = status;
-    out->retry_after = ra != NULL ? (unsigned)strtoul(ra, NULL, 10) : 0;
+    snprintf(out->ctype, sizeof out->ctype, "%s", ct != NULL ? ct : "");
+    const char **lines = NULL;
+    int nlines = 0;
+    if (natsMsgHeader_Values(reply, STN_H_HEADER, &lines, &nlines) == NATS_OK) {
+        size_t at = 0;
+        for (int i = 0; i < nlines; i++) {
+            size_t n = strlen(lines[i]);
+            if (strpbrk(lines[i], "\r\n") == NULL && at + n + 3 <= sizeof out->headers) {
+                memcpy(out->headers + at, lines[i], n);
+                memcpy(out->headers + at + n, "\r\n", 3);
+                at += n + 2;
+            }
+        }
+        free((void *)lines);
+    }
     int n = natsMsg_GetDataLength(reply);
     out->body = n > 0 ? rt_buf_copy(natsMsg_GetData(reply), (size_t)n) : NULL;
     natsMsg_Destroy(reply);

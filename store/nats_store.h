@@ -270,9 +270,8 @@ void stn_owner_stop(stn_store *s);
 void stn_owner_free(stn_store *s);
 bool stn_writes_here(st_store *s, const rt_uuid *id);
 int stn_route(st_store *s, const rt_uuid *id, st_route *out, char *err, size_t errlen);
-int stn_forward(st_store *s, const st_route *to, const rt_uuid *id, uint32_t what, uint64_t arg,
-                const void *body, size_t len, uint64_t timeout_ms, st_fwd_answer *out, char *err,
-                size_t errlen);
+int stn_forward(st_store *s, const st_route *to, const rt_uuid *id, const st_fwd_req *req,
+                uint64_t timeout_ms, st_fwd_answer *out, char *err, size_t errlen);
 int stn_serve(st_store *s, st_fwd_fn fn, void *ctx);
 int stn_follow(st_conv *c, st_follow_fn fn, void *ctx, st_follow **out);
 /* A worker's job for a new follow (STN_PROBE, ctx): the log's count now,

@@ -224,39 +224,49 @@ typedef struct st_route {
  * record at the leader, and of the owner's lease). */
 int st_route_of(st_store *s, const rt_uuid *id, st_route *out, char *err, size_t errlen);
 
-/* What a forwarded request asks: an append (body: the events), or a
- * control of the conversation (arg: its code; no body). */
-enum { ST_FWD_APPEND = 1, ST_FWD_CONTROL = 2 };
+/* A request forwarded to a conversation's owner: the HTTP request as a
+ * node received it, which the owner serves as its own (its routes, its
+ * checks, its answer). The store carries it and knows nothing of HTTP. */
+typedef struct st_fwd_req {
+    const char *method; /* "POST", "PATCH", "DELETE", ... */
+    const char *target; /* the path and the query, as sent */
+    const void *body;   /* NULL (len 0): none */
+    size_t len;
+} st_fwd_req;
 /* At most this many bytes of a body are forwarded (less than a NATS
  * max_payload of 1 MB); a larger one is refused before it is sent. */
 #define ST_FWD_BODY_MAX (1000u * 1000u)
+/* Room for an answer's header lines. */
+enum { ST_FWD_HEADERS_MAX = 512, ST_FWD_CTYPE_MAX = 96 };
 typedef struct st_fwd_answer {
-    int status;           /* the owner's HTTP status */
-    rt_buf *body;         /* its body (a reference; NULL: none) */
-    unsigned retry_after; /* seconds; 0: none */
+    int status;                       /* the owner's HTTP status */
+    rt_buf *body;                     /* its body (a reference; NULL: none) */
+    char ctype[ST_FWD_CTYPE_MAX];     /* its Content-Type; "": the default */
+    char headers[ST_FWD_HEADERS_MAX]; /* its other header lines, "Name: v\r\n" each */
 } st_fwd_answer;
-/* Send a request (what, arg, body) for conversation id to its owner (route)
- * and wait up to timeout_ms for its answer: 0 with *out, or -ETIMEDOUT,
- * -EHOSTUNREACH (nobody listens for that node), -EMSGSIZE, a cluster
- * error; err says why in one line. Blocking. */
-int st_forward(st_store *s, const st_route *to, const rt_uuid *id, uint32_t what, uint64_t arg,
-               const void *body, size_t len, uint64_t timeout_ms, st_fwd_answer *out, char *err,
-               size_t errlen);
+/* Send a request for conversation id to its owner (route) and wait up to
+ * timeout_ms for its answer: 0 with *out, or -ETIMEDOUT, -EHOSTUNREACH
+ * (nobody listens for that node), -EMSGSIZE, a cluster error; err says
+ * why in one line. Blocking. */
+int st_forward(st_store *s, const st_route *to, const rt_uuid *id, const st_fwd_req *req,
+               uint64_t timeout_ms, st_fwd_answer *out, char *err, size_t errlen);
 
 /* A forwarded request this node serves: answered once with st_fwd_reply
  * (any thread), which frees it. */
 typedef struct st_fwd st_fwd;
 /* Called on a thread of the store's (not a loop) for each request other
- * nodes forward here, in the order they arrive; must not block. body is
- * taken. */
-typedef void (*st_fwd_fn)(void *ctx, st_fwd *f, const rt_uuid *id, uint32_t what, uint64_t arg,
-                          rt_buf *body);
+ * nodes forward here, in the order they arrive; must not block. req is
+ * borrowed for the call (its body too: copy what is kept). */
+typedef void (*st_fwd_fn)(void *ctx, st_fwd *f, const rt_uuid *id, const st_fwd_req *req);
 /* Serve forwarded requests with fn from now on; fn NULL: no more (returns
  * once no call of the old fn runs; requests arriving later are answered
  * 503). 0 or an error; a store of one node ignores it. */
 int st_store_serve(st_store *s, st_fwd_fn fn, void *ctx);
-/* Answer a forwarded request: status, body (may be NULL), retry_after. */
-void st_fwd_reply(st_fwd *f, int status, const void *body, size_t len, unsigned retry_after);
+/* Answer a forwarded request: status, body (may be NULL), Content-Type
+ * (NULL: the default) and other header lines ("Name: v\r\n"...; NULL:
+ * none; what does not fit ST_FWD_HEADERS_MAX is dropped). */
+void st_fwd_reply(st_fwd *f, int status, const void *body, size_t len, const char *ctype,
+                  const char *headers);
 
 /* Follow a conversation's log as any node writes it: fn(ctx, count, mine)
  * is called on a thread of the store's (not a loop), in the order they

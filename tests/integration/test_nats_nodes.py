@@ -74,16 +74,29 @@ def known(port, cid):
         time.sleep(0.02)  # polling interval, not a synchronization
 
 
-def log_ids(port, cid):
-    ids, page = [], None
+def log_events(port, cid):
+    evs, page = [], None
     while True:
         q = "?limit=100" + ("&page_id=" + page if page else "")
         st, b = call(port, "GET", "/api/conversations/%s/events/search%s" % (cid, q))
         check(st == 200, "the events can be listed", st, b)
-        ids += [e["id"] for e in b["items"]]
+        evs += b["items"]
         page = b.get("next_page_id")
         if not page:
-            return ids
+            return evs
+
+
+def log_ids(port, cid):
+    return [e["id"] for e in log_events(port, cid)]
+
+
+def logged_status(evs):
+    """The last execution_status the log records (None: none)."""
+    st = None
+    for e in evs:
+        if e.get("kind") == "ConversationStateUpdateEvent" and e.get("key") == "execution_status":
+            st = e.get("value")
+    return st
 
 
 def acked_index(b):
@@ -148,6 +161,110 @@ def interleaved(a, b):
         st, body = append(a.port, cid, msg("after-message-%s" % run))
         check(st == 201, "the owner appends after a message posted elsewhere (not fenced)",
               st, body)
+
+
+def action(eid, call_id):
+    return {"id": eid, "source": "agent", "thought": [], "thinking_blocks": [],
+            "action": {"command": "ls", "is_input": False, "reset": False,
+                       "kind": "TerminalAction"},
+            "tool_name": "terminal", "tool_call_id": call_id,
+            "tool_call": {"id": call_id, "name": "terminal",
+                          "arguments": json.dumps({"command": "ls"}), "origin": "completion"},
+            "llm_response_id": "r-" + eid, "security_risk": "UNKNOWN", "kind": "ActionEvent"}
+
+
+def seen_on_both(nodes, cid, what, pred):
+    """Poll each node until pred(status, info, events) holds: the write's
+    effect is what both nodes answer."""
+    for node in nodes:
+        end = time.monotonic() + DEADLINE_S
+        while True:
+            st, info = call(node.port, "GET", "/api/conversations/%s" % cid)
+            evs = log_events(node.port, cid) if st == 200 else []
+            if pred(st, info, evs):
+                break
+            check(time.monotonic() < end, "%s is seen on node %s" % (what, node.name), st, info,
+                  [(e.get("kind"), e.get("key"), e.get("value")) for e in evs[-4:]])
+            time.sleep(0.02)  # polling interval, not a synchronization
+
+
+def writes_forwarded(a, b):
+    """Every write of a conversation issued on the node that does not own
+    it (b) is forwarded to its owner (a): the owner's next append is
+    committed at once (ownership did not move: b taking the log over would
+    fence a, whose append would get 503), and the write's effect is what
+    both nodes answer (info and log)."""
+    cid = create(a.port)
+    known(b.port, cid)
+    p = "/api/conversations/%s" % cid
+    nodes = (a, b)
+    mine = []
+
+    def owner_appends(what, event=None):
+        event = event or msg("wf%d" % len(mine))
+        mine.append(event["id"])
+        st, body = append(a.port, cid, event)
+        check(st == 201 and not body.get("duplicate"),
+              "the owner's append after %s on the other node is committed (not fenced)" % what,
+              st, body)
+
+    def on_b(method, route, body, what, status=200):
+        st, got = call(b.port, method, p + route, body)
+        check(st == status, "%s through the node that does not own it" % what, st, got)
+        return got
+
+    owner_appends("nothing")
+    # controls: each is in the log (a status, a pause, an interrupt)
+    on_b("POST", "/run", None, "run")
+    owner_appends("run")
+    seen_on_both(nodes, cid, "the run", lambda st, i, evs: logged_status(evs) == "running")
+    on_b("POST", "/pause", None, "pause")
+    owner_appends("pause")
+    seen_on_both(nodes, cid, "the pause", lambda st, i, evs: logged_status(evs) == "paused" and
+                 any(e["kind"] == "PauseEvent" for e in evs))
+    on_b("POST", "/run", None, "run again")
+    on_b("POST", "/interrupt", None, "interrupt")
+    owner_appends("interrupt")
+    seen_on_both(nodes, cid, "the interrupt",
+                 lambda st, i, evs: any(e["kind"] == "InterruptEvent" for e in evs))
+    # confirmation: a pending call rejected, then an accept (a run)
+    owner_appends("nothing", action("act1", "call-1"))
+    on_b("POST", "/events/respond_to_confirmation", {"accept": False, "reason": "not that"},
+         "a rejection")
+    owner_appends("a rejection")
+    seen_on_both(nodes, cid, "the rejection", lambda st, i, evs: any(
+        e["kind"] == "UserRejectObservation" and e.get("tool_call_id") == "call-1" and
+        e.get("rejection_reason") == "not that" for e in evs))
+    on_b("POST", "/events/respond_to_confirmation", {"accept": True}, "an accept")
+    owner_appends("an accept")
+    # the agent routes that change the conversation
+    pol = {"kind": "AlwaysConfirm"}
+    on_b("POST", "/confirmation_policy", {"policy": pol}, "a confirmation policy")
+    owner_appends("a confirmation policy")
+    seen_on_both(nodes, cid, "the policy", lambda st, i, evs: i.get("confirmation_policy") == pol
+                 and any(e.get("key") == "confirmation_policy" and e.get("value") == pol
+                         for e in evs))
+    ana = {"kind": "LLMSecurityAnalyzer"}
+    on_b("POST", "/security_analyzer", {"security_analyzer": ana}, "a security analyzer")
+    owner_appends("a security analyzer")
+    seen_on_both(nodes, cid, "the analyzer", lambda st, i, evs: i.get("security_analyzer") == ana)
+    # secrets stay in the owner's memory (its hosted agent's): nothing to see
+    on_b("POST", "/secrets", {"secrets": {"TOKEN": "s3cret"}}, "secrets")
+    owner_appends("secrets")
+    # meta
+    on_b("PATCH", "", {"title": "forwarded title", "tags": {"k": "v"}}, "a PATCH")
+    owner_appends("a PATCH")
+    seen_on_both(nodes, cid, "the PATCH", lambda st, i, evs: i.get("title") == "forwarded title"
+                 and i.get("tags") == {"k": "v"})
+    ids = log_ids(a.port, cid)
+    check([i for i in ids if i in mine] == mine, "the owner's appends are in the log, in order",
+          ids, mine)
+    check(ids == log_ids(b.port, cid), "both nodes read one log")
+    # deletion, last: gone from both nodes
+    on_b("DELETE", "", None, "a DELETE")
+    seen_on_both(nodes, cid, "the deletion", lambda st, i, evs: st == 404)
+    st, body = append(a.port, cid, msg("after-delete"))
+    check(st == 404, "the owner's append after the deletion: no such conversation", st, body)
 
 
 def ws_elsewhere(a, b):
@@ -392,6 +509,7 @@ def main():
         a.name, b.name = "p1", "p2"
         try:
             run("interleaved_appends_forwarded", interleaved, a, b)
+            run("writes_forwarded_to_the_owner", writes_forwarded, a, b)
             run("ws_subscriber_on_the_other_node", ws_elsewhere, a, b)
             run("concurrent_appends", concurrent, a, b)
             run("owner_gone", owner_gone, work)
