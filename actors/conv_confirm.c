@@ -168,12 +168,6 @@ int conv_confirm(conv *c, const ev *evs, size_t n, const rt_buf *body, rt_promis
         free(q);
         return w > 0 ? -ENOMEM : 0;
     }
-    conv_early *e = calloc(1, sizeof(*e));
-    if (e == NULL) {
-        free(q);
-        free(j);
-        return -ENOMEM;
-    }
     j->req.data = j;
     j->self = rt_actor_ref(c->self);
     j->store = c->ctx->svc->store;
@@ -186,15 +180,11 @@ int conv_confirm(conv *c, const ev *evs, size_t n, const rt_buf *body, rt_promis
         rt_actor_unref(c->self);
         free(q);
         free(j);
-        free(e);
         return -ESHUTDOWN;
     }
-    e->kind = CONV_APPEND;
-    e->buf = body != NULL ? rt_buf_ref((rt_buf *)(uintptr_t)body) : NULL;
-    e->reply = *reply;
-    *reply = (rt_promise){0};
-    c->confirm = e;
-    return 1;
+    /* the job is queued: its answer is owed, so the append waits for it */
+    c->confirm = conv_early_new(CONV_APPEND, 0, body, reply);
+    return c->confirm != NULL ? 1 : -ENOMEM;
 }
 
 void conv_confirmed(conv *c, const rt_msg *m)
@@ -206,15 +196,15 @@ void conv_confirmed(conv *c, const rt_msg *m)
     if (m->arg != 0) {
         const char *why = m->buf != NULL ? (const char *)rt_buf_data(m->buf) : "out of memory";
         int len = m->buf != NULL ? (int)rt_buf_len(m->buf) : (int)strlen(why);
-        conv_answer(&e->reply, conv_reply_detail(PL_BUSY, 1, "%.*s", len, why));
+        char line[400];
+        snprintf(line, sizeof(line), "%.*s", len, why);
+        conv_answer(&e->reply, conv_reply_detail(PL_BUSY, 1, "%s", line));
+        conv_early_end(c, e, PL_BUSY, line); /* answered already: only freed */
     } else {
         c->confirmed = true; /* its checks are answered from memory now */
-        conv_dispatch(c, e->kind, e->arg, e->buf, &e->reply);
+        conv_early_end(c, e, PL_DONE, NULL);
         c->confirmed = false;
     }
-    rt_promise_fail(&e->reply, RT_ENOREPLY); /* no-op if it was answered */
-    rt_buf_unref(e->buf);
-    free(e);
     conv_run_early(c, PL_DONE, NULL); /* what came meanwhile, in order */
 }
 
@@ -222,10 +212,6 @@ void conv_refuse_confirm(conv *c, pl_outcome o, const char *why)
 {
     conv_early *e = c->confirm;
     c->confirm = NULL;
-    if (e == NULL)
-        return;
-    conv_answer(&e->reply, conv_reply_detail(o, 0, "%s", why));
-    rt_promise_fail(&e->reply, RT_ENOREPLY);
-    rt_buf_unref(e->buf);
-    free(e);
+    if (e != NULL)
+        conv_early_end(c, e, o, why);
 }

@@ -104,6 +104,11 @@ static void publish_page(conv *c, const st_page *p)
     }
 }
 
+void conv_follow_publish(conv *c, const st_page *p)
+{
+    publish_page(c, p);
+}
+
 /* Read what subscribers miss, a page at a time (one read at once). */
 static void catch_up(conv *c)
 {

@@ -46,7 +46,7 @@ static bool quiet(const conv *c)
 {
     return c->open && !c->deleted && !seq_inflight(c->sq) && !seq_waiting(c->sq) &&
            c->waiters == NULL && c->syncs == NULL && c->early_head == NULL && c->confirm == NULL &&
-           c->meta_queue == NULL && c->saves_done == c->saves_sent;
+           c->refresh == NULL && c->meta_queue == NULL && c->saves_done == c->saves_sent;
 }
 
 /* What a client asks (as opposed to news of the conversation's own work). */
@@ -142,9 +142,11 @@ static bool keep(conv *c, rt_msg *m);
 
 bool conv_keep_early(conv *c, rt_msg *m)
 {
-    if ((c->recovering || c->confirm != NULL) && is_request(m->kind))
-        return keep(c, m); /* in order, behind what waits (conv_confirm.c) */
-    if (c->open || (c->asleep && needs_no_log(m->kind)))
+    if ((c->recovering || c->confirm != NULL || c->refresh != NULL) && is_request(m->kind))
+        return keep(c, m); /* in order, behind what waits (conv_confirm.c, conv_refresh.c) */
+    /* a status where other nodes may have appended reads the log first */
+    if (c->open ||
+        (c->asleep && needs_no_log(m->kind) && !(m->kind == CONV_STATUS && conv_may_lag(c))))
         return false;
     return keep(c, m);
 }
@@ -186,20 +188,39 @@ static bool keep(conv *c, rt_msg *m)
 
 void conv_run_early(conv *c, pl_outcome o, const char *why)
 {
-    /* an append set aside for its checks (conv_confirm.c) stops the run:
+    /* an append set aside for its checks (conv_confirm.c), or a status
+     * reading what other nodes appended (conv_refresh.c), stops the run:
      * what follows it waits for it */
-    while (c->early_head != NULL && (why != NULL || c->confirm == NULL)) {
+    while (c->early_head != NULL && (why != NULL || (c->confirm == NULL && c->refresh == NULL))) {
         conv_early *e = c->early_head;
         if ((c->early_head = e->next) == NULL)
             c->early_tail = NULL;
-        if (why != NULL)
-            conv_answer(&e->reply, conv_reply_detail(o, 0, "%s", why));
-        else
-            conv_dispatch(c, e->kind, e->arg, e->buf, &e->reply);
-        rt_promise_fail(&e->reply, RT_ENOREPLY); /* no-op if it was answered */
-        rt_buf_unref(e->buf);
-        free(e);
+        conv_early_end(c, e, o, why);
     }
+}
+
+conv_early *conv_early_new(uint32_t kind, uint64_t arg, const rt_buf *buf, rt_promise *reply)
+{
+    conv_early *e = calloc(1, sizeof(*e));
+    if (e == NULL)
+        return NULL;
+    e->kind = kind;
+    e->arg = arg;
+    e->buf = buf != NULL ? rt_buf_ref((rt_buf *)(uintptr_t)buf) : NULL;
+    e->reply = *reply;
+    *reply = (rt_promise){0};
+    return e;
+}
+
+void conv_early_end(conv *c, conv_early *e, pl_outcome o, const char *why)
+{
+    if (why != NULL)
+        conv_answer(&e->reply, conv_reply_detail(o, 0, "%s", why));
+    else
+        conv_dispatch(c, e->kind, e->arg, e->buf, &e->reply);
+    rt_promise_fail(&e->reply, RT_ENOREPLY); /* no-op if it was answered */
+    rt_buf_unref(e->buf);
+    free(e);
 }
 
 /* The log is open and the state rebuilt: the sequencer takes it over,
@@ -250,7 +271,10 @@ static int on_opened(conv *c, conv_opened *o)
 int conv_on_open_result(conv *c, conv_opened *o)
 {
     int err = o->err;
-    bool moved = err == 0 && c->asleep && o->count != seq_count(c->sq);
+    /* a log that grew while it slept, on a node that does not write it:
+     * another node's appends, which a status reads (conv_refresh.c) */
+    bool moved = err == 0 && c->asleep && o->count != seq_count(c->sq) &&
+                 !(o->count > seq_count(c->sq) && conv_may_lag(c));
     if (moved) {
         snprintf(o->detail, sizeof(o->detail),
                  "the log of an idle conversation went from %" PRIu64 " to %" PRIu64

@@ -10,6 +10,7 @@
  *                   requests that come while it is closed
  *   conv_open.c     opening and rebuilding the state off the loop
  *   conv_confirm.c  an append whose checks the store answers only off the loop
+ *   conv_refresh.c  a status where another node writes the log: what it appended first
  *   conv_stuck.c    the stuck detector
  *   convs.c         the service that starts conversations
  */
@@ -44,6 +45,8 @@ enum {
     CONV_GREW,                      /* arg: the log's count, written by another node
                                        (conv_follow.c) */
     CONV_FOLLOWED,                  /* a page of such events read (conv_read_answer) */
+    CONV_REFRESHED,                 /* buf: what other nodes appended, read for a status
+                                       (conv_refresh.c) */
 };
 
 /* Shared by one conversation's actors; lives as long as the service. */
@@ -226,6 +229,9 @@ typedef struct conv {
     conv_early *confirm;            /* an append whose checks the thread pool answers:
                                        requests wait behind it (early) */
     bool confirmed;                 /* it is being handled: its checks are answered */
+    conv_early *refresh;            /* a status waiting for what other nodes appended:
+                                       requests wait behind it (early) */
+    bool refreshed;                 /* it is being answered: the state is the log's */
     /* conv_follow.c: what other nodes append, to the subscribers here */
     struct st_follow *follow; /* while it has told subscribers, on a shared store */
     uint64_t published;       /* the events subscribers were given: [0, published) */
@@ -264,6 +270,18 @@ void conv_confirmed(conv *c, const rt_msg *m);
 /* Answer the append set aside (o, why): the actor stops. */
 void conv_refuse_confirm(conv *c, pl_outcome o, const char *why);
 
+/* conv_refresh.c */
+/* Whether other nodes may append without this actor knowing: a shared
+ * store, and this node is not the log's writer. */
+bool conv_may_lag(const conv *c);
+/* Before a status (kind, arg, buf, reply) is answered by a node that may
+ * lag: 1 if the events other nodes appended are read in the thread pool
+ * first (reply taken: answered when CONV_REFRESHED comes); 0: answer now. */
+int conv_refresh(conv *c, uint32_t kind, uint64_t arg, const rt_buf *buf, rt_promise *reply);
+void conv_refreshed(conv *c, const rt_msg *m);
+/* Answer the status set aside (o, why): the actor stops. */
+void conv_refuse_refresh(conv *c, pl_outcome o, const char *why);
+
 /* conv_subs.c */
 void conv_subscribe(conv *c, rt_promise *reply, uint64_t arg);
 void conv_unsubscribe(conv *c, rt_actor *sub);
@@ -288,6 +306,9 @@ void conv_follow_stop(conv *c);
 void conv_follow_msg(conv *c, rt_msg *m);
 /* The index of the next event subscribers get: what a subscribe answers. */
 uint64_t conv_next_published(const conv *c);
+/* Give the told subscribers the events of p they were not given, in order
+ * (another node's, read by conv_refresh.c). */
+void conv_follow_publish(conv *c, const st_page *p);
 
 /* conv_meta.c: changes of the stored info, one at a time */
 void conv_set_meta(conv *c, const rt_buf *changes, rt_promise *reply);
@@ -313,6 +334,12 @@ bool conv_keep_early(conv *c, rt_msg *m);
 void conv_recovered(conv *c);
 /* Refuse what came early (o, why) or, why NULL, handle it now. */
 void conv_run_early(conv *c, pl_outcome o, const char *why);
+/* A request set aside (conv_confirm.c, conv_refresh.c): kind, arg, a
+ * reference to buf, the reply taken; NULL (nothing taken) when out of
+ * memory. Ended by conv_early_end: refused (o, why), or, why NULL,
+ * handled now; then freed. */
+conv_early *conv_early_new(uint32_t kind, uint64_t arg, const rt_buf *buf, rt_promise *reply);
+void conv_early_end(conv *c, conv_early *e, pl_outcome o, const char *why);
 void conv_dispatch(conv *c, uint32_t kind, uint64_t arg, const rt_buf *buf, rt_promise *reply);
 
 #endif

@@ -276,6 +276,8 @@ void conv_dispatch(conv *c, uint32_t kind, uint64_t arg, const rt_buf *buf, rt_p
         done(reply);
         break;
     case CONV_STATUS: {
+        if (conv_refresh(c, kind, arg, buf, reply) != 0)
+            break; /* answered once the log is read */
         conv_note(c);
         conv_reply info = conv_info(c);
         conv_answer(reply, conv_reply_new(&(conv_reply_spec){.outcome = PL_DONE, .info = &info}));
@@ -385,8 +387,11 @@ static int conv_handle(rt_actor *self, void *state, rt_msg *m)
     if (m->kind != CONV_IDLE_CHECK && m->kind != CONV_STATUS && m->kind != CONV_TICK &&
         m->kind != CONV_STOPPING)
         c->last_ms = conv_mono_ms();
-    if (m->kind == CONV_CONFIRMED) {
-        conv_confirmed(c, m);
+    if (m->kind == CONV_CONFIRMED || m->kind == CONV_REFRESHED) { /* what a request waited for */
+        if (m->kind == CONV_CONFIRMED)
+            conv_confirmed(c, m);
+        else
+            conv_refreshed(c, m);
         conv_drive(c);
         if (c->failed == 0) {
             conv_note(c);
@@ -457,6 +462,7 @@ static void conv_stop(rt_actor *self, void *state)
         free(s);
     }
     conv_refuse_confirm(c, o, why);
+    conv_refuse_refresh(c, o, why);
     conv_run_early(c, o, why);
     conv_refuse_meta(c, o, why);
     conv_follow_stop(c);

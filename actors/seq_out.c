@@ -49,6 +49,22 @@ seq_unit *seq_durable(sequencer *s)
     return u;
 }
 
+bool seq_adopt(sequencer *s, const ev *e)
+{
+    if (seq_inflight(s) || seq_waiting(s) || s->tentative != NULL || s->accepted != s->count)
+        return false;
+    seq__accept_state(s, s->gc, e);
+    if (s->g != s->gc) /* awake: the live gate too (at rest they are one) */
+        seq__accept_state(s, s->g, e);
+    int st = conv_status_of(e);
+    if (st >= 0)
+        s->status = s->status_c = (conv_status)st;
+    conv_findings_add(&s->findings_c, e);
+    s->count++;
+    s->accepted++;
+    return true;
+}
+
 seq_unit *seq_abandon(sequencer *s)
 {
     seq_unit **from = s->taken != NULL ? &s->taken : &s->ready;

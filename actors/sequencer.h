@@ -217,6 +217,12 @@ seq_unit *seq_abandon(sequencer *s);
  * caller's: seq_verdict_clear), or false. */
 bool seq_answer(sequencer *s, void **token, seq_verdict *v);
 
+/* Event e, at index seq_count, is durable in the log: another node wrote
+ * it (a store shared by nodes). Both states move on as if this sequencer
+ * had made it. Only while nothing is in flight, held, deferred or being
+ * checked: false (and nothing changed) otherwise. */
+bool seq_adopt(sequencer *s, const ev *e);
+
 /* ---- rest ---------------------------------------------------------------- */
 
 /* Nothing in flight or waiting: the live state is the durable one, and an

@@ -233,9 +233,13 @@ static void gather_pump(gather *g)
 
 /* The info of each conversation of ids (taken): from its summary, or, if
  * that is not known, from its actor (asked); done runs once all are in
- * (perhaps before this returns). */
-static void gather_start(net_req *r, rt_uuid *ids, size_t n, gather_fn done, void *arg)
+ * (perhaps before this returns). fresh: on a store shared by nodes, the
+ * actor of one that another node may write is asked even if its summary
+ * is known: it answers as the log is now (actors/conv_refresh.c). */
+static void gather_start(net_req *r, rt_uuid *ids, size_t n, gather_fn done, void *arg, bool fresh)
 {
+    st_store *st = r->api->store;
+    fresh = fresh && st_store_shared(st);
     gather *g = calloc(1, sizeof(*g));
     conv_summary *sums = malloc((n + 1) * sizeof(*sums));
     if (g == NULL || sums == NULL || (g->info = calloc(n + 1, sizeof(json_t *))) == NULL ||
@@ -255,8 +259,8 @@ static void gather_start(net_req *r, rt_uuid *ids, size_t n, gather_fn done, voi
     }
     for (size_t i = 0; i < n; i++) {
         const conv_summary *c = &sums[i];
-        g->ask[i] = c->exists && !c->known;
-        if (c->known && (g->info[i] = meta_of(r->api->store, &ids[i])) != NULL)
+        g->ask[i] = c->exists && (!c->known || (fresh && !st_conv_writes_here(st, &ids[i])));
+        if (c->known && !g->ask[i] && (g->info[i] = meta_of(r->api->store, &ids[i])) != NULL)
             fill_info(g->info[i], c->status, c->last_event, c->count, &c->findings);
     }
     free(sums);
@@ -309,7 +313,7 @@ static void get_one(net_req *r, const rt_uuid *id, int status)
         net_reply_error(r, 503, "out of memory");
         return;
     }
-    gather_start(r, ids, 1, got_one, (void *)(intptr_t)status);
+    gather_start(r, ids, 1, got_one, (void *)(intptr_t)status, true);
 }
 
 void net_reply_conv_info(net_req *r, const rt_uuid *id, int status)
@@ -352,7 +356,7 @@ static void get_many(net_req *r)
             return;
         }
     }
-    gather_start(r, ids, n, got_many, NULL);
+    gather_start(r, ids, n, got_many, NULL, true);
 }
 
 /* ---- search and count ------------------------------------------------------------- */
@@ -542,7 +546,7 @@ static bool ask_unknown(listing *l, const rt_uuid *ids, const conv_summary *sums
         return false;
     }
     l->asked = true;
-    gather_start(l->r, who, k, asked, l);
+    gather_start(l->r, who, k, asked, l, false);
     return true;
 }
 
@@ -617,7 +621,7 @@ static void run_listing(listing *l)
     for (size_t j = 0; j < shown_n; j++)
         pids[j] = page[j].id;
     /* the page's infos: from the summaries, a conversation not known asked */
-    gather_start(r, pids, shown_n, listed_page, l);
+    gather_start(r, pids, shown_n, listed_page, l, false);
     l = NULL;
 out:
     free(page);

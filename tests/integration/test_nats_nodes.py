@@ -217,10 +217,12 @@ def writes_forwarded(a, b):
     # controls: each is in the log (a status, a pause, an interrupt)
     on_b("POST", "/run", None, "run")
     owner_appends("run")
-    seen_on_both(nodes, cid, "the run", lambda st, i, evs: logged_status(evs) == "running")
+    seen_on_both(nodes, cid, "the run", lambda st, i, evs: logged_status(evs) == "running" and
+                 i.get("execution_status") == "running")
     on_b("POST", "/pause", None, "pause")
     owner_appends("pause")
     seen_on_both(nodes, cid, "the pause", lambda st, i, evs: logged_status(evs) == "paused" and
+                 i.get("execution_status") == "paused" and
                  any(e["kind"] == "PauseEvent" for e in evs))
     on_b("POST", "/run", None, "run again")
     on_b("POST", "/interrupt", None, "interrupt")
@@ -265,6 +267,74 @@ def writes_forwarded(a, b):
     seen_on_both(nodes, cid, "the deletion", lambda st, i, evs: st == 404)
     st, body = append(a.port, cid, msg("after-delete"))
     check(st == 404, "the owner's append after the deletion: no such conversation", st, body)
+
+
+def info(port, cid):
+    st, b = call(port, "GET", "/api/conversations/%s" % cid)
+    check(st == 200, "the conversation's info", st, b)
+    return b
+
+
+def reads_fresh(a, b):
+    """What the node that does not write a conversation (b) answers of it
+    is the log's as of the request, not what it loaded: right after each
+    write through the owner (a), with no wait, b's info has the owner's
+    count, status, findings and time of the last event, alone or in a
+    batch, whether b's actor was running or not, and b's WebSocket
+    subscribers still get every event once."""
+    import ws_raw
+    cid = create(a.port)
+    known(b.port, cid)
+    base = info(b.port, cid)  # b loads the conversation now: its state is this one's
+    check(base["event_count"] == info(a.port, cid)["event_count"], "the same count at first",
+          base)
+    keys = ("event_count", "execution_status", "violations", "updated_at")
+
+    def same(what):
+        ia, ib = info(a.port, cid), info(b.port, cid)
+        check(all(ia[k] == ib[k] for k in keys),
+              "after %s through the owner, the other node says what the owner says" % what,
+              {k: ia[k] for k in keys}, {k: ib[k] for k in keys})
+        st, many = call(b.port, "GET", "/api/conversations?ids=%s" % cid)
+        check(st == 200 and many[0]["event_count"] == ia["event_count"] and
+              many[0]["execution_status"] == ia["execution_status"],
+              "a batch on the other node too", st, many)
+        return ib
+
+    for i in range(5):
+        st, body = append(a.port, cid, msg("f%d" % i))
+        check(st == 201, "append f%d through the owner" % i, st, body)
+        got = same("append f%d" % i)
+        check(got["event_count"] == base["event_count"] + i + 1, "one more event each time", got)
+    for route, status in (("run", "running"), ("pause", "paused")):
+        st, body = call(a.port, "POST", "/api/conversations/%s/%s" % (cid, route))
+        check(st == 200, route, st, body)
+        check(same(route)["execution_status"] == status, "the status on the other node", status)
+    # a subscriber on b, then more appends through a: b's reads take in the
+    # events its subscriber is given too, and none is sent twice
+    sock, rest = ws_raw.handshake(b.port, "/sockets/events/%s?resend_mode=all" % cid)
+    reader = ws_raw.Reader(sock, rest)
+    got = []
+    try:
+        for i in range(5, 15):
+            st, body = append(a.port, cid, msg("f%d" % i))
+            check(st == 201, "append f%d" % i, st, body)
+            same("append f%d with a subscriber on the other node" % i)
+        ids = log_ids(a.port, cid)
+        end = time.monotonic() + DEADLINE_S
+        while len(got) < len(ids):
+            check(time.monotonic() < end, "the subscriber gets every event", len(got), len(ids))
+            f = reader.next()
+            check(f is not None, "the WebSocket stays open", got)
+            if f[0] == 0x1:
+                e = json.loads(f[1])
+                # the stream's own state frame (full_state) is not an event of the log
+                if isinstance(e, dict) and "id" in e and e.get("key") != "full_state":
+                    got.append(e["id"])
+        check(got == ids, "the subscriber on the other node saw every event once, in order",
+              got, ids)
+    finally:
+        sock.close()
 
 
 def ws_elsewhere(a, b):
@@ -510,6 +580,7 @@ def main():
         try:
             run("interleaved_appends_forwarded", interleaved, a, b)
             run("writes_forwarded_to_the_owner", writes_forwarded, a, b)
+            run("reads_on_the_other_node_are_the_logs", reads_fresh, a, b)
             run("ws_subscriber_on_the_other_node", ws_elsewhere, a, b)
             run("concurrent_appends", concurrent, a, b)
             run("owner_gone", owner_gone, work)
