@@ -20,6 +20,7 @@
 #include "runtime/metrics.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -231,15 +232,21 @@ void conv_checkpoint(conv *c)
 
 /* ---------------------------------------------------------- units ------ */
 
+typedef struct storing {
+    rt_actor *a; /* held */
+    uint32_t inc;
+} storing;
+
 static void on_stored(void *ctx, int status, uint64_t first)
 {
-    rt_actor *a = ctx;
+    storing *w = ctx;
     /* news the actor is owed: not refused by its mailbox bound */
     if (status == 0)
-        rt_notify(a, CONV_STORED, first, NULL);
+        rt_notify(w->a, CONV_STORED, conv_stored_arg(first, w->inc), NULL);
     else
-        rt_notify(a, CONV_STORE_FAILED, (uint64_t)-status, NULL);
-    rt_actor_unref(a);
+        rt_notify(w->a, CONV_STORE_FAILED, conv_stored_arg((uint64_t)-status, w->inc), NULL);
+    rt_actor_unref(w->a);
+    free(w);
 }
 
 /* Hand u to the committer; it answers in order. */
@@ -256,11 +263,18 @@ static int submit(conv *c, seq_unit *u)
                              .keylen = it->keylen,
                              .payload = it->bytes};
     }
-    int r = st_append(c->sc, items, u->n, on_stored, rt_actor_ref(c->self));
+    storing *w = malloc(sizeof(*w));
+    int r = w == NULL ? -ENOMEM : 0;
+    if (w != NULL) {
+        *w = (storing){rt_actor_ref(c->self), c->incarnation};
+        r = st_append(c->sc, items, u->n, on_stored, w);
+    }
     if (items != stack)
         free(items);
-    if (r < 0)
+    if (r < 0 && w != NULL) {
         rt_actor_unref(c->self);
+        free(w);
+    }
     return r;
 }
 
@@ -332,8 +346,23 @@ static rt_buf *committed_reply(conv *c, const seq_unit *u, uint64_t first)
     return b;
 }
 
-void conv_stored(conv *c, uint64_t first)
+void conv_stored(conv *c, uint64_t arg)
 {
+    uint64_t first;
+    if (!conv_stored_mine(arg, c->incarnation, &first) || c->sq == NULL)
+        return; /* an append of an incarnation that failed since */
+    if (seq_inflight(c->sq) && first != seq_count(c->sq)) {
+        /* the log holds events the sequencer did not count (another node's
+         * or a failed incarnation's, stored after this one opened): its
+         * indexes are not the log's, so it answers nothing more and starts
+         * again from the log; the clients' retries find their events */
+        rt_log(RT_LOG_ERROR, "conversation",
+               "an append was stored at index %" PRIu64 ", the conversation counted %" PRIu64
+               ": restarting from the log",
+               first, seq_count(c->sq));
+        c->failed = -ESTALE;
+        return;
+    }
     seq_unit *u = seq_durable(c->sq);
     if (u == NULL)
         return;

@@ -31,9 +31,9 @@
 /* Messages among the conversation's own actors and its helpers. */
 enum {
     CONV_OPENED = CONV_DROPPED + 1, /* arg: conv_opened * (the open finished) */
-    CONV_STORED,                    /* arg: first index (an append is durable) */
+    CONV_STORED,                    /* arg: conv_stored_arg (an append is durable) */
     CONV_DELETED,                   /* arg: errno of the removal, or 0 */
-    CONV_STORE_FAILED,              /* arg: -errno (an append failed) */
+    CONV_STORE_FAILED,              /* arg: conv_stored_arg of -errno (an append failed) */
     CONV_FILE_SAVED,                /* arg: gen << 8 | errno (a put_file finished) */
     CONV_NUDGE,                     /* from the detector: buf = the text */
     CONV_STUCK_FOUND,               /* from the detector: arg = stuck_rule */
@@ -58,7 +58,26 @@ typedef struct conv_ctx {
      * may block), for the first start of its actor to take instead of
      * opening in the thread pool (conv_open_fresh). */
     _Atomic(struct conv_opened *) fresh;
+    /* Incarnations of its actor so far (a restart is a new one): the
+     * committer's answers name the one whose append they answer. */
+    _Atomic uint32_t incarnations;
 } conv_ctx;
+
+/* What the committer's answer (CONV_STORED, CONV_STORE_FAILED) carries:
+ * the value (the first index, or -errno) and the incarnation that made
+ * the append, in one arg. An answer to an incarnation that failed since
+ * is not the current one's: appends it handed over may still land after
+ * its failure, and must never be taken for the next one's. */
+#define CONV_INC_BITS 20u
+static inline uint64_t conv_stored_arg(uint64_t value, uint32_t inc)
+{
+    return value << CONV_INC_BITS | (inc & ((1u << CONV_INC_BITS) - 1));
+}
+static inline bool conv_stored_mine(uint64_t arg, uint32_t inc, uint64_t *value)
+{
+    *value = arg >> CONV_INC_BITS;
+    return (arg & ((1u << CONV_INC_BITS) - 1)) == (inc & ((1u << CONV_INC_BITS) - 1));
+}
 
 /* The service's record of one conversation (convs.c; lock held for all
  * but ctx, which its actors read). */
@@ -190,6 +209,7 @@ typedef struct conv_sub {
 
 typedef struct conv {
     conv_ctx *ctx;
+    uint32_t incarnation; /* of ctx's actor: this state's (conv_stored_arg) */
     const conv_opts *o;
     rt_actor *self;
     sequencer *sq;    /* the ordering rules and state; NULL until first opened */
@@ -247,8 +267,10 @@ void conv_count_decision(void *ctx, const ev *e, const seq_verdict *v, seq_was w
 /* After the sequencer was told anything: units to the store, deferrals
  * kept, answers sent, the expiry timer set. */
 void conv_drive(conv *c);
-/* The oldest unit handed to the store is durable, from index `first`. */
-void conv_stored(conv *c, uint64_t first);
+/* The oldest unit handed to the store is durable (arg: conv_stored_arg of
+ * the index of its first event); an answer to another incarnation is
+ * dropped, and one at another index than counted fails the actor. */
+void conv_stored(conv *c, uint64_t arg);
 void conv_file_saved(conv *c, uint64_t gen, int err);
 void conv_checkpoint(conv *c);
 /* The seq_log over the conversation's durable log. */

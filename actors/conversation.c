@@ -345,6 +345,7 @@ static int conv_init(rt_actor *self, void *arg, void **state)
     if (c == NULL)
         return RT_ENOMEM;
     c->ctx = ctx;
+    c->incarnation = atomic_fetch_add(&ctx->incarnations, 1) + 1;
     c->o = &ctx->svc->o;
     c->self = self;
     rt_runtime *rt = rt_actor_runtime(self);
@@ -406,9 +407,12 @@ static int conv_handle(rt_actor *self, void *state, rt_msg *m)
     if (conv_keep_early(c, m))
         return 0;
     if (m->kind == CONV_STORE_FAILED) {
+        uint64_t err;
+        if (!conv_stored_mine(m->arg, c->incarnation, &err))
+            return 0; /* an append of an incarnation that failed since */
         rt_log(RT_LOG_ERROR, "conversation", "an append failed (%s): restarting from the log",
-               strerror((int)m->arg));
-        c->failed = -(int)m->arg; /* what conv_stop tells those who wait */
+               strerror((int)err));
+        c->failed = -(int)err; /* what conv_stop tells those who wait */
         return c->failed;
     }
     rt_promise reply = rt_msg_promise(m);
