@@ -135,7 +135,7 @@ static bool needs_no_log(uint32_t kind)
 {
     return kind == CONV_STATUS || kind == CONV_UNSUBSCRIBE || kind == CONV_FILE_SAVED ||
            kind == CONV_META_SAVED || kind == CONV_TICK || kind == CONV_IDLE_CHECK ||
-           kind == CONV_STOPPING;
+           kind == CONV_REFRESH_LATE || kind == CONV_STOPPING;
 }
 
 static bool keep(conv *c, rt_msg *m);

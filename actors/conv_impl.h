@@ -47,6 +47,7 @@ enum {
     CONV_FOLLOWED,                  /* a page of such events read (conv_read_answer) */
     CONV_REFRESHED,                 /* buf: what other nodes appended, read for a status
                                        (conv_refresh.c) */
+    CONV_REFRESH_LATE,              /* timer: that read takes too long: answer from memory */
 };
 
 /* Shared by one conversation's actors; lives as long as the service. */
@@ -252,6 +253,7 @@ typedef struct conv {
     conv_early *refresh;            /* a status waiting for what other nodes appended:
                                        requests wait behind it (early) */
     bool refreshed;                 /* it is being answered: the state is the log's */
+    bool refreshing;                /* that read is in the thread pool (one at a time) */
     /* conv_follow.c: what other nodes append, to the subscribers here */
     struct st_follow *follow; /* while it has told subscribers, on a shared store */
     uint64_t published;       /* the events subscribers were given: [0, published) */
@@ -301,6 +303,9 @@ bool conv_may_lag(const conv *c);
  * first (reply taken: answered when CONV_REFRESHED comes); 0: answer now. */
 int conv_refresh(conv *c, uint32_t kind, uint64_t arg, const rt_buf *buf, rt_promise *reply);
 void conv_refreshed(conv *c, const rt_msg *m);
+/* CONV_REFRESH_LATE: the status set aside, if it still waits, is answered
+ * from memory. */
+void conv_refresh_late(conv *c);
 /* Answer the status set aside (o, why): the actor stops. */
 void conv_refuse_refresh(conv *c, pl_outcome o, const char *why);
 

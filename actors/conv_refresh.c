@@ -11,8 +11,10 @@
  * watermark), so nothing they were given is skipped or sent twice.
  *
  * Until the answer comes, the conversation's later requests wait in the
- * early queue, in order (as behind conv_confirm.c). A log that cannot be
- * read leaves the state as it was: the status is answered from memory.
+ * early queue, in order (as behind conv_confirm.c), REFRESH_WAIT_MS at
+ * most: a cluster that is slow to answer (or a log that cannot be read)
+ * leaves the status answered from memory, as it was, and what the read
+ * brings later is taken in then.
  * Nothing is read when this node writes the log (its memory is the log)
  * or when the actor has work of its own in flight (the log fences it).
  */
@@ -27,7 +29,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { REFRESH_PAGE = 100, REFRESH_MAX = 10000 /* events read for one answer, at most */ };
+enum {
+    REFRESH_PAGE = 100,
+    REFRESH_MAX = 10000,    /* events read for one answer, at most */
+    REFRESH_WAIT_MS = 1000, /* then the status is answered from memory */
+};
 
 typedef struct refresh_job {
     uv_work_t req;
@@ -106,8 +112,9 @@ static void refresh_done(uv_work_t *req, int status)
 
 int conv_refresh(conv *c, uint32_t kind, uint64_t arg, const rt_buf *buf, rt_promise *reply)
 {
-    if (c->refreshed || !c->open || c->log == NULL || c->sq == NULL || seq_inflight(c->sq) ||
-        seq_waiting(c->sq) || c->confirm != NULL || c->recovering || !conv_may_lag(c))
+    if (c->refreshed || c->refreshing || !c->open || c->log == NULL || c->sq == NULL ||
+        seq_inflight(c->sq) || seq_waiting(c->sq) || c->confirm != NULL || c->recovering ||
+        !conv_may_lag(c))
         return 0;
     refresh_job *j = calloc(1, sizeof(*j));
     conv_early *e = j != NULL ? conv_early_new(kind, arg, buf, reply) : NULL;
@@ -131,7 +138,32 @@ int conv_refresh(conv *c, uint32_t kind, uint64_t arg, const rt_buf *buf, rt_pro
         return 0;
     }
     c->refresh = e;
+    c->refreshing = true;
+    rt_timer_start(c->self, REFRESH_WAIT_MS, 0, CONV_REFRESH_LATE, 0);
     return 1;
+}
+
+/* The status set aside is answered now, from memory. */
+static void answer_now(conv *c)
+{
+    conv_early *e = c->refresh;
+    c->refresh = NULL;
+    if (e == NULL)
+        return;
+    c->refreshed = true;
+    conv_early_end(c, e, PL_DONE, NULL);
+    c->refreshed = false;
+    conv_run_early(c, PL_DONE, NULL); /* what came meanwhile, in order */
+}
+
+void conv_refresh_late(conv *c)
+{
+    if (c->refresh != NULL)
+        rt_log(RT_LOG_WARN, "conversation",
+               "reading what other nodes appended takes over %d ms: the status is answered "
+               "as this node knows it",
+               REFRESH_WAIT_MS);
+    answer_now(c);
 }
 
 /* Take in the events of p at the sequencer's count, in order. */
@@ -161,26 +193,22 @@ static void adopt_page(conv *c, const st_page *p)
 
 void conv_refreshed(conv *c, const rt_msg *m)
 {
-    conv_early *e = c->refresh;
-    c->refresh = NULL;
+    c->refreshing = false;
     const refresh_job *j = m->buf != NULL ? (const refresh_job *)rt_buf_data(m->buf) : NULL;
     if (j != NULL && j->err != 0 && j->err != -ESHUTDOWN)
         rt_log(RT_LOG_WARN, "conversation",
                "cannot read what other nodes appended (%s): the status is answered as it was",
                strerror(-j->err));
-    if (j != NULL && c->open && c->sq != NULL && j->from == seq_count(c->sq)) {
+    /* only onto the state it was read for: nothing of its own in flight */
+    if (j != NULL && c->open && c->sq != NULL && j->from == seq_count(c->sq) &&
+        !seq_inflight(c->sq)) {
         for (size_t i = 0; i < j->npages; i++) {
             if (c->follow != NULL) /* its told subscribers are given them once */
                 conv_follow_publish(c, j->pages[i]);
             adopt_page(c, j->pages[i]);
         }
     }
-    if (e == NULL)
-        return;
-    c->refreshed = true; /* answered from memory now */
-    conv_early_end(c, e, PL_DONE, NULL);
-    c->refreshed = false;
-    conv_run_early(c, PL_DONE, NULL); /* what came meanwhile, in order */
+    answer_now(c);
 }
 
 void conv_refuse_refresh(conv *c, pl_outcome o, const char *why)

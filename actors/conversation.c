@@ -314,6 +314,9 @@ void conv_dispatch(conv *c, uint32_t kind, uint64_t arg, const rt_buf *buf, rt_p
     case CONV_TICK:
         seq_expire(c->sq, false);
         break;
+    case CONV_REFRESH_LATE:
+        conv_refresh_late(c);
+        break;
     case CONV_IDLE_CHECK:
         conv_idle_check(c);
         break;
@@ -386,7 +389,7 @@ static int conv_handle(rt_actor *self, void *state, rt_msg *m)
         return r;
     }
     if (m->kind != CONV_IDLE_CHECK && m->kind != CONV_STATUS && m->kind != CONV_TICK &&
-        m->kind != CONV_STOPPING)
+        m->kind != CONV_REFRESH_LATE && m->kind != CONV_STOPPING)
         c->last_ms = conv_mono_ms();
     if (m->kind == CONV_CONFIRMED || m->kind == CONV_REFRESHED) { /* what a request waited for */
         if (m->kind == CONV_CONFIRMED)

@@ -99,8 +99,11 @@ typedef struct gather gather;
 typedef void (*gather_fn)(gather *g);
 
 /* Conversations asked at once: one not running opens its log to answer,
- * so a list of 100,000 must not open them all together. */
-enum { GATHER_WINDOW = 64 };
+ * so a list of 100,000 must not open them all together. A conversation
+ * another node may write is asked even when its summary is known, for the
+ * log's state (actors/conv_refresh.c), FRESH_WAIT_MS at most: a cluster
+ * that does not answer leaves the summary's. */
+enum { GATHER_WINDOW = 64, FRESH_WAIT_MS = 1500 };
 
 struct gather {
     net_req *r;
@@ -168,9 +171,13 @@ static void on_status(void *ctx, rt_msg *m)
         json_t *info = meta_of(g->r->api->store, &g->ids[i]);
         if (info != NULL) {
             fill_info(info, cr->status, cr->updated, cr->count, &cr->findings);
+            json_decref(g->info[i]); /* a summary it had, asked for a fresher answer */
             g->info[i] = info;
         }
-    } else if (!(cr != NULL && cr->v.outcome == PL_NOT_FOUND)) {
+    } else if (cr != NULL && cr->v.outcome == PL_NOT_FOUND) {
+        json_decref(g->info[i]);
+        g->info[i] = NULL;
+    } else if (g->info[i] == NULL) { /* else what its summary says stands */
         /* not gone, but it could not say how it is (its log would not open,
          * it timed out): a list shows it as such, one asked alone is a 503 */
         const char *why = cr != NULL ? cr->v.detail
@@ -219,15 +226,23 @@ static void gather_pump(gather *g)
         if (a != NULL) {
             *a = (ask){g, i};
             g->pending++;
-            e = convs_call(r->api->convs, &g->ids[i], RT_LOOP_ANY, CONV_STATUS, 0, NULL,
-                           r->api->call_timeout_ms, on_status, a);
+            /* one with a summary is asked for a fresher answer: not for long */
+            uint64_t ms = g->info[i] != NULL && r->api->call_timeout_ms > FRESH_WAIT_MS
+                              ? FRESH_WAIT_MS
+                              : r->api->call_timeout_ms;
+            e = convs_call(r->api->convs, &g->ids[i], RT_LOOP_ANY, CONV_STATUS, 0, NULL, ms,
+                           on_status, a);
         }
         if (e < 0 && a != NULL) {
             g->pending--;
             free(a);
         }
-        if (e < 0 && e != -ENOENT) /* else gone */
+        if (e == -ENOENT) { /* gone */
+            json_decref(g->info[i]);
+            g->info[i] = NULL;
+        } else if (e < 0 && g->info[i] == NULL) { /* else its summary's stands */
             g->why[i] = strdup(rt_strerror(e));
+        }
     }
 }
 
@@ -260,7 +275,9 @@ static void gather_start(net_req *r, rt_uuid *ids, size_t n, gather_fn done, voi
     for (size_t i = 0; i < n; i++) {
         const conv_summary *c = &sums[i];
         g->ask[i] = c->exists && (!c->known || (fresh && !st_conv_writes_here(st, &ids[i])));
-        if (c->known && !g->ask[i] && (g->info[i] = meta_of(r->api->store, &ids[i])) != NULL)
+        /* one asked for a fresher answer keeps its summary's if it cannot
+         * give one (its cluster does not answer) */
+        if (c->known && (g->info[i] = meta_of(r->api->store, &ids[i])) != NULL)
             fill_info(g->info[i], c->status, c->last_event, c->count, &c->findings);
     }
     free(sums);
