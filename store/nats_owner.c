@@ -19,7 +19,8 @@
  * raw body; the answer carries the owner's status (Parley-Status), its
  * Content-Type (Parley-Content-Type), each of its other header lines
  * (Parley-Header, one value a line) and its body. The store never looks
- * inside: what a request means is the API's (net/api_forward.c).
+ * inside: what a request means is the API's (net/api_forward.c). A
+ * request with Parley-Ping asks only whether the node still listens.
  */
 #include "nats_store.h"
 
@@ -41,9 +42,16 @@
 #define STN_H_STATUS   "Parley-Status"
 #define STN_H_CTYPE    "Parley-Content-Type"
 #define STN_H_HEADER   "Parley-Header"
+#define STN_H_PING     "Parley-Ping"
 /* Forwarded requests served here and not answered yet: past this, more
  * are answered 503 at once. */
 #define STN_FWD_SERVING_MAX 1024
+/* A forward waits for its answer this long at a time; between two waits
+ * it asks whether the owner still listens (a ping, answered within
+ * STN_PING_MS): an owner that died with the request is known within a
+ * second or two, not at the end of the forward's whole wait. */
+#define STN_FWD_SLICE_MS 1000
+#define STN_PING_MS      1000
 
 struct st_fwd {
     stn_store *s;
@@ -130,7 +138,12 @@ static void on_forward(natsConnection *nc, natsSubscription *sub, natsMsg *m, vo
         natsMsg_Destroy(m);
         return;
     }
-    const char *conv = NULL, *method = NULL, *target = NULL;
+    const char *conv = NULL, *method = NULL, *target = NULL, *ping = NULL;
+    if (natsMsgHeader_Get(m, STN_H_PING, &ping) == NATS_OK) {
+        reply_now(s, to, 200, "listening");
+        natsMsg_Destroy(m);
+        return;
+    }
     rt_uuid id;
     natsMsgHeader_Get(m, STN_H_CONV, &conv);
     natsMsgHeader_Get(m, STN_H_METHOD, &method);
@@ -367,6 +380,21 @@ int stn_route(st_store *gs, const rt_uuid *id, st_route *out, char *err, size_t 
     return r;
 }
 
+/* Does the node of this forward subject still listen? False only when
+ * nobody does (its connection is gone); a slow answer is a yes. */
+static bool owner_listens(stn_store *s, const char *subject)
+{
+    natsMsg *m = NULL, *reply = NULL;
+    natsStatus ns = natsMsg_Create(&m, subject, NULL, NULL, 0);
+    if (ns == NATS_OK)
+        ns = natsMsgHeader_Set(m, STN_H_PING, "1");
+    if (ns == NATS_OK)
+        ns = natsConnection_RequestMsg(&reply, s->n->nc, m, STN_PING_MS);
+    natsMsg_Destroy(m);
+    natsMsg_Destroy(reply);
+    return ns != NATS_NO_RESPONDERS;
+}
+
 int stn_forward(st_store *gs, const st_route *to, const rt_uuid *id, const st_fwd_req *req,
                 uint64_t timeout_ms, st_fwd_answer *out, char *err, size_t errlen)
 {
@@ -381,7 +409,14 @@ int stn_forward(st_store *gs, const st_route *to, const rt_uuid *id, const st_fw
     snprintf(subject, sizeof subject, STN_FWD_PREFIX "%s", to->owner);
     rt_uuid_hex(id, hex);
     natsMsg *m = NULL, *reply = NULL;
-    natsStatus ns = natsMsg_Create(&m, subject, NULL, req->body, (int)len);
+    natsInbox *inbox = NULL;
+    natsSubscription *sub = NULL;
+    bool gone = false;
+    natsStatus ns = natsInbox_Create(&inbox);
+    if (ns == NATS_OK)
+        ns = natsConnection_SubscribeSync(&sub, s->n->nc, inbox);
+    if (ns == NATS_OK)
+        ns = natsMsg_Create(&m, subject, inbox, req->body, (int)len);
     if (ns == NATS_OK)
         ns = natsMsgHeader_Set(m, STN_H_CONV, hex);
     if (ns == NATS_OK)
@@ -390,9 +425,41 @@ int stn_forward(st_store *gs, const st_route *to, const rt_uuid *id, const st_fw
         ns = natsMsgHeader_Set(m, STN_H_TARGET, req->target);
     if (ns == NATS_OK) {
         stn_waits("forwarding to the owner");
-        ns = natsConnection_RequestMsg(&reply, s->n->nc, m, (int64_t)timeout_ms);
+        ns = natsConnection_PublishMsg(s->n->nc, m);
+    }
+    for (int64_t waited = 0; ns == NATS_OK && reply == NULL;) {
+        int64_t slice = (int64_t)timeout_ms - waited;
+        if (slice <= 0) {
+            ns = NATS_TIMEOUT;
+            break;
+        }
+        if (slice > STN_FWD_SLICE_MS)
+            slice = STN_FWD_SLICE_MS;
+        int64_t t0 = nats_Now();
+        ns = natsSubscription_NextMsg(&reply, sub, slice);
+        waited += nats_Now() - t0;
+        if (ns == NATS_OK && natsMsg_IsNoResponders(reply)) {
+            natsMsg_Destroy(reply);
+            reply = NULL;
+            ns = NATS_NO_RESPONDERS;
+        } else if (ns == NATS_TIMEOUT && (int64_t)timeout_ms > waited) {
+            gone = !owner_listens(s, subject); /* no answer yet: is it still there? */
+            ns = gone ? NATS_NO_RESPONDERS : NATS_OK;
+        }
     }
     natsMsg_Destroy(m);
+    if (sub != NULL) {
+        natsSubscription_Unsubscribe(sub);
+        natsSubscription_Destroy(sub);
+    }
+    natsInbox_Destroy(inbox);
+    if (gone) {
+        snprintf(err, errlen,
+                 "the owner node %s went away before it answered (it may have served the "
+                 "request: retry it, with the same event ids)",
+                 to->node);
+        return -EHOSTUNREACH;
+    }
     if (ns == NATS_TIMEOUT) {
         snprintf(err, errlen, "the owner node %s did not answer within %llu ms", to->node,
                  (unsigned long long)timeout_ms);
