@@ -546,7 +546,11 @@ static int run_load(int argc, char **argv)
         for (int i = 0; i < c->threads; i++)
             for (int k = 0; k < run->shards[i].errs.n; k++)
                 unanswered |= strcmp(run->shards[i].errs.name[k], "no_answer") == 0 ||
-                              strcmp(run->shards[i].errs.name[k], "disconnected") == 0;
+                              strcmp(run->shards[i].errs.name[k], "disconnected") == 0 ||
+                              /* a server that could not tell whether it appended
+                               * (parley: a cluster or an owner node that went away) */
+                              strcmp(run->shards[i].errs.name[k], "http_503") == 0 ||
+                              strcmp(run->shards[i].errs.name[k], "http_504") == 0;
         load_check_log(run, unanswered);
     }
     if (!ready)

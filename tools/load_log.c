@@ -4,8 +4,10 @@
  * follower's copy, follow.h, checks the paging: dense, each id once, the
  * inclusive cursor where it should be), and then each index a producer
  * was told (201) holds one of the load's events, and there are no more of
- * them than were acked, unless some requests went unanswered (those may or
- * may not have been appended). An existing conversation's (--conversation)
+ * them than were acked, unless some requests went unanswered or were
+ * answered 503 or 504 (those may or may not have been appended: a server
+ * that lost its cluster or the node that owns the conversation cannot
+ * tell). An existing conversation's (--conversation)
  * events from before the run are not the load's, whatever they hold.
  */
 #include "actors/follow.h"
