@@ -15,7 +15,8 @@
  * Faults injected into their writes (io.h) cost nothing but the next
  * open's time. Corruption inside a segment a checkpoint covers is
  * reported when a reader reaches it (a scan makes the conversation
- * read-only at its valid prefix).
+ * read-only at its valid prefix). A segment rolled without a sync and
+ * found short ends the log (test_lazy_roll_short_segment).
  */
 #include "runtime/log.h"
 #include "store/io.h"
@@ -455,14 +456,21 @@ static void pool_file(const char *dir, uint64_t seq, const char *ext, char *out,
     snprintf(out, cap, "%s/pool/%020llu.%s", dir, (unsigned long long)seq, ext);
 }
 
-/* A view of dir after an open that scans every segment (on a copy). */
-static char *scan_view(const char *dir)
+/* A copy of dir as an open that reads every segment finds it. */
+static char *scan_copy(const char *dir)
 {
     char *copy = tst_mkdtemp();
     tst_rmdir(copy);
     tst_copydir(dir, copy);
     remove_ext(copy, ".ckpt");
     remove_ext(copy, ".idx");
+    return copy;
+}
+
+/* A view of dir after an open that scans every segment (on a copy). */
+static char *scan_view(const char *dir)
+{
+    char *copy = scan_copy(dir);
     char *v = view_of(copy);
     tst_rmdir(copy);
     free(copy);
@@ -867,6 +875,94 @@ START_TEST(test_corruption_under_checkpoint)
 }
 END_TEST
 
+/* ---- lazy rolls --------------------------------------------------------------- */
+
+/* Where segment seq's lazily sealed predecessor ends, from seq's header
+ * (0: it was durable when seq began). */
+static uint32_t prev_end_of(const char *dir, uint64_t seq)
+{
+    char path[4400];
+    pool_file(dir, seq, "seg", path, sizeof(path));
+    char *data;
+    size_t len;
+    ck_assert_int_eq(st_read_file(path, 1 << 30, &data, &len), 0);
+    uint64_t v = 0;
+    ck_assert(len >= ST_FILE_HDR && st_file_header_ok((uint8_t *)data, STP_SEG_MAGIC, &v));
+    free(data);
+    ck_assert_uint_eq((uint32_t)v, seq);
+    return (uint32_t)(v >> 32);
+}
+
+/* Under `none` a segment rolls without a sync; its successor's header says
+ * where it ends. A crash that leaves it short (cut: case 0) or with a hole
+ * where pages never reached the disk (case 1) ends the whole log there:
+ * the segments after it go (nothing in them was durable, as every sync
+ * covers the segments before first), and no conversation is left with
+ * missing events, which would make it read-only. The view is exactly what
+ * the segments up to that place hold, as when it is the last segment with
+ * a torn tail. Undamaged (case 2), every segment is kept. */
+START_TEST(test_lazy_roll_short_segment)
+{
+    char *dir = tst_mkdtemp();
+    st_store *s = open_at(dir, ST_NONE);
+    workload(s, 4242);
+    char *live = view(s);
+    st_store_close(s);
+    uint64_t *v;
+    size_t nseg = numbered(dir, "seg", &v);
+    uint64_t k = 0;
+    uint32_t end = 0;
+    for (size_t i = 1; i + 2 < nseg && k == 0; i++) /* a middle one, two after it */
+        if ((end = prev_end_of(dir, v[i + 1])) != 0)
+            k = v[i];
+    ck_assert_msg(k != 0, "no lazy roll in %zu segments", nseg);
+    uint64_t last = v[nseg - 1];
+    free(v);
+    char *crash = scan_copy(dir), path[4400];
+    pool_file(crash, k, "seg", path, sizeof(path));
+    ck_assert_uint_eq(tst_file_size(path), end);
+    uint64_t at = end / 2;
+    if (_i == 0) {
+        tst_truncate(path, at);
+    } else if (_i == 1) {
+        static const char zeros[1024];
+        FILE *f = fopen(path, "r+");
+        ck_assert_ptr_nonnull(f);
+        ck_assert_int_eq(fseek(f, (long)at, SEEK_SET), 0);
+        ck_assert_uint_eq(fwrite(zeros, 1, sizeof(zeros), f), sizeof(zeros));
+        fclose(f);
+    }
+    char *want = live;
+    if (_i < 2) { /* what k as the last segment, cut at the damage, holds */
+        char *cut = scan_copy(dir), cpath[4400];
+        for (uint64_t q = k + 1; q <= last; q++) {
+            pool_file(cut, q, "seg", cpath, sizeof(cpath));
+            ck_assert_int_eq(unlink(cpath), 0);
+        }
+        pool_file(cut, k, "seg", cpath, sizeof(cpath));
+        tst_truncate(cpath, at);
+        want = view_of(cut);
+        tst_rmdir(cut);
+        free(cut);
+        ck_assert_msg(strcmp(want, live) != 0, "nothing was lost");
+    }
+    ck_assert_ptr_null(strstr(want, "read-only 1"));
+    expect_view(crash, want, "a lazily sealed segment left short");
+    uint64_t *after;
+    size_t nafter = numbered(crash, "seg", &after);
+    ck_assert_uint_eq(after[nafter - 1], _i < 2 ? k : last);
+    free(after);
+    expect_view(crash, want, "reopened");
+    if (want != live)
+        free(want);
+    free(live);
+    tst_rmdir(crash);
+    free(crash);
+    tst_rmdir(dir);
+    free(dir);
+}
+END_TEST
+
 int main(void)
 {
     rt_log_set_level(RT_LOG_ERROR);
@@ -880,6 +976,7 @@ int main(void)
     tcase_add_loop_test(tc, test_bad_index_is_rebuilt, 0, 5);
     tcase_add_loop_test(tc, test_faults_in_their_writes, 0, 6);
     tcase_add_test(tc, test_corruption_under_checkpoint);
+    tcase_add_loop_test(tc, test_lazy_roll_short_segment, 0, 3);
     suite_add_tcase(s, tc);
     return ts_run_suite(s);
 }
