@@ -400,6 +400,7 @@ static void *committer_main(void *arg)
     pthread_setname_np(pthread_self(), "parley-commit");
     grp g = {.gen = 0};
     uint64_t next_sync = now_ms() + s->o.interval_ms, next_sweep = now_ms() + 1000;
+    uint64_t next_crowd = 0; /* too many logs open: when to look for idle ones again */
     for (;;) {
         pthread_mutex_lock(&s->q.mu);
         while (s->q.head == NULL && !s->q.stop) {
@@ -424,7 +425,12 @@ static void *committer_main(void *arg)
             next_sync = now + s->o.interval_ms;
         }
         if (atomic_load(&s->open_logs) > s->o.max_open_logs) {
-            stp_close_idle(s, now, 0, true);
+            /* a walk of every open log, which finds few to close while
+             * most are in use: not after every group */
+            if (now >= next_crowd) {
+                stp_close_idle(s, now, 0, true);
+                next_crowd = now + 100;
+            }
         } else if (now >= next_sweep) {
             stp_close_idle(s, now, s->o.idle_ttl_ms, false);
             next_sweep = now + 1000;
