@@ -145,7 +145,9 @@ struct stp_store {
      * if lazy_lo is 0); synced by stp_sync_sealed */
     pthread_mutex_t lazy_mu;
     uint32_t lazy_lo, lazy_hi;
-    bool broken; /* a failed group could not be cut back */
+    uint32_t open_prev_end; /* the first segment's prev_end: where the last one
+                               the open scanned ends (it may not be durable) */
+    bool broken;            /* a failed group could not be cut back */
     pthread_mutex_t fd_mu;
     stp_fdslot fds[STP_FDS];
     uint64_t fd_tick;

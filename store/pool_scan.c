@@ -251,10 +251,12 @@ int stp_seg_prev_end(stp_store *s, uint32_t seq, uint32_t *prev_end)
     return r;
 }
 
-/* One segment file into the catalog and its index. end: where it must end
- * if its successor began before it was durable (else 0); if it does not
- * (a crash left it short, or with holes where pages never reached the
- * disk), *ends: the log ends at its first damage. */
+/* One segment file into the catalog and its index: 0, or 1 if it was the
+ * last and a crash left it unfinished (removed: made again under its
+ * number). end: where it must end if its successor began before it was
+ * durable (else 0); if it does not (a crash left it short, or with holes
+ * where pages never reached the disk), *ends: the log ends at its first
+ * damage. */
 static int recover_seg(stp_store *s, uint32_t seq, bool last, uint32_t end, bool *ends, char *err,
                        size_t errlen)
 {
@@ -268,7 +270,7 @@ static int recover_seg(stp_store *s, uint32_t seq, bool last, uint32_t end, bool
         if (last && stat(path, &st) == 0 && st.st_size < ST_FILE_HDR) {
             /* its creation was interrupted: nothing in it */
             rt_log(RT_LOG_WARN, "store", "removing %s: a segment a crash left unfinished", path);
-            return unlink(path) == 0 ? 0 : -errno;
+            return unlink(path) == 0 ? 1 : -errno;
         }
         snprintf(err, errlen, "%s is not a segment of this pool (bad header)", path);
         return r;
@@ -374,6 +376,11 @@ int stp_recover(stp_store *s, char *err, size_t errlen)
             end = 0; /* an unfinished successor: nothing in it */
         bool ends = false;
         r = recover_seg(s, (uint32_t)seqs[i], i + 1 == n, end, &ends, err, errlen);
+        if (r == 1) { /* no gap in the numbers: the next segment takes it */
+            n = i;
+            r = 0;
+            break;
+        }
         stp_segidx *x = r == 0 ? stp_sealed_of(s, (uint32_t)seqs[i]) : NULL;
         if (x != NULL) {
             scanned = x->seq;
@@ -406,6 +413,11 @@ int stp_recover(stp_store *s, char *err, size_t errlen)
      * store opened only to read) waits for no fsync */
     s->act = (stp_segidx){.seq = next};
     s->act_size = s->act_alloc = ST_FILE_HDR;
+    /* and it says where the last one scanned ends, as after a lazy roll */
+    pthread_mutex_lock(&s->seg_mu); /* the sealing thread may be mapping its index */
+    const stp_segidx *last = r == 0 && nscanned > 0 ? stp_sealed_of(s, scanned) : NULL;
+    s->open_prev_end = last != NULL && scanned + 1 == next ? (uint32_t)last->end : 0;
+    pthread_mutex_unlock(&s->seg_mu);
     if (r == 0 && covered > 0)
         rt_log(RT_LOG_INFO, "store",
                "pool: opened from the checkpoint of segment %" PRIu32 ", %" PRIu32

@@ -60,7 +60,7 @@ int stp_seg_create(stp_store *s, uint32_t seq)
 {
     int fd;
     uint64_t alloc;
-    int r = seg_make(s, seq, 0, &fd, &alloc);
+    int r = seg_make(s, seq, s->open_prev_end, &fd, &alloc);
     if (r < 0)
         return r;
     pthread_mutex_lock(&s->seg_mu);
@@ -141,7 +141,7 @@ int stp_sync_sealed(stp_store *s, uint32_t upto)
         int fd = open(path, O_RDONLY | O_CLOEXEC), r = fd < 0 ? -errno : st_datasync(fd);
         if (fd >= 0)
             close(fd);
-        if (r < 0)
+        if (r < 0 && r != -ENOENT) /* not there (a gap an older version left): nothing to sync */
             return r;
         pthread_mutex_lock(&s->lazy_mu);
         if (s->lazy_lo == seq) /* else another thread synced it meanwhile */

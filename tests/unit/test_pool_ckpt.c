@@ -477,14 +477,23 @@ static char *scan_view(const char *dir)
     return v;
 }
 
-/* A store after a workload, closed: its view (from the checkpoint). */
+/* A store after a workload, closed: its view (from the checkpoint). It
+ * has two checkpoints: a close writes one, while the sealing thread may
+ * have written none of the rolls' (each replaces one not yet written), so
+ * the workload runs in two sessions. */
 static char *prepared(char *dir, uint64_t seed)
 {
-    st_store *s = open_at(dir, ST_FULL);
-    workload(s, seed);
-    char *v = view(s);
-    st_store_close(s);
-    return v;
+    for (int session = 0; session < 2; session++) {
+        st_store *s = open_at(dir, ST_FULL);
+        workload(s, seed + (uint64_t)session);
+        if (session == 1) {
+            char *v = view(s);
+            st_store_close(s);
+            return v;
+        }
+        st_store_close(s);
+    }
+    return NULL;
 }
 
 /* Open from the checkpoint = open by a full scan = what was there before
@@ -509,8 +518,10 @@ START_TEST(test_checkpoint_equals_scan)
     ck_assert_uint_ge(nseg, 10); /* it rolled often */
     uint64_t *ck;
     size_t nck = numbered(dir, "ckpt", &ck);
-    ck_assert_uint_eq(nck, 2);      /* the newest two */
-    ck_assert_uint_eq(ck[1], last); /* the close's covers every segment */
+    /* the newest two; or only the close's, if the sealing thread had each
+     * roll's replaced by the next before it wrote it (a busy machine) */
+    ck_assert(nck == 1 || nck == 2);
+    ck_assert_uint_eq(ck[nck - 1], last); /* the close's covers every segment */
     free(ck);
 
     char *scanned = scan_view(dir);
@@ -963,6 +974,61 @@ START_TEST(test_lazy_roll_short_segment)
 }
 END_TEST
 
+/* The first segment after an open that scanned segments says where the
+ * last of them ends: it may have been only in the page cache (a kill), and
+ * is synced before anything names it. Should it be found short later, the
+ * log ends there as after a lazy roll, with the new segment gone. */
+START_TEST(test_open_after_crash_marks_last_scanned)
+{
+    char *dir = tst_mkdtemp();
+    st_store *s = open_at(dir, ST_NONE);
+    workload(s, 99);
+    st_store_close(s);
+    char *crash = scan_copy(dir), *cut = scan_copy(dir), path[4400];
+    uint64_t *v;
+    size_t nseg = numbered(crash, "seg", &v);
+    uint64_t last = v[nseg - 1];
+    free(v);
+    pool_file(cut, last, "seg", path, sizeof(path));
+    uint64_t end = tst_file_size(path);
+    tst_truncate(path, end - 1); /* its last group torn */
+    char *want = view_of(cut);
+    s = open_at(crash, ST_NONE); /* scans every segment */
+    rt_uuid id;
+    st_conv *c = NULL;
+    for (unsigned k = 0; c == NULL && k < IDS; k++) {
+        tst_conv_id(k, &id);
+        if (st_conv_get(s, &id, &c) != 0)
+            c = NULL;
+    }
+    ck_assert_ptr_nonnull(c);
+    uint64_t seed = 5;
+    ck_assert_int_eq(append_n(c, &seed, 3), 0);
+    st_conv_release(c);
+    st_store_close(s);
+    ck_assert_uint_eq(prev_end_of(crash, last + 1), end);
+    /* that open closed cleanly (a checkpoint, every segment synced): as if
+     * it had not, with the segment it scanned short of its last group */
+    char *again = scan_copy(crash);
+    pool_file(again, last, "seg", path, sizeof(path));
+    tst_truncate(path, end - 1);
+    ck_assert_ptr_null(strstr(want, "read-only 1"));
+    expect_view(again, want, "the last segment an open scanned, found short");
+    ck_assert_uint_eq(numbered(again, "seg", &v), nseg); /* the one after it gone */
+    ck_assert_uint_eq(v[nseg - 1], last);
+    free(v);
+    free(want);
+    tst_rmdir(again);
+    tst_rmdir(cut);
+    tst_rmdir(crash);
+    tst_rmdir(dir);
+    free(again);
+    free(cut);
+    free(crash);
+    free(dir);
+}
+END_TEST
+
 int main(void)
 {
     rt_log_set_level(RT_LOG_ERROR);
@@ -977,6 +1043,7 @@ int main(void)
     tcase_add_loop_test(tc, test_faults_in_their_writes, 0, 6);
     tcase_add_test(tc, test_corruption_under_checkpoint);
     tcase_add_loop_test(tc, test_lazy_roll_short_segment, 0, 3);
+    tcase_add_test(tc, test_open_after_crash_marks_last_scanned);
     suite_add_tcase(s, tc);
     return ts_run_suite(s);
 }
