@@ -16,8 +16,9 @@
  *
  * A segment sealed lazily (pool_seg.c: its successor's header says where
  * it ends) may have been short, or had holes, when a crash came, and
- * nothing after it was durable then: there the first damage ends the
- * whole log, and the segments after it are removed.
+ * nothing after it was durable then: unless its index file says it was
+ * made durable, there the first damage ends the whole log, and the
+ * segments after it are removed.
  */
 #include "pool_impl.h"
 
@@ -349,6 +350,19 @@ static int drop_after(stp_store *s, const uint64_t *seqs, size_t n, char *err, s
     return r;
 }
 
+/* Whether segment seq has its index file, for its whole length: the
+ * sealing thread writes it only once the segment is durable, so damage
+ * found there since is corruption, not a crash's. */
+static bool indexed(stp_store *s, uint32_t seq, uint32_t end)
+{
+    stp_segidx x = {.seq = seq, .end = end};
+    char why[128];
+    if (stp_idx_map(s, &x, why, sizeof(why)) < 0)
+        return false;
+    stp_idx_unmap(&x);
+    return true;
+}
+
 int stp_recover(stp_store *s, char *err, size_t errlen)
 {
     uint64_t *seqs;
@@ -370,10 +384,12 @@ int stp_recover(stp_store *s, char *err, size_t errlen)
     for (size_t i = 0; r == 0 && i < n; i++) {
         if (seqs[i] <= covered)
             continue;
-        uint32_t end = 0; /* where it ends, if sealed lazily */
+        uint32_t end = 0; /* where it ends, if sealed lazily and maybe not durable */
         if (i + 1 < n && seqs[i + 1] == seqs[i] + 1 &&
             stp_seg_prev_end(s, (uint32_t)seqs[i + 1], &end) < 0)
             end = 0; /* an unfinished successor: nothing in it */
+        if (end != 0 && indexed(s, (uint32_t)seqs[i], end))
+            end = 0;
         bool ends = false;
         r = recover_seg(s, (uint32_t)seqs[i], i + 1 == n, end, &ends, err, errlen);
         if (r == 1) { /* no gap in the numbers: the next segment takes it */
