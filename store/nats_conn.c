@@ -124,13 +124,32 @@ void stn_waits(const char *what)
                loop);
 }
 
+int64_t stn_backoff_ms(int attempt, int64_t first, int64_t cap)
+{
+    int64_t ms = first;
+    for (int i = 0; i < attempt && ms < cap; i++)
+        ms *= 2;
+    return ms < cap ? ms : cap;
+}
+
+/* cnats' reconnect thread, after a pass over every server failed: 250 ms
+ * doubling up to 2 s (a node's lease outlives three of those), plus up to
+ * a fifth more that differs per node and pass, so that the nodes that lost
+ * one server do not all come back to the next at once. */
+static int64_t reconnect_delay(natsConnection *nc, int attempts, void *closure)
+{
+    (void)nc;
+    const st_nats *n = closure;
+    int64_t ms = stn_backoff_ms(attempts > 0 ? attempts - 1 : 0, 250, 2000);
+    uint64_t h = 1469598103934665603ull ^ (uint64_t)attempts;
+    for (const char *p = n->token; *p; p++)
+        h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    return ms + (int64_t)(h % (uint64_t)(ms / 5 + 1));
+}
+
 void stn_backoff(int attempt, int64_t until)
 {
-    int64_t ms = 20;
-    for (int i = 0; i < attempt && ms < 500; i++)
-        ms *= 2;
-    if (ms > 500)
-        ms = 500;
+    int64_t ms = stn_backoff_ms(attempt, 20, 500);
     int64_t left = until - stn_now_ms();
     if (left <= 0)
         return;
@@ -435,7 +454,7 @@ int st_nats_open(const st_nats_opts *o, st_nats **out, char *err, size_t errlen)
     if (s == NATS_OK)
         s = natsOptions_SetMaxReconnect(no, -1);
     if (s == NATS_OK)
-        s = natsOptions_SetReconnectWait(no, 250);
+        s = natsOptions_SetCustomReconnectDelay(no, reconnect_delay, n);
     /* requests fail at once while disconnected, and are retried with a
      * backoff within their deadline, instead of each waiting its timeout */
     if (s == NATS_OK)

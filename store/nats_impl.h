@@ -110,6 +110,8 @@ void stn_waits(const char *what);
  * 500 ms, never past `until` (ms). A pause between retries of a failed
  * request, not a way to wait for something. */
 void stn_backoff(int attempt, int64_t until);
+/* The pause before retry number `attempt`: first, doubling, at most cap. */
+int64_t stn_backoff_ms(int attempt, int64_t first, int64_t cap);
 
 /* Bind KV bucket `bucket`, or make it (R as the shard streams, history 1). */
 int stn_bind_bucket(st_nats *n, const char *bucket, const char *about, kvStore **kv, char *err,

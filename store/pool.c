@@ -34,10 +34,14 @@
  * store refuses appends until reopened (a replay could otherwise show a
  * group reported as failed).
  *
- * Durability: `full` syncs every group; `interval=MS` syncs the active
- * segment every MS; `none` on roll and close only. A group holding a
- * catalog record (create, meta, a durable file, delete) is synced under
- * every policy: those calls are durable when they return, as store.h says.
+ * Durability: `full` syncs every group; `interval=MS` syncs what was
+ * written every MS; `none` on close only. A group holding a catalog record
+ * (create, meta, a durable file, delete) is synced under every policy:
+ * those calls are durable when they return, as store.h says. Under the
+ * last two a segment rolls without a sync (pool_seg.c): the sealing thread
+ * syncs it, and every sync syncs such segments first, so what is durable
+ * is always a prefix of what was written; an open that finds such a
+ * segment short ends the log there (pool_scan.c).
  *
  * The catalog is in memory: per conversation its id, parent, event count,
  * where its latest meta and files are (seq, offset, length), and a compact
@@ -116,6 +120,7 @@ static void store_free(stp_store *s)
     pthread_mutex_destroy(&s->cat_mu);
     pthread_cond_destroy(&s->created_cv);
     pthread_mutex_destroy(&s->seg_mu);
+    pthread_mutex_destroy(&s->lazy_mu);
     pthread_mutex_destroy(&s->fd_mu);
     pthread_mutex_destroy(&s->sp_mu);
     pthread_cond_destroy(&s->sp_cv);
@@ -163,6 +168,7 @@ static int pool_open(const st_opts *o, st_store **out, char *err, size_t errlen)
     for (size_t i = 0; i < 64; i++)
         pthread_mutex_init(&s->locks[i], NULL);
     pthread_mutex_init(&s->seg_mu, NULL);
+    pthread_mutex_init(&s->lazy_mu, NULL);
     pthread_mutex_init(&s->fd_mu, NULL);
     pthread_mutex_init(&s->sp_mu, NULL);
     pthread_cond_init(&s->sp_cv, NULL);
@@ -219,9 +225,9 @@ static void pool_close(st_store *st)
 {
     stp_store *s = (stp_store *)st;
     stp_committer_stop(s); /* answers everything queued, closes the logs */
-    int r = s->act_dirty ? st_datasync(s->act_fd) : 0;
+    int r = stp_sync_written(s);
     if (r < 0)
-        rt_log(RT_LOG_ERROR, "store", "closing: the last segment's flush failed: %s", strerror(-r));
+        rt_log(RT_LOG_ERROR, "store", "closing: the last segments' flush failed: %s", strerror(-r));
     /* the last segment sealed as a roll would: the next open scans nothing */
     uint32_t seq = s->act.seq;
     uint8_t *b;

@@ -289,8 +289,10 @@ static int write_group(stp_store *s, grp *g, st_req *head)
     if (e < 0)
         return e;
     e = st_write_all(s->act_fd, g->iov, (int)g->niov, (off_t)g->start);
-    if (e == 0 && g->sync)
-        e = st_datasync(s->act_fd);
+    if (e == 0 && g->sync) {
+        s->act_dirty = true;
+        e = stp_sync_written(s);
+    }
     if (e < 0) {
         cut_back(s, g, e);
         return e;
@@ -372,6 +374,24 @@ void stp_close_idle(stp_store *s, uint64_t now, uint64_t ttl, bool crowded)
         malloc_trim(0);
 }
 
+int stp_sync_written(stp_store *s)
+{
+    int r = stp_sync_sealed(s, UINT32_MAX); /* before the active one: a prefix */
+    if (r == 0 && s->act_dirty)
+        r = st_datasync(s->act_fd);
+    if (r == 0)
+        s->act_dirty = false;
+    return r;
+}
+
+static bool unsynced(stp_store *s)
+{
+    pthread_mutex_lock(&s->lazy_mu);
+    bool lazy = s->lazy_lo != 0;
+    pthread_mutex_unlock(&s->lazy_mu);
+    return lazy || s->act_dirty;
+}
+
 /* ---- the thread ------------------------------------------------------------------ */
 
 static void *committer_main(void *arg)
@@ -380,11 +400,12 @@ static void *committer_main(void *arg)
     pthread_setname_np(pthread_self(), "parley-commit");
     grp g = {.gen = 0};
     uint64_t next_sync = now_ms() + s->o.interval_ms, next_sweep = now_ms() + 1000;
+    uint64_t next_crowd = 0; /* too many logs open: when to look for idle ones again */
     for (;;) {
         pthread_mutex_lock(&s->q.mu);
         while (s->q.head == NULL && !s->q.stop) {
             uint64_t now = now_ms(), until = next_sweep;
-            if (s->o.durability == ST_INTERVAL && s->act_dirty && next_sync < until)
+            if (s->o.durability == ST_INTERVAL && next_sync < until && unsynced(s))
                 until = next_sync;
             if (now >= until)
                 break;
@@ -398,15 +419,18 @@ static void *committer_main(void *arg)
             run_group(s, &g, batch);
         uint64_t now = now_ms();
         if (s->o.durability == ST_INTERVAL && now >= next_sync) {
-            int r = s->act_dirty ? st_datasync(s->act_fd) : 0;
-            if (r == 0)
-                s->act_dirty = false;
-            else
+            int r = stp_sync_written(s);
+            if (r < 0)
                 rt_log(RT_LOG_ERROR, "store", "interval sync failed: %s", strerror(-r));
             next_sync = now + s->o.interval_ms;
         }
         if (atomic_load(&s->open_logs) > s->o.max_open_logs) {
-            stp_close_idle(s, now, 0, true);
+            /* a walk of every open log, which finds few to close while
+             * most are in use: not after every group */
+            if (now >= next_crowd) {
+                stp_close_idle(s, now, 0, true);
+                next_crowd = now + 100;
+            }
         } else if (now >= next_sweep) {
             stp_close_idle(s, now, s->o.idle_ttl_ms, false);
             next_sweep = now + 1000;

@@ -18,6 +18,10 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+/* A segment's header: this magic and a u64 whose low half is the
+ * segment's seq; its high half, where the segment before ends if that one
+ * was not yet durable when this one began (a lazy roll, pool_seg.c), else
+ * 0. */
 #define STP_SEG_MAGIC "PLPOOL\0\1"
 
 /* Reserved record indexes: catalog records and group commit markers. An
@@ -137,7 +141,13 @@ struct stp_store {
     uint64_t act_size;
     uint64_t act_alloc; /* its file's size: zeros from act_size up to there */
     bool act_dirty;     /* written since the last sync (interval, none) */
-    bool broken;        /* a failed group could not be cut back */
+    /* sealed segments that may not be durable yet: lazy_lo..lazy_hi (none
+     * if lazy_lo is 0); synced by stp_sync_sealed */
+    pthread_mutex_t lazy_mu;
+    uint32_t lazy_lo, lazy_hi;
+    uint32_t open_prev_end; /* the first segment's prev_end: where the last one
+                               the open scanned ends (it may not be durable) */
+    bool broken;            /* a failed group could not be cut back */
     pthread_mutex_t fd_mu;
     stp_fdslot fds[STP_FDS];
     uint64_t fd_tick;
@@ -211,8 +221,19 @@ int stp_children(st_store *s, const rt_uuid *id, rt_uuid **ids, size_t *n);
 
 /* pool_seg.c */
 int stp_seg_create(stp_store *s, uint32_t seq);
-/* Seal the active segment (synced, its index sorted) and begin the next. */
+/* Seal the active segment (its index sorted) and begin the next. Under
+ * `full` it is durable already; else it is synced before the next begins,
+ * or, lazily, by whichever comes first: the sealing thread (before its
+ * index and checkpoint), a group that syncs, the interval's sync, the
+ * close (stp_sync_sealed). The next segment's header says where a lazy
+ * one ends, so that an open can tell a segment a crash left short. */
 int stp_seg_roll(stp_store *s);
+/* Make sealed segments up to seq durable that may not be yet (their
+ * fdatasync, in order); 0 or the first failure's -errno. */
+int stp_sync_sealed(stp_store *s, uint32_t upto);
+/* Segments lo..hi may not be durable (the scan at open reads what a kill
+ * left in the page cache). */
+void stp_lazy_add(stp_store *s, uint32_t lo, uint32_t hi);
 int stp_idx_push(stp_segidx *x, const stp_ent *e);
 void stp_idx_sort(stp_segidx *x);
 /* Call fn for each record of conversation id in segment seq, in write
@@ -315,6 +336,8 @@ typedef struct stp_scan_cb {
     /* A bad record at off with valid ones after it; tag: its conversation,
      * if its header still says (may be NULL). */
     void (*corrupt)(void *ctx, uint64_t off, const uint8_t *tag);
+    /* the first bad record ends the scan, as a torn tail does */
+    bool stop_at_damage;
 } stp_scan_cb;
 typedef struct stp_scan_res {
     uint64_t end;     /* the end of the last committed group: the rest is a torn tail */
@@ -326,6 +349,9 @@ int stp_scan_buf(const uint8_t *p, size_t len, uint32_t seed, const stp_scan_cb 
 stp_ent stp_ent_of(const st_rec *r, uint64_t off);
 /* Read segment seq's file and check its header (-EBADMSG if not ours). */
 int stp_seg_read(stp_store *s, uint32_t seq, char **data, size_t *len);
+/* Segment seq's header, checked: where a lazy predecessor ends (0: it was
+ * durable when seq began). */
+int stp_seg_prev_end(stp_store *s, uint32_t seq, uint32_t *prev_end);
 /* Open: the newest usable checkpoint, then every segment after it (all of
  * them without one) into the catalog, the last one's torn tail cut. */
 int stp_recover(stp_store *s, char *err, size_t errlen);
@@ -334,6 +360,9 @@ int stp_recover(stp_store *s, char *err, size_t errlen);
 int stp_committer_start(stp_store *s);
 void stp_committer_stop(stp_store *s);
 int stp_submit(stp_conv *c, st_req *r, st_done_fn done, void *ctx);
+/* What was written, durable (committer thread, or the close after it):
+ * lazily sealed segments, then the active one if dirty. */
+int stp_sync_written(stp_store *s);
 int stp_append(st_conv *c, const st_item *items, size_t n, st_done_fn done, void *ctx);
 int stp_put_file(st_conv *c, const char *name, rt_buf *data, bool durable, st_done_fn done,
                  void *ctx);

@@ -13,6 +13,12 @@
  * left of it: it was acknowledged). Applying the records checks that each
  * conversation's events come with the next index: one that misses some is
  * read-only from there on, its valid prefix readable.
+ *
+ * A segment sealed lazily (pool_seg.c: its successor's header says where
+ * it ends) may have been short, or had holes, when a crash came, and
+ * nothing after it was durable then: unless its index file says it was
+ * made durable, there the first damage ends the whole log, and the
+ * segments after it are removed.
  */
 #include "pool_impl.h"
 
@@ -97,7 +103,7 @@ int stp_scan_buf(const uint8_t *p, size_t len, uint32_t seed, const stp_scan_cb 
         if (ok && is_commit(&rec) && st_get64(rec.payload) != gstart && !damaged)
             ok = false; /* a COMMIT that is not this group's */
         if (!ok) {
-            size_t q = next_valid(p, pos + 1, len, seed);
+            size_t q = cb->stop_at_damage ? len : next_valid(p, pos + 1, len, seed);
             if (q >= len)
                 break; /* a torn tail */
             res->corrupt++;
@@ -220,16 +226,40 @@ int stp_seg_read(stp_store *s, uint32_t seq, char **data, size_t *len)
     stp_path(s, seq, "seg", path, sizeof(path));
     int r = st_read_file(path, SIZE_MAX / 2, data, len);
     uint64_t got;
-    if (r == 0 && (*len < ST_FILE_HDR ||
-                   !st_file_header_ok((const uint8_t *)*data, STP_SEG_MAGIC, &got) || got != seq)) {
+    if (r == 0 &&
+        (*len < ST_FILE_HDR || !st_file_header_ok((const uint8_t *)*data, STP_SEG_MAGIC, &got) ||
+         (uint32_t)got != seq)) {
         free(*data);
         r = -EBADMSG;
     }
     return r;
 }
 
-/* One segment file into the catalog and its index. */
-static int recover_seg(stp_store *s, uint32_t seq, bool last, char *err, size_t errlen)
+int stp_seg_prev_end(stp_store *s, uint32_t seq, uint32_t *prev_end)
+{
+    char path[4096];
+    stp_path(s, seq, "seg", path, sizeof(path));
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    uint8_t h[ST_FILE_HDR];
+    int r = st_read_at(fd, h, sizeof(h), 0);
+    close(fd);
+    uint64_t got;
+    if (r == 0 && (!st_file_header_ok(h, STP_SEG_MAGIC, &got) || (uint32_t)got != seq))
+        r = -EBADMSG;
+    *prev_end = r == 0 ? (uint32_t)(got >> 32) : 0;
+    return r;
+}
+
+/* One segment file into the catalog and its index: 0, or 1 if it was the
+ * last and a crash left it unfinished (removed: made again under its
+ * number). end: where it must end if its successor began before it was
+ * durable (else 0); if it does not (a crash left it short, or with holes
+ * where pages never reached the disk), *ends: the log ends at its first
+ * damage. */
+static int recover_seg(stp_store *s, uint32_t seq, bool last, uint32_t end, bool *ends, char *err,
+                       size_t errlen)
 {
     char path[4096];
     stp_path(s, seq, "seg", path, sizeof(path));
@@ -241,7 +271,7 @@ static int recover_seg(stp_store *s, uint32_t seq, bool last, char *err, size_t 
         if (last && stat(path, &st) == 0 && st.st_size < ST_FILE_HDR) {
             /* its creation was interrupted: nothing in it */
             rt_log(RT_LOG_WARN, "store", "removing %s: a segment a crash left unfinished", path);
-            return unlink(path) == 0 ? 0 : -errno;
+            return unlink(path) == 0 ? 1 : -errno;
         }
         snprintf(err, errlen, "%s is not a segment of this pool (bad header)", path);
         return r;
@@ -256,9 +286,10 @@ static int recover_seg(stp_store *s, uint32_t seq, bool last, char *err, size_t 
         free(data);
         return -ENOMEM;
     }
-    stp_scan_cb cb = {&x, on_record, on_corrupt};
+    stp_scan_cb cb = {&x, on_record, on_corrupt, end != 0};
     stp_scan_res res;
     r = stp_scan_buf(p, len, st_journal_seed(seq), &cb, &res);
+    *ends = r == 0 && end != 0 && res.end != end;
     bool torn = res.end < len && skip_zeros(p, (size_t)res.end, len) < len;
     free(data);
     stp_idx_sort(x.x);
@@ -269,8 +300,14 @@ static int recover_seg(stp_store *s, uint32_t seq, bool last, char *err, size_t 
     }
     if (res.corrupt > 0)
         rt_log(RT_LOG_ERROR, "store", "%s", s->corrupt);
+    if (*ends)
+        rt_log(RT_LOG_WARN, "store",
+               "%s ends at offset %" PRIu64 ", not %" PRIu32
+               ": a crash came before it was durable; the log ends there (nothing after it was "
+               "acknowledged as durable)",
+               path, res.end, end);
     if (res.end < len) { /* a group a crash interrupted (never acknowledged), or zeros */
-        if (torn)
+        if (torn && !*ends)
             rt_log(RT_LOG_INFO, "store",
                    "cut a torn tail of %" PRIu64 " bytes from %s at offset %" PRIu64,
                    (uint64_t)len - res.end, path, res.end);
@@ -286,6 +323,44 @@ static int recover_seg(stp_store *s, uint32_t seq, bool last, char *err, size_t 
         }
     }
     return 0;
+}
+
+/* The segments after one a crash left short: written after it, never
+ * durable in order (a sync makes the segments before durable first), so
+ * none of it was acknowledged as durable. Their index files go too: the
+ * next segments are made again under the same numbers. */
+static int drop_after(stp_store *s, const uint64_t *seqs, size_t n, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < n; i++) {
+        char idx[4096], seg[4096];
+        stp_path(s, (uint32_t)seqs[i], "idx", idx, sizeof(idx));
+        stp_path(s, (uint32_t)seqs[i], "seg", seg, sizeof(seg));
+        rt_log(RT_LOG_WARN, "store", "removing %s: written after a segment a crash left short",
+               seg);
+        const char *bad = unlink(idx) < 0 && errno != ENOENT ? idx : unlink(seg) < 0 ? seg : NULL;
+        if (bad != NULL) {
+            int e = errno;
+            snprintf(err, errlen, "cannot remove %s: %s", bad, strerror(e));
+            return -e;
+        }
+    }
+    int r = n > 0 ? st_fsync_dir(s->pool_dir) : 0;
+    if (r < 0)
+        snprintf(err, errlen, "cannot sync %s: %s", s->pool_dir, strerror(-r));
+    return r;
+}
+
+/* Whether segment seq has its index file, for its whole length: the
+ * sealing thread writes it only once the segment is durable, so damage
+ * found there since is corruption, not a crash's. */
+static bool indexed(stp_store *s, uint32_t seq, uint32_t end)
+{
+    stp_segidx x = {.seq = seq, .end = end};
+    char why[128];
+    if (stp_idx_map(s, &x, why, sizeof(why)) < 0)
+        return false;
+    stp_idx_unmap(&x);
+    return true;
 }
 
 int stp_recover(stp_store *s, char *err, size_t errlen)
@@ -309,14 +384,34 @@ int stp_recover(stp_store *s, char *err, size_t errlen)
     for (size_t i = 0; r == 0 && i < n; i++) {
         if (seqs[i] <= covered)
             continue;
-        r = recover_seg(s, (uint32_t)seqs[i], i + 1 == n, err, errlen);
+        uint32_t end = 0; /* where it ends, if sealed lazily and maybe not durable */
+        if (i + 1 < n && seqs[i + 1] == seqs[i] + 1 &&
+            stp_seg_prev_end(s, (uint32_t)seqs[i + 1], &end) < 0)
+            end = 0; /* an unfinished successor: nothing in it */
+        if (end != 0 && indexed(s, (uint32_t)seqs[i], end))
+            end = 0;
+        bool ends = false;
+        r = recover_seg(s, (uint32_t)seqs[i], i + 1 == n, end, &ends, err, errlen);
+        if (r == 1) { /* no gap in the numbers: the next segment takes it */
+            n = i;
+            r = 0;
+            break;
+        }
         stp_segidx *x = r == 0 ? stp_sealed_of(s, (uint32_t)seqs[i]) : NULL;
         if (x != NULL) {
             scanned = x->seq;
             nscanned++;
             records |= x->n > 0;
         }
+        if (r == 0 && ends) {
+            r = drop_after(s, seqs + i + 1, n - i - 1, err, errlen);
+            n = i + 1;
+        }
     }
+    /* what the scan read may be only in the page cache (a kill): durable
+     * before an index or a checkpoint names it */
+    if (r == 0 && nscanned > 0)
+        stp_lazy_add(s, (uint32_t)(covered + 1), scanned);
     uint32_t next = n > 0 ? (uint32_t)seqs[n - 1] + 1 : 1;
     free(seqs);
     /* their index files, anew (this scan is the truth): queued once the
@@ -334,6 +429,11 @@ int stp_recover(stp_store *s, char *err, size_t errlen)
      * store opened only to read) waits for no fsync */
     s->act = (stp_segidx){.seq = next};
     s->act_size = s->act_alloc = ST_FILE_HDR;
+    /* and it says where the last one scanned ends, as after a lazy roll */
+    pthread_mutex_lock(&s->seg_mu); /* the sealing thread may be mapping its index */
+    const stp_segidx *last = r == 0 && nscanned > 0 ? stp_sealed_of(s, scanned) : NULL;
+    s->open_prev_end = last != NULL && scanned + 1 == next ? (uint32_t)last->end : 0;
+    pthread_mutex_unlock(&s->seg_mu);
     if (r == 0 && covered > 0)
         rt_log(RT_LOG_INFO, "store",
                "pool: opened from the checkpoint of segment %" PRIu32 ", %" PRIu32

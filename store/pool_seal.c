@@ -10,6 +10,9 @@
  * the heap copy goes. If the file cannot be written it stays in the heap
  * (said in the log): the next open scans that segment again.
  *
+ * Both wait for the segments they describe to be durable: a lazy roll
+ * (pool_seg.c) leaves that sync to this thread.
+ *
  * A checkpoint not written yet is replaced by a newer one; a roll while
  * one is being written takes none (the next roll's or the close's covers
  * it). The writes go through the I/O table (io.h), so the fault tests
@@ -96,10 +99,18 @@ static void *seal_main(void *arg)
             s->sl_ckpt = NULL;
         s->sl_ckpt_busy = !idx;
         pthread_mutex_unlock(&s->sl_mu);
-        if (idx)
+        /* what they describe is durable first (a lazy roll's segment) */
+        int r = stp_sync_sealed(s, seq);
+        if (r < 0)
+            rt_log(RT_LOG_ERROR, "store",
+                   "pool: cannot sync segment %" PRIu32 " (%s): its %s is not written", seq,
+                   strerror(-r), idx ? "index" : "checkpoint");
+        else if (idx)
             write_idx(s, seq);
         else
             write_ckpt(s, seq, b, len);
+        if (r < 0 && !idx)
+            free(b);
         pthread_mutex_lock(&s->sl_mu);
         s->sl_ckpt_busy = false;
     }

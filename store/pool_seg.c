@@ -27,16 +27,18 @@
 #include <unistd.h>
 
 /* Make segment seq's file, durably: its header, and its name; from the
- * spare if there is one (*alloc: the file's size, zeros after the header). */
-static int seg_make(stp_store *s, uint32_t seq, int *out, uint64_t *alloc)
+ * spare if there is one (*alloc: the file's size, zeros after the header).
+ * prev_end: where a lazily sealed predecessor ends (0: it is durable). */
+static int seg_make(stp_store *s, uint32_t seq, uint32_t prev_end, int *out, uint64_t *alloc)
 {
-    if (stp_spare_take(s, seq, out) == 0) {
+    if (prev_end == 0 && stp_spare_take(s, seq, out) == 0) {
         *alloc = s->o.segment_bytes;
         return 0;
     }
     char path[4096];
     stp_path(s, seq, "seg", path, sizeof(path));
-    int r = st_log_file_make(s->pool_dir, path, STP_SEG_MAGIC, seq, false, true, out);
+    uint64_t v = (uint64_t)prev_end << 32 | seq;
+    int r = st_log_file_make(s->pool_dir, path, STP_SEG_MAGIC, v, false, true, out);
     if (r == 0)
         *alloc = ST_FILE_HDR;
     return r;
@@ -58,7 +60,7 @@ int stp_seg_create(stp_store *s, uint32_t seq)
 {
     int fd;
     uint64_t alloc;
-    int r = seg_make(s, seq, &fd, &alloc);
+    int r = seg_make(s, seq, s->open_prev_end, &fd, &alloc);
     if (r < 0)
         return r;
     pthread_mutex_lock(&s->seg_mu);
@@ -117,16 +119,49 @@ static bool seal(stp_store *s)
     return true;
 }
 
+void stp_lazy_add(stp_store *s, uint32_t lo, uint32_t hi)
+{
+    pthread_mutex_lock(&s->lazy_mu);
+    if (s->lazy_lo == 0)
+        s->lazy_lo = lo;
+    s->lazy_hi = hi;
+    pthread_mutex_unlock(&s->lazy_mu);
+}
+
+int stp_sync_sealed(stp_store *s, uint32_t upto)
+{
+    for (;;) {
+        pthread_mutex_lock(&s->lazy_mu);
+        uint32_t seq = s->lazy_lo;
+        pthread_mutex_unlock(&s->lazy_mu);
+        if (seq == 0 || seq > upto)
+            return 0;
+        char path[4096];
+        stp_path(s, seq, "seg", path, sizeof(path));
+        int fd = open(path, O_RDONLY | O_CLOEXEC), r = fd < 0 ? -errno : st_datasync(fd);
+        if (fd >= 0)
+            close(fd);
+        if (r < 0 && r != -ENOENT) /* not there (a gap an older version left): nothing to sync */
+            return r;
+        pthread_mutex_lock(&s->lazy_mu);
+        if (s->lazy_lo == seq) /* else another thread synced it meanwhile */
+            s->lazy_lo = seq < s->lazy_hi ? seq + 1 : 0;
+        pthread_mutex_unlock(&s->lazy_mu);
+    }
+}
+
 int stp_seg_roll(stp_store *s)
 {
-    /* sealed segments are durable before the next one begins: only the
-     * last one can have a torn tail */
-    int r = s->act_dirty ? st_datasync(s->act_fd) : 0, fd;
+    /* A segment written under `none` or `interval` is sealed lazily: its
+     * sync (tens of ms for 64 MiB) happens beside the next one's writes,
+     * and the next one's header says where it ends. Either way an open
+     * keeps a prefix of what was written: a lazy segment found short ends
+     * the log there (pool_scan.c). */
+    bool lazy = s->act_dirty;
+    uint32_t prev_end = lazy ? (uint32_t)s->act_size : 0; /* < 2^32: offsets are 32-bit */
+    int fd;
     uint64_t alloc;
-    if (r == 0)
-        s->act_dirty = false;
-    if (r == 0)
-        r = seg_make(s, s->act.seq + 1, &fd, &alloc);
+    int r = seg_make(s, s->act.seq + 1, prev_end, &fd, &alloc);
     if (r < 0)
         return r;
     pthread_mutex_lock(&s->seg_mu);
@@ -141,6 +176,10 @@ int stp_seg_roll(stp_store *s)
         close(fd);
         unlink(path);
         return -ENOMEM;
+    }
+    if (lazy) {
+        stp_lazy_add(s, seq, seq);
+        s->act_dirty = false;
     }
     stp_seal_idx(s, seq);
     stp_seal_roll_ckpt(s, seq);

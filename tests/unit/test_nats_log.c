@@ -11,6 +11,7 @@
  * Every test makes conversations with fresh random ids, so tests share the
  * cluster and its streams without seeing each other.
  */
+#include "store/nats_impl.h"
 #include "store/nats_log.h"
 #include "support_sync.h"
 
@@ -248,6 +249,18 @@ static void done(st_nats *n)
     st_nats_close(n);
     nats_CloseAndWait(0);
 }
+
+/* The pauses between retries (pure). */
+START_TEST(test_backoff_ms)
+{
+    static const int64_t want[] = {20, 40, 80, 160, 320, 500, 500};
+    for (int i = 0; i < 7; i++)
+        ck_assert_int_eq(stn_backoff_ms(i, 20, 500), want[i]);
+    ck_assert_int_eq(stn_backoff_ms(0, 250, 2000), 250);
+    ck_assert_int_eq(stn_backoff_ms(3, 250, 2000), 2000);
+    ck_assert_int_eq(stn_backoff_ms(1000, 250, 2000), 2000);
+}
+END_TEST
 
 START_TEST(test_round_trip_across_pages)
 {
@@ -956,6 +969,7 @@ static Suite *suite(void)
     Suite *s = suite_create("nats_log");
     TCase *tc = tcase_create("cluster");
     tcase_set_timeout(tc, TS_SCALE(120, 600));
+    tcase_add_test(tc, test_backoff_ms);
     tcase_add_test(tc, test_round_trip_across_pages);
     tcase_add_test(tc, test_take_over_fences_the_stale_writer);
     tcase_add_test(tc, test_lost_ack_sent_again_stored_once);

@@ -76,7 +76,7 @@ static void on_corrupt(void *ctx, uint64_t off, const uint8_t *tag)
 static stp_scan_res scan(const seg *s, size_t len, got *g)
 {
     memset(g, 0, sizeof(*g));
-    stp_scan_cb cb = {g, on_record, on_corrupt};
+    stp_scan_cb cb = {g, on_record, on_corrupt, false};
     stp_scan_res res;
     ck_assert_int_eq(stp_scan_buf(s->b, len, st_journal_seed(SEQ), &cb, &res), 0);
     return res;
@@ -160,7 +160,7 @@ START_TEST(test_other_seed_never_validates)
     commit(&s);
     got g;
     memset(&g, 0, sizeof(g));
-    stp_scan_cb cb = {&g, on_record, on_corrupt};
+    stp_scan_cb cb = {&g, on_record, on_corrupt, false};
     stp_scan_res res;
     ck_assert_int_eq(stp_scan_buf(s.b, s.len, st_journal_seed(SEQ + 1), &cb, &res), 0);
     ck_assert_int_eq(g.records, 0);
