@@ -23,6 +23,7 @@
 #include "actors/event.h"
 #include "runtime/json.h"
 #include "runtime/metrics.h"
+#include "runtime/runtime.h"
 #include "runtime/text.h"
 #include "store/log.h"
 
@@ -38,11 +39,12 @@ enum {
     WS_STALL,
     WS_POSTED, /* arg: 0 the client message is in, 1 refused; buf: the reply */
     WS_RETRY,
-    WS_READ,       /* a page read in the thread pool (conv_read_answer) */
-    WS_FOUND,      /* after_id found in the thread pool (conv_read_answer) */
-    RETRY_MS = 20, /* and as much again, at random */
-    RETRIES = 250, /* 5 to 10 s: a restart takes far less; a storm of 10,000 subscribers
-                      is let in within it */
+    WS_READ,        /* a page read in the thread pool (conv_read_answer) */
+    WS_FOUND,       /* after_id found in the thread pool (conv_read_answer) */
+    WS_FWD_REFUSED, /* buf: "code\0detail": the owner node did not take the message */
+    RETRY_MS = 20,  /* and as much again, at random */
+    RETRIES = 250,  /* 5 to 10 s: a restart takes far less; a storm of 10,000 subscribers
+                       is let in within it */
     PAGE = 100,
     PEND_MAX = WS_SEND_MAX, /* frames waiting for a flush before one is forced */
 };
@@ -654,6 +656,138 @@ static void on_posted(void *ctx, rt_msg *m)
         posting_end(p, 0, NULL);
 }
 
+/* Post event b (taken) here: appended, then a run. */
+static void post_here(posting *p, rt_buf *b)
+{
+    if (convs_call(p->convs, &p->conv, RT_LOOP_ANY, CONV_APPEND, 0, b, p->timeout_ms, on_posted,
+                   p) < 0) {
+        rt_buf_unref(b);
+        static const char why[] = "ServiceUnavailable\0cannot post the message now; retry";
+        rt_buf *r = rt_buf_copy(why, sizeof(why));
+        if (rt_notify(p->self, WS_FWD_REFUSED, 0, r) < 0)
+            rt_buf_unref(r);
+        rt_actor_unref(p->self);
+        free(p);
+    }
+}
+
+/* ---- several nodes: the owner posts it ---------------------------------------- */
+
+/* On a store shared by nodes, a message for a conversation that another
+ * live node owns goes to that node, as the `POST .../events` (with its
+ * run) a client would send it: there it is appended as the owner's, and
+ * this node's stream shows it when it comes back from the log, as every
+ * other event. Routing and forwarding wait for the cluster: in the thread
+ * pool. */
+typedef struct fwd_job {
+    uv_work_t req;
+    posting *p;
+    st_store *store;
+    rt_buf *event; /* to post here if the owner is this node, or none */
+    char *body;    /* the request's body, for the owner */
+    bool here;
+    char code[32], detail[300]; /* refused: why */
+} fwd_job;
+
+static void refused_by(fwd_job *j, int status, const rt_buf *body, const char *err)
+{
+    snprintf(j->code, sizeof(j->code), "%s",
+             status == 503 || status == 0 ? "ServiceUnavailable" : "Refused");
+    json_error_t e;
+    json_t *v = body != NULL
+                    ? rt_json_read((const char *)rt_buf_data(body), rt_buf_len(body), 0, &e)
+                    : NULL;
+    const char *d = json_string_value(json_object_get(v, "detail"));
+    snprintf(j->detail, sizeof(j->detail), "%s", d != NULL ? d : err);
+    json_decref(v);
+}
+
+static void fwd_work(uv_work_t *req)
+{
+    fwd_job *j = req->data;
+    st_route to;
+    char err[256] = "";
+    int e = st_route_of(j->store, &j->p->conv, &to, err, sizeof(err));
+    if (e == 0 && !to.forward) {
+        j->here = true;
+        return;
+    }
+    char target[96], dashed[37];
+    rt_uuid_dashed(&j->p->conv, dashed);
+    snprintf(target, sizeof(target), "/api/conversations/%s/events", dashed);
+    st_fwd_req fr = {.method = "POST", .target = target, .body = j->body, .len = strlen(j->body)};
+    st_fwd_answer a = {0};
+    if (e == 0)
+        e = st_forward(j->store, &to, &j->p->conv, &fr, j->p->timeout_ms, &a, err, sizeof(err));
+    if (e < 0) {
+        char why[sizeof(err) + 64];
+        snprintf(why, sizeof(why), "cannot post the message to the owner of the conversation: %s",
+                 err);
+        refused_by(j, 503, NULL, why);
+    } else if (a.status / 100 != 2) {
+        refused_by(j, a.status, a.body, "the owner node refused the message");
+    }
+    rt_buf_unref(a.body);
+}
+
+static void fwd_done(uv_work_t *req, int status)
+{
+    fwd_job *j = req->data;
+    posting *p = j->p;
+    if (status == 0 && j->here) {
+        post_here(p, j->event);
+    } else {
+        rt_buf_unref(j->event);
+        if (status < 0)
+            snprintf(j->code, sizeof(j->code), "ServiceUnavailable");
+        if (j->code[0] == '\0') {
+            posting_end(p, 0, NULL); /* the owner took it */
+        } else {
+            char b[sizeof(j->code) + sizeof(j->detail)];
+            size_t n = (size_t)snprintf(b, sizeof(b), "%s%c%s", j->code, 0,
+                                        status < 0 ? "the server is stopping" : j->detail);
+            rt_buf *r = rt_buf_copy(b, n + 1);
+            if (rt_notify(p->self, WS_FWD_REFUSED, 0, r) < 0)
+                rt_buf_unref(r);
+            rt_actor_unref(p->self);
+            free(p);
+        }
+    }
+    free(j->body);
+    free(j);
+}
+
+/* Post b (taken): to the owner node if another one owns the conversation,
+ * else here. */
+static void post(wss *w, posting *p, rt_buf *b, json_t *role, json_t *parts)
+{
+    st_store *s = w->o.store;
+    if (s == NULL || !st_store_shared(s) || st_conv_writes_here(s, &p->conv)) {
+        post_here(p, b);
+        return;
+    }
+    json_t *req =
+        json_pack("{s:s, s:O, s:b}", "role", role != NULL ? json_string_value(role) : "user",
+                  "content", parts, "run", 1);
+    fwd_job *j = req != NULL ? calloc(1, sizeof(*j)) : NULL;
+    char *body = j != NULL ? json_dumps(req, JSON_COMPACT) : NULL;
+    json_decref(req);
+    if (body == NULL) {
+        free(j);
+        post_here(p, b); /* out of memory: here, as one node would */
+        return;
+    }
+    *j = (fwd_job){.p = p, .store = s, .event = b, .body = body};
+    j->req.data = j;
+    rt_runtime *rt = rt_actor_runtime(w->self);
+    if (uv_queue_work(rt_runtime_uv(rt, rt_actor_loop(w->self)), &j->req, fwd_work, fwd_done) !=
+        0) {
+        free(body);
+        free(j);
+        post_here(p, b);
+    }
+}
+
 /* A client's Message: appended as a user MessageEvent, then a run. */
 static void post_message(wss *w, json_t *msg)
 {
@@ -675,7 +809,6 @@ static void post_message(wss *w, json_t *msg)
                         ? json_pack("[{s:s, s:O}]", "type", "text", "text", content)
                         : json_array();
     json_t *e = ev_user_message(role != NULL ? json_string_value(role) : "user", parts);
-    json_decref(parts);
     char *s = e != NULL ? json_dumps(e, JSON_COMPACT) : NULL;
     json_decref(e);
     rt_buf *b = s != NULL ? rt_buf_take(s, strlen(s)) : NULL;
@@ -684,17 +817,13 @@ static void post_message(wss *w, json_t *msg)
         if (b == NULL)
             free(s);
         rt_buf_unref(b);
+        json_decref(parts);
         server_error(w, "ServiceUnavailable", "cannot post the message now; retry");
         return;
     }
     *p = (posting){rt_actor_ref(w->self), w->o.convs, w->o.conv, w->o.call_timeout_ms};
-    if (convs_call(w->o.convs, &w->o.conv, RT_LOOP_ANY, CONV_APPEND, 0, b, w->o.call_timeout_ms,
-                   on_posted, p) < 0) {
-        rt_buf_unref(b);
-        rt_actor_unref(p->self);
-        free(p);
-        server_error(w, "ServiceUnavailable", "cannot post the message now; retry");
-    }
+    post(w, p, b, role, parts);
+    json_decref(parts);
 }
 
 static void client_frame(wss *w, int opcode, const rt_buf *b)
@@ -820,6 +949,12 @@ static int wss_handle(rt_actor *self, void *state, rt_msg *m)
         break;
     case WS_POSTED:
         posted(w, m->arg, m->buf);
+        break;
+    case WS_FWD_REFUSED: /* "code\0detail" */
+        if (m->buf != NULL && rt_buf_len(m->buf) > 0) {
+            const char *code = (const char *)rt_buf_data(m->buf);
+            server_error(w, code, code + strlen(code) + 1);
+        }
         break;
     case WS_FLUSH:
         flush(w);

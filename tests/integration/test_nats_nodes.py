@@ -269,6 +269,44 @@ def writes_forwarded(a, b):
     check(st == 404, "the owner's append after the deletion: no such conversation", st, body)
 
 
+def ws_message_forwarded(a, b):
+    """A user message sent on a WebSocket of the node that does not own the
+    conversation (b) is posted by its owner (a), as a POST .../events with
+    its run would be: in the log once, the run with it, ownership not
+    moved (the owner's next append is committed, not fenced), and the
+    socket sees it come back from the log."""
+    import ws_raw
+    cid = create(a.port)
+    known(b.port, cid)
+    sock, rest = ws_raw.handshake(b.port, "/sockets/events/%s" % cid)
+    reader = ws_raw.Reader(sock, rest)
+    try:
+        sock.sendall(ws_raw.frame(0x1, json.dumps(
+            {"role": "user", "content": [{"type": "text", "text": "from b's socket"}]}).encode()))
+        end = time.monotonic() + DEADLINE_S
+        seen = False
+        while not seen:
+            check(time.monotonic() < end, "the socket sees its message come back in time")
+            f = reader.next()
+            check(f is not None, "the WebSocket stays open")
+            if f[0] != 0x1:
+                continue
+            e = json.loads(f[1])
+            check(not (isinstance(e, dict) and e.get("kind") == "ServerErrorEvent"),
+                  "no error for the message", e)
+            seen = isinstance(e, dict) and e.get("kind") == "MessageEvent" and \
+                "from b's socket" in json.dumps(e.get("llm_message"))
+    finally:
+        sock.close()
+    st, body = append(a.port, cid, msg("after-ws"))
+    check(st == 201 and not body.get("duplicate"),
+          "the owner's append after the socket's message is committed (not fenced)", st, body)
+    seen_on_both((a, b), cid, "the socket's message and its run", lambda st, i, evs: sum(
+        1 for e in evs if e["kind"] == "MessageEvent" and
+        "from b's socket" in json.dumps(e.get("llm_message"))) == 1 and
+        i.get("execution_status") == "running")
+
+
 def info(port, cid):
     st, b = call(port, "GET", "/api/conversations/%s" % cid)
     check(st == 200, "the conversation's info", st, b)
@@ -582,6 +620,7 @@ def main():
             run("writes_forwarded_to_the_owner", writes_forwarded, a, b)
             run("reads_on_the_other_node_are_the_logs", reads_fresh, a, b)
             run("ws_subscriber_on_the_other_node", ws_elsewhere, a, b)
+            run("ws_message_forwarded_to_the_owner", ws_message_forwarded, a, b)
             run("concurrent_appends", concurrent, a, b)
             run("owner_gone", owner_gone, work)
             run("split_two_writers", split, work)
