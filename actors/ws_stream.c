@@ -47,6 +47,7 @@ enum {
                        is let in within it */
     PAGE = 100,
     PEND_MAX = WS_SEND_MAX, /* frames waiting for a flush before one is forced */
+    WAIT_MAX = 64,          /* client messages waiting behind the one being posted */
 };
 
 typedef enum { S_AUTH, S_SUBSCRIBING, S_LIVE, S_DONE } wss_state;
@@ -77,6 +78,10 @@ typedef struct wss {
     ws_out *pend;
     size_t npend, pend_cap;
     bool flush_due;
+    /* client messages: one posted at a time, so that they are in the log
+     * in the order sent (a forward to the owner node takes a while) */
+    bool posting;
+    json_t *waiting; /* array: those behind it, at most WAIT_MAX */
 } wss;
 
 size_t ws_envelope_prefix(uint64_t index, char pre[40])
@@ -822,8 +827,33 @@ static void post_message(wss *w, json_t *msg)
         return;
     }
     *p = (posting){rt_actor_ref(w->self), w->o.convs, w->o.conv, w->o.call_timeout_ms};
+    w->posting = true; /* until WS_POSTED or WS_FWD_REFUSED */
     post(w, p, b, role, parts);
     json_decref(parts);
+}
+
+/* A client's message: posted now, or behind the one being posted. */
+static void offer(wss *w, json_t *msg)
+{
+    if (!w->posting) {
+        post_message(w, msg);
+    } else if (json_array_size(w->waiting) >= WAIT_MAX ||
+               (w->waiting == NULL && (w->waiting = json_array()) == NULL) ||
+               json_array_append(w->waiting, msg) != 0) {
+        server_error(w, "ServiceUnavailable", "too many messages waiting to be posted; retry");
+    }
+}
+
+/* The message being posted is in or refused: the next one. */
+static void post_next(wss *w)
+{
+    w->posting = false;
+    while (!w->posting && json_array_size(w->waiting) > 0) {
+        json_t *msg = json_incref(json_array_get(w->waiting, 0));
+        json_array_remove(w->waiting, 0);
+        post_message(w, msg);
+        json_decref(msg);
+    }
 }
 
 static void client_frame(wss *w, int opcode, const rt_buf *b)
@@ -848,7 +878,7 @@ static void client_frame(wss *w, int opcode, const rt_buf *b)
         snprintf(detail, sizeof(detail), "not JSON: %s", err.text);
         server_error(w, "JSONDecodeError", detail);
     } else if (!auth) {
-        post_message(w, j);
+        offer(w, j);
     }
     json_decref(j);
 }
@@ -949,12 +979,14 @@ static int wss_handle(rt_actor *self, void *state, rt_msg *m)
         break;
     case WS_POSTED:
         posted(w, m->arg, m->buf);
+        post_next(w);
         break;
     case WS_FWD_REFUSED: /* "code\0detail" */
         if (m->buf != NULL && rt_buf_len(m->buf) > 0) {
             const char *code = (const char *)rt_buf_data(m->buf);
             server_error(w, code, code + strlen(code) + 1);
         }
+        post_next(w);
         break;
     case WS_FLUSH:
         flush(w);
@@ -1010,6 +1042,7 @@ static void wss_stop(rt_actor *self, void *state)
         rt_buf_unref(w->pend[i].body);
     free(w->pend);
     conv_read_close(&w->rd);
+    json_decref(w->waiting);
     w->o.sink->release(w->o.sink_ctx);
     free((char *)w->o.after_id);
     free(w);

@@ -270,41 +270,49 @@ def writes_forwarded(a, b):
 
 
 def ws_message_forwarded(a, b):
-    """A user message sent on a WebSocket of the node that does not own the
-    conversation (b) is posted by its owner (a), as a POST .../events with
-    its run would be: in the log once, the run with it, ownership not
-    moved (the owner's next append is committed, not fenced), and the
-    socket sees it come back from the log."""
+    """User messages sent on a WebSocket of the node that does not own the
+    conversation (b) are posted by its owner (a), as POST .../events with
+    its run would be: in the log once each, in the order sent (three sent
+    at once), the run with them, ownership not moved (the owner's next
+    append is committed, not fenced), and the socket sees them come back
+    from the log."""
     import ws_raw
     cid = create(a.port)
     known(b.port, cid)
     sock, rest = ws_raw.handshake(b.port, "/sockets/events/%s" % cid)
     reader = ws_raw.Reader(sock, rest)
+    texts = ["from b's socket %d" % i for i in range(3)]
+
+    def texts_of(evs):
+        return [t for e in evs if e.get("kind") == "MessageEvent"
+                for t in texts if t in json.dumps(e.get("llm_message"))]
+
     try:
-        sock.sendall(ws_raw.frame(0x1, json.dumps(
-            {"role": "user", "content": [{"type": "text", "text": "from b's socket"}]}).encode()))
+        for t in texts:
+            sock.sendall(ws_raw.frame(0x1, json.dumps(
+                {"role": "user", "content": [{"type": "text", "text": t}]}).encode()))
         end = time.monotonic() + DEADLINE_S
-        seen = False
-        while not seen:
-            check(time.monotonic() < end, "the socket sees its message come back in time")
+        seen = []
+        while len(seen) < len(texts):
+            check(time.monotonic() < end, "the socket sees its messages come back in time", seen)
             f = reader.next()
             check(f is not None, "the WebSocket stays open")
             if f[0] != 0x1:
                 continue
             e = json.loads(f[1])
             check(not (isinstance(e, dict) and e.get("kind") == "ServerErrorEvent"),
-                  "no error for the message", e)
-            seen = isinstance(e, dict) and e.get("kind") == "MessageEvent" and \
-                "from b's socket" in json.dumps(e.get("llm_message"))
+                  "no error for the messages", e)
+            if isinstance(e, dict):
+                seen += texts_of([e])
+        check(seen == texts, "the socket sees them once each, in the order sent", seen)
     finally:
         sock.close()
     st, body = append(a.port, cid, msg("after-ws"))
     check(st == 201 and not body.get("duplicate"),
-          "the owner's append after the socket's message is committed (not fenced)", st, body)
-    seen_on_both((a, b), cid, "the socket's message and its run", lambda st, i, evs: sum(
-        1 for e in evs if e["kind"] == "MessageEvent" and
-        "from b's socket" in json.dumps(e.get("llm_message"))) == 1 and
-        i.get("execution_status") == "running")
+          "the owner's append after the socket's messages is committed (not fenced)", st, body)
+    seen_on_both((a, b), cid, "the socket's messages, in order, and the run",
+                 lambda st, i, evs: texts_of(evs) == texts and
+                 i.get("execution_status") == "running")
 
 
 def info(port, cid):
