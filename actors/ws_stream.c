@@ -661,18 +661,26 @@ static void on_posted(void *ctx, rt_msg *m)
         posting_end(p, 0, NULL);
 }
 
+/* The posting ends refused, before it reached a conversation: the stream
+ * gets WS_FWD_REFUSED with "code\0detail". */
+static void posting_refused(posting *p, const char *code, const char *detail)
+{
+    char b[400];
+    size_t n = (size_t)snprintf(b, sizeof(b), "%s%c%s", code, 0, detail);
+    rt_buf *r = rt_buf_copy(b, (n < sizeof(b) ? n : sizeof(b) - 1) + 1);
+    if (rt_notify(p->self, WS_FWD_REFUSED, 0, r) < 0)
+        rt_buf_unref(r);
+    rt_actor_unref(p->self);
+    free(p);
+}
+
 /* Post event b (taken) here: appended, then a run. */
 static void post_here(posting *p, rt_buf *b)
 {
     if (convs_call(p->convs, &p->conv, RT_LOOP_ANY, CONV_APPEND, 0, b, p->timeout_ms, on_posted,
                    p) < 0) {
         rt_buf_unref(b);
-        static const char why[] = "ServiceUnavailable\0cannot post the message now; retry";
-        rt_buf *r = rt_buf_copy(why, sizeof(why));
-        if (rt_notify(p->self, WS_FWD_REFUSED, 0, r) < 0)
-            rt_buf_unref(r);
-        rt_actor_unref(p->self);
-        free(p);
+        posting_refused(p, "ServiceUnavailable", "cannot post the message now; retry");
     }
 }
 
@@ -744,19 +752,11 @@ static void fwd_done(uv_work_t *req, int status)
     } else {
         rt_buf_unref(j->event);
         if (status < 0)
-            snprintf(j->code, sizeof(j->code), "ServiceUnavailable");
-        if (j->code[0] == '\0') {
+            posting_refused(p, "ServiceUnavailable", "the server is stopping");
+        else if (j->code[0] != '\0')
+            posting_refused(p, j->code, j->detail);
+        else
             posting_end(p, 0, NULL); /* the owner took it */
-        } else {
-            char b[sizeof(j->code) + sizeof(j->detail)];
-            size_t n = (size_t)snprintf(b, sizeof(b), "%s%c%s", j->code, 0,
-                                        status < 0 ? "the server is stopping" : j->detail);
-            rt_buf *r = rt_buf_copy(b, n + 1);
-            if (rt_notify(p->self, WS_FWD_REFUSED, 0, r) < 0)
-                rt_buf_unref(r);
-            rt_actor_unref(p->self);
-            free(p);
-        }
     }
     free(j->body);
     free(j);

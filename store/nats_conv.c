@@ -264,14 +264,20 @@ static void nothing(void *ctx, int status, uint64_t first)
     (void)first;
 }
 
-int stn_submit_plain(stn_conv *c, stn_kind kind, void *ctx)
+/* A job of this kind, answered with done(ctx, ...); NULL if out of memory. */
+static stn_job *job_new(stn_kind kind, st_done_fn done, void *ctx)
 {
     stn_job *j = calloc(1, sizeof(*j));
+    if (j != NULL)
+        *j = (stn_job){.kind = kind, .done = done, .ctx = ctx};
+    return j;
+}
+
+int stn_submit_plain(stn_conv *c, stn_kind kind, void *ctx)
+{
+    stn_job *j = job_new(kind, nothing, ctx);
     if (j == NULL)
         return -ENOMEM;
-    j->kind = kind;
-    j->done = nothing;
-    j->ctx = ctx;
     int r = submit(c, j, true);
     if (r < 0)
         job_free(j);
@@ -380,12 +386,9 @@ int stn_conv_put_file(st_conv *gc, const char *name, rt_buf *data, bool durable,
         return -EINVAL;
     if (atomic_load(&c->gone))
         return -ENOENT;
-    stn_job *j = calloc(1, sizeof(*j));
+    stn_job *j = job_new(STN_FILE, done, ctx);
     if (j == NULL)
         return -ENOMEM;
-    j->kind = STN_FILE;
-    j->done = done;
-    j->ctx = ctx;
     snprintf(j->name, sizeof j->name, "%s", name);
     j->data = rt_buf_ref(data);
     int r = submit(c, j, true);
@@ -408,12 +411,9 @@ int stn_conv_delete(st_conv *gc, st_done_fn done, void *ctx)
 {
     if (done == NULL)
         return -EINVAL;
-    stn_job *j = calloc(1, sizeof(*j));
+    stn_job *j = job_new(STN_DELETE, done, ctx);
     if (j == NULL)
         return -ENOMEM;
-    j->kind = STN_DELETE;
-    j->done = done;
-    j->ctx = ctx;
     int r = submit(C(gc), j, false); /* takes over the caller's reference */
     if (r < 0)
         free(j);
