@@ -10,6 +10,7 @@
 #include "net/ws.h"
 #include "net/ws_client.h"
 #include "runtime/buf.h"
+#include "runtime/tbuf.h"
 
 #include <stdbool.h>
 #include <stdio.h>
@@ -369,23 +370,26 @@ static bool plain_in(net_client *c, const uint8_t *p, size_t n)
     return true;
 }
 
+/* A loop's scratch: what a read brings, then (TLS) its plaintext. */
+static rt_tbuf scratch = RT_TBUF_INIT(2 * PLAIN_CHUNK);
+
 static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *b)
 {
-    static _Thread_local char buf[PLAIN_CHUNK];
+    char *buf = rt_tbuf_get(&scratch); /* NULL: UV_ENOBUFS, a failed read */
     (void)h, (void)hint;
-    *b = uv_buf_init(buf, sizeof(buf));
+    *b = uv_buf_init(buf, buf != NULL ? PLAIN_CHUNK : 0);
 }
 
 static bool tls_in(net_client *c, const uint8_t *p, size_t n)
 {
-    static _Thread_local uint8_t plain[PLAIN_CHUNK];
+    uint8_t *plain = (uint8_t *)rt_tbuf_get(&scratch) + PLAIN_CHUNK; /* on_alloc made it */
     sock *s = c->s;
     if (net_tls_input(c->tls, p, n) < 0) {
         fail(c, net_tls_error(c->tls));
         return false;
     }
     for (;;) {
-        ssize_t k = net_tls_read(c->tls, plain, sizeof(plain));
+        ssize_t k = net_tls_read(c->tls, plain, PLAIN_CHUNK);
         if (tls_flush(c) != 0) {
             fail(c, "cannot write to the server");
             return false;

@@ -22,6 +22,7 @@
 #include "conn.h"
 
 #include "http_metrics.h"
+#include "runtime/tbuf.h"
 #include "runtime/text.h"
 
 #include <stdarg.h>
@@ -519,11 +520,11 @@ static void conn_process(net_conn *c)
  * connection's input), and plain input of a connection that holds none,
  * which is parsed where it lies; only what is left unparsed is copied out
  * (give_back). A keep-alive request costs no buffer of its own. */
-static __thread uint8_t read_buf[READ_CHUNK];
+static rt_tbuf read_buf = RT_TBUF_INIT(READ_CHUNK);
 
 uint8_t *net_conn_read_buf(void)
 {
-    return read_buf;
+    return rt_tbuf_get(&read_buf);
 }
 
 static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *b)
@@ -531,7 +532,8 @@ static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *b)
     (void)hint;
     net_conn *c = h->data;
     if (c->tls != NULL || c->in == NULL || c->ws != NULL) {
-        *b = uv_buf_init((char *)read_buf, sizeof(read_buf));
+        char *buf = (char *)net_conn_read_buf(); /* NULL: UV_ENOBUFS, which closes */
+        *b = uv_buf_init(buf, buf != NULL ? READ_CHUNK : 0);
         return;
     }
     size_t need = c->in_len + READ_CHUNK;
@@ -552,6 +554,7 @@ static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *b)
 static void give_back(net_conn *c)
 {
     size_t off = c->in_off, rest = c->in_len - c->in_off;
+    const uint8_t *from = c->in;
     c->in_borrowed = false;
     c->in = NULL;
     c->in_off = c->in_len = c->in_cap = 0;
@@ -562,7 +565,7 @@ static void give_back(net_conn *c)
         conn_close(c);
         return;
     }
-    memcpy(keep, read_buf + off, rest);
+    memcpy(keep, from + off, rest);
     c->in = keep;
     c->in_cap = rest + READ_CHUNK;
     c->in_len = rest;
@@ -635,9 +638,9 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
         } else if (c->ws != NULL) {
             net_conn_ws_input(c, (const uint8_t *)b->base, (size_t)n);
             return;
-        } else if (b->base == (char *)read_buf) { /* it held nothing: parse in place */
-            c->in = read_buf;
-            c->in_cap = sizeof(read_buf);
+        } else if (b->base == (char *)net_conn_read_buf()) { /* it held nothing: parse in place */
+            c->in = (uint8_t *)b->base;
+            c->in_cap = READ_CHUNK;
             c->in_len = (size_t)n;
             c->in_off = 0;
             c->in_borrowed = true;

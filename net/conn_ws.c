@@ -197,15 +197,15 @@ void net_conn_ws_shutdown(net_conn *c)
 
 /* ---- the actor's sink ---------------------------------------------------------- */
 
-/* Scratch for building a write (libuv copies the buffer list, and the
- * write keeps its own copy of the references): per loop thread. */
 enum { BATCH = 256 };
-static __thread uv_buf_t scratch_b[3 * BATCH];
-static __thread rt_buf *scratch_keep[BATCH];
 
 static void sink_send(void *ctx, ws_out *f, size_t n)
 {
     net_conn *c = ctx;
+    /* libuv copies the buffer list, and the write keeps its own copy of
+     * the references */
+    uv_buf_t scratch_b[3 * BATCH];
+    rt_buf *scratch_keep[BATCH];
     enum { PIECE = NET_WS_HEADER_MAX + sizeof(f->pre) };
     if (n > BATCH) { /* ws_stream sends at most WS_SEND_MAX; in parts all the same */
         sink_send(ctx, f, BATCH);

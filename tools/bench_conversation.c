@@ -68,7 +68,7 @@ static void fill(char *p, size_t len, uint64_t seed)
 /* See cli.h. */
 rt_buf *bench_cycle_event(int n, uint64_t seq)
 {
-    static _Thread_local char pad[4096], out[8192];
+    char pad[4096], out[8192];
     uint64_t turn = seq / 4, seed = seq * 2654435761u + (uint64_t)n;
     int len = 0;
     switch (seq % 4) {

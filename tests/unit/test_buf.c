@@ -1,8 +1,10 @@
 /*
  * test_buf.c - rt_buf: construction, ownership of wrapped memory, and
- * reference counting when many threads hold and drop references at once.
+ * reference counting when many threads hold and drop references at once;
+ * rt_tbuf, a buffer per thread.
  */
 #include "runtime/buf.h"
+#include "runtime/tbuf.h"
 #include "support_sync.h"
 
 #include <stdatomic.h>
@@ -209,9 +211,43 @@ START_TEST(test_outbox_gathers_and_hands_over)
 }
 END_TEST
 
+/* ---- rt_tbuf ------------------------------------------------------------ */
+
+static rt_tbuf tb = RT_TBUF_INIT(1 << 16);
+
+static void *tbuf_thread(void *arg)
+{
+    uint8_t *p = rt_tbuf_get(&tb);
+    memset(p, 0xab, 1 << 16); /* all of it is this thread's */
+    *(void **)arg = p;
+    return rt_tbuf_get(&tb) == p ? p : NULL; /* freed as the thread ends (ASan: no leak) */
+}
+
+START_TEST(test_tbuf_one_per_thread)
+{
+    uint8_t *mine = rt_tbuf_get(&tb);
+    ck_assert_ptr_nonnull(mine);
+    memset(mine, 0x11, 1 << 16);
+    ck_assert_ptr_eq(rt_tbuf_get(&tb), mine);
+    for (int i = 0; i < 4; i++) {
+        pthread_t t;
+        void *theirs = NULL, *ok = NULL;
+        ck_assert_int_eq(pthread_create(&t, NULL, tbuf_thread, &theirs), 0);
+        ck_assert_int_eq(pthread_join(t, &ok), 0);
+        ck_assert_ptr_nonnull(ok);
+        ck_assert_ptr_ne(theirs, mine);
+    }
+    ck_assert_uint_eq(mine[0], 0x11);
+    ck_assert_uint_eq(mine[(1 << 16) - 1], 0x11);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("buf");
+    TCase *tt = tcase_create("tbuf");
+    tcase_add_test(tt, test_tbuf_one_per_thread);
+    suite_add_tcase(s, tt);
     TCase *tc = tcase_create("buf");
     tcase_add_test(tc, test_new_has_len_and_writable_bytes);
     tcase_add_test(tc, test_new_empty);
