@@ -149,8 +149,11 @@ static int pool_open(const st_opts *o, st_store **out, char *err, size_t errlen)
     s->o = *o;
     if (s->o.interval_ms == 0)
         s->o.interval_ms = 1000;
+    /* 16 MiB: the active segment's index is in memory (44 B a record)
+     * until it is sealed; a quarter of the local store's 64 MiB is a
+     * quarter of that memory, and rolls cost no sync under none/interval */
     if (s->o.segment_bytes == 0)
-        s->o.segment_bytes = s->o.journal_bytes ? s->o.journal_bytes : (uint64_t)64 << 20;
+        s->o.segment_bytes = s->o.journal_bytes ? s->o.journal_bytes : (uint64_t)16 << 20;
     if (s->o.segment_bytes > (uint64_t)1 << 30)
         s->o.segment_bytes = (uint64_t)1 << 30; /* offsets are 32-bit: room for a last group */
     if (s->o.idle_ttl_ms == 0)

@@ -281,10 +281,10 @@ static int write_group(stp_store *s, grp *g, st_req *head)
         g->iov[i].iov_base = g->hdr + (uintptr_t)g->iov[i].iov_base;
     /* room in the segment's index first: once durable, publishing cannot fail */
     pthread_mutex_lock(&s->seg_mu);
-    e = grow((void **)&s->act.e, &s->act.cap, s->act.n + g->nents, sizeof(*s->act.e));
+    e = stp_ents_grow((void **)&s->act.e, &s->act.cap, s->act.n + g->nents, sizeof(*s->act.e));
     if (e == 0)
-        e = grow((void **)&s->act_prev, &s->act_prev_cap, s->act.n + g->nents,
-                 sizeof(*s->act_prev));
+        e = stp_ents_grow((void **)&s->act_prev, &s->act_prev_cap, s->act.n + g->nents,
+                          sizeof(*s->act_prev));
     pthread_mutex_unlock(&s->seg_mu);
     if (e < 0)
         return e;

@@ -136,7 +136,7 @@ void stp_idx_unmap(stp_segidx *x)
     if (x->state == STP_IDX_MAPPED)
         munmap(x->map, x->maplen);
     else
-        free(x->e);
+        stp_ents_free(x->e, x->cap, sizeof(*x->e));
     x->e = NULL;
     x->map = NULL;
     x->n = x->cap = x->maplen = 0;
@@ -161,7 +161,7 @@ int stp_idx_rebuild(stp_store *s, stp_segidx *x)
     r = stp_scan_buf((const uint8_t *)data, len, st_journal_seed(x->seq), &cb, &res);
     free(data);
     if (r < 0) {
-        free(x->e);
+        stp_ents_free(x->e, x->cap, sizeof(*x->e));
         x->e = NULL;
         x->n = x->cap = 0;
         return r;

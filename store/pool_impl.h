@@ -234,6 +234,13 @@ int stp_sync_sealed(stp_store *s, uint32_t upto);
 /* Segments lo..hi may not be durable (the scan at open reads what a kill
  * left in the page cache). */
 void stp_lazy_add(stp_store *s, uint32_t lo, uint32_t hi);
+/* An index in memory (entries, act_prev) is an anonymous mapping, not
+ * malloc's: it grows in place (mremap) and goes back to the system whole
+ * when freed. From an arena, each sealed segment's index (megabytes) left
+ * its pages behind in the committer's arena. Room for `need` elements of
+ * `elem` bytes in *p (capacity *cap, doubled): 0 or -ENOMEM, unchanged. */
+int stp_ents_grow(void **p, size_t *cap, size_t need, size_t elem);
+void stp_ents_free(void *p, size_t cap, size_t elem);
 int stp_idx_push(stp_segidx *x, const stp_ent *e);
 void stp_idx_sort(stp_segidx *x);
 /* Call fn for each record of conversation id in segment seq, in write

@@ -59,7 +59,7 @@ static void write_idx(stp_store *s, uint32_t seq)
         *x = m;
     pthread_mutex_unlock(&s->seg_mu);
     if (same)
-        free(t.e);
+        stp_ents_free(t.e, t.cap, sizeof(*t.e));
     else
         stp_idx_unmap(&m);
 }

@@ -24,6 +24,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 /* Make segment seq's file, durably: its header, and its name; from the
@@ -54,6 +55,9 @@ static void install(stp_store *s, uint32_t seq, int fd, uint64_t alloc)
     s->act_alloc = alloc;
     s->act_dirty = false;
     s->act = (stp_segidx){.seq = seq};
+    stp_ents_free(s->act_prev, s->act_prev_cap, sizeof(*s->act_prev)); /* the last one's links */
+    s->act_prev = NULL;
+    s->act_prev_cap = 0;
 }
 
 int stp_seg_create(stp_store *s, uint32_t seq)
@@ -69,9 +73,39 @@ int stp_seg_create(stp_store *s, uint32_t seq)
     return 0;
 }
 
+static size_t map_bytes(size_t cap, size_t elem)
+{
+    size_t page = 4096;
+    return (cap * elem + page - 1) / page * page;
+}
+
+int stp_ents_grow(void **p, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap)
+        return 0;
+    size_t c = *cap ? *cap : 4096 / elem;
+    while (c < need)
+        c *= 2;
+    size_t from = *p != NULL ? map_bytes(*cap, elem) : 0, to = map_bytes(c, elem);
+    void *n = *p == NULL
+                  ? mmap(NULL, to, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+                  : mremap(*p, from, to, MREMAP_MAYMOVE);
+    if (n == MAP_FAILED)
+        return -ENOMEM;
+    *p = n;
+    *cap = c;
+    return 0;
+}
+
+void stp_ents_free(void *p, size_t cap, size_t elem)
+{
+    if (p != NULL)
+        munmap(p, map_bytes(cap, elem));
+}
+
 int stp_idx_push(stp_segidx *x, const stp_ent *e)
 {
-    if (rt_grow((void **)&x->e, &x->cap, x->n + 1, sizeof(*x->e), 64) < 0)
+    if (stp_ents_grow((void **)&x->e, &x->cap, x->n + 1, sizeof(*x->e)) < 0)
         return -ENOMEM;
     x->e[x->n++] = *e;
     return 0;
@@ -153,7 +187,7 @@ int stp_sync_sealed(stp_store *s, uint32_t upto)
 int stp_seg_roll(stp_store *s)
 {
     /* A segment written under `none` or `interval` is sealed lazily: its
-     * sync (tens of ms for 64 MiB) happens beside the next one's writes,
+     * sync (ms to tens of ms) happens beside the next one's writes,
      * and the next one's header says where it ends. Either way an open
      * keeps a prefix of what was written: a lazy segment found short ends
      * the log there (pool_scan.c). */
@@ -266,9 +300,10 @@ void stp_segs_free(stp_store *s)
     for (size_t i = 0; i < s->nsealed; i++)
         stp_idx_unmap(&s->sealed[i]);
     free(s->sealed);
-    free(s->act.e);
-    free(s->act_prev);
+    stp_ents_free(s->act.e, s->act.cap, sizeof(*s->act.e));
+    stp_ents_free(s->act_prev, s->act_prev_cap, sizeof(*s->act_prev));
     s->act_prev = NULL;
+    s->act_prev_cap = 0;
     s->sealed = NULL;
     s->act.e = NULL;
     s->nsealed = 0;

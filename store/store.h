@@ -60,7 +60,7 @@ typedef struct st_opts {
     const char *dir; /* the location: [local:|pool:]DIR, or nats://host:port[,...] */
     st_durability durability;
     uint64_t interval_ms;        /* ST_INTERVAL: default 1000 */
-    uint64_t segment_bytes;      /* default 64 MiB */
+    uint64_t segment_bytes;      /* default 64 MiB; the pool's shared ones 16 MiB */
     uint64_t journal_bytes;      /* rotate past this; default 64 MiB */
     uint64_t checkpoint_records; /* checkpoint the active segment every N; default 65536 */
     uint64_t idle_ttl_ms;        /* close a log unused this long; default 20 min */
