@@ -369,8 +369,12 @@ void conv_stored(conv *c, uint64_t arg)
     for (size_t i = 0; i < u->n; i++)
         conv_publish(c, first + i, &u->items[i].e, u->items[i].bytes);
     rt_count(&conv_metrics_g.appended, u->n);
-    if (u->n > 0 && u->items[u->n - 1].e.timestamp != NULL)
-        snprintf(c->updated, sizeof(c->updated), "%s", u->items[u->n - 1].e.timestamp);
+    if (u->n > 0 && u->items[u->n - 1].e.timestamp != NULL) {
+        const char *ts = u->items[u->n - 1].e.timestamp; /* no printf: every append */
+        size_t n = strnlen(ts, sizeof(c->updated) - 1);
+        memcpy(c->updated, ts, n);
+        c->updated[n] = '\0';
+    }
     conv_note(c); /* a list asked after the answer shows these events */
     if (u->token != NULL) {
         rt_promise *p = u->token;

@@ -147,7 +147,6 @@ static int put_object(rt_text *w, json_t *o, bool top)
 
 static int put_value(rt_text *w, json_t *v, bool top)
 {
-    char num[32];
     int rc = 0;
     switch (json_typeof(v)) {
     case JSON_OBJECT:
@@ -165,9 +164,7 @@ static int put_value(rt_text *w, json_t *v, bool top)
         rt_text_json_string(w, json_string_value(v), json_string_length(v));
         return 0;
     case JSON_INTEGER:
-        rt_text_put(
-            w, num,
-            (size_t)snprintf(num, sizeof(num), "%" JSON_INTEGER_FORMAT, json_integer_value(v)));
+        rt_text_i64(w, (int64_t)json_integer_value(v));
         return 0;
     case JSON_REAL:
         return put_real(w, json_real_value(v));

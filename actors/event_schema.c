@@ -109,8 +109,8 @@ static const char *const FAILURE_KINDS[] = {"auth",     "quota",     "rate_limit
                                             "internal", "unknown",   NULL};
 /* ConversationExecutionStatus, the value of an `execution_status` update. */
 static const char *const EXECUTION_STATUSES[] = {
-    "idle", "running", "paused", "waiting_for_confirmation", "finished", "error", "stuck",
-    "deleting", NULL};
+    "idle",  "running",  "paused", "waiting_for_confirmation", "finished", "error",
+    "stuck", "deleting", NULL};
 static const char *const FAILURE_ACTIONS[] = {"none", "retry", "settings", NULL};
 
 static const ty T_ANY = {TK_ANY, NULL, NULL, NULL};
@@ -444,6 +444,25 @@ static void sub_key(char out[PATH_MAX_], const char *path, const char *key)
     out[o] = '\0';
 }
 
+/* path[i], cut the same way (a list's elements: no snprintf either). */
+static void sub_index(char out[PATH_MAX_], const char *path, size_t i)
+{
+    char digits[24];
+    size_t nd = 0, o = 0;
+    do
+        digits[nd++] = (char)('0' + i % 10);
+    while ((i /= 10) != 0);
+    for (const char *s = path; *s != '\0' && o < PATH_MAX_ - 1; s++)
+        out[o++] = *s;
+    if (o < PATH_MAX_ - 1)
+        out[o++] = '[';
+    while (nd > 0 && o < PATH_MAX_ - 1)
+        out[o++] = digits[--nd];
+    if (o < PATH_MAX_ - 1)
+        out[o++] = ']';
+    out[o] = '\0';
+}
+
 static int check_value(vctx *c, const char *path, json_t *v, const ty *t);
 
 static const char *type_phrase(const ty *t)
@@ -608,7 +627,7 @@ static int check_list(vctx *c, const char *path, json_t *v, const ty *elem)
     size_t n = json_array_size(v);
     for (size_t i = 0; i < n; i++) {
         json_t *x = json_array_get(v, i);
-        snprintf(sub, sizeof(sub), "%s[%zu]", path, i);
+        sub_index(sub, path, i);
         /* list[X] elements are never optional: null is refused unless X
          * itself is Any */
         int rc = elem->k == TK_ANY ? 0

@@ -48,8 +48,7 @@
  */
 #include "actors/stuck.h"
 
-#include "runtime/json.h"
-
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -160,18 +159,29 @@ static int h_json(uint64_t *h, json_t *v)
         const char *key;
         json_t *x;
         json_object_foreach(v, key, x) n += !json_is_null(x);
-        const char **keys = n > 0 ? malloc(n * sizeof(*keys)) : NULL;
-        if (n > 0 && keys == NULL)
+        const char *few[16]; /* an event's objects have a handful of members */
+        const char **keys = n <= 16 ? few : malloc(n * sizeof(*keys));
+        if (keys == NULL)
             return -1;
         json_object_foreach(v, key, x) if (!json_is_null(x)) keys[k++] = key;
-        qsort(keys, n, sizeof(*keys), cmp_keys);
+        if (n <= 16) /* insertion sort: no call per comparison */
+            for (size_t i = 1; i < n; i++) {
+                const char *ki = keys[i];
+                size_t j = i;
+                for (; j > 0 && strcmp(keys[j - 1], ki) > 0; j--)
+                    keys[j] = keys[j - 1];
+                keys[j] = ki;
+            }
+        else
+            qsort(keys, n, sizeof(*keys), cmp_keys);
         h_bytes(h, &n, sizeof(n));
         int rc = 0;
         for (size_t i = 0; i < n && rc == 0; i++) {
             h_str(h, keys[i]);
             rc = h_json(h, json_object_get(v, keys[i]));
         }
-        free(keys);
+        if (keys != few)
+            free(keys);
         return rc;
     }
     case JSON_ARRAY: {
@@ -203,18 +213,29 @@ static int h_json(uint64_t *h, json_t *v)
     }
 }
 
+/* The model's default of a list member: made once, read by every thread
+ * (hashing changes nothing of it). */
+static json_t *empty_list;
+static void make_empty_list(void)
+{
+    empty_list = json_array();
+}
+
+static json_t *no_list(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, make_empty_list);
+    return empty_list;
+}
+
 /* A member. A missing or null member stands for the model's default,
- * whose value is given as JSON text in `absent`. */
-static int h_member(uint64_t *h, json_t *obj, const char *key, const char *absent)
+ * `absent` (json_null(), or no_list()). */
+static int h_member(uint64_t *h, json_t *obj, const char *key, json_t *absent)
 {
     json_t *v = json_object_get(obj, key);
-    if (v == NULL || json_is_null(v)) {
-        json_t *d = rt_json_read(absent, strlen(absent), JSON_DECODE_ANY, NULL);
-        int rc = d != NULL ? h_json(h, d) : -1;
-        json_decref(d);
-        return rc;
-    }
-    return h_json(h, v);
+    if (v == NULL || json_is_null(v))
+        v = absent;
+    return v != NULL ? h_json(h, v) : -1;
 }
 
 static uint64_t h_id(const char *id)
@@ -262,12 +283,12 @@ static void fingerprint(const ev *e, stuck_fp *fp)
     int rc = 0;
     switch (e->kind) {
     case EV_ACTION:
-        rc |= h_member(&h, e->obj, "thought", "[]");
-        rc |= h_member(&h, e->obj, "action", "null");
+        rc |= h_member(&h, e->obj, "thought", no_list());
+        rc |= h_member(&h, e->obj, "action", json_null());
         h_str(&h, e->tool_name);
         break;
     case EV_OBSERVATION:
-        rc |= h_member(&h, e->obj, "observation", "null");
+        rc |= h_member(&h, e->obj, "observation", json_null());
         h_str(&h, e->tool_name);
         break;
     case EV_AGENT_ERROR: {
@@ -280,7 +301,7 @@ static void fingerprint(const ev *e, stuck_fp *fp)
         break;
     }
     default: /* EV_MESSAGE */
-        rc |= h_member(&h, e->obj, "llm_message", "null");
+        rc |= h_member(&h, e->obj, "llm_message", json_null());
         break;
     }
     fp->hash = h_final(h);

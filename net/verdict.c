@@ -23,15 +23,13 @@ static rt_buf *committed(const pl_verdict *v)
     rt_text_puts(&t, "{\"events\":[");
     for (size_t i = 0; i < v->nevents; i++) {
         const pl_event_ref *e = &v->events[i];
-        char tail[64];
         rt_text_puts(&t, i == 0 ? "{\"id\":" : ",{\"id\":");
         rt_text_json_string(&t, e->id, strlen(e->id));
-        if (e->index != PL_NO_INDEX)
-            snprintf(tail, sizeof(tail), ",\"index\":%" PRIu64 "%s}", e->index,
-                     e->duplicate ? ",\"duplicate\":true" : "");
-        else
-            snprintf(tail, sizeof(tail), "%s}", e->duplicate ? ",\"duplicate\":true" : "");
-        rt_text_puts(&t, tail);
+        if (e->index != PL_NO_INDEX) {
+            rt_text_puts(&t, ",\"index\":");
+            rt_text_u64(&t, e->index);
+        }
+        rt_text_puts(&t, e->duplicate ? ",\"duplicate\":true}" : "}");
     }
     rt_text_puts(&t, "]}");
     if (t.failed) {

@@ -37,6 +37,23 @@ void rt_text_putc(rt_text *w, char c)
     rt_text_put(w, &c, 1);
 }
 
+void rt_text_u64(rt_text *w, uint64_t v)
+{
+    char d[20];
+    size_t n = sizeof(d);
+    do
+        d[--n] = (char)('0' + v % 10);
+    while ((v /= 10) != 0);
+    rt_text_put(w, d + n, sizeof(d) - n);
+}
+
+void rt_text_i64(rt_text *w, int64_t v)
+{
+    if (v < 0)
+        rt_text_putc(w, '-');
+    rt_text_u64(w, v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v); /* INT64_MIN too */
+}
+
 size_t rt_json_plain(const char *s, size_t n)
 {
     const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;

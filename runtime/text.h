@@ -19,6 +19,10 @@ typedef struct rt_text {
 void rt_text_put(rt_text *w, const char *s, size_t n);
 void rt_text_puts(rt_text *w, const char *s);
 void rt_text_putc(rt_text *w, char c);
+/* A number in decimal (what printf's %lld and %llu write, without its cost:
+ * events and answers are full of them). */
+void rt_text_i64(rt_text *w, int64_t v);
+void rt_text_u64(rt_text *w, uint64_t v);
 /* printf onto the end (a line of at most 511 bytes; longer is cut). */
 void rt_text_printf(rt_text *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* s as a quoted JSON string: quote, backslash and control characters

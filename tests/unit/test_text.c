@@ -7,6 +7,8 @@
 #include "support_sync.h"
 
 #include <check.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,6 +21,31 @@ START_TEST(test_printf_appends)
     ck_assert_uint_eq(t.len, 6);
     ck_assert(memcmp(t.p, "a=42,b", 6) == 0);
     free(t.p);
+}
+END_TEST
+
+START_TEST(test_numbers_as_printf_writes_them)
+{
+    const int64_t is[] = {0, 7, -7, 10, -100, 123456789, INT64_MAX, INT64_MIN};
+    const uint64_t us[] = {0, 9, 10, 18446744073709551615ull};
+    for (size_t i = 0; i < sizeof(is) / sizeof(is[0]); i++) {
+        rt_text t = {0};
+        char want[32];
+        rt_text_i64(&t, is[i]);
+        rt_text_putc(&t, '\0');
+        snprintf(want, sizeof(want), "%lld", (long long)is[i]);
+        ck_assert_str_eq(t.p, want);
+        free(t.p);
+    }
+    for (size_t i = 0; i < sizeof(us) / sizeof(us[0]); i++) {
+        rt_text t = {0};
+        char want[32];
+        rt_text_u64(&t, us[i]);
+        rt_text_putc(&t, '\0');
+        snprintf(want, sizeof(want), "%llu", (unsigned long long)us[i]);
+        ck_assert_str_eq(t.p, want);
+        free(t.p);
+    }
 }
 END_TEST
 
@@ -64,6 +91,7 @@ int main(void)
     Suite *s = suite_create("text");
     TCase *tc = tcase_create("text");
     tcase_add_test(tc, test_printf_appends);
+    tcase_add_test(tc, test_numbers_as_printf_writes_them);
     tcase_add_test(tc, test_utf8_streaming);
     tcase_add_test(tc, test_utf8_clean);
     suite_add_tcase(s, tc);
