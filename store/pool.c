@@ -67,8 +67,12 @@
  *
  * Deletion is a durable DELETE record; the id can be created again after
  * it (a recovery applies records in order, so the old incarnation's events
- * never join the new one). The space of deleted conversations is not
- * reclaimed in this version: compaction is later work.
+ * never join the new one). Space comes back from the oldest end: a
+ * checkpoint covers the segments from the oldest CREATE of a conversation
+ * still there, and once it is written the segments before it (deleted
+ * conversations' records only) are removed (pool_seg.c). A conversation
+ * that lives keeps every segment from its creation on, deleted neighbours'
+ * records included: no segment is rewritten (compaction is later work).
  *
  * Blocking calls: create, set_meta, get_file, meta when not cached, the
  * log's open and readers (pread). Appends, put_file and delete queue to

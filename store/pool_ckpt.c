@@ -7,8 +7,9 @@
  * committer's, between groups; the file is written by pool_seal.c's
  * thread: temp file, fsync, rename, directory fsync), after an open that
  * had to scan, and at close. The newest two are kept. A checkpoint holds,
- * per durable conversation: its id, parent, event count, whether it is
- * read-only (corruption found), where its meta and files are and its runs;
+ * per durable conversation: its id, parent, event count, the segment of
+ * its CREATE, whether it is read-only (corruption found), where its meta
+ * and files are and its runs;
  * and for the pool: the segments it covers and where each one's last
  * group ends, and what corruption was found. Deleted conversations are
  * simply absent (a DELETE after it is applied by the scan, as is a
@@ -21,6 +22,13 @@
  * one segment more. Corruption inside a segment a checkpoint covers is not
  * looked for at open, as the local store's checkpoints do not: a reader
  * that reaches the record gets -EBADMSG.
+ *
+ * It covers the segments from the oldest CREATE of a conversation still
+ * there (stp_keep_from): once it is written, the ones before are removed
+ * (pool_seg.c), which is how deleted conversations give their space back.
+ * A checkpoint written before create_seq was kept (magic version 1) is
+ * read with every conversation's taken as its first segment: nothing is
+ * dropped until they are deleted.
  *
  * A checkpoint is as of the end of a sealed segment, and sealed segments
  * are synced before the next begins (and at close before the last one's
@@ -126,6 +134,7 @@ int stp_ckpt_encode(const stp_ckpt *h, stp_conv *const *v, size_t n, uint8_t **o
         if (c->has_parent)
             put_bytes(&w, c->parent.b, sizeof(c->parent.b));
         put32(&w, c->count);
+        put32(&w, c->create_seq);
         put_loc(&w, c->meta_at);
         const stp_runs *runs = atomic_load_explicit(&c->runs, memory_order_relaxed);
         put32(&w, runs != NULL ? runs->n : 0);
@@ -165,6 +174,7 @@ typedef struct rbuf {
     const uint8_t *p;
     size_t len, at;
     bool bad;
+    uint32_t v1_first; /* a checkpoint without create_seq: its first segment (else 0) */
 } rbuf;
 
 static const uint8_t *take(rbuf *r, size_t n)
@@ -218,6 +228,7 @@ static stp_conv *get_conv(rbuf *r, stp_store *s, int *err)
     if (pa != NULL)
         memcpy(c->parent.b, pa, sizeof(c->parent.b));
     c->count = get32(r);
+    c->create_seq = r->v1_first != 0 ? r->v1_first : get32(r);
     c->meta_at = get_loc(r);
     uint32_t nr = get32(r);
     if (!r->bad && (uint64_t)nr * 8 > r->len - r->at)
@@ -258,12 +269,14 @@ int stp_ckpt_decode(const uint8_t *p, size_t len, stp_ckpt *h, stp_store *s,
 {
     memset(h, 0, sizeof(*h));
     uint64_t seq;
-    if (len < HDR + 8 || !st_file_header_ok(p, STP_CKPT_MAGIC, &seq) || seq >= UINT32_MAX ||
+    bool v1 = len >= HDR + 8 && st_file_header_ok(p, STP_CKPT_MAGIC_V1, &seq);
+    if (len < HDR + 8 || !(v1 || st_file_header_ok(p, STP_CKPT_MAGIC, &seq)) || seq >= UINT32_MAX ||
         st_crc32c(0, p, len - 4) != st_get32(p + len - 4))
         return -EBADMSG;
-    rbuf r = {p, len - 4, HDR, false};
+    rbuf r = {p, len - 4, HDR, false, 0};
     h->seq = (uint32_t)seq;
     h->first = st_get32(p + 16);
+    r.v1_first = v1 ? h->first : 0;
     uint64_t n = st_get64(p + 20);
     if (h->first == 0 || h->first > h->seq)
         return -EBADMSG;
@@ -300,14 +313,18 @@ int stp_ckpt_decode(const uint8_t *p, size_t len, stp_ckpt *h, stp_store *s,
 int stp_ckpt_snapshot(stp_store *s, uint32_t seq, uint8_t **out, size_t *len)
 {
     stp_ckpt h = {.seq = seq};
+    pthread_mutex_lock(&s->cat_mu);
+    uint32_t keep = stp_keep_from(s, seq); /* before it: deleted conversations' only */
+    pthread_mutex_unlock(&s->cat_mu);
     pthread_mutex_lock(&s->seg_mu);
     size_t ns = s->nsealed;
     bool dense = ns > 0 && s->sealed[ns - 1].seq == seq &&
                  (uint64_t)s->sealed[ns - 1].seq - s->sealed[0].seq + 1 == ns;
-    h.first = dense ? s->sealed[0].seq : 0;
-    h.ends = dense ? malloc(ns * sizeof(h.ends[0])) : NULL;
-    for (size_t k = 0; h.ends != NULL && k < ns; k++)
-        h.ends[k] = s->sealed[k].end;
+    size_t skip = dense && keep > s->sealed[0].seq ? keep - s->sealed[0].seq : 0;
+    h.first = dense ? s->sealed[skip].seq : 0;
+    h.ends = dense ? malloc((ns - skip) * sizeof(h.ends[0])) : NULL;
+    for (size_t k = 0; h.ends != NULL && k < ns - skip; k++)
+        h.ends[k] = s->sealed[skip + k].end;
     pthread_mutex_unlock(&s->seg_mu);
     if (h.ends == NULL)
         return dense ? -ENOMEM : -EINVAL;

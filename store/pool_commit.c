@@ -217,6 +217,8 @@ static void apply(stp_store *s, grp *g, st_req *r)
     } else if (r->kind == REQ_FILE) {
         err = stp_set_file(c, r->name, strlen(r->name), payload_at(s, e, &r->items[0]));
     } else {
+        if (r->kind == REQ_CREATE)
+            c->create_seq = s->act.seq;
         c->meta_at = payload_at(s, e, &r->items[0]);
         rt_buf_unref(c->meta);
         c->meta = rt_buf_ref(r->items[0].payload);

@@ -69,6 +69,8 @@ typedef struct stp_conv {
     bool gdel;       /* committer: deleted in group ggen */
     /* the conversation's lock (stp_lock) guards what follows */
     uint32_t count;       /* events written and published */
+    uint32_t create_seq;  /* the segment of its CREATE record (0: not durable yet): no
+                             segment from this one on is dropped while it lives */
     uint32_t gpend, ggen; /* committer: events planned in group ggen */
     stp_loc meta_at;
     rt_buf *meta; /* cached while held or its log is open */
@@ -151,6 +153,7 @@ struct stp_store {
     pthread_mutex_t fd_mu;
     stp_fdslot fds[STP_FDS];
     uint64_t fd_tick;
+    uint32_t fd_floor; /* segments below it are dropped: their descriptors close */
     /* the spare segment (pool_spare.c), under sp_mu */
     pthread_t sp_thread;
     pthread_mutex_t sp_mu;
@@ -228,6 +231,17 @@ int stp_seg_create(stp_store *s, uint32_t seq);
  * close (stp_sync_sealed). The next segment's header says where a lazy
  * one ends, so that an open can tell a segment a crash left short. */
 int stp_seg_roll(stp_store *s);
+/* The oldest segment a checkpoint of the catalog now must keep (cat_mu
+ * held): the lowest create_seq of a durable conversation, at most `seq`.
+ * Every record of a conversation is at or after its CREATE, so the
+ * segments before hold only deleted conversations' records. */
+uint32_t stp_keep_from(stp_store *s, uint32_t seq);
+/* Remove the sealed segments before `first` (files, indexes, descriptors),
+ * once a checkpoint that starts at `first` is durable: on the sealing
+ * thread. In ascending order, so that a crash halfway leaves a contiguous
+ * run of segments, which an open scans correctly (records of conversations
+ * whose CREATE is gone are of deleted ones, and are passed over). */
+void stp_seg_drop_before(stp_store *s, uint32_t first);
 /* Make sealed segments up to seq durable that may not be yet (their
  * fdatasync, in order); 0 or the first failure's -errno. */
 int stp_sync_sealed(stp_store *s, uint32_t upto);
@@ -291,7 +305,8 @@ void stp_idx_dontneed(stp_store *s, uint32_t seq);
 
 /* pool_ckpt.c: the catalog's checkpoint, DIR/pool/<seq>.ckpt: the
  * conversations as of the end of segment seq. */
-#define STP_CKPT_MAGIC "PLCKPT\0\1"
+#define STP_CKPT_MAGIC    "PLCKPT\0\2" /* with each conversation's create_seq */
+#define STP_CKPT_MAGIC_V1 "PLCKPT\0\1" /* read: create_seq taken as the first segment */
 typedef struct stp_ckpt {
     uint32_t first, seq; /* covers segments [first, seq] */
     uint64_t *ends;      /* ends[k]: where segment first + k's last group ends */

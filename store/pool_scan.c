@@ -182,6 +182,7 @@ static int on_record(void *ctx, const st_rec *r, uint64_t off)
         if ((c = stp_conv_new(s, &e.id)) == NULL)
             return -ENOMEM;
         c->meta_at = at;
+        c->create_seq = x->seq;
         c->has_parent = r->keylen == 32 && rt_uuid_parse((const char *)r->key, 32, &c->parent);
         return stp_insert(s, c);
     case STP_IDX_META:

@@ -69,14 +69,17 @@ static void write_ckpt(stp_store *s, uint32_t seq, uint8_t *b, size_t len)
     char name[32];
     snprintf(name, sizeof(name), "%020" PRIu32 ".ckpt", seq);
     int r = st_write_file_atomic(s->pool_dir, name, b, len);
+    uint32_t first = st_get32(b + 16); /* what it covers starts there */
     free(b);
-    if (r < 0)
+    if (r < 0) {
         rt_log(RT_LOG_ERROR, "store",
                "pool: cannot write the checkpoint of segment %" PRIu32
                " (%s): the next open scans from the one before",
                seq, strerror(-r));
-    else
-        stp_ckpt_prune(s);
+        return;
+    }
+    stp_ckpt_prune(s);
+    stp_seg_drop_before(s, first);
 }
 
 static void *seal_main(void *arg)

@@ -22,9 +22,12 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* Make segment seq's file, durably: its header, and its name; from the
@@ -232,6 +235,58 @@ void stp_seal_active(stp_store *s)
         stp_seal_idx(s, seq);
 }
 
+uint32_t stp_keep_from(stp_store *s, uint32_t seq)
+{
+    uint32_t keep = seq;
+    for (size_t i = 0; i < s->nbuckets; i++)
+        for (stp_conv *c = s->buckets[i]; c != NULL; c = c->next)
+            if (c->meta_at.seq != 0 && c->create_seq < keep) /* durable; 0: unknown, keep all */
+                keep = c->create_seq > 0 ? c->create_seq : 1;
+    return keep;
+}
+
+void stp_seg_drop_before(stp_store *s, uint32_t first)
+{
+    pthread_mutex_lock(&s->idx_mu); /* no lazy index load meanwhile (stp_idx_ensure) */
+    pthread_mutex_lock(&s->seg_mu);
+    size_t k = 0;
+    while (k < s->nsealed && s->sealed[k].seq < first)
+        k++;
+    uint32_t lo = k > 0 ? s->sealed[0].seq : 0, hi = k > 0 ? s->sealed[k - 1].seq : 0;
+    for (size_t i = 0; i < k; i++)
+        stp_idx_unmap(&s->sealed[i]);
+    memmove(s->sealed, s->sealed + k, (s->nsealed - k) * sizeof(s->sealed[0]));
+    s->nsealed -= k;
+    pthread_mutex_unlock(&s->seg_mu);
+    pthread_mutex_unlock(&s->idx_mu);
+    if (k == 0)
+        return;
+    pthread_mutex_lock(&s->fd_mu); /* a descriptor keeps the blocks: close those unused now */
+    s->fd_floor = first;
+    for (size_t i = 0; i < STP_FDS; i++)
+        if (s->fds[i].seq != 0 && s->fds[i].seq < first && s->fds[i].refs == 0) {
+            close(s->fds[i].fd);
+            s->fds[i].seq = 0;
+        }
+    pthread_mutex_unlock(&s->fd_mu);
+    uint64_t bytes = 0;
+    for (uint32_t q = lo; q <= hi; q++) {
+        char path[4096];
+        struct stat st;
+        stp_path(s, q, "seg", path, sizeof(path));
+        if (stat(path, &st) == 0)
+            bytes += (uint64_t)st.st_size;
+        if (unlink(path) < 0 && errno != ENOENT)
+            rt_log(RT_LOG_WARN, "store", "pool: cannot remove %s: %s", path, strerror(errno));
+        stp_path(s, q, "idx", path, sizeof(path));
+        unlink(path);
+    }
+    rt_log(RT_LOG_INFO, "store",
+           "pool: segments %" PRIu32 "-%" PRIu32
+           " held only deleted conversations: removed (%" PRIu64 " MiB)",
+           lo, hi, bytes >> 20);
+}
+
 stp_segidx *stp_sealed_of(stp_store *s, uint32_t seq)
 {
     size_t lo = 0, hi = s->nsealed;
@@ -354,7 +409,10 @@ int stp_pread(stp_store *s, uint32_t seq, void *buf, size_t n, uint64_t off)
     if (f != NULL) {
         r = st_read_at(f->fd, buf, n, off);
         pthread_mutex_lock(&s->fd_mu);
-        f->refs--;
+        if (--f->refs == 0 && f->seq < s->fd_floor) { /* its segment was dropped meanwhile */
+            close(f->fd);
+            f->seq = 0;
+        }
         pthread_mutex_unlock(&s->fd_mu);
         return r;
     }

@@ -19,6 +19,7 @@
  * found short ends the log (test_lazy_roll_short_segment).
  */
 #include "runtime/log.h"
+#include "store/crc32c.h"
 #include "store/io.h"
 #include "store/pool_impl.h"
 #include "store/store.h"
@@ -114,6 +115,7 @@ static stp_conv *make_conv(unsigned k, bool parent, uint32_t nruns, int nfiles)
         tst_conv_id(k + 100, &c->parent);
     c->broken = k % 2 == 1;
     c->count = 10 * nruns;
+    c->create_seq = k;
     c->meta_at = (stp_loc){k, 16 + k, 30};
     for (uint32_t r = 0; r < nruns; r++)
         ck_assert_int_eq(stp_note_run(c, 2 + 2 * r, 10 * r), 0);
@@ -133,6 +135,7 @@ static void same_conv(const stp_conv *a, const stp_conv *b)
         ck_assert(rt_uuid_eq(&a->parent, &b->parent));
     ck_assert_int_eq(a->broken, b->broken);
     ck_assert_uint_eq(a->count, b->count);
+    ck_assert_uint_eq(a->create_seq, b->create_seq);
     ck_assert_int_eq(memcmp(&a->meta_at, &b->meta_at, sizeof(a->meta_at)), 0);
     const stp_runs *ra = atomic_load(&a->runs), *rb = atomic_load(&b->runs);
     ck_assert_uint_eq(ra ? ra->n : 0, rb ? rb->n : 0);
@@ -180,6 +183,37 @@ START_TEST(test_ckpt_encoding)
     }
     free(b);
     convs_free(&in);
+}
+END_TEST
+
+/* A checkpoint of the first format (no create_seq) still opens: each
+ * conversation's CREATE taken as the first segment it covers, so that
+ * nothing is dropped before the conversation is deleted. */
+START_TEST(test_ckpt_first_format)
+{
+    convs in = {.n = 0}, out = {.n = 0};
+    in.v[in.n++] = make_conv(4, false, 2, 0);
+    uint64_t ends[2] = {100, 200};
+    stp_ckpt h = {.first = 3, .seq = 4, .ends = ends};
+    uint8_t *b;
+    size_t len;
+    ck_assert_int_eq(stp_ckpt_encode(&h, in.v, in.n, &b, &len), 0);
+    /* header, ends, an empty corrupt string; then id, flags, count */
+    size_t at = 28 + 2 * 8 + 4 + 16 + 1 + 4;
+    memmove(b + at, b + at + 4, len - at - 4);
+    len -= 4;
+    memcpy(b, STP_CKPT_MAGIC_V1, 8);
+    st_put32(b + len - 4, st_crc32c(0, b, len - 4));
+    stp_ckpt g;
+    ck_assert_int_eq(stp_ckpt_decode(b, len, &g, NULL, collect, &out), 0);
+    free(g.ends);
+    ck_assert_uint_eq(out.n, 1);
+    ck_assert_uint_eq(out.v[0]->create_seq, 3);
+    in.v[0]->create_seq = 3;
+    same_conv(in.v[0], out.v[0]);
+    convs_free(&out);
+    convs_free(&in);
+    free(b);
 }
 END_TEST
 
@@ -1043,6 +1077,78 @@ START_TEST(test_open_after_crash_marks_last_scanned)
 }
 END_TEST
 
+/* A conversation's space comes back once it is deleted: the segments
+ * before the oldest CREATE of a conversation still there go, once a
+ * checkpoint that starts after them is written. What is left opens the
+ * same from that checkpoint and by a scan; and an open after a drop that
+ * a crash cut short (its first segment gone, a checkpoint that covers it
+ * too) scans what is there and sees the same. */
+START_TEST(test_deleted_space_is_reclaimed)
+{
+    uint64_t seed = 42;
+    char *dir = tst_mkdtemp(), *crash = tst_mkdtemp();
+    tst_rmdir(crash);
+    st_store *s = open_at(dir, ST_FULL);
+    rt_uuid a_id, b_id;
+    tst_conv_id(1, &a_id);
+    tst_conv_id(2, &b_id);
+    st_conv *a, *b;
+    rt_buf *meta = text("{\"m\":%llu}", 1);
+    ck_assert_int_eq(st_conv_create(s, &a_id, NULL, meta, &a), 0);
+    for (int i = 0; i < 30; i++) /* about 14 segments of 8 KiB */
+        ck_assert_int_eq(append_n(a, &seed, 10), 0);
+    uint64_t *v;
+    size_t n = numbered(dir, "seg", &v);
+    uint64_t b_at = v[n - 1]; /* B's CREATE goes in the active segment, or after it */
+    free(v);
+    ck_assert_uint_ge(b_at, 8);
+    ck_assert_int_eq(st_conv_create(s, &b_id, NULL, meta, &b), 0);
+    rt_buf_unref(meta);
+    ck_assert_int_eq(append_n(b, &seed, 10), 0);
+    st_waiter w;
+    st_waiter_init(&w);
+    ck_assert_int_eq(st_conv_delete(a, st_waiter_done, &w), 0);
+    ck_assert_int_eq(wait_done(&w), 0);
+    char *deleted = view(s);
+    tst_copydir(dir, crash);    /* no roll since the delete: nothing dropped yet */
+    for (int i = 0; i < 6; i++) /* rolls, and their checkpoints, after the delete */
+        ck_assert_int_eq(append_n(b, &seed, 10), 0);
+    char *live = view(s);
+    st_conv_release(b);
+    st_store_close(s); /* the close's checkpoint drops them, if no roll's did */
+
+    n = numbered(dir, "seg", &v);
+    ck_assert_msg(v[0] >= b_at, "segment %llu of the deleted conversation is still there",
+                  (unsigned long long)v[0]);
+    free(v);
+    uint64_t *x;
+    size_t nx = numbered(dir, "idx", &x);
+    ck_assert(nx == 0 || x[0] >= b_at); /* and their index files */
+    free(x);
+    char *scanned = scan_view(dir);
+    expect_view(dir, live, "reopened from the checkpoint after the drop");
+    same_view(live, scanned, "reopened by a scan after the drop");
+
+    /* a drop cut short (the first of its segments gone) after a crash:
+     * no checkpoint covers what is left, every segment there is scanned */
+    char seg[4400];
+    pool_file(crash, 1, "seg", seg, sizeof(seg));
+    ck_assert_int_eq(unlink(seg), 0);
+    expect_view(crash, deleted, "after a drop cut short");
+    n = numbered(crash, "seg", &v);
+    ck_assert_uint_ge(v[0], b_at); /* that open's checkpoint finished the drop */
+    free(v);
+    expect_view(crash, deleted, "after a drop cut short, reopened");
+    free(deleted);
+    free(scanned);
+    free(live);
+    tst_rmdir(dir);
+    tst_rmdir(crash);
+    free(dir);
+    free(crash);
+}
+END_TEST
+
 int main(void)
 {
     rt_log_set_level(RT_LOG_ERROR);
@@ -1050,6 +1156,7 @@ int main(void)
     TCase *tc = tcase_create("pool_ckpt");
     tcase_add_test(tc, test_idx_encoding);
     tcase_add_test(tc, test_ckpt_encoding);
+    tcase_add_test(tc, test_ckpt_first_format);
     tcase_add_loop_test(tc, test_checkpoint_equals_scan, 0, 4);
     tcase_add_loop_test(tc, test_bad_checkpoint_falls_back, 0, 5);
     tcase_add_loop_test(tc, test_checkpoint_of_missing_segment, 0, 2);
@@ -1058,6 +1165,7 @@ int main(void)
     tcase_add_test(tc, test_corruption_under_checkpoint);
     tcase_add_loop_test(tc, test_lazy_roll_short_segment, 0, 4);
     tcase_add_test(tc, test_open_after_crash_marks_last_scanned);
+    tcase_add_test(tc, test_deleted_space_is_reclaimed);
     suite_add_tcase(s, tc);
     return ts_run_suite(s);
 }
