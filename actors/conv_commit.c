@@ -27,17 +27,36 @@
 
 /* --------------------------------------------------------- the log ------ */
 
+/* What the sequencer asks is answered on the loop, without a wait for
+ * another machine (st_log_check: conv_confirm.c asked the thread pool
+ * first where one would wait). One that would wait all the same (the
+ * store's memory changed meanwhile) is answered "no", and the actor is
+ * unsure: nothing it decided is stored or told (conv_drive). */
+static uint64_t known(const conv *c)
+{
+    return c->sq != NULL ? seq_count(c->sq) : 0;
+}
+
+static int unsure(conv *c)
+{
+    c->unsure = true;
+    return 0;
+}
+
 static int find(void *ctx, const char *id, seq_print *print)
 {
     conv *c = ctx;
     uint64_t at;
-    if (st_log_find(c->log, id, strlen(id), &at) != 0)
-        return 0;
+    int e = st_log_check(c->log, id, strlen(id), known(c), &at);
+    if (e != 0)
+        return e == -EWOULDBLOCK ? unsure(c) : 0;
     if (print == NULL)
         return 1;
     st_page *p;
     int r = -1;
-    if (st_log_read(c->log, at, 1, &p) == 0) {
+    if ((e = st_log_read_now(c->log, at, 1, &p)) == -EWOULDBLOCK)
+        return unsure(c);
+    if (e == 0) {
         json_t *j = p->n == 1 ? rt_json_read((const char *)rt_buf_data(p->bytes) + p->ev[0].off,
                                              p->ev[0].len, JSON_ALLOW_NUL, NULL)
                               : NULL;
@@ -53,7 +72,8 @@ static bool has_key(void *ctx, const char *key, size_t len)
 {
     conv *c = ctx;
     uint64_t at;
-    return st_log_find_key(c->log, key, len, &at) == 0;
+    int e = st_log_check_key(c->log, key, len, known(c), &at);
+    return e == -EWOULDBLOCK ? unsure(c) : e == 0;
 }
 
 seq_log conv_seq_log(conv *c)
@@ -74,7 +94,7 @@ static rt_buf *events_reply(conv *c, pl_outcome o, json_t *ids, const char *deta
         json_t *id = json_array_get(ids, i);
         uint64_t at = PL_NO_INDEX;
         if (o == PL_DUPLICATE &&
-            st_log_find(c->log, json_string_value(id), json_string_length(id), &at) != 0)
+            st_log_check(c->log, json_string_value(id), json_string_length(id), known(c), &at) != 0)
             at = PL_NO_INDEX;
         refs[i] = (pl_event_ref){.id = json_string_value(id), .index = at};
     }
@@ -267,7 +287,7 @@ static int submit(conv *c, seq_unit *u)
     int r = w == NULL ? -ENOMEM : 0;
     if (w != NULL) {
         *w = (storing){rt_actor_ref(c->self), c->incarnation};
-        r = st_append(c->sc, items, u->n, on_stored, w);
+        r = st_append_at(c->sc, seq_unit_first(c->sq, u), items, u->n, on_stored, w);
     }
     if (items != stack)
         free(items);
@@ -293,6 +313,12 @@ void conv_drive(conv *c)
 {
     if (c->sq == NULL)
         return;
+    if (c->unsure && c->failed == 0) {
+        rt_log(RT_LOG_WARN, "conversation",
+               "a check of the log would have waited for another machine: nothing of what "
+               "was decided is kept, the conversation restarts from the log");
+        c->failed = -ESTALE;
+    }
     seq_unit *u;
     while ((u = seq_take(c->sq)) != NULL) {
         int r = c->failed != 0 ? c->failed : c->deleted ? -ENOENT : submit(c, u);
@@ -303,12 +329,19 @@ void conv_drive(conv *c)
             c->failed = r;
         }
     }
-    if (seq_deferred_gen(c->sq) != c->gen_sent)
+    if (!c->unsure && seq_deferred_gen(c->sq) != c->gen_sent)
         save_deferred(c);
     void *token;
     seq_verdict v;
     while (seq_answer(c->sq, &token, &v)) {
-        conv_answer_verdict(c, token, &v);
+        if (!c->unsure) {
+            conv_answer_verdict(c, token, &v);
+        } else if (token != NULL) { /* decided on an answer it did not have */
+            conv_answer(token, conv_reply_detail(PL_BUSY, 1,
+                                                 "the conversation is restarting: "
+                                                 "retry (the same event ids)"));
+            free(token);
+        }
         seq_verdict_clear(&v);
     }
     ensure_tick(c);
@@ -335,7 +368,7 @@ static rt_buf *committed_reply(conv *c, const seq_unit *u, uint64_t first)
         bool dup = at == PL_NO_INDEX;          /* in the log before this append */
         for (size_t k = 0; k < i && !dup; k++) /* posted twice: the second is a retry */
             dup = json_equal(json_array_get(u->posted, k), id);
-        if (at == PL_NO_INDEX && st_log_find(c->log, s, strlen(s), &at) != 0)
+        if (at == PL_NO_INDEX && st_log_check(c->log, s, strlen(s), known(c), &at) != 0)
             at = PL_NO_INDEX;
         refs[i] = (pl_event_ref){.id = s, .index = at, .duplicate = dup};
     }

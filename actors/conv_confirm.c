@@ -9,7 +9,8 @@
  * that takes a read of the cluster, which must not be made on a loop.
  *
  * So before the sequencer sees an append, every question its verdict may
- * ask is put to the store's _now readers; if one would wait, the append
+ * ask is put to the store as conv_commit.c asks it (st_log_check, without
+ * a wait, of the events the sequencer knows); if one would wait, the append
  * is set aside and the questions are asked in the thread pool, where the
  * store reads those events and keeps them (store/nats_tail.c). The answer
  * comes back as CONV_CONFIRMED, and the append is handled then, its
@@ -90,12 +91,12 @@ static size_t questions(const ev *evs, size_t n, question *q)
     return k;
 }
 
-/* Would asking q wait for another machine? */
-static bool waits(st_log *log, const question *q)
+/* Would asking q wait for another machine (conv_commit.c asks it so)? */
+static bool waits(st_log *log, uint64_t upto, const question *q)
 {
     uint64_t at;
-    int r = q->tag == 'i' ? st_log_find_now(log, q->v, q->len, &at)
-                          : st_log_find_key_now(log, q->v, q->len, &at);
+    int r = q->tag == 'i' ? st_log_check(log, q->v, q->len, upto, &at)
+                          : st_log_check_key(log, q->v, q->len, upto, &at);
     if (r == 0 && q->tag == 'i') { /* its print is read too (conv_commit.c) */
         st_page *p = NULL;
         r = st_log_read_now(log, at, 1, &p);
@@ -113,6 +114,7 @@ static void confirm_work(uv_work_t *req)
         j->err = -EIO; /* detail says why */
         return;
     }
+    st_log_count(rd.log); /* memory up to the log, for the checks (log.h) */
     for (size_t i = 0; i < j->n && j->err == 0; i++) {
         const question *q = &j->q[i];
         uint64_t at;
@@ -161,7 +163,7 @@ int conv_confirm(conv *c, const ev *evs, size_t n, const rt_buf *body, rt_promis
         return -ENOMEM;
     size_t k = questions(evs, n, q), w = 0;
     for (size_t i = 0; i < k; i++)
-        if (waits(c->log, &q[i]))
+        if (waits(c->log, seq_count(c->sq), &q[i]))
             q[w++] = q[i];
     confirm_job *j = w > 0 ? calloc(1, sizeof(*j)) : NULL;
     if (j == NULL) {

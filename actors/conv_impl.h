@@ -224,6 +224,8 @@ typedef struct conv {
                          requests wait, so none is answered from a state
                          the log does not have */
     int failed;       /* the store refused a unit: the actor fails (restarts) */
+    bool unsure;      /* a check of the log could not be answered without a
+                         wait: what was decided is not, the actor restarts */
     uint64_t last_ms; /* when a request last came (monotonic) */
     st_conv *sc;
     st_log *log;

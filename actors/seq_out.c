@@ -131,6 +131,14 @@ void seq_set_findings(sequencer *s, conv_findings f)
     s->findings_c = f;
 }
 
+uint64_t seq_unit_first(const sequencer *s, const seq_unit *u)
+{
+    uint64_t at = s->count;
+    for (const seq_unit *t = s->taken; t != NULL && t != u; t = t->next)
+        at += t->n;
+    return at;
+}
+
 bool seq_inflight(const sequencer *s)
 {
     return s->ready != NULL || s->taken != NULL;

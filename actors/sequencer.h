@@ -245,7 +245,9 @@ uint64_t seq_count(const sequencer *s);               /* durable events */
 conv_findings seq_findings(const sequencer *s);
 void seq_set_findings(sequencer *s, conv_findings f);
 bool seq_inflight(const sequencer *s); /* units not durable yet */
-bool seq_waiting(const sequencer *s);  /* holds or deferrals */
+/* The index of the first event of u, just taken (seq_take). */
+uint64_t seq_unit_first(const sequencer *s, const seq_unit *u);
+bool seq_waiting(const sequencer *s); /* holds or deferrals */
 size_t seq_held(const sequencer *s);
 size_t seq_deferred(const sequencer *s);
 /* Changes whenever the deferred set does: save it when it moved (the

@@ -266,6 +266,14 @@ int st_append(st_conv *c, const st_item *items, size_t n, st_done_fn done, void 
     return ST_BACKEND(c)->append(c, items, n, done, ctx);
 }
 
+int st_append_at(st_conv *c, uint64_t first, const st_item *items, size_t n, st_done_fn done,
+                 void *ctx)
+{
+    const st_backend *b = ST_BACKEND(c);
+    return b->append_at != NULL ? b->append_at(c, first, items, n, done, ctx)
+                                : b->append(c, items, n, done, ctx);
+}
+
 int st_conv_put_file(st_conv *c, const char *name, rt_buf *data, bool durable, st_done_fn done,
                      void *ctx)
 {
@@ -324,6 +332,24 @@ int st_log_find_key_now(st_log *l, const void *key, size_t keylen, uint64_t *ind
     const st_backend *b = ST_BACKEND(l);
     return b->log_find_key_now != NULL ? b->log_find_key_now(l, key, keylen, index)
                                        : b->log_find_key(l, key, keylen, index);
+}
+
+static int check(st_log *l, bool key, const void *v, size_t len, uint64_t upto, uint64_t *index)
+{
+    const st_backend *b = ST_BACKEND(l);
+    if (b->log_check != NULL)
+        return b->log_check(l, key, v, len, upto, index);
+    return key ? st_log_find_key_now(l, v, len, index) : b->log_find_now(l, v, len, index);
+}
+
+int st_log_check(st_log *l, const void *id, size_t idlen, uint64_t upto, uint64_t *index)
+{
+    return check(l, false, id, idlen, upto, index);
+}
+
+int st_log_check_key(st_log *l, const void *key, size_t keylen, uint64_t upto, uint64_t *index)
+{
+    return check(l, true, key, keylen, upto, index);
 }
 
 size_t st_log_memory(const st_log *l)

@@ -54,6 +54,9 @@ typedef struct st_backend {
     /* Optional (NULL: conv_log, whose opening waits for no other machine). */
     int (*conv_log_now)(st_conv *c, st_log **log);
     int (*append)(st_conv *c, const st_item *items, size_t n, st_done_fn done, void *ctx);
+    /* Optional (NULL: append; one writer makes the index always hold). */
+    int (*append_at)(st_conv *c, uint64_t first, const st_item *items, size_t n, st_done_fn done,
+                     void *ctx);
     int (*conv_put_file)(st_conv *c, const char *name, rt_buf *data, bool durable, st_done_fn done,
                          void *ctx);
     int (*conv_get_file)(st_conv *c, const char *name, char **data, size_t *len);
@@ -67,6 +70,9 @@ typedef struct st_backend {
     int (*log_find_now)(st_log *l, const void *id, size_t idlen, uint64_t *index);
     /* Optional (NULL: log_find_key, which waits for no other machine). */
     int (*log_find_key_now)(st_log *l, const void *key, size_t keylen, uint64_t *index);
+    /* Optional (NULL: log_find_now and log_find_key_now, whatever upto). */
+    int (*log_check)(st_log *l, bool key, const void *v, size_t len, uint64_t upto,
+                     uint64_t *index);
     size_t (*log_memory)(const st_log *l);
     bool (*log_read_only)(const st_log *l);
 

@@ -69,7 +69,9 @@ int st_log_close(st_log *l);
 
 /* ---- readers: any thread ---------------------------------------------- */
 
-/* Published events, 0..count-1. */
+/* Published events, 0..count-1. A cluster node that does not write the
+ * log reads the count at the stream leader and brings its memory up to it
+ * (blocking), so that st_log_check answers for those events. */
 uint64_t st_log_count(const st_log *l);
 
 /* An event of a page: its JSON at bytes->data + off, its id at id_off. */
@@ -104,6 +106,17 @@ int st_log_find_key_now(st_log *l, const void *key, size_t keylen, uint64_t *ind
 /* May those ever say -EWOULDBLOCK (a cluster's log)? If not, loop code
  * need not ask them first. */
 bool st_log_may_wait(const st_log *l);
+/* st_log_find_now and st_log_find_key_now for what a writer decides (the
+ * conversation's sequencer), which knows the events [0, upto): answered
+ * from memory whenever it holds those, even once the node learnt that the
+ * log grew past them (a cluster node that does not write it). Any event
+ * found is the log's; one missed would be past upto, and an append
+ * decided on that answer is refused unless the log then holds exactly
+ * upto events (st_append_at), so no decision made on an older log is
+ * stored. -EWOULDBLOCK if memory cannot say: the caller's checks are
+ * asked in the thread pool first (actors/conv_confirm.c). */
+int st_log_check(st_log *l, const void *id, size_t idlen, uint64_t upto, uint64_t *index);
+int st_log_check_key(st_log *l, const void *key, size_t keylen, uint64_t upto, uint64_t *index);
 /* Heap bytes the log holds (index, tables, buffers), for reports. */
 size_t st_log_memory(const st_log *l);
 bool st_log_read_only(const st_log *l);

@@ -105,6 +105,14 @@ static int run_append(stn_conv *c, stn_job *j, uint64_t *first)
         if (r < 0)
             return r;
     }
+    if (j->at != STN_ANYWHERE && j->at != c->writer->next_index) {
+        /* decided on another log than this one (st_append_at): the writer
+         * stays, the conversation reads the log again */
+        rt_log(RT_LOG_WARN, "store",
+               "nats: an append to %s decided at index %llu is refused: the log holds %llu", c->hex,
+               (unsigned long long)j->at, (unsigned long long)c->writer->next_index);
+        return -ESTALE;
+    }
     size_t stored = 0;
     int r = st_nats_log_append(c->writer, j->items, j->n, first, &stored);
     if (r == 0) {
@@ -331,6 +339,12 @@ int stn_claim(st_conv *gc)
 
 int stn_append(st_conv *gc, const st_item *items, size_t n, st_done_fn done, void *ctx)
 {
+    return stn_append_at(gc, STN_ANYWHERE, items, n, done, ctx);
+}
+
+int stn_append_at(st_conv *gc, uint64_t at, const st_item *items, size_t n, st_done_fn done,
+                  void *ctx)
+{
     stn_conv *c = C(gc);
     if (n == 0 || done == NULL)
         return -EINVAL;
@@ -351,6 +365,7 @@ int stn_append(st_conv *gc, const st_item *items, size_t n, st_done_fn done, voi
     j->kind = STN_APPEND;
     j->done = done;
     j->ctx = ctx;
+    j->at = at;
     j->items = (st_nats_item *)(j + 1);
     j->payloads = (rt_buf **)(j->items + n);
     char *kb = (char *)(j->payloads + n); /* the ids and keys, copied */

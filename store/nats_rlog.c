@@ -92,7 +92,15 @@ uint64_t stn_log_count(const st_log *gl)
     pthread_mutex_unlock(&l->mu);
     if (r < 0)
         return atomic_load(&l->known); /* what is reachable: the last known */
-    atomic_store(&l->known, n);
+    /* raised only: a notice of more (nats_owner.c) may have come meanwhile,
+     * and memory past a lower count would read as the whole log */
+    for (uint64_t k = atomic_load(&l->known); k < n;)
+        if (atomic_compare_exchange_weak(&l->known, &k, n))
+            break;
+    /* so that what the conversation then decides is checked from memory
+     * (st_log_check), on its loop; if this fails, checks say they would
+     * wait, and are asked in the thread pool */
+    stn_tail_catch_up(l, n);
     return n;
 }
 
@@ -163,28 +171,30 @@ int stn_log_read(st_log *gl, uint64_t first, uint32_t max, st_page **out)
     return r;
 }
 
-int stn_log_find(st_log *gl, const void *id, size_t idlen, uint64_t *index)
+/* From memory when it holds the whole log, or holds a match (which is
+ * then kept: the loop's checks find it there); else from the cluster. */
+static int find(st_log *gl, bool key, const void *v, size_t len, uint64_t *index)
 {
     stn_log *l = L(gl);
-    int r = stn_tail_find(l, false, id, idlen, true, index);
+    int r = stn_tail_find(l, key, v, len, true, STN_WHOLE, index);
+    if (r == -EAGAIN && stn_tail_find(l, key, v, len, true, 0, index) == 0)
+        r = 0;
     if (r != -EAGAIN)
         return r;
     pthread_mutex_lock(&l->mu);
-    r = st_nats_log_find(l->nl, id, idlen, index);
+    r = key ? st_nats_log_find_key(l->nl, v, len, index) : st_nats_log_find(l->nl, v, len, index);
     pthread_mutex_unlock(&l->mu);
     return r;
 }
 
+int stn_log_find(st_log *gl, const void *id, size_t idlen, uint64_t *index)
+{
+    return find(gl, false, id, idlen, index);
+}
+
 int stn_log_find_key(st_log *gl, const void *key, size_t keylen, uint64_t *index)
 {
-    stn_log *l = L(gl);
-    int r = stn_tail_find(l, true, key, keylen, true, index);
-    if (r != -EAGAIN)
-        return r;
-    pthread_mutex_lock(&l->mu);
-    r = st_nats_log_find_key(l->nl, key, keylen, index);
-    pthread_mutex_unlock(&l->mu);
-    return r;
+    return find(gl, true, key, keylen, index);
 }
 
 int stn_log_read_now(st_log *gl, uint64_t first, uint32_t max, st_page **out)
@@ -198,13 +208,19 @@ int stn_log_read_now(st_log *gl, uint64_t first, uint32_t max, st_page **out)
 
 int stn_log_find_now(st_log *gl, const void *id, size_t idlen, uint64_t *index)
 {
-    int r = stn_tail_find(L(gl), false, id, idlen, false, index);
+    int r = stn_tail_find(L(gl), false, id, idlen, false, STN_WHOLE, index);
     return r == -EAGAIN ? -EWOULDBLOCK : r;
 }
 
 int stn_log_find_key_now(st_log *gl, const void *key, size_t keylen, uint64_t *index)
 {
-    int r = stn_tail_find(L(gl), true, key, keylen, false, index);
+    int r = stn_tail_find(L(gl), true, key, keylen, false, STN_WHOLE, index);
+    return r == -EAGAIN ? -EWOULDBLOCK : r;
+}
+
+int stn_log_check(st_log *gl, bool key, const void *v, size_t len, uint64_t upto, uint64_t *index)
+{
+    int r = stn_tail_find(L(gl), key, v, len, false, upto, index);
     return r == -EAGAIN ? -EWOULDBLOCK : r;
 }
 

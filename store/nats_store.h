@@ -49,6 +49,7 @@ typedef struct stn_store stn_store;
 typedef struct stn_conv stn_conv;
 
 typedef enum { STN_APPEND, STN_FILE, STN_DELETE, STN_CLAIM, STN_PROBE } stn_kind;
+#define STN_ANYWHERE UINT64_MAX
 
 typedef struct stn_job {
     struct stn_job *next;
@@ -57,6 +58,7 @@ typedef struct stn_job {
     void *ctx;
     char name[64];       /* STN_FILE */
     rt_buf *data;        /* STN_FILE: a reference */
+    uint64_t at;         /* STN_APPEND: its first index (STN_ANYWHERE: not checked) */
     size_t n;            /* STN_APPEND: items, ids and keys copied */
     st_nats_item *items; /* their data point into payloads */
     rt_buf **payloads;   /* references */
@@ -224,6 +226,8 @@ int stn_workers_start(stn_store *s);
 /* Run every job queued, then stop the workers. */
 void stn_workers_stop(stn_store *s);
 int stn_append(st_conv *c, const st_item *items, size_t n, st_done_fn done, void *ctx);
+int stn_append_at(st_conv *c, uint64_t first, const st_item *items, size_t n, st_done_fn done,
+                  void *ctx);
 /* Take the log over (a job, in order with the others; blocking until it
  * ran: 0 or its error), so that the node that creates a conversation owns
  * it from the start: the other nodes forward to it rather than racing it
@@ -238,6 +242,12 @@ int stn_conv_delete(st_conv *c, st_done_fn done, void *ctx);
 /* At the first st_conv_log (blocking): index every event, keep the last.
  * Again after a failure; a no-op once loaded. 0 or an error. */
 int stn_tail_load(stn_log *l);
+/* Bring memory up to the log's first count events, read by a node that
+ * does not write it (blocking): the events it lacks, up to
+ * STN_CATCH_UP_MAX, else the index loaded again from the page entries.
+ * What the conversation decides on is then answered from memory. */
+#define STN_CATCH_UP_MAX 10000
+int stn_tail_catch_up(stn_log *l, uint64_t count);
 /* Is it loaded (no request: what st_conv_log_now asks)? */
 bool stn_tail_loaded(stn_log *l);
 /* The events memory answers for: the writer's count, or, before this node
@@ -256,10 +266,14 @@ void stn_tail_push(stn_conv *c, uint64_t first, const stn_job *j);
 /* 1 with *out (or a negative errno) if memory answers, 0 if the cluster
  * must. */
 int stn_tail_read(stn_log *l, uint64_t first, uint32_t max, st_page **out);
-/* 0 or -ENOENT if memory answers, -EAGAIN if the cluster must. A match
- * older than the tail, unless memory kept it from an earlier check, is
- * confirmed by reading it (wait: then it is kept), or is -EAGAIN. */
-int stn_tail_find(stn_log *l, bool key, const void *v, size_t len, bool wait, uint64_t *index);
+/* 0 or -ENOENT if memory answers, -EAGAIN if the cluster must: memory
+ * answers if it holds the log's events [0, upto), or, for upto STN_WHOLE,
+ * the whole log (as this node writes or last read it). A match older than
+ * the tail, unless memory kept it from an earlier check, is confirmed by
+ * reading it (wait: then it is kept), or is -EAGAIN. */
+#define STN_WHOLE UINT64_MAX
+int stn_tail_find(stn_log *l, bool key, const void *v, size_t len, bool wait, uint64_t upto,
+                  uint64_t *index);
 size_t stn_tail_memory(stn_log *l);
 void stn_tail_free(stn_log *l);
 
@@ -301,6 +315,7 @@ int stn_log_find_key(st_log *l, const void *key, size_t keylen, uint64_t *index)
 int stn_log_read_now(st_log *l, uint64_t first, uint32_t max, st_page **out);
 int stn_log_find_now(st_log *l, const void *id, size_t idlen, uint64_t *index);
 int stn_log_find_key_now(st_log *l, const void *key, size_t keylen, uint64_t *index);
+int stn_log_check(st_log *l, bool key, const void *v, size_t len, uint64_t upto, uint64_t *index);
 int stn_conv_log_now(st_conv *c, st_log **log);
 size_t stn_log_memory(const st_log *l);
 bool stn_log_read_only(const st_log *l);

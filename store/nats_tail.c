@@ -27,8 +27,12 @@
  *     then makes its verdict on the loop with the answers in memory.
  * Trusting what was loaded before writing is safe because the writer's
  * take-over checks it (stn_tail_claim): a log that grew meanwhile on
- * another node refuses that append and is loaded again. Anything else
- * (reads before the tail, a log known to have grown) goes to the cluster.
+ * another node refuses that append and is loaded again; and an append
+ * decided at index n is stored only at n (st_append_at). A count read at
+ * the leader brings memory up to it (stn_tail_catch_up), so that a node
+ * that does not write the log checks what its conversation decides from
+ * memory too. Anything else (reads before the tail, a log known to have
+ * grown) goes to the cluster.
  */
 #include "nats_store.h"
 
@@ -156,16 +160,26 @@ static void forget_old(stn_log *l)
         drop_old(l);
 }
 
-int stn_tail_load(stn_log *l)
+/* The events of np into the ring (those it lacks), and into the index
+ * from covered on (tmu). */
+static int keep_page(stn_log *l, const st_nats_page *np)
 {
-    /* l->mu is held across requests: a loaded log is seen without it */
-    if (loaded(l))
-        return 0;
-    pthread_mutex_lock(&l->mu);
-    if (loaded(l)) { /* another thread loaded it meanwhile */
-        pthread_mutex_unlock(&l->mu);
-        return 0;
+    for (uint32_t i = 0; np != NULL && i < np->n; i++) {
+        const st_nats_event *e = &np->ev[i];
+        if (l->lo < l->hi && e->index < l->hi)
+            continue; /* there already (the writer's own, or read before) */
+        rt_buf *b = rt_buf_copy(e->data, e->len);
+        int r = b == NULL ? -ENOMEM : keep(l, e->index, b, e->id, e->idlen, e->key, e->keylen);
+        rt_buf_unref(b);
+        if (r < 0)
+            return r;
     }
+    return 0;
+}
+
+/* Index every event from the page entries, keep the last page (l->mu). */
+static int load(stn_log *l)
+{
     int r = stn_index_load(l->nl);
     uint64_t count = l->nl->covered;
     st_nats_page *np = NULL;
@@ -185,22 +199,68 @@ int stn_tail_load(stn_log *l)
         memset(&l->nl->keys, 0, sizeof l->nl->keys);
         l->nl->covered = 0;
     }
-    bool empty = l->lo == l->hi; /* else the writer's own are there already */
-    for (uint32_t i = 0; r == 0 && np != NULL && empty && i < np->n; i++) {
-        const st_nats_event *e = &np->ev[i];
-        rt_buf *b = rt_buf_copy(e->data, e->len);
-        if (b == NULL || keep(l, e->index, b, e->id, e->idlen, e->key, e->keylen) < 0)
-            r = -ENOMEM;
-        rt_buf_unref(b);
-    }
+    if (r == 0)
+        r = keep_page(l, np);
     if (r == 0) {
         l->loaded = true;
         if (atomic_load(&l->known) < l->covered)
             atomic_store(&l->known, l->covered);
     }
     pthread_mutex_unlock(&l->tmu);
-    pthread_mutex_unlock(&l->mu);
     st_nats_page_free(np);
+    return r;
+}
+
+int stn_tail_load(stn_log *l)
+{
+    /* l->mu is held across requests: a loaded log is seen without it */
+    if (loaded(l))
+        return 0;
+    pthread_mutex_lock(&l->mu);
+    int r = loaded(l) ? 0 : load(l); /* another thread may have loaded it meanwhile */
+    pthread_mutex_unlock(&l->mu);
+    return r;
+}
+
+/* The events [covered, count) into memory: read when few, else the index
+ * loaded again from the page entries (l->mu). */
+static int catch_up(stn_log *l, uint64_t count)
+{
+    pthread_mutex_lock(&l->tmu);
+    uint64_t from = l->covered;
+    bool skip = atomic_load(&l->c->writing) || from >= count;
+    pthread_mutex_unlock(&l->tmu);
+    if (skip)
+        return 0;
+    if (count - from > STN_CATCH_UP_MAX)
+        return load(l);
+    int r = 0;
+    while (r == 0 && from < count) {
+        st_nats_page *np = NULL;
+        uint64_t n = count - from;
+        r = st_nats_log_read(l->nl, from, n < ST_NATS_READ_MAX ? (uint32_t)n : ST_NATS_READ_MAX,
+                             &np);
+        bool moved = false;
+        if (r == 0) {
+            pthread_mutex_lock(&l->tmu);
+            if (l->covered == from) /* else another thread did */
+                r = keep_page(l, np);
+            moved = l->covered > from;
+            from = l->covered;
+            pthread_mutex_unlock(&l->tmu);
+        }
+        st_nats_page_free(np);
+        if (!moved)
+            break;
+    }
+    return r;
+}
+
+int stn_tail_catch_up(stn_log *l, uint64_t count)
+{
+    pthread_mutex_lock(&l->mu);
+    int r = loaded(l) ? catch_up(l, count) : load(l);
+    pthread_mutex_unlock(&l->mu);
     return r;
 }
 
@@ -372,15 +432,17 @@ static int in_log(stn_log *l, uint64_t at, bool key, const void *v, size_t len)
     return r;
 }
 
-int stn_tail_find(stn_log *l, bool key, const void *v, size_t len, bool wait, uint64_t *index)
+int stn_tail_find(stn_log *l, bool key, const void *v, size_t len, bool wait, uint64_t upto,
+                  uint64_t *index)
 {
     if (len == 0 || len > 255)
         return -ENOENT;
     candidates k = {.n = 0};
     int r[8];
     pthread_mutex_lock(&l->tmu);
-    int e = whole(l) ? stn_table_each(key ? &l->keys : &l->ids, stn_hash(v, len), candidate, &k)
-                     : -EAGAIN;
+    bool covers = upto == STN_WHOLE ? whole(l) : l->covered >= upto;
+    int e = covers ? stn_table_each(key ? &l->keys : &l->ids, stn_hash(v, len), candidate, &k)
+                   : -EAGAIN;
     for (int i = 0; e == 0 && i < k.n; i++)
         r[i] = in_tail(l, k.at[i], key, v, len);
     pthread_mutex_unlock(&l->tmu);

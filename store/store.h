@@ -176,6 +176,13 @@ typedef void (*st_done_fn)(void *ctx, int status, uint64_t first);
  * conversation complete in the order they were made. -ESHUTDOWN once the
  * store is closing (then done never runs). */
 int st_append(st_conv *c, const st_item *items, size_t n, st_done_fn done, void *ctx);
+/* st_append for a writer that decided the events on the log's first
+ * `first` events (st_log_check): they are appended only if the log then
+ * holds exactly that many, else done gets -ESTALE and nothing is
+ * appended. The local stores have one writer, which makes it hold; a
+ * cluster checks it (another node may have appended). */
+int st_append_at(st_conv *c, uint64_t first, const st_item *items, size_t n, st_done_fn done,
+                 void *ctx);
 /* Write `data` as the file `name` in the conversation's directory,
  * atomically, after the appends made before this call (so a checkpoint
  * written here never covers less than it says); durably, or (durable

@@ -595,11 +595,13 @@ def split(work):
             for eid, at in acks.items():
                 check(at < len(ids) and ids[at] == eid, "every acked event at its acked index",
                       eid, at)
-        # a node fenced while its requests wait may check one against the
-        # cluster on its loop (README: not fixed yet): counted, not failed
+        # a node fenced while its requests wait checks them from memory or
+        # in the thread pool, never against the cluster on its loop
         waits = [n.loop_requests() for n in nodes[:2]]
         print("split: %d appends refused while the nodes fenced each other; "
               "loop waits %s" % (fenced[0], waits))
+        check(waits == [0, 0], "parley_nats_loop_requests_total is 0 on both split nodes",
+              waits)
         reader.stop()
         for n in nodes[:2]:
             n.terminate()
