@@ -711,7 +711,7 @@ static void refused_by(fwd_job *j, int status, const rt_buf *body, const char *e
                     ? rt_json_read((const char *)rt_buf_data(body), rt_buf_len(body), 0, &e)
                     : NULL;
     const char *d = json_string_value(json_object_get(v, "detail"));
-    snprintf(j->detail, sizeof(j->detail), "%s", d != NULL ? d : err);
+    snprintf(j->detail, sizeof(j->detail), "%.*s", (int)sizeof(j->detail) - 1, d != NULL ? d : err);
     json_decref(v);
 }
 

@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 typedef struct rt_text {
     char *p; /* malloc'd; the writer owns it */
@@ -16,9 +17,26 @@ typedef struct rt_text {
     bool failed;
 } rt_text;
 
-void rt_text_put(rt_text *w, const char *s, size_t n);
 void rt_text_puts(rt_text *w, const char *s);
-void rt_text_putc(rt_text *w, char c);
+/* put and putc are inline where there is room: a serialized event is
+ * written in dozens of small pieces, each a call otherwise. */
+void rt_text_put_grow(rt_text *w, const char *s, size_t n);
+static inline void rt_text_put(rt_text *w, const char *s, size_t n)
+{
+    if (w->cap - w->len > n && !w->failed) { /* room for the final NUL too */
+        memcpy(w->p + w->len, s, n);
+        w->len += n;
+    } else {
+        rt_text_put_grow(w, s, n);
+    }
+}
+static inline void rt_text_putc(rt_text *w, char c)
+{
+    if (w->cap - w->len > 1 && !w->failed)
+        w->p[w->len++] = c;
+    else
+        rt_text_put_grow(w, &c, 1);
+}
 /* A number in decimal (what printf's %lld and %llu write, without its cost:
  * events and answers are full of them). */
 void rt_text_i64(rt_text *w, int64_t v);

@@ -49,6 +49,27 @@ START_TEST(test_numbers_as_printf_writes_them)
 }
 END_TEST
 
+/* The word-at-a-time scan agrees with the plain rule byte by byte, for
+ * every length and place of the first special byte (and none). */
+START_TEST(test_json_plain_finds_the_first_special)
+{
+    static const char special[] = {'"', '\\', 0x00, 0x01, 0x1f, '\n'};
+    static const char plain[] = {' ', 'x', 0x7f, (char)0x80, (char)0xc3, (char)0xff, '/'};
+    char buf[80];
+    uint64_t seed = 7;
+    for (size_t n = 0; n < sizeof(buf); n++)
+        for (size_t at = 0; at <= n; at++) {
+            for (size_t i = 0; i < n; i++) {
+                seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+                buf[i] = plain[(seed >> 33) % sizeof(plain)];
+            }
+            if (at < n)
+                buf[at] = special[(seed >> 40) % sizeof(special)];
+            ck_assert_uint_eq(rt_json_plain(buf, n), at);
+        }
+}
+END_TEST
+
 START_TEST(test_utf8_streaming)
 {
     static const char ok[] = "a\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80z"; /* aé€😀z */
@@ -92,6 +113,7 @@ int main(void)
     TCase *tc = tcase_create("text");
     tcase_add_test(tc, test_printf_appends);
     tcase_add_test(tc, test_numbers_as_printf_writes_them);
+    tcase_add_test(tc, test_json_plain_finds_the_first_special);
     tcase_add_test(tc, test_utf8_streaming);
     tcase_add_test(tc, test_utf8_clean);
     suite_add_tcase(s, tc);
