@@ -140,8 +140,8 @@ void ev_format_timestamp(long long sec, long usec, char out[32])
     }
     int year = tm.tm_year + 1900;
     if (year < 0 || year > 9999) { /* not a time any clock gives; printf copes */
-        int n = snprintf(out, 32, "%04d-%02d-%02dT%02d:%02d:%02d", year, tm.tm_mon + 1,
-                         tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
+        int n = snprintf(out, 32, "%04d-%02d-%02dT%02d:%02d:%02d", year, tm.tm_mon + 1, tm.tm_mday,
+                         tm.tm_hour, tm.tm_min, tm.tm_sec);
         if (usec != 0 && n > 0 && n < 32)
             snprintf(out + n, 32 - (size_t)n, ".%06ld", usec);
         return;
@@ -173,6 +173,17 @@ static const char *set_str(json_t *obj, const char *key, const char *val)
     if (s == NULL || json_object_set_new(obj, key, s) != 0)
         return NULL;
     return json_string_value(json_object_get(obj, key));
+}
+
+/* The same for ASCII this file made (an id, a timestamp: every event is
+ * stamped, and jansson's UTF-8 checks of key and value cost more than the
+ * rest). */
+static const char *set_ascii(json_t *obj, const char *key, const char *val)
+{
+    json_t *s = json_stringn_nocheck(val, strlen(val));
+    if (s == NULL || json_object_set_new_nocheck(obj, key, s) != 0)
+        return NULL;
+    return json_string_value(s); /* obj holds it */
 }
 
 int ev_set_parent(ev *e, const char *parent_id)
@@ -210,13 +221,13 @@ int ev_stamp(ev *e, const char *head)
         if (rc != 0)
             return rc;
         rt_uuid_dashed(&u, id);
-        if ((e->id = set_str(e->obj, "id", id)) == NULL)
+        if ((e->id = set_ascii(e->obj, "id", id)) == NULL)
             return -ENOMEM;
     }
     if (e->timestamp == NULL) {
         char buf[32];
         ev_now_timestamp(buf);
-        if ((e->timestamp = set_str(e->obj, "timestamp", buf)) == NULL)
+        if ((e->timestamp = set_ascii(e->obj, "timestamp", buf)) == NULL)
             return -ENOMEM;
     }
     if (e->parent_id == NULL && head != NULL) {
