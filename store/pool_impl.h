@@ -173,7 +173,8 @@ struct stp_store {
     pthread_mutex_t sl_mu;
     pthread_cond_t sl_cv;
     bool sl_started, sl_stop, sl_ckpt_busy;
-    uint32_t *sl_seqs; /* indexes to write */
+    uint64_t ckpt_since, ckpt_every; /* the committer's: bytes rolled since the last one */
+    uint32_t *sl_seqs;               /* indexes to write */
     size_t sl_n, sl_cap;
     uint8_t *sl_ckpt; /* a checkpoint to write, or NULL */
     size_t sl_ckpt_len;
@@ -336,7 +337,11 @@ void stp_seal_stop(stp_store *s);
 void stp_seal_idx(stp_store *s, uint32_t seq);
 /* Queue a checkpoint (takes buf), replacing one not yet written. */
 void stp_seal_ckpt(stp_store *s, uint32_t seq, uint8_t *buf, size_t len);
-/* The committer: a roll's checkpoint, unless one is still being written. */
+/* The committer: a roll's checkpoint, unless one is still being written,
+ * or the rolls since the last one wrote less than 8 times its size: a
+ * checkpoint holds every conversation (about 80 B each), and at 16 MiB
+ * segments a catalog of 100,000 would otherwise rewrite half as much as
+ * the appends. An open after a crash scans what came after it. */
 void stp_seal_roll_ckpt(stp_store *s, uint32_t seq);
 
 /* pool_spare.c: the next segment's file, made ahead */

@@ -173,6 +173,11 @@ void stp_seal_roll_ckpt(stp_store *s, uint32_t seq)
     pthread_mutex_unlock(&s->sl_mu);
     uint8_t *b;
     size_t len;
-    if (!writing && !s->no_ckpt && stp_ckpt_snapshot(s, seq, &b, &len) == 0)
-        stp_seal_ckpt(s, seq, b, len);
+    s->ckpt_since += s->o.segment_bytes; /* about what a roll wrote */
+    if (writing || s->no_ckpt || s->ckpt_since < s->ckpt_every ||
+        stp_ckpt_snapshot(s, seq, &b, &len) < 0)
+        return;
+    s->ckpt_since = 0;
+    s->ckpt_every = 8 * (uint64_t)len;
+    stp_seal_ckpt(s, seq, b, len);
 }
