@@ -296,8 +296,12 @@ int stp_ckpt_decode(const uint8_t *p, size_t len, stp_ckpt *h, stp_store *s,
     int err = 0;
     for (uint64_t i = 0; !r.bad && err == 0 && i < n; i++) {
         stp_conv *c = get_conv(&r, s, &err);
-        if (c != NULL)
+        if (c != NULL && (c->create_seq < h->first || c->create_seq > h->seq)) {
+            stp_conv_free(c); /* created in a segment it does not cover: not ours */
+            r.bad = true;
+        } else if (c != NULL) {
             err = add(ctx, c);
+        }
     }
     if (err == 0 && (r.bad || r.at != r.len))
         err = -EBADMSG;

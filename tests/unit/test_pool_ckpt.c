@@ -115,7 +115,7 @@ static stp_conv *make_conv(unsigned k, bool parent, uint32_t nruns, int nfiles)
         tst_conv_id(k + 100, &c->parent);
     c->broken = k % 2 == 1;
     c->count = 10 * nruns;
-    c->create_seq = k;
+    c->create_seq = k + 1;
     c->meta_at = (stp_loc){k, 16 + k, 30};
     for (uint32_t r = 0; r < nruns; r++)
         ck_assert_int_eq(stp_note_run(c, 2 + 2 * r, 10 * r), 0);
@@ -171,6 +171,13 @@ START_TEST(test_ckpt_encoding)
     for (size_t i = 0; i < in.n; i++)
         same_conv(in.v[i], out.v[i]);
     convs_free(&out);
+    in.v[0]->create_seq = 6; /* after the segments it covers */
+    uint8_t *bad;
+    size_t badlen;
+    ck_assert_int_eq(stp_ckpt_encode(&h, in.v, in.n, &bad, &badlen), 0);
+    ck_assert_int_eq(stp_ckpt_decode(bad, badlen, &g, NULL, collect, &out), -EBADMSG);
+    convs_free(&out);
+    free(bad);
     for (size_t cut = 0; cut < len; cut++) {
         ck_assert_msg(stp_ckpt_decode(b, cut, &g, NULL, collect, &out) == -EBADMSG, "cut %zu", cut);
         convs_free(&out);
