@@ -74,6 +74,7 @@ int pl_open(const pl_options *o, pl_instance **out, char *err, size_t errlen)
         so.nats_tls_ca = o->nats_tls_ca;
         so.nats_tls_cert = o->nats_tls_cert;
         so.nats_tls_key = o->nats_tls_key;
+        so.nats_shards = o->nats_shards;
     }
     if (o != NULL && o->durability != NULL &&
         st_parse_durability(o->durability, &so.durability, &so.interval_ms) != 0) {

@@ -187,6 +187,11 @@ typedef struct pl_options {
     const char *store;
     const char *node_id;
     const char *nats_creds, *nats_tls_ca, *nats_tls_cert, *nats_tls_key;
+    /* How many shard streams hold the conversations' logs (1 to 1024),
+     * fixed for a cluster: the first node records it there, a node asking
+     * for another count is refused. 0 = what the cluster recorded, or 16
+     * on a new cluster. */
+    unsigned nats_shards;
 } pl_options;
 
 /* The library's version, e.g. "0.1.0". */

@@ -169,6 +169,11 @@ unsigned st_nats_shard(const st_nats *n, const rt_uuid *id)
     return (unsigned)(h % n->shards);
 }
 
+unsigned st_nats_shards(const st_nats *n)
+{
+    return n->shards;
+}
+
 int64_t st_nats_max_payload(const st_nats *n)
 {
     return n->max_payload;
@@ -337,6 +342,102 @@ int stn_bind_bucket_ttl(st_nats *n, const char *bucket, const char *about, int64
     }
 }
 
+/* The value of key in the page bucket, read at the stream's leader (a
+ * replica may not have applied a write just made): 0, -ENOENT or an error. */
+static int pages_get(st_nats *n, const char *key, char *out, size_t cap)
+{
+    char stream[64], subject[96];
+    snprintf(stream, sizeof stream, "KV_%s", ST_NATS_PAGES);
+    snprintf(subject, sizeof subject, "$KV.%s.%s", ST_NATS_PAGES, key);
+    int64_t until = stn_now_ms() + n->deadline_ms;
+    for (int attempt = 0;; attempt++) {
+        natsMsg *m = NULL;
+        jsErrCode jerr = 0;
+        stn_waits("reading the shard count");
+        natsStatus s = js_GetLastMsg(&m, n->js, stream, subject, NULL, &jerr);
+        int r = s == NATS_OK ? 0 : stn_errno(s, jerr);
+        if (r == 0) {
+            const char *op = NULL;
+            if (natsMsgHeader_Get(m, "KV-Operation", &op) == NATS_OK && op != NULL)
+                r = -ENOENT; /* DEL or PURGE */
+            int len = natsMsg_GetDataLength(m);
+            if (r == 0 && (len <= 0 || (size_t)len >= cap))
+                r = -EBADMSG;
+            if (r == 0) {
+                memcpy(out, natsMsg_GetData(m), (size_t)len);
+                out[len] = '\0';
+            }
+            natsMsg_Destroy(m);
+            return r;
+        }
+        if (r == -ENOENT || !stn_retryable(r) || stn_now_ms() >= until)
+            return r;
+        stn_backoff(attempt, until);
+    }
+}
+
+/* Whether stream `name` exists: 1, 0, or an error. */
+static int stream_exists(st_nats *n, const char *name)
+{
+    int64_t until = stn_now_ms() + n->deadline_ms;
+    for (int attempt = 0;; attempt++) {
+        jsStreamInfo *si = NULL;
+        jsErrCode jerr = 0;
+        stn_waits("checking a stream");
+        natsStatus s = js_GetStreamInfo(&si, n->js, name, NULL, &jerr);
+        jsStreamInfo_Destroy(si);
+        int r = s == NATS_OK ? 1 : stn_errno(s, jerr);
+        if (r == 1 || r == -ENOENT)
+            return r == 1;
+        if (!stn_retryable(r) || stn_now_ms() >= until)
+            return r;
+        stn_backoff(attempt, until);
+    }
+}
+
+/* How many shard streams the cluster's conversations are on is fixed for
+ * a deployment (a conversation's stream is a hash of its id modulo that
+ * count): the first node records it in the page bucket (key "shards"),
+ * later ones take it from there (want 0) or are refused if they want
+ * another count, instead of looking for conversations in other streams
+ * than those they are on. A cluster a parley made before the count was
+ * recorded has 16. */
+static int agree_shards(st_nats *n, unsigned want, char *err, size_t errlen)
+{
+    char v[16];
+    int r = pages_get(n, "shards", v, sizeof v);
+    if (r == -ENOENT) {
+        char name[32];
+        snprintf(name, sizeof name, ST_NATS_STREAM "0");
+        int old = stream_exists(n, name);
+        if (old < 0)
+            return fail(err, errlen, old, "%s: stream %s", stn_what(old), name);
+        unsigned count = old ? 16 : want ? want : 16;
+        snprintf(v, sizeof v, "%u", count);
+        uint64_t rev = 0;
+        stn_waits("recording the shard count");
+        natsStatus s = kvStore_Create(&rev, n->pages, "shards", v, (int)strlen(v));
+        /* on failure, another node recorded it meanwhile: read what it wrote */
+        r = s == NATS_OK ? 0 : pages_get(n, "shards", v, sizeof v);
+    }
+    if (r < 0)
+        return fail(err, errlen, r, "%s: the shard count (bucket %s, key shards)", stn_what(r),
+                    ST_NATS_PAGES);
+    char *end = NULL;
+    unsigned long have = strtoul(v, &end, 10);
+    if (end == v || *end != '\0' || have < 1 || have > ST_NATS_SHARDS_MAX)
+        return fail(err, errlen, -EBADMSG,
+                    "the shard count in bucket %s (key shards) is '%s', not 1 to %d", ST_NATS_PAGES,
+                    v, ST_NATS_SHARDS_MAX);
+    if (want != 0 && want != have)
+        return fail(err, errlen, -EINVAL,
+                    "this cluster's conversations are on %lu shard streams, not %u (the count "
+                    "is fixed for a deployment: bucket %s, key shards)",
+                    have, want, ST_NATS_PAGES);
+    n->shards = (unsigned)have;
+    return 0;
+}
+
 /* "a,b,c" into nats:// URLs; *count of them. */
 static char **split_servers(const char *list, int *count)
 {
@@ -426,7 +527,7 @@ int st_nats_open(const st_nats_opts *o, st_nats **out, char *err, size_t errlen)
         free_servers(servers, count);
         return fail(err, errlen, -EINVAL, "no NATS servers in \"%s\"", o->servers);
     }
-    n->shards = o->shards ? o->shards : 16;
+    n->shards = 16; /* until the cluster says (agree_shards) */
     n->request_ms = o->request_ms ? (int64_t)o->request_ms : 2000;
     n->deadline_ms = o->deadline_ms ? (int64_t)o->deadline_ms : 15000;
     snprintf(n->node, sizeof n->node, "%s", o->node ? o->node : "parley");
@@ -439,7 +540,7 @@ int st_nats_open(const st_nats_opts *o, st_nats **out, char *err, size_t errlen)
     rt_uuid_hex(&token, n->token);
     snprintf(n->servers, sizeof n->servers, "%s", o->servers);
     pthread_mutex_init(&n->mu, NULL);
-    n->ready = calloc(n->shards, 1);
+    n->ready = calloc(ST_NATS_SHARDS_MAX, 1);
 
     natsOptions *no = NULL;
     char name[96];
@@ -502,6 +603,8 @@ int st_nats_open(const st_nats_opts *o, st_nats **out, char *err, size_t errlen)
                             "parley: stream sequences of each closed page of 100 events", &n->pages,
                             err, errlen);
     }
+    if (r == 0)
+        r = agree_shards(n, o->shards, err, errlen);
     if (r != 0) {
         st_nats_close(n);
         return r;

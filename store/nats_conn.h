@@ -43,7 +43,10 @@ typedef struct st_nats_opts {
      * signs the servers' certificates (TLS then required), this client's
      * certificate chain and key (both or neither) */
     const char *creds, *tls_ca, *tls_cert, *tls_key;
-    unsigned shards;      /* shard streams; 0: 16. Fixed for a deployment */
+    /* shard streams; fixed for a deployment: the first node records the
+     * count in the page bucket, a node giving another is refused. 0: the
+     * recorded count, or 16 on a new cluster */
+    unsigned shards;
     int replicas;         /* 0: 3 when the cluster has >= 3 servers, else 1 */
     uint64_t request_ms;  /* one request's timeout; 0: 2000 */
     uint64_t deadline_ms; /* one operation, with its retries; 0: 15000 */
@@ -64,6 +67,8 @@ void st_nats_close(st_nats *n);
 
 /* The shard of a conversation: a hash of its id, modulo shards. */
 unsigned st_nats_shard(const st_nats *n, const rt_uuid *id);
+/* How many shard streams the cluster has (agreed at open). */
+unsigned st_nats_shards(const st_nats *n);
 /* The largest message the cluster accepts (its max_payload), headers
  * included. */
 int64_t st_nats_max_payload(const st_nats *n);

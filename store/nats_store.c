@@ -499,7 +499,8 @@ static int nats_open(const st_opts *o, st_store **out, char *err, size_t errlen)
                        .creds = o->nats_creds,
                        .tls_ca = o->nats_tls_ca,
                        .tls_cert = o->nats_tls_cert,
-                       .tls_key = o->nats_tls_key};
+                       .tls_key = o->nats_tls_key,
+                       .shards = o->nats_shards};
     int r = st_nats_open(&no, &s->n, err, errlen);
     if (r == 0)
         r = stn_bind_bucket(s->n, STN_CONVS, "parley: the conversations and their meta", &s->convs,
@@ -519,8 +520,8 @@ static int nats_open(const st_opts *o, st_store **out, char *err, size_t errlen)
         nats_close((st_store *)(void *)s);
         return r;
     }
-    rt_log(RT_LOG_INFO, "store", "opened nats=%s node=%s replicas=%d workspaces=%s", o->dir,
-           no.node, st_nats_replicas(s->n), s->workspaces);
+    rt_log(RT_LOG_INFO, "store", "opened nats=%s node=%s replicas=%d shards=%u workspaces=%s",
+           o->dir, no.node, st_nats_replicas(s->n), st_nats_shards(s->n), s->workspaces);
     *out = (st_store *)(void *)s;
     return 0;
 }

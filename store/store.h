@@ -75,6 +75,7 @@ typedef struct st_opts {
     const char *node;
     const char *workspaces;
     const char *nats_creds, *nats_tls_ca, *nats_tls_cert, *nats_tls_key;
+    unsigned nats_shards; /* shard streams (nats_conn.h); 0: the cluster's, or 16 */
 } st_opts;
 
 /* "full", "none", or "interval=DURATION" ("interval=250ms", "interval=2s",

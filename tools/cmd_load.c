@@ -30,6 +30,7 @@ static const char load_usage[] =
     "                   [--rate R|max] [--batch K] [--event-size BYTES] [--duration D]\n"
     "                   [--stalled N] [--mix KIND] [--readers R] [--faults] [--idle] [--threads N] "
     "[--server-pid PID]\n"
+    "                   [--cpu-pid PID[,PID...]]\n"
     "                   [--config FILE] [--api-key KEY] [--json]\n\n"
     "Load a running server of the OpenHands agent-server API (parley serve, or\n"
     "another) and check it: C new conversations, each with P producers posting\n"
@@ -83,6 +84,9 @@ static const char load_usage[] =
     "                      connections (default 1)\n"
     "  --server-pid PID    the server's process, on this machine: its CPU time during\n"
     "                      the run and its RSS, from /proc\n"
+    "  --cpu-pid PID,...   more processes on this machine (a cluster's other nodes, its\n"
+    "                      NATS servers; at most 16) whose CPU time over the same span\n"
+    "                      as the server's is reported, each\n"
     "  --config FILE       options from a JSON object, e.g. {\"conversations\": 4,\n"
     "                      \"mix\": \"realistic\", \"faults\": true, \"duration\": \"30s\"}\n"
     "                      (keys: the long options; flags on the command line win)\n"
@@ -194,6 +198,7 @@ static int parse(int argc, char **argv, load_cfg *c)
         IDLE,
         THREADS,
         PID,
+        CPU_PID,
         KEY,
         JSON
     };
@@ -214,6 +219,7 @@ static int parse(int argc, char **argv, load_cfg *c)
         {"config", required_argument, NULL, CONFIG},
         {"threads", required_argument, NULL, THREADS},
         {"server-pid", required_argument, NULL, PID},
+        {"cpu-pid", required_argument, NULL, CPU_PID},
         {"api-key", required_argument, NULL, KEY},
         {"json", no_argument, NULL, JSON},
         {"help", no_argument, NULL, 'h'},
@@ -268,6 +274,19 @@ static int parse(int argc, char **argv, load_cfg *c)
             break;
         case PID:
             ok = cli_parse_int(cmd, "--server-pid", optarg, 1, 1 << 30, &c->server_pid);
+            break;
+        case CPU_PID:
+            for (char *p = optarg; ok && *p != '\0';) {
+                char one[24];
+                size_t len = strcspn(p, ",");
+                if (len == 0 || len >= sizeof(one) || c->ncpu_pids == LOAD_CPU_PIDS)
+                    return cli_usage_error(cmd, "--cpu-pid wants up to %d pids, comma-separated",
+                                           LOAD_CPU_PIDS);
+                memcpy(one, p, len);
+                one[len] = '\0';
+                ok = cli_parse_int(cmd, "--cpu-pid", one, 1, 1 << 30, &c->cpu_pids[c->ncpu_pids++]);
+                p += len + (p[len] == ',');
+            }
             break;
         case RATE:
             c->rate = strcmp(optarg, "max") == 0 ? 0 : strtod(optarg, &end);
@@ -527,7 +546,9 @@ static int run_load(int argc, char **argv)
         uint64_t t0 = uv_hrtime();
         phase(run, LOAD_CONNECT, c->threads);
         run->connect_s = (double)(uv_hrtime() - t0) / 1e9;
-        double cpu0 = cpu_s(c->server_pid);
+        double cpu0 = cpu_s(c->server_pid), each0[LOAD_CPU_PIDS];
+        for (int i = 0; i < c->ncpu_pids; i++)
+            each0[i] = cpu_s(c->cpu_pids[i]);
         run->t_run = uv_hrtime();
         phase(run, LOAD_RUN, c->threads);
         phase(run, LOAD_ACKS, c->threads);
@@ -535,6 +556,10 @@ static int run_load(int argc, char **argv)
         phase(run, LOAD_DRAIN, c->threads);
         double cpu1 = cpu_s(c->server_pid);
         srv.cpu_s = cpu0 >= 0 && cpu1 >= 0 ? cpu1 - cpu0 : -1;
+        for (int i = 0; i < c->ncpu_pids; i++) {
+            double now = cpu_s(c->cpu_pids[i]);
+            srv.cpu_each_s[i] = each0[i] >= 0 && now >= 0 ? now - each0[i] : -1;
+        }
         srv.rss_kib = kib(c->server_pid, "VmRSS");
         srv.hwm_kib = kib(c->server_pid, "VmHWM");
         if (c->stalled > 0)

@@ -24,7 +24,7 @@
 static const char serve_usage[] =
     "usage: parley serve [--data DIR] [--store nats://HOST:PORT[,HOST:PORT...]]\n"
     "                    [--node-id ID] [--nats-creds FILE] [--nats-tls-ca FILE]\n"
-    "                    [--nats-tls-cert FILE --nats-tls-key FILE]\n"
+    "                    [--nats-tls-cert FILE --nats-tls-key FILE] [--nats-shards N]\n"
     "                    [--listen HOST:PORT] [--api-key KEY]\n"
     "                    [--tls-cert FILE --tls-key FILE] [--durability POLICY] [--workers N]\n"
     "                    [--log-level LEVEL] [limits...] [--defer-timeout DURATION]\n"
@@ -50,6 +50,9 @@ static const char serve_usage[] =
     "  --nats-tls-ca FILE   connect to NATS with TLS, trusting the servers signed by this CA\n"
     "  --nats-tls-cert FILE, --nats-tls-key FILE\n"
     "                       this client's certificate chain and key for NATS (mutual TLS)\n"
+    "  --nats-shards N      shard streams holding the conversations' logs, 1..1024 (default:\n"
+    "                       what the cluster recorded, 16 on a new one); fixed for a\n"
+    "                       cluster: a node giving another count is refused\n"
     "  --durability POLICY  full: acknowledge appends once fdatasync'ed (default);\n"
     "                       interval=DURATION: fdatasync every DURATION (e.g. 250ms);\n"
     "                       none: leave flushing to the kernel (the local store only:\n"
@@ -222,6 +225,7 @@ int cmd_serve(int argc, char **argv)
                                          {"nats-tls-ca", required_argument, NULL, 16},
                                          {"nats-tls-cert", required_argument, NULL, 17},
                                          {"nats-tls-key", required_argument, NULL, 18},
+                                         {"nats-shards", required_argument, NULL, 19},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
     const char *data = "parley-data", *durability = "full";
@@ -393,6 +397,13 @@ int cmd_serve(int argc, char **argv)
         case 18:
             po.nats_tls_key = optarg;
             break;
+        case 19:
+            if (!cli_parse_int("serve", "--nats-shards", optarg, 1, 1024, &n)) {
+                acp_registry_clear(&agents);
+                return CLI_USAGE;
+            }
+            po.nats_shards = (unsigned)n;
+            break;
         case 'h':
             acp_registry_clear(&agents);
             fputs(serve_usage, stdout);
@@ -408,7 +419,7 @@ int cmd_serve(int argc, char **argv)
         return cli_usage_error("serve", "HTTPS needs both --tls-cert and --tls-key");
     if (po.store == NULL &&
         (po.node_id != NULL || po.nats_creds != NULL || po.nats_tls_ca != NULL ||
-         po.nats_tls_cert != NULL || po.nats_tls_key != NULL))
+         po.nats_tls_cert != NULL || po.nats_tls_key != NULL || po.nats_shards != 0))
         return cli_usage_error("serve", "--node-id and --nats-* options need --store nats://...");
     if ((po.nats_tls_cert == NULL) != (po.nats_tls_key == NULL))
         return cli_usage_error("serve", "NATS mutual TLS needs both --nats-tls-cert and "

@@ -29,6 +29,8 @@
 #include <sys/socket.h>
 #include <uv.h>
 
+enum { LOAD_CPU_PIDS = 16 };
+
 typedef struct load_cfg {
     net_url url;
     struct sockaddr_storage addr; /* the URL's host, resolved */
@@ -37,6 +39,7 @@ typedef struct load_cfg {
     uint64_t duration_ms;
     bool idle, json, progress, faults, mix; /* mix: --mix realistic */
     int server_pid;                         /* 0: none */
+    int cpu_pids[LOAD_CPU_PIDS], ncpu_pids; /* --cpu-pid: more processes' CPU time */
     char conversation[37];                  /* an existing one to load, or "" */
     const char *api_key;
 } load_cfg;
@@ -165,9 +168,10 @@ int load_check_log(load_run *run, bool unanswered);
 /* load_report.c: the results of all shards, said as text or one JSON
  * object on stdout; returns the exit status (1: the verdict is fail). */
 typedef struct load_server {
-    double cpu_s;          /* during the run, drain included; <0: unknown */
-    long rss_before_kib;   /* before the subscribers connected; -1: unknown */
-    long rss_kib, hwm_kib; /* at the end of the run, and the peak */
+    double cpu_s;                     /* during the run, drain included; <0: unknown */
+    long rss_before_kib;              /* before the subscribers connected; -1: unknown */
+    long rss_kib, hwm_kib;            /* at the end of the run, and the peak */
+    double cpu_each_s[LOAD_CPU_PIDS]; /* of cfg.cpu_pids, over the same time; <0: unknown */
 } load_server;
 int load_report(const load_run *run, const load_server *srv);
 

@@ -192,6 +192,13 @@ static void json(const load_run *run, const load_server *srv, const totals *t, b
                            t->opened,
                            (double)(srv->rss_kib - srv->rss_before_kib) * 1024 / t->opened);
     }
+    if (c->ncpu_pids > 0) {
+        rt_text_puts(&w, ", \"cpu_pids\": [");
+        for (int i = 0; i < c->ncpu_pids; i++)
+            rt_text_printf(&w, "%s{\"pid\": %d, \"cpu_s\": %.3f}", i ? ", " : "", c->cpu_pids[i],
+                           srv->cpu_each_s[i]);
+        rt_text_puts(&w, "]");
+    }
     rt_text_puts(&w, "}\n");
     if (!w.failed)
         fwrite(w.p, 1, w.len, stdout);
@@ -278,6 +285,9 @@ static void text(const load_run *run, const load_server *srv, const totals *t, b
                    commas((uint64_t)t->opened, a),
                    (double)(srv->rss_kib - srv->rss_before_kib) * 1024 / t->opened);
     }
+    for (int i = 0; i < c->ncpu_pids; i++)
+        printf("  %-11s pid %d: %.2f s CPU during the run\n", i == 0 ? "cpu" : "", c->cpu_pids[i],
+               srv->cpu_each_s[i]);
     if (c->faults)
         printf("  %-11s %s connections cut: subscribers resumed with after_id, producers dialed "
                "again\n",

@@ -588,6 +588,28 @@ START_TEST(test_missing_page_entry_rebuilt)
 }
 END_TEST
 
+/* The shard count is the cluster's: recorded by the first open, taken by
+ * an open that gives none, refused to an open that gives another. */
+START_TEST(test_shard_count_is_the_clusters)
+{
+    st_nats *n = connect_to(-1);
+    ck_assert_uint_eq(st_nats_shards(n), SHARDS);
+    char servers[512], err[256] = "";
+    url(-1, servers, sizeof servers);
+    st_nats_opts o = {.servers = servers, .node = "test"};
+    st_nats *m = NULL;
+    ck_assert_msg(st_nats_open(&o, &m, err, sizeof err) == 0, "%s", err);
+    ck_assert_uint_eq(st_nats_shards(m), SHARDS);
+    st_nats_close(m);
+    m = NULL;
+    o.shards = SHARDS + 1;
+    ck_assert_int_eq(st_nats_open(&o, &m, err, sizeof err), -EINVAL);
+    ck_assert_ptr_null(m);
+    ck_assert_msg(strstr(err, "on 4 shard streams, not 5"), "%s", err);
+    st_nats_close(n);
+}
+END_TEST
+
 START_TEST(test_bounds_and_errors)
 {
     char err[256] = "";
@@ -976,6 +998,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_batch_cut_short_left_behind);
     tcase_add_test(tc, test_unknown_outcome_settled_by_take_over);
     tcase_add_test(tc, test_missing_page_entry_rebuilt);
+    tcase_add_test(tc, test_shard_count_is_the_clusters);
     tcase_add_test(tc, test_bounds_and_errors);
     tcase_add_test(tc, test_split_writers_one_record_per_slot);
     tcase_add_test(tc, test_stream_leader_killed_under_a_writer);
