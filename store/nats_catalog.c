@@ -278,6 +278,17 @@ static void pause_ms(stn_store *s, int64_t ms)
         stn_timedwait(&s->wcv, &s->wmu, ms);
 }
 
+static bool stopping(stn_store *s)
+{
+    pthread_mutex_lock(&s->wmu);
+    bool stop = s->wstop;
+    pthread_mutex_unlock(&s->wmu);
+    return stop;
+}
+
+/* The watch stops itself, between two kvWatcher_Next (polling for
+ * closing): cnats 3.4.1 leaks the message that a kvWatcher_Stop made
+ * meanwhile catches inside kvWatcher_Next (fixed in later versions). */
 static void *watch_main(void *arg)
 {
     stn_store *s = arg;
@@ -298,11 +309,14 @@ static void *watch_main(void *arg)
             pthread_mutex_unlock(&s->wmu);
             continue;
         }
-        s->watcher = w;
         pthread_mutex_unlock(&s->wmu);
         for (;;) {
             kvEntry *e = NULL;
-            st = kvWatcher_Next(&e, w, 60000);
+            st = kvWatcher_Next(&e, w, STN_WATCH_POLL_MS);
+            if (stopping(s)) {
+                kvEntry_Destroy(e);
+                break;
+            }
             if (st == NATS_TIMEOUT)
                 continue; /* nothing changed */
             if (st != NATS_OK)
@@ -319,10 +333,7 @@ static void *watch_main(void *arg)
                               (size_t)kvEntry_ValueLen(e), kvEntry_Revision(e));
             kvEntry_Destroy(e);
         }
-        pthread_mutex_lock(&s->wmu);
-        s->watcher = NULL;
-        bool stop = s->wstop;
-        pthread_mutex_unlock(&s->wmu);
+        bool stop = stopping(s);
         kvWatcher_Destroy(w);
         if (!stop)
             rt_log(RT_LOG_WARN, "store", "nats: the watch of %s ended (%s): watching again",
@@ -365,8 +376,6 @@ void stn_catalog_stop(stn_store *s)
         return;
     pthread_mutex_lock(&s->wmu);
     s->wstop = true;
-    if (s->watcher != NULL)
-        kvWatcher_Stop(s->watcher);
     pthread_cond_broadcast(&s->wcv);
     pthread_mutex_unlock(&s->wmu);
     pthread_join(s->wthread, NULL);

@@ -168,6 +168,7 @@ typedef struct stn_entry {
 } stn_entry;
 
 #define STN_CATALOG_LOAD_MS 120000
+#define STN_WATCH_POLL_MS   200 /* the watch looks whether the store closes */
 
 struct stn_store {
     const st_backend *be;
@@ -185,7 +186,6 @@ struct stn_store {
     pthread_cond_t wcv;
     pthread_t wthread;
     bool wstarted, wstop, synced;
-    kvWatcher *watcher;
     char werr[256];
     _Atomic size_t nlogs; /* no lock: st_conv_log holds c->mu, and s->mu comes first */
     stn_conv *rhead, *rtail;

@@ -655,7 +655,7 @@ def split(work):
         for n in nodes[:2]:
             n.terminate()
             rc = n.proc.wait(60)
-            check(rc == 0, "a split node exits 0 after SIGTERM", rc)
+            check(rc == 0, "a split node exits 0 after SIGTERM", rc, n.log_tail())
             n.kill()
     finally:
         for n in nodes:
