@@ -42,6 +42,14 @@ void conv_note(conv *c)
         c->noted.findings.stuck == r.findings.stuck)
         return;
     convs_note(c->ctx, &r);
+    if (c->sc != NULL) { /* other nodes' lists: published if this node writes it */
+        st_summary sum = {.status = (uint32_t)r.status,
+                          .count = r.count,
+                          .violations = r.findings.violations,
+                          .stuck = r.findings.stuck};
+        memcpy(sum.last_event, r.updated, sizeof(sum.last_event));
+        st_conv_note_summary(c->sc, &sum);
+    }
     c->noted.done = true;
     c->noted.status = r.status;
     c->noted.count = r.count;

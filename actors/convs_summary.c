@@ -73,8 +73,25 @@ static void summary_of(const conv_entry *e, conv_summary *out)
     memcpy(out->last_event, e->last_event, sizeof(out->last_event));
 }
 
+/* On a store shared by nodes, what the conversation's writer published
+ * of it (st_conv_summary), if that is newer than what this node noted:
+ * every status it reaches is an event, so the longer log is the newer. */
+static void take_published(convs *s, const rt_uuid *id, conv_summary *out)
+{
+    st_summary p;
+    if (!out->exists || st_conv_summary(s->store, id, &p) != 0 ||
+        (out->known && p.count <= out->count) || p.status > CONV_DELETING)
+        return;
+    out->known = true;
+    out->status = (conv_status)p.status;
+    out->count = p.count;
+    out->findings = (conv_findings){.violations = p.violations, .stuck = p.stuck};
+    memcpy(out->last_event, p.last_event, sizeof(out->last_event));
+}
+
 int convs_summaries(convs *s, const rt_uuid *ids, size_t n, conv_summary *out)
 {
+    bool shared = st_store_shared(s->store);
     pthread_mutex_lock(&s->mu);
     for (size_t i = 0; i < n; i++) {
         if (i % 1024 == 1023) { /* conversations note on their loops meanwhile */
@@ -84,6 +101,8 @@ int convs_summaries(convs *s, const rt_uuid *ids, size_t n, conv_summary *out)
         conv_entry *e = convs_find(s, &ids[i]);
         if (e != NULL && e->meta_known) {
             summary_of(e, &out[i]);
+            if (shared)
+                take_published(s, &ids[i], &out[i]);
             continue;
         }
         /* first asked: its info is read once, without the lock */
@@ -108,6 +127,8 @@ int convs_summaries(convs *s, const rt_uuid *ids, size_t n, conv_summary *out)
             set_meta_part(e, j);
         json_decref(j);
         summary_of(e, &out[i]);
+        if (shared)
+            take_published(s, &ids[i], &out[i]);
     }
     pthread_mutex_unlock(&s->mu);
     return 0;

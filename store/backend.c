@@ -205,6 +205,19 @@ bool st_conv_writes_here(st_store *s, const rt_uuid *id)
     return b->writes_here == NULL || b->writes_here(s, id);
 }
 
+void st_conv_note_summary(st_conv *c, const st_summary *sum)
+{
+    const st_backend *b = ST_BACKEND(c);
+    if (b->note_summary != NULL)
+        b->note_summary(c, sum);
+}
+
+int st_conv_summary(st_store *s, const rt_uuid *id, st_summary *out)
+{
+    const st_backend *b = ST_BACKEND(s);
+    return b->summary != NULL ? b->summary(s, id, out) : -ENOENT;
+}
+
 int st_route_of(st_store *s, const rt_uuid *id, st_route *out, char *err, size_t errlen)
 {
     const st_backend *b = ST_BACKEND(s);

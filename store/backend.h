@@ -84,6 +84,9 @@ typedef struct st_backend {
     int (*serve)(st_store *s, st_fwd_fn fn, void *ctx);
     int (*follow)(st_conv *c, st_follow_fn fn, void *ctx, st_follow **out);
     void (*follow_stop)(st_follow *f);
+    /* Optional (NULL: none published; a note is ignored). */
+    void (*note_summary)(st_conv *c, const st_summary *sum);
+    int (*summary)(st_store *s, const rt_uuid *id, st_summary *out);
 } st_backend;
 
 /* The names of the store's own files (st_store_put_file): plain, lower

@@ -17,6 +17,9 @@
  *                    by an older incarnation never applies to a newer one
  *   d.<hex>          put "<gen>": incarnations up to gen are deleted, for
  *                    good (their handles are gone here too)
+ *   s.<hex>          what lists show of it, as its writer published it
+ *                    (nats_summary.c), if newer (by revision); it applies
+ *                    to the incarnation it names only
  */
 #include "nats_store.h"
 
@@ -27,7 +30,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 /* ---- the table ------------------------------------------------------------ */
 
@@ -197,7 +199,7 @@ void stn_catalog_apply(stn_store *s, const char *key, kvOperation op, const void
     rt_uuid id;
     uint64_t gen;
     char kind = key[0];
-    if ((kind != 'c' && kind != 'm' && kind != 'd') || key[1] != '.' ||
+    if ((kind != 'c' && kind != 'm' && kind != 'd' && kind != 's') || key[1] != '.' ||
         !parse_id(key + 2, &id, &gen) || (kind != 'c' && gen != 0))
         return; /* not one of these (old p. entries) */
     pthread_mutex_lock(&s->mu);
@@ -215,6 +217,8 @@ void stn_catalog_apply(stn_store *s, const char *key, kvOperation op, const void
         rt_buf *m = rt_buf_copy(v, len);
         if (m != NULL)
             set_meta(e, m, rev);
+    } else if (kind == 's') {
+        stn_summary_apply(e, op, v, len, rev); /* one this node cannot read: ignored */
     } else if (kind == 'd' && op == kvOp_Put) {
         char num[24];
         snprintf(num, sizeof num, "%.*s", (int)(len < 23 ? len : 23), (const char *)v);
@@ -270,18 +274,21 @@ int stn_catalog_children(stn_store *s, const rt_uuid *id, rt_uuid **ids, size_t 
  * which closing cuts short. */
 static void pause_ms(stn_store *s, int64_t ms)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += ms / 1000;
-    ts.tv_nsec += (ms % 1000) * 1000000;
-    if (ts.tv_nsec >= 1000000000) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000;
-    }
     if (!s->wstop)
-        pthread_cond_timedwait(&s->wcv, &s->wmu, &ts);
+        stn_timedwait(&s->wcv, &s->wmu, ms);
 }
 
+static bool stopping(stn_store *s)
+{
+    pthread_mutex_lock(&s->wmu);
+    bool stop = s->wstop;
+    pthread_mutex_unlock(&s->wmu);
+    return stop;
+}
+
+/* The watch stops itself, between two kvWatcher_Next (polling for
+ * closing): cnats 3.4.1 leaks the message that a kvWatcher_Stop made
+ * meanwhile catches inside kvWatcher_Next (fixed in later versions). */
 static void *watch_main(void *arg)
 {
     stn_store *s = arg;
@@ -302,11 +309,14 @@ static void *watch_main(void *arg)
             pthread_mutex_unlock(&s->wmu);
             continue;
         }
-        s->watcher = w;
         pthread_mutex_unlock(&s->wmu);
         for (;;) {
             kvEntry *e = NULL;
-            st = kvWatcher_Next(&e, w, 60000);
+            st = kvWatcher_Next(&e, w, STN_WATCH_POLL_MS);
+            if (stopping(s)) {
+                kvEntry_Destroy(e);
+                break;
+            }
             if (st == NATS_TIMEOUT)
                 continue; /* nothing changed */
             if (st != NATS_OK)
@@ -323,10 +333,7 @@ static void *watch_main(void *arg)
                               (size_t)kvEntry_ValueLen(e), kvEntry_Revision(e));
             kvEntry_Destroy(e);
         }
-        pthread_mutex_lock(&s->wmu);
-        s->watcher = NULL;
-        bool stop = s->wstop;
-        pthread_mutex_unlock(&s->wmu);
+        bool stop = stopping(s);
         kvWatcher_Destroy(w);
         if (!stop)
             rt_log(RT_LOG_WARN, "store", "nats: the watch of %s ended (%s): watching again",
@@ -369,8 +376,6 @@ void stn_catalog_stop(stn_store *s)
         return;
     pthread_mutex_lock(&s->wmu);
     s->wstop = true;
-    if (s->watcher != NULL)
-        kvWatcher_Stop(s->watcher);
     pthread_cond_broadcast(&s->wcv);
     pthread_mutex_unlock(&s->wmu);
     pthread_join(s->wthread, NULL);

@@ -112,6 +112,21 @@ int64_t stn_now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+void stn_timedwait(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t ms)
+{
+    if (ms <= 0)
+        return;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (ms % 1000) * 1000000;
+    if (ts.tv_nsec >= 1000000000) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000;
+    }
+    pthread_cond_timedwait(cv, mu, &ts);
+}
+
 _Atomic uint64_t st_nats_loop_requests;
 
 void stn_waits(const char *what)

@@ -33,17 +33,8 @@ static void job_free(stn_job *j)
     free(j);
 }
 
-/* Queue j on c (holding c for it) unless the store is closing. */
-static int submit(stn_conv *c, stn_job *j, bool hold)
+void stn_queue_locked(stn_store *s, stn_conv *c, stn_job *j)
 {
-    stn_store *s = c->s;
-    pthread_mutex_lock(&s->mu);
-    if (s->stop) {
-        pthread_mutex_unlock(&s->mu);
-        return -ESHUTDOWN;
-    }
-    if (hold)
-        c->refs++;
     pthread_mutex_lock(&c->mu);
     j->next = NULL;
     if (c->jtail != NULL)
@@ -63,6 +54,20 @@ static int submit(stn_conv *c, stn_job *j, bool hold)
         s->rtail = c;
         pthread_cond_signal(&s->cv);
     }
+}
+
+/* Queue j on c (holding c for it) unless the store is closing. */
+static int submit(stn_conv *c, stn_job *j, bool hold)
+{
+    stn_store *s = c->s;
+    pthread_mutex_lock(&s->mu);
+    if (s->stop) {
+        pthread_mutex_unlock(&s->mu);
+        return -ESHUTDOWN;
+    }
+    if (hold)
+        c->refs++;
+    stn_queue_locked(s, c, j);
     pthread_mutex_unlock(&s->mu);
     return 0;
 }
@@ -170,6 +175,8 @@ static int run_delete(stn_conv *c)
     if (r == 0) {
         snprintf(key, sizeof key, "m.%s", c->hex);
         delete_key(&k, key);
+        snprintf(key, sizeof key, "s.%s", c->hex);
+        delete_key(&k, key);
         k.kv = s->files;
         snprintf(key, sizeof key, "%s.>", c->lhex);
         r = stn_kv_keys(s->files, key, delete_key, &k);
@@ -188,6 +195,8 @@ static void run(stn_conv *c, stn_job *j)
         r = -ENOENT;
     else if (j->kind == STN_APPEND)
         r = run_append(c, j, &first);
+    else if (j->kind == STN_SUMMARY)
+        r = stn_summary_run(c);
     else if (j->kind == STN_CLAIM)
         r = c->writer == NULL ? take_over(c) : 0;
     else if (j->kind == STN_FILE) {
@@ -208,8 +217,15 @@ static void *worker_main(void *arg)
     pthread_setname_np(pthread_self(), "parley-nats");
     pthread_mutex_lock(&s->mu);
     for (;;) {
-        while (s->rhead == NULL && !s->stop)
-            pthread_cond_wait(&s->cv, &s->mu);
+        for (;;) { /* jobs, and summaries once due */
+            int64_t next = stn_summary_due(s);
+            if (s->rhead != NULL || s->stop)
+                break;
+            if (next == INT64_MAX)
+                pthread_cond_wait(&s->cv, &s->mu);
+            else
+                stn_timedwait(&s->cv, &s->mu, next - stn_now_ms());
+        }
         stn_conv *c = s->rhead;
         if (c == NULL)
             break; /* stopping, and nothing left */

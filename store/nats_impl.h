@@ -101,6 +101,8 @@ const char *stn_what(int code);
 const char *stn_last_error(natsStatus s);
 bool stn_retryable(int code);
 int64_t stn_now_ms(void);
+/* Wait on cv (mu held) for ms at most (a default, CLOCK_REALTIME cv). */
+void stn_timedwait(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t ms);
 /* Called before every call that waits for the cluster's answer (a
  * request, a publish with its ack): one made on a parley loop thread is
  * counted in st_nats_loop_requests, since it holds up every conversation

@@ -571,4 +571,6 @@ const st_backend st_nats_backend = {
     .serve = stn_serve,
     .follow = stn_follow,
     .follow_stop = stn_follow_stop,
+    .note_summary = stn_note_summary,
+    .summary = stn_summary,
 };

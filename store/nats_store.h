@@ -15,6 +15,11 @@
  *                          logs stay (the streams deny deletes): incarnation
  *                          gen >= 1 logs under an id derived from the id and
  *                          gen (stn_log_id), and keeps its files under it.
+ *   s.<32 hex>             what lists show of it, as its writer last noted
+ *                          (nats_summary.c): "1 <gen> <status> <count>
+ *                          <violations> <stuck> <last event's time or ->";
+ *                          a node that does not know the key (or the
+ *                          version, the first field) ignores it
  * and parley_files holds the small files: "<log's 32 hex>.<name>" a
  * conversation's, "s.<name>" the store's.
  *
@@ -52,7 +57,7 @@
 typedef struct stn_store stn_store;
 typedef struct stn_conv stn_conv;
 
-typedef enum { STN_APPEND, STN_FILE, STN_DELETE, STN_CLAIM, STN_PROBE } stn_kind;
+typedef enum { STN_APPEND, STN_FILE, STN_DELETE, STN_CLAIM, STN_PROBE, STN_SUMMARY } stn_kind;
 #define STN_ANYWHERE UINT64_MAX
 
 typedef struct stn_job {
@@ -138,6 +143,14 @@ struct stn_conv {
     st_nats_log *writer;  /* the worker running its jobs only */
     _Atomic bool writing; /* writer is live: written is the count */
     _Atomic uint64_t written;
+    /* nats_summary.c (s->mu): the summary to publish */
+    st_summary sum;
+    bool sum_new; /* noted since the last publication began */
+    bool sum_any; /* one was published: sum_status at sum_last (ms) */
+    uint32_t sum_status;
+    int sum_sched; /* 0: none; 1: on s->dhead at sum_due (ms); 2: a job */
+    int64_t sum_last, sum_due;
+    stn_conv *dnext;
 };
 
 /* A conversation as the catalog knows it (s->mu). */
@@ -153,9 +166,13 @@ typedef struct stn_entry {
     rt_uuid *kids; /* its live children, unordered */
     uint32_t nkids, kcap;
     stn_conv *open; /* the handle held on this node, if any */
+    bool has_sum;   /* sum: its s. entry, of incarnation sgen, at srev */
+    uint64_t sgen, srev;
+    st_summary sum;
 } stn_entry;
 
 #define STN_CATALOG_LOAD_MS 120000
+#define STN_WATCH_POLL_MS   200 /* the watch looks whether the store closes */
 
 struct stn_store {
     const st_backend *be;
@@ -173,11 +190,12 @@ struct stn_store {
     pthread_cond_t wcv;
     pthread_t wthread;
     bool wstarted, wstop, synced;
-    kvWatcher *watcher;
     char werr[256];
     _Atomic size_t nlogs; /* no lock: st_conv_log holds c->mu, and s->mu comes first */
     stn_conv *rhead, *rtail;
     bool stop;
+    stn_conv *dhead; /* summaries to publish later (nats_summary.c), none before dnext */
+    int64_t dnext;
     /* nats_owner.c: this node's lease (renewed by hthread), and the
      * requests other nodes forward here (fmu) */
     bool owner_init;
@@ -242,6 +260,18 @@ int stn_conv_put_file(st_conv *c, const char *name, rt_buf *data, bool durable, 
 int stn_conv_get_file(st_conv *c, const char *name, char **data, size_t *len);
 int stn_conv_delete(st_conv *c, st_done_fn done, void *ctx);
 
+/* nats_summary.c: the writer's summaries in the catalog (st_conv_note_summary) */
+#define STN_SUMMARY_MS 1000 /* at most one publication a second, but of a status */
+void stn_note_summary(st_conv *c, const st_summary *sum);
+int stn_summary(st_store *s, const rt_uuid *id, st_summary *out);
+/* Queue the publications that are due (s->mu held; all of them once the
+ * store stops): the time of the next one (ms), INT64_MAX if none. */
+int64_t stn_summary_due(stn_store *s);
+/* The worker's job: publish the latest summary. */
+int stn_summary_run(stn_conv *c);
+/* An s. entry into e (s->mu held): false if it is not one. */
+bool stn_summary_apply(stn_entry *e, kvOperation op, const void *v, size_t len, uint64_t rev);
+
 /* nats_tail.c: what a node's reads answer from memory */
 /* At the first st_conv_log (blocking): index every event, keep the last.
  * Again after a failure; a no-op once loaded. 0 or an error. */
@@ -298,6 +328,8 @@ int stn_follow(st_conv *c, st_follow_fn fn, void *ctx, st_follow **out);
 void stn_follow_probe(stn_conv *c, void *follow);
 /* Queue a job of this kind with ctx, done doing nothing. */
 int stn_submit_plain(stn_conv *c, stn_kind kind, void *ctx);
+/* Queue job j on c, whose hold it takes (s->mu held; even when stopping). */
+void stn_queue_locked(stn_store *s, stn_conv *c, stn_job *j);
 void stn_follow_stop(st_follow *f);
 
 /* nats_rlog.c */

@@ -222,6 +222,27 @@ bool st_store_shared(const st_store *s);
  * thread; no I/O. */
 bool st_conv_writes_here(st_store *s, const rt_uuid *id);
 
+/* What lists show of a conversation, as its writer last published it:
+ * status (the layer above's code: opaque here), events, findings, the
+ * last event's timestamp. */
+typedef struct st_summary {
+    uint32_t status;
+    uint64_t count;
+    uint64_t violations, stuck;
+    char last_event[40]; /* "" if none */
+} st_summary;
+/* The conversation's writer says what lists should show of it, each time
+ * that changes: a store shared by nodes publishes it to the others (at
+ * once when the status changes, else at most once a second; in the
+ * background: no wait), one of one node ignores it; so does a node that
+ * is not its writer. Any thread; no waiting. */
+void st_conv_note_summary(st_conv *c, const st_summary *sum);
+/* The summary conversation id's writer last published, as this node knows
+ * it (within about a second of the writer's note): 0, or -ENOENT if there
+ * is none (a store of one node, or none published yet). Any thread; no
+ * I/O. */
+int st_conv_summary(st_store *s, const rt_uuid *id, st_summary *out);
+
 typedef struct st_route {
     bool forward;   /* to the owner, alive; else: append here */
     char owner[33]; /* the owner's token (forward) */

@@ -383,6 +383,55 @@ def reads_fresh(a, b):
         sock.close()
 
 
+def lists_fresh(a, b):
+    """Searches and counts on the node that does not write a conversation
+    (b) show what its owner (a) says within about a second: the owner
+    publishes its summary (status, count, findings, last event) into the
+    catalog and b's watch takes it in; nothing on b reads the log. b
+    loaded the conversation first, so what it knows of it is old."""
+    cid = create(a.port)
+    known(b.port, cid)
+    info(b.port, cid)  # b's actor loads it: its lists know this state
+    for i in range(3):
+        st, body = append(a.port, cid, msg("l%d" % i))
+        check(st == 201, "append l%d through the owner" % i, st, body)
+    for route in ("run", "pause"):
+        st, body = call(a.port, "POST", "/api/conversations/%s/%s" % (cid, route))
+        check(st == 200, route, st, body)
+    st, body = append(a.port, cid, msg("l3"))
+    check(st == 201, "append l3 through the owner", st, body)
+    written = time.monotonic()
+    want = info(a.port, cid)
+    keys = ("event_count", "execution_status", "violations", "updated_at")
+
+    def counts(port):
+        got = []
+        for q in ("", "?status=paused", "?status=idle"):
+            st, n = call(port, "GET", "/api/conversations/count" + q)
+            check(st == 200, "a count" + q, st, n)
+            got.append(n)
+        return got
+
+    def shown(port, q):
+        st, page = call(port, "GET", "/api/conversations/search?limit=100" + q)
+        check(st == 200, "a search" + q, st, page)
+        return next((c for c in page["items"] if c["id"] == cid), None)
+
+    end = written + 5.0
+    while True:
+        item, paused = shown(b.port, ""), shown(b.port, "&status=paused")
+        na, nb = counts(a.port), counts(b.port)
+        if (item is not None and all(item[k] == want[k] for k in keys) and
+                paused is not None and na == nb):
+            break
+        check(time.monotonic() < end, "b's search and counts show the owner's state within "
+              "a few seconds", {k: want[k] for k in keys},
+              item and {k: item[k] for k in keys}, paused is not None, na, nb)
+        time.sleep(0.05)  # polling interval, not a synchronization
+    print("lists on the other node: the owner's state after %.2f s"
+          % (time.monotonic() - written))
+
+
 def ws_elsewhere(a, b):
     """A WebSocket on the node that does not own the conversation (b) gets
     every committed event once, in order: those before it connected
@@ -606,7 +655,7 @@ def split(work):
         for n in nodes[:2]:
             n.terminate()
             rc = n.proc.wait(60)
-            check(rc == 0, "a split node exits 0 after SIGTERM", rc)
+            check(rc == 0, "a split node exits 0 after SIGTERM", rc, n.log_tail())
             n.kill()
     finally:
         for n in nodes:
@@ -629,6 +678,7 @@ def main():
             run("interleaved_appends_forwarded", interleaved, a, b)
             run("writes_forwarded_to_the_owner", writes_forwarded, a, b)
             run("reads_on_the_other_node_are_the_logs", reads_fresh, a, b)
+            run("lists_on_the_other_node_follow_the_owner", lists_fresh, a, b)
             run("ws_subscriber_on_the_other_node", ws_elsewhere, a, b)
             run("ws_message_forwarded_to_the_owner", ws_message_forwarded, a, b)
             run("concurrent_appends", concurrent, a, b)
