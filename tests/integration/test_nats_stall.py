@@ -142,6 +142,8 @@ def intact(node, what):
 
 def stalled(cluster, node):
     pids = cluster.pids()
+    # every server must be stopped, or the append below may be served
+    check(len(pids) == cluster.nodes, "every nats-server is found to be stopped", pids)
     try:
         for pid in pids:
             os.kill(pid, signal.SIGSTOP)
