@@ -46,8 +46,8 @@
 
 #include <stdatomic.h>
 
-#define STN_CONVS   "parley_convs"
-#define STN_FILES   "parley_files"
+#define STN_CONVS "parley_convs"
+#define STN_FILES "parley_files"
 /* Threads running conversations' jobs, one conversation at a time each;
  * an append waits for its ack there, so this is the appends a node has in
  * flight: 4 held one node to 2,100 events/s (bench/cluster.py), 16 give
