@@ -80,6 +80,24 @@ def _alive(pid):
         return False
 
 
+def _threads_stopped(pid):
+    """Every thread of pid is stopped (state T). kill(SIGSTOP) returns
+    before the group stop is done: a thread already running finishes its
+    time slice first, and may answer a request meanwhile."""
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return True  # gone: nothing runs
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] not in ("T", "t"):
+                    return False
+        except OSError:
+            pass  # that thread ended
+    return True
+
+
 class Cluster:
     def __init__(self, dir, nodes=3):
         self.dir = os.path.abspath(dir)
@@ -252,6 +270,16 @@ class Cluster:
         self._load()
         return [n["pid"] for i, n in enumerate(self.state["nodes"], 1)
                 if n["pid"] and self._ours(i, n["pid"]) and _alive(n["pid"])]
+
+    def pause(self, pids, deadline_s=STOP_DEADLINE_S):
+        """SIGSTOP pids and return once every thread of each is stopped."""
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+        end = time.monotonic() + deadline_s
+        while not all(_threads_stopped(pid) for pid in pids):
+            if time.monotonic() > end:
+                raise RuntimeError(f"nats-servers {pids} not stopped after {deadline_s:.0f} s")
+            time.sleep(0.001)  # polling interval; the state is what /proc says
 
     def kill_all(self, sig=signal.SIGKILL):
         for i in range(1, self.nodes + 1):
