@@ -136,6 +136,13 @@ int net_walk_events(net_req *r, net_outcome *out, bool desc, bool (*fn)(json_t *
  * serve it here (net_api_dispatch). Routing and forwarding run in the
  * thread pool. */
 bool net_forward(net_req *r);
+/* Forwards in flight from this node at most (more are refused with 503):
+ * each holds a thread of the thread pool while it waits for the owner, so
+ * a server on a shared store gives the pool this many threads more than
+ * its other work needs (cmd_serve.c). */
+#define NET_FORWARDS_MAX 64
+/* The forwards in flight now (/metrics: parley_http_forwards). */
+int net_forwards_out(void);
 /* Whether a forwarded request's route names the conversation it was
  * forwarded for (always true for a client's request). */
 bool net_forward_route_ok(net_req *r);

@@ -20,7 +20,7 @@
  * Routing reads the log's last record and the owner's lease, and a
  * forward waits for the owner: both in the thread pool, never on a loop.
  * The writes of a conversation this node writes (it wrote the log's last
- * record) skip routing. Bounds: FWD_OUT_MAX forwards in flight from this
+ * record) skip routing. Bounds: NET_FORWARDS_MAX forwards in flight from this
  * node, the store's bound on forwarded bodies, and the owner's bound on
  * what it serves at once. A served request runs on a listener's loop
  * (server.c hands it over), and a stopping server waits for it as for a
@@ -38,7 +38,6 @@
 #include <string.h>
 
 enum {
-    FWD_OUT_MAX = 64,          /* forwards in flight from this node (each holds a pool thread) */
     FWD_WAIT_MS = 25000,       /* how long a forward waits for the owner's answer */
     FWD_SERVE_CALL_MS = 20000, /* the owner's own wait for its conversation: shorter */
 };
@@ -52,6 +51,11 @@ static const bool WRITES[NET_R_COUNT] = {
 };
 
 static _Atomic int fwd_out;
+
+int net_forwards_out(void)
+{
+    return atomic_load(&fwd_out);
+}
 
 /* ---- forwarding a write to its owner ------------------------------------------- */
 
@@ -78,12 +82,12 @@ static void route_work(net_req *r, net_outcome *out)
         out->status = 0;
         return;
     }
-    if (atomic_fetch_add(&fwd_out, 1) >= FWD_OUT_MAX) {
+    if (atomic_fetch_add(&fwd_out, 1) >= NET_FORWARDS_MAX) {
         atomic_fetch_sub(&fwd_out, 1);
         net_fail(out, 503,
                  "cannot forward to the owner of conversation %s: %d requests are "
                  "being forwarded already; retry",
-                 dashed, FWD_OUT_MAX);
+                 dashed, NET_FORWARDS_MAX);
         return;
     }
     st_fwd_req req = {.method = r->http->method,

@@ -39,6 +39,10 @@ void net_api_info(net_req *r)
     case NET_R_METRICS: {
         rt_text t = {0};
         net_metrics_render(&t);
+        rt_metric_gauge(&t, "parley_http_forwards",
+                        "Requests forwarded to the node that owns their conversation, waiting "
+                        "for its answer.",
+                        net_forwards_out());
         conv_metrics_render(&t);
         st_metrics_render(&t);
         ws_metrics_render(&t);

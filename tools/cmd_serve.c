@@ -7,6 +7,7 @@
 #include "cli.h"
 
 #include "actors/acp_registry.h"
+#include "net/api.h"
 #include "parley.h"
 #include "runtime/log.h"
 
@@ -180,6 +181,40 @@ int serve_read_agents(const char *path, acp_registry *r, char *why, size_t cap)
                                : acp_registry_add_json(r, text != NULL ? text : "", len, why, cap);
     free(text);
     return rc;
+}
+
+static void no_work(uv_work_t *w)
+{
+    (void)w;
+}
+
+static void no_work_done(uv_work_t *w, int status)
+{
+    (void)w;
+    (void)status;
+}
+
+/* On a shared store each forward to another node holds a thread of
+ * libuv's pool while it waits (net/api.h): the pool gets that many threads
+ * more than libuv's default 4, so that forwards to a stalled owner never
+ * hold up this node's other work there. libuv sizes its pool from
+ * UV_THREADPOOL_SIZE when it first uses it: start it now, before any
+ * other thread, then take the variable away so that hosted agents (node
+ * is libuv too) do not inherit it. A size the user set is kept. */
+static void pool_for_forwards(void)
+{
+    if (getenv("UV_THREADPOOL_SIZE") != NULL)
+        return;
+    char n[16];
+    snprintf(n, sizeof n, "%d", 4 + NET_FORWARDS_MAX);
+    uv_loop_t l;
+    uv_work_t w;
+    if (setenv("UV_THREADPOOL_SIZE", n, 1) == 0 && uv_loop_init(&l) == 0) {
+        if (uv_queue_work(&l, &w, no_work, no_work_done) == 0)
+            uv_run(&l, UV_RUN_DEFAULT);
+        uv_loop_close(&l);
+    }
+    unsetenv("UV_THREADPOOL_SIZE");
 }
 
 static void on_signal(uv_signal_t *h, int signum)
@@ -430,6 +465,9 @@ int cmd_serve(int argc, char **argv)
                                "with --store, --data is a plain directory (this "
                                "machine's workspaces of hosted agents), not '%s'",
                                data);
+
+    if (po.store != NULL)
+        pool_for_forwards();
 
     pl_instance *p;
     char err[512];

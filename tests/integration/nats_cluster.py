@@ -98,6 +98,17 @@ def _threads_stopped(pid):
     return True
 
 
+def pause(pids, deadline_s=STOP_DEADLINE_S):
+    """SIGSTOP pids and return once every thread of each is stopped."""
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)
+    end = time.monotonic() + deadline_s
+    while not all(_threads_stopped(pid) for pid in pids):
+        if time.monotonic() > end:
+            raise RuntimeError(f"processes {pids} not stopped after {deadline_s:.0f} s")
+        time.sleep(0.001)  # polling interval; the state is what /proc says
+
+
 class Cluster:
     def __init__(self, dir, nodes=3):
         self.dir = os.path.abspath(dir)
@@ -270,16 +281,6 @@ class Cluster:
         self._load()
         return [n["pid"] for i, n in enumerate(self.state["nodes"], 1)
                 if n["pid"] and self._ours(i, n["pid"]) and _alive(n["pid"])]
-
-    def pause(self, pids, deadline_s=STOP_DEADLINE_S):
-        """SIGSTOP pids and return once every thread of each is stopped."""
-        for pid in pids:
-            os.kill(pid, signal.SIGSTOP)
-        end = time.monotonic() + deadline_s
-        while not all(_threads_stopped(pid) for pid in pids):
-            if time.monotonic() > end:
-                raise RuntimeError(f"nats-servers {pids} not stopped after {deadline_s:.0f} s")
-            time.sleep(0.001)  # polling interval; the state is what /proc says
 
     def kill_all(self, sig=signal.SIGKILL):
         for i in range(1, self.nodes + 1):

@@ -200,6 +200,10 @@ class Server:
     def loop_requests(self):
         """How often the server waited for its NATS cluster on a loop thread
         (parley_nats_loop_requests_total), or None if /metrics does not say."""
+        return self.metric("parley_nats_loop_requests_total")
+
+    def metric(self, name):
+        """The value of an unlabelled metric of /metrics (None: not there)."""
         try:
             if self.scheme == "https":
                 import ssl
@@ -213,7 +217,7 @@ class Server:
         except (OSError, http.client.HTTPException):
             return None
         for line in text.splitlines():
-            if line.startswith("parley_nats_loop_requests_total "):
+            if line.startswith(name + " "):
                 return int(float(line.split()[1]))
         return None
 

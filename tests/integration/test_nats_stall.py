@@ -145,7 +145,7 @@ def stalled(cluster, node):
     # every server must be stopped, or the append below may be served
     check(len(pids) == cluster.nodes, "every nats-server is found to be stopped", pids)
     try:
-        cluster.pause(pids)
+        nats_cluster.pause(pids)
         prompt(node, "stalled")
         eid = refused(node, "stalled")
         prompt(node, "stalled, after a refused append")
