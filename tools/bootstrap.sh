@@ -93,8 +93,35 @@ if [ ${#missing[@]} -gt 0 ]; then
     done
 fi
 
+root="$(cd "$(dirname "$0")/.." && pwd)"
+
+# A newer nats-server for the tests, beside Debian 12's 2.9.10: Debian 13's
+# package (2.10), fetched by apt from Debian's archive, whose signature apt
+# checks with Debian 12's own keyring (debian-archive-keyring carries
+# Debian 13's keys), and unpacked into tests/nats-newer/. It is not
+# installed: the system's nats-server stays Debian 12's. The NATS suites run
+# on both (CMakeLists.txt, *_nats_newer).
+newer="$root/tests/nats-newer"
+if [ ! -x "$newer/usr/sbin/nats-server" ]; then
+    echo "bootstrap: Debian 13's nats-server package into tests/nats-newer" >&2
+    tmp="$(mktemp -d)"
+    mkdir -p "$tmp/lists/partial" "$tmp/cache/archives/partial"
+    echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg]" \
+        "http://deb.debian.org/debian trixie main" > "$tmp/sources.list"
+    apt_opts=(-qq -o Dir::Etc::SourceList="$tmp/sources.list" -o Dir::Etc::SourceParts=/dev/null
+              -o Dir::State::Lists="$tmp/lists" -o Dir::Cache="$tmp/cache"
+              -o Debug::NoLocking=1 -o APT::Sandbox::User="$(id -un)")
+    apt-get "${apt_opts[@]}" update >&2
+    (cd "$tmp" && apt-get "${apt_opts[@]}" download nats-server >&2)
+    rm -rf "$newer.tmp"
+    dpkg -x "$tmp"/nats-server_*.deb "$newer.tmp"
+    rm -rf "$tmp" "$newer"
+    mv "$newer.tmp" "$newer"
+    echo "bootstrap: $("$newer/usr/sbin/nats-server" --version) in tests/nats-newer" >&2
+fi
+
 # the npm test clients, at the versions package-lock.json pins
-node_dir="$(cd "$(dirname "$0")/.." && pwd)/tests/node"
+node_dir="$root/tests/node"
 stamp="$node_dir/node_modules/.parley-lock"
 if ! cmp -s "$node_dir/package-lock.json" "$stamp" 2>/dev/null; then
     echo "bootstrap: npm ci in tests/node" >&2

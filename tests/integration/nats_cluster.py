@@ -33,6 +33,7 @@ Only processes this script started are signalled: a pid from cluster.json
 is checked against /proc/PID/cmdline (nats-server with this node's config)
 before any signal, so a reused pid is never hit.
 """
+import functools
 import json
 import os
 import shutil
@@ -46,6 +47,15 @@ import urllib.error
 import urllib.request
 
 NATS_SERVER = os.environ.get("NATS_SERVER", "nats-server")
+
+
+@functools.lru_cache(maxsize=None)
+def server_version(binary=NATS_SERVER):
+    """(major, minor, patch) of `nats-server --version` ("nats-server: v2.9.10")."""
+    out = subprocess.run([binary, "--version"], capture_output=True, text=True,
+                         check=True).stdout
+    v = out.strip().rsplit("v", 1)[-1]
+    return tuple(int(x) for x in v.split(".")[:3])
 READY_DEADLINE_S = float(os.environ.get("PARLEY_NATS_READY_S", "60"))
 STOP_DEADLINE_S = 10.0
 
@@ -151,8 +161,12 @@ class Cluster:
                 f"  store_dir: \"{os.path.join(d, 'js')}\"",
                 "  max_memory_store: 256MB",
                 "  max_file_store: 4GB",
-                "}",
             ]
+            # what production wants (README): each write fsynced before it
+            # is acknowledged; 2.9 has no such option (it syncs every 2 min)
+            if server_version() >= (2, 10, 0):
+                conf.append("  sync_interval: always")
+            conf.append("}")
             if self.nodes > 1:
                 conf += [
                     "cluster {",
