@@ -63,6 +63,7 @@ sys.dont_write_bytecode = True
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
 import nats_cluster  # noqa: E402  (Cluster: start, urls, pids, stop)
+from bench_common import build_release, fmt, markdown  # noqa: E402
 
 CASES = ["local", "one", "split"]
 LISTEN_DEADLINE_S = 60.0
@@ -314,12 +315,6 @@ def summarize(runs):
 
 # ---- the table ---------------------------------------------------------------------
 
-def fmt(v, kind):
-    if v is None:
-        return "—"
-    return {"n": f"{v:,.0f}", "ms": f"{v:.2f}", "us": f"{v:.1f}"}[kind]
-
-
 def table(res, a):
     rows = []
     names = {"local": "local store (pool, --durability full)",
@@ -331,27 +326,14 @@ def table(res, a):
                      fmt(s["parley_cpu_us"], "us"), fmt(s["nats_cpu_us"], "us"),
                      fmt(s["total_cpu_us"], "us"),
                      "pass" if s["failed"] == 0 else f"FAIL {s['failed']}/{s['runs']}"))
-    head = ("case", "events/s", "ack p50 ms", "ack p99 ms", "parley CPU us/event",
-            "NATS CPU us/event", "total CPU us/event", "verdict")
-    w = [max(len(str(r[i])) for r in rows + [head]) for i in range(len(head))]
-    out = ["| " + " | ".join(h.ljust(w[i]) for i, h in enumerate(head)) + " |",
-           "|" + "|".join("-" * (w[i] + 2) for i in range(len(head))) + "|"]
-    for r in rows:
-        out.append("| " + " | ".join(str(c).ljust(w[i]) if i == 0 else str(c).rjust(w[i])
-                                     for i, c in enumerate(r)) + " |")
-    return "\n".join(out)
+    return markdown(("case", "events/s", "ack p50 ms", "ack p99 ms", "parley CPU us/event",
+                     "NATS CPU us/event", "total CPU us/event", "verdict"), rows)
 
 
 # ---- main --------------------------------------------------------------------------
 
 def build(a):
-    bdir = os.path.join(ROOT, "build-bench")
-    log(f"building parley (Release) in {bdir}")
-    subprocess.run(["cmake", "-S", ROOT, "-B", bdir, "-DCMAKE_BUILD_TYPE=Release"],
-                   check=True, stdout=subprocess.DEVNULL)
-    subprocess.run(["cmake", "--build", bdir, "-j", str(os.cpu_count() or 1), "--target",
-                    "parley"], check=True, stdout=subprocess.DEVNULL)
-    a.parley = os.path.join(bdir, "parley")
+    a.parley = os.path.join(build_release(["parley"], log), "parley")
 
 
 def on_signal(signum, frame):

@@ -55,6 +55,7 @@ sys.dont_write_bytecode = True
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 import bench_http  # noqa: E402  (call, message, event_body, fill)
+from bench_common import build_release, fmt, markdown  # noqa: E402
 
 LINES = ["append", "fanout", "paging", "idle-conn", "idle-conv"]
 
@@ -421,16 +422,6 @@ def line_idle_conv(a, res):
 
 # ---- the table ---------------------------------------------------------------------
 
-def fmt(v, kind):
-    if v is None:
-        return "—"
-    if kind == "ms":
-        return f"{v:.2f}"
-    if kind == "us":
-        return f"{v:.1f}"
-    return f"{v:,.0f}"
-
-
 def ratio(p, o, higher_better):
     if p is None or o is None or o <= 0 or p <= 0:
         return "—"  # an RSS that shrank while connections opened: noise, no ratio
@@ -473,25 +464,14 @@ def table(res, a):
             "events)", "idle_conv", "bytes", "n", False)
         row("  the same at rest (its log closed: --idle-close)", "rest_conv", "bytes", "n",
             False)
-    head = ("line", "parley", "Redis Streams", "node ws", "parley/Redis", "parley/node")
-    w = [max(len(str(r[i])) for r in rows + [head]) for i in range(len(head))]
-    out = ["| " + " | ".join(h.ljust(w[i]) for i, h in enumerate(head)) + " |",
-           "|" + "|".join("-" * (w[i] + 2) for i in range(len(head))) + "|"]
-    for r in rows:
-        out.append("| " + " | ".join(str(c).ljust(w[i]) if i == 0 else str(c).rjust(w[i])
-                                     for i, c in enumerate(r)) + " |")
-    return "\n".join(out)
+    return markdown(("line", "parley", "Redis Streams", "node ws", "parley/Redis", "parley/node"),
+                    rows)
 
 
 # ---- main --------------------------------------------------------------------------
 
 def build(a):
-    bdir = os.path.join(ROOT, "build-bench")
-    log(f"building parley and bench_redis (Release) in {bdir}")
-    subprocess.run(["cmake", "-S", ROOT, "-B", bdir, "-DCMAKE_BUILD_TYPE=Release"],
-                   check=True, stdout=subprocess.DEVNULL)
-    subprocess.run(["cmake", "--build", bdir, "-j", str(os.cpu_count() or 1), "--target",
-                    "parley", "bench_redis"], check=True, stdout=subprocess.DEVNULL)
+    bdir = build_release(["parley", "bench_redis"], log)
     a.parley = a.parley or os.path.join(bdir, "parley")
     a.bench_redis = a.bench_redis or os.path.join(bdir, "bench_redis")
 

@@ -254,6 +254,29 @@ static void add_republish(st_nats *n, jsStreamConfig *cfg, unsigned shard)
                cfg->Name, stn_last_error(s));
 }
 
+/* Stream `name`'s info, asked again after a failure that may pass until
+ * `until` (ms): 0 with *si (the caller destroys it), -ENOENT if there is
+ * no such stream, or the error, *s the last status. *attempt counts the
+ * retries, so that a caller that retries more goes on from there. */
+static int stream_info(st_nats *n, const char *name, int64_t until, int *attempt, jsStreamInfo **si,
+                       natsStatus *s)
+{
+    for (;; (*attempt)++) {
+        jsErrCode jerr = 0;
+        *si = NULL;
+        stn_waits("checking a stream");
+        *s = js_GetStreamInfo(si, n->js, name, NULL, &jerr);
+        if (*s == NATS_OK)
+            return 0;
+        jsStreamInfo_Destroy(*si);
+        *si = NULL;
+        int r = stn_errno(*s, jerr);
+        if (r == -ENOENT || !stn_retryable(r) || stn_now_ms() >= until)
+            return r;
+        stn_backoff(*attempt, until);
+    }
+}
+
 static int make_stream(st_nats *n, unsigned shard, char *err, size_t errlen)
 {
     char name[32], subject[48];
@@ -262,17 +285,15 @@ static int make_stream(st_nats *n, unsigned shard, char *err, size_t errlen)
     int64_t until = stn_now_ms() + n->deadline_ms;
     for (int attempt = 0;; attempt++) {
         jsStreamInfo *si = NULL;
-        jsErrCode jerr = 0;
-        stn_waits("checking a stream");
-        natsStatus s = js_GetStreamInfo(&si, n->js, name, NULL, &jerr);
-        if (s == NATS_OK) {
-            int r = check_stream(si->Config, subject, err, errlen);
+        natsStatus s;
+        int r = stream_info(n, name, until, &attempt, &si, &s);
+        if (r == 0) {
+            r = check_stream(si->Config, subject, err, errlen);
             if (r == 0 && si->Config->RePublish == NULL)
                 add_republish(n, si->Config, shard);
             jsStreamInfo_Destroy(si);
             return r;
         }
-        int r = stn_errno(s, jerr);
         if (r == -ENOENT) {
             jsStreamConfig c;
             jsStreamConfig_Init(&c);
@@ -291,7 +312,7 @@ static int make_stream(st_nats *n, unsigned shard, char *err, size_t errlen)
             char live[48];
             republish_of(&rp, subject, live, sizeof live, shard);
             c.RePublish = &rp;
-            jerr = 0;
+            jsErrCode jerr = 0;
             s = js_AddStream(&si, n->js, &c, NULL, &jerr);
             jsStreamInfo_Destroy(si);
             if (s == NATS_OK)
@@ -394,20 +415,12 @@ static int pages_get(st_nats *n, const char *key, char *out, size_t cap)
 /* Whether stream `name` exists: 1, 0, or an error. */
 static int stream_exists(st_nats *n, const char *name)
 {
-    int64_t until = stn_now_ms() + n->deadline_ms;
-    for (int attempt = 0;; attempt++) {
-        jsStreamInfo *si = NULL;
-        jsErrCode jerr = 0;
-        stn_waits("checking a stream");
-        natsStatus s = js_GetStreamInfo(&si, n->js, name, NULL, &jerr);
-        jsStreamInfo_Destroy(si);
-        int r = s == NATS_OK ? 1 : stn_errno(s, jerr);
-        if (r == 1 || r == -ENOENT)
-            return r == 1;
-        if (!stn_retryable(r) || stn_now_ms() >= until)
-            return r;
-        stn_backoff(attempt, until);
-    }
+    int attempt = 0;
+    jsStreamInfo *si = NULL;
+    natsStatus s;
+    int r = stream_info(n, name, stn_now_ms() + n->deadline_ms, &attempt, &si, &s);
+    jsStreamInfo_Destroy(si);
+    return r == 0 ? 1 : r == -ENOENT ? 0 : r;
 }
 
 /* How many shard streams the cluster's conversations are on is fixed for

@@ -4,20 +4,23 @@ load while the owner of the busy conversations is SIGKILLed again and
 again (and started again each time) and one NATS server is restarted
 (issue 22).
 
-Two busy conversations, created on node n1 (their first owner). Each
-round, the owner of the first is the victim; the other two nodes are the
-fronts: `parley load --faults --conversation C` runs against one front per
+Two busy conversations, created on node n1 (their first owner). Round r's
+victim is the owner of conversation r % 2, so that both conversations are
+taken over after a kill, each in two of the three rounds (the first round
+kills n1, the owner of both). The other two nodes are the fronts:
+`parley load --faults --conversation C` runs against one front per
 conversation (producers that drop their connection every 20 to 200
 answers, WebSocket subscribers that cut theirs every 100 to 1,000 frames
 and resume with after_id), the test's own subscribers follow both
-conversations on both fronts, and a probe appends to the first
-conversation through its front, retrying a 503 with the same id. Then the
-victim is SIGKILLed: the fronts' forwards are refused (503) while its
-lease lasts, then the front takes the conversation over, the probe's
-appends go through again (failover time: the kill to the first append
-acknowledged through the other node, from a request sent after the kill),
-and the victim is started again (a new process: it owns nothing). In the
-first round one NATS server is also restarted under the load.
+conversations on both fronts, and a probe per conversation appends to it
+through its front, retrying a 503 with the same id. Then the victim is
+SIGKILLed: the fronts' forwards of the conversations it owned are refused
+(503) while its lease lasts, then each front takes its conversation over,
+the probes' appends go through again (failover time: the kill to the
+first append acknowledged through the other node, from a request sent
+after the kill), and the victim is started again (a new process: it owns
+nothing). In the second round one NATS server is also restarted under
+the load.
 
 The verdict, per round and at the end:
   - each `parley load` says pass: every subscriber got every acked event
@@ -27,6 +30,7 @@ The verdict, per round and at the end:
   - the test's subscribers, on nodes that stayed up, saw the whole log
     once, in order, across the failover;
   - every probe append acknowledged is in the log once, at its acked index;
+  - each conversation's log holds a take-over for each kill of its owner;
   - the log read through every node is the same, each id once;
   - the records themselves, read from the streams: one record per slot,
     dense indexes, and every record of events written by the writer of the
@@ -314,12 +318,14 @@ def main():
             check(st == 201, "a busy conversation is created on n1", st, b)
             convs.append(b["id"])
         owner = {c: "n1" for c in convs}
+        taken = {c: 0 for c in convs}  # take-overs after a kill of its owner
         probes, failovers, report = [], [], []
 
         def a_round(r):
-            victim = owner[convs[0]]
+            target = convs[r % 2]  # the victims alternate between the owners
+            victim = owner[target]
             fronts = [n for n in ("n1", "n2", "n3") if n != victim]
-            front = {convs[0]: fronts[0], convs[1]: fronts[1]}
+            front = {target: fronts[0], convs[1 - r % 2]: fronts[1]}
             for c in convs:  # both fronts know both conversations
                 for n in fronts:
                     end = time.monotonic() + DEADLINE_S
@@ -330,12 +336,14 @@ def main():
             running = [(c, load(parley, nodes[front[c]].port, c, "r%d-%d" % (r, i), work))
                        for i, c in enumerate(convs)]
             loads.extend(p for _, (p, _, _) in running)
-            probe = Probe(nodes[front[convs[0]]].port, convs[0], "probe%d" % r)
-            probes.append(probe)
+            ours = {c: Probe(nodes[front[c]].port, c, "probe%d-%d" % (r, i))
+                    for i, c in enumerate(convs)}
+            probes.extend(ours.values())
             try:
-                rest_of_round(r, victim, front, subs, running, probe)
+                rest_of_round(r, victim, front, subs, running, ours)
             finally:
-                probe.stop = True
+                for p in ours.values():
+                    p.stop = True
                 for _, (p, _, _) in running:
                     if p.poll() is None:
                         p.kill()
@@ -343,29 +351,39 @@ def main():
                 for _, _, s in subs:
                     s.close()
 
-        def rest_of_round(r, victim, front, subs, running, probe):
+        def rest_of_round(r, victim, front, subs, running, ours):
             t_round = time.monotonic()
             end = time.monotonic() + DEADLINE_S
-            while len(probe.acks) < 10:  # the load is on before the kill
-                check(time.monotonic() < end and probe.error is None, "the probe appends",
-                      probe.error)
-                time.sleep(0.02)  # polling interval, not a synchronization
+            for probe in ours.values():
+                while len(probe.acks) < 10:  # the load is on before the kill
+                    check(time.monotonic() < end and probe.error is None, "the probe appends",
+                          probe.error)
+                    time.sleep(0.02)  # polling interval, not a synchronization
             while time.monotonic() - t_round < KILL_AT_S:
                 time.sleep(0.05)  # the kill's moment in the round, not a synchronization
-            probe.killed = time.monotonic()
+            killed = time.monotonic()
+            for probe in ours.values():
+                probe.killed = killed
             nodes[victim].kill()
-            end = time.monotonic() + DEADLINE_S
-            while probe.recovered is None:
-                check(time.monotonic() < end and probe.error is None,
-                      "an append goes through the other node after the kill", probe.error)
-                time.sleep(0.01)  # polling interval, not a synchronization
-            failovers.append(probe.recovered - probe.killed)
-            print("round %d: killed owner %s; first append through %s %.2f s after the kill "
-                  "(%d refusals)" % (r, victim, front[convs[0]], failovers[-1], probe.refusals),
-                  flush=True)
-            for c in convs:
-                if owner[c] == victim:
-                    owner[c] = front[c]
+            # every conversation the victim owned is taken over by its front
+            # (before the victim is back: no other node can have it)
+            for k, c in enumerate(convs):
+                if owner[c] != victim:
+                    continue
+                probe = ours[c]
+                end = time.monotonic() + DEADLINE_S
+                while probe.recovered is None:
+                    check(time.monotonic() < end and probe.error is None,
+                          "an append goes through the other node after the kill", c,
+                          probe.error)
+                    time.sleep(0.01)  # polling interval, not a synchronization
+                failovers.append(probe.recovered - probe.killed)
+                print("round %d: killed %s, owner of conversation %d; first append through %s "
+                      "%.2f s after the kill (%d refusals)" % (r, victim, k, front[c],
+                                                               failovers[-1], probe.refusals),
+                      flush=True)
+                owner[c] = front[c]
+                taken[c] += 1
             start(victim)  # a new process: it owns nothing
             if r == 1:  # and one NATS server restarted under the load
                 cluster.kill(2)
@@ -389,9 +407,10 @@ def main():
                       flush=True)
                 check(rc == 0 and rep.get("verdict") == "pass", "parley load's verdict",
                       rc, rep.get("verdict_detail"))
-            probe.stop = True
-            probe.join(DEADLINE_S)
-            check(probe.error is None, "the probe ran without error", probe.error)
+            for probe in ours.values():
+                probe.stop = True
+                probe.join(DEADLINE_S)
+                check(probe.error is None, "the probe ran without error", probe.error)
             for c in convs:
                 ids = log_ids(nodes[front[c]].port, c)
                 for n, sc, s in subs:
@@ -407,6 +426,8 @@ def main():
             run("round_%d_owner_killed" % r, a_round, r)
 
         def verdict():
+            check(all(n >= 2 for n in taken.values()),
+                  "both conversations were taken over after a kill in several rounds", taken)
             nc = Nats(cluster.url(1))
             try:
                 for c in convs:
@@ -423,6 +444,9 @@ def main():
                                   eid, idx, at.get(eid))
                     recs = nc.records(c.replace("-", ""))
                     takeovers = check_chain(recs, ids, c)
+                    # n1's first, then one for each kill of the owner
+                    check(takeovers >= 1 + taken[c], "a take-over for each kill of its owner",
+                          c, takeovers, taken[c])
                     print("conversation %s: %d events in %d records, %d take-overs, chain "
                           "checked" % (c, len(ids), len(recs), takeovers), flush=True)
             finally:

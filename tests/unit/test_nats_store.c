@@ -5,7 +5,8 @@
  * starts (PARLEY_NATS_URLS): create, get, meta, list, children, appends in
  * order, reads, finds, counts, a conversation's files, the store's files,
  * deletion, and where they differ (a batch of more than 100 events). Then what only a cluster has:
- * a second store on another server sees the same conversations, metas, events and files.
+ * a second store on another server sees the same conversations, metas, events and files,
+ * and a deletion removes the conversation's keys from the buckets.
  *
  * The cluster's buckets and streams are shared by every test: each makes
  * conversations with fresh random ids, and lists are checked for what the
@@ -618,6 +619,90 @@ START_TEST(test_largest_event)
 }
 END_TEST
 
+static int count_key(void *ctx, const char *key)
+{
+    (void)key;
+    (*(int *)ctx)++;
+    return 0;
+}
+
+/* Whether the key key_fmt (with the conversation's hex) is in the catalog:
+ * 0 or -ENOENT. */
+static int in_catalog(stn_store *s, const char *key_fmt, const char *hex)
+{
+    char key[80];
+    snprintf(key, sizeof key, key_fmt, hex);
+    return stn_kv_get(s, STN_CONVS, key, NULL, NULL);
+}
+
+/* The keys of the files of the log lhex in the files bucket. */
+static int files_of(stn_store *s, const char *lhex)
+{
+    char filter[80];
+    int n = 0;
+    snprintf(filter, sizeof filter, "%s.>", lhex);
+    ck_assert_int_eq(stn_kv_keys(s->files, filter, count_key, &n), 0);
+    return n;
+}
+
+/* Deleting a conversation removes its keys from the cluster, not only from
+ * the lists (run_delete in nats_conv.c): its entry c., its meta m., the
+ * summary s. its writer published (nats_summary.c), and its files. */
+START_TEST(test_delete_removes_its_keys)
+{
+    char u[256];
+    nats_url(0, u, sizeof u);
+    st_store *s = open_at(u);
+    stn_store *ns = (stn_store *)(void *)s;
+    rt_uuid a = fresh();
+    st_conv *c = create(s, &a, NULL, "{}");
+    const stn_conv *nc = (const stn_conv *)(void *)c;
+    ck_assert_uint_eq(nc->gen, 0); /* a fresh id: its entry is c.<hex> */
+    /* the delete consumes c: what the keys are named after, kept */
+    char hex[33], lhex[33];
+    snprintf(hex, sizeof hex, "%s", nc->hex);
+    snprintf(lhex, sizeof lhex, "%s", nc->lhex);
+    waiter w;
+    ts_counter_init(&w.n);
+    ck_assert_int_eq(append(c, 0, 2, &w), 0); /* this store becomes its writer */
+    rt_buf *b = text("{\"at\":2}");
+    ck_assert_int_eq(st_conv_put_file(c, "checkpoint.json", b, true, on_done, &w), 0);
+    ck_assert_int_eq(st_conv_put_file(c, "notes.json", b, true, on_done, &w), 0);
+    ck_assert_int_eq(st_conv_set_meta(c, b), 0);
+    rt_buf_unref(b);
+    ck_assert(ts_counter_wait(&w.n, 3));
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(w.status[i], 0);
+
+    /* a first summary is published at once, in the background: this node
+     * knows it once its put is done */
+    st_summary sum = {.status = 1, .count = 2};
+    st_conv_note_summary(c, &sum);
+    st_summary got;
+    int r = -1;
+    for (int i = 0; i < 4000 && (r = st_conv_summary(s, &a, &got)) != 0; i++)
+        nanosleep(&(struct timespec){.tv_nsec = 5000000}, NULL); /* a poll, bounded */
+    ck_assert_int_eq(r, 0);
+    ck_assert_uint_eq(got.count, 2);
+    ck_assert_int_eq(in_catalog(ns, "c.%s", hex), 0);
+    ck_assert_int_eq(in_catalog(ns, "m.%s", hex), 0);
+    ck_assert_int_eq(in_catalog(ns, "s.%s", hex), 0);
+    ck_assert_int_eq(files_of(ns, lhex), 2);
+
+    ck_assert_int_eq(st_conv_delete(c, on_done, &w), 0);
+    ck_assert(ts_counter_wait(&w.n, 4));
+    ck_assert_int_eq(w.status[3], 0);
+    ck_assert_int_eq(in_catalog(ns, "c.%s", hex), -ENOENT);
+    ck_assert_int_eq(in_catalog(ns, "m.%s", hex), -ENOENT);
+    ck_assert_int_eq(in_catalog(ns, "s.%s", hex), -ENOENT);
+    ck_assert_int_eq(in_catalog(ns, "d.%s", hex), 0); /* the tombstone stays */
+    ck_assert_int_eq(files_of(ns, lhex), 0);
+    ck_assert_int_eq(st_conv_summary(s, &a, &got), -ENOENT);
+    ts_counter_destroy(&w.n);
+    st_store_close(s);
+}
+END_TEST
+
 /* Messages this store sent to the cluster so far: every request is one. */
 static uint64_t sent(st_store *s)
 {
@@ -817,6 +902,7 @@ int main(void)
     tcase_set_timeout(cl, 120);
     tcase_add_test(cl, test_second_store_sees_the_same);
     tcase_add_test(cl, test_deleted_then_created_again);
+    tcase_add_test(cl, test_delete_removes_its_keys);
     tcase_add_test(cl, test_writer_reads_from_memory);
     tcase_add_test(cl, test_reader_answers_from_memory);
     suite_add_tcase(s, cl);
