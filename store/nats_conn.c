@@ -573,7 +573,13 @@ int st_nats_open(const st_nats_opts *o, st_nats **out, char *err, size_t errlen)
     natsOptions *no = NULL;
     char name[96];
     snprintf(name, sizeof name, "parley %s", n->node);
-    natsStatus s = n->ready ? natsOptions_Create(&no) : NATS_NO_MEMORY;
+    /* cnats spins on a contended lock up to 2,000 times before it waits
+     * (its default): with STN_WORKERS threads on a few cores that burns the
+     * CPU the loops and the nats-servers need. Only a process's first
+     * nats_Open sets it (natsOptions_Create makes one with the default). */
+    natsStatus s = n->ready ? nats_Open(0) : NATS_NO_MEMORY;
+    if (s == NATS_OK)
+        s = natsOptions_Create(&no);
     if (s == NATS_OK)
         s = natsOptions_SetServers(no, (const char **)servers, count);
     if (s == NATS_OK)
