@@ -595,6 +595,54 @@ def owner_gone(work):
         d.cleanup()
 
 
+def failover_keeps_the_gate(work):
+    """The owner dies with a tool call pending, a message deferred behind it
+    and the conversation paused: the node that takes it over rebuilds all
+    of that from the cluster. An answer out of turn is still refused
+    (naming the call), the status is still paused, and once the call's
+    observation is appended there, the deferred message commits after it."""
+    from parley_client import Server
+    from api_test import action, agent_msg, observation, user_msg
+    c = Server(data=os.path.join(work, "fc"), args=["--node-id", "fc1"]).start()
+    d = Server(data=os.path.join(work, "fd"), args=["--node-id", "fd1"]).start()
+    try:
+        cid = create(c.port)
+        known(d.port, cid)
+        st, b = append(d.port, cid, [user_msg("u1"), action("a1", "c1", "r1")])
+        check(st == 201, "a call, forwarded to the owner", st, b)
+        st, b = append(d.port, cid, user_msg("u2", say="deferred across the failover"))
+        check(st == 202, "a message deferred behind it", st, b)
+        st, b = call(d.port, "POST", "/api/conversations/%s/pause" % cid)
+        check(st == 200, "paused", st, b)
+        c.kill()
+        end = time.monotonic() + DEADLINE_S
+        while True:  # 503 while the dead owner's lease lasts, then a take-over
+            st, b = append(d.port, cid, agent_msg("m9", "too soon", "r2"))
+            if st != 503:
+                break
+            check(time.monotonic() < end, "the other node takes over once the lease is over", b)
+            time.sleep(0.05)  # polling interval, not a synchronization
+        check(st == 409 and "c1" in json.dumps(b),
+              "an answer out of turn is refused after the failover, naming the call", st, b)
+        st, info = call(d.port, "GET", "/api/conversations/%s" % cid)
+        check(st == 200 and info["execution_status"] == "paused", "still paused", st, info)
+        st, b = append(d.port, cid, observation("t1", "c1"))
+        check(st == 201, "the call's observation, on the node that took over", st, b)
+        end = time.monotonic() + DEADLINE_S
+        while "u2" not in log_ids(d.port, cid):
+            check(time.monotonic() < end, "the deferred message commits after the observation",
+                  log_ids(d.port, cid))
+            time.sleep(0.02)  # polling interval, not a synchronization
+        evs = log_events(d.port, cid)
+        mine = [e["id"] for e in evs if e["id"] in ("u1", "a1", "t1", "u2", "m9")]
+        check(mine == ["u1", "a1", "t1", "u2"], "the deferred message after the observation, each once",
+              [(e["id"], e["kind"], e.get("key"), e.get("value")) for e in evs])
+        d.stop()
+    finally:
+        c.cleanup()
+        d.cleanup()
+
+
 def split(work):
     """Two nodes that both take one conversation over (neither forwards):
     they fence each other; never two events at one index."""
@@ -683,6 +731,7 @@ def main():
             run("ws_message_forwarded_to_the_owner", ws_message_forwarded, a, b)
             run("concurrent_appends", concurrent, a, b)
             run("owner_gone", owner_gone, work)
+            run("failover_keeps_the_gate", failover_keeps_the_gate, work)
             run("split_two_writers", split, work)
             run("no_loop_waits",
                 lambda: check(a.loop_requests() == 0 and b.loop_requests() == 0,
