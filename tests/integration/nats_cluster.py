@@ -119,6 +119,68 @@ def pause(pids, deadline_s=STOP_DEADLINE_S):
         time.sleep(0.001)  # polling interval; the state is what /proc says
 
 
+class Client:
+    """A NATS connection for JetStream API requests: standard library only."""
+
+    def __init__(self, url, timeout=10):
+        host, port = url.replace("nats://", "").split(":")
+        self.s = socket.create_connection((host, int(port)), timeout=timeout)
+        self.buf = b""
+        self._line()  # INFO
+        self.s.sendall(b'CONNECT {"verbose":false,"pedantic":false,"headers":true,'
+                       b'"no_responders":true,"protocol":1}\r\nPING\r\n')
+        while self._line() != b"PONG":
+            pass
+        self.inbox = "_INBOX.parley%d" % os.getpid()
+        self.s.sendall(("SUB %s.* 1\r\n" % self.inbox).encode())
+        self.n = 0
+
+    def close(self):
+        self.s.close()
+
+    def _fill(self):
+        got = self.s.recv(1 << 16)
+        if not got:
+            raise RuntimeError("the NATS server closed the connection")
+        self.buf += got
+
+    def _line(self):
+        while b"\r\n" not in self.buf:
+            self._fill()
+        line, self.buf = self.buf.split(b"\r\n", 1)
+        return line
+
+    def _bytes(self, n):
+        while len(self.buf) < n + 2:
+            self._fill()
+        data, self.buf = self.buf[:n], self.buf[n + 2:]
+        return data
+
+    def request(self, subject, body):
+        """The decoded JSON answer ({} for none: no responders)."""
+        self.n += 1
+        reply = "%s.%d" % (self.inbox, self.n)
+        data = json.dumps(body).encode()
+        self.s.sendall(b"PUB %s %s %d\r\n%s\r\n" % (subject.encode(), reply.encode(),
+                                                     len(data), data))
+        while True:
+            line = self._line()
+            if line == b"PING":
+                self.s.sendall(b"PONG\r\n")
+                continue
+            parts = line.split()
+            if not parts or parts[0] not in (b"MSG", b"HMSG"):
+                if line.startswith(b"-ERR"):
+                    raise RuntimeError("NATS said %r" % line)
+                continue
+            total = int(parts[-1])
+            payload = self._bytes(total)
+            if parts[0] == b"HMSG":
+                payload = payload[int(parts[-2]):]
+            if parts[1].decode() == reply:
+                return json.loads(payload) if payload else {}
+
+
 class Cluster:
     def __init__(self, dir, nodes=3):
         self.dir = os.path.abspath(dir)
@@ -259,6 +321,32 @@ class Cluster:
                                    f"{deadline_s:.0f} s:\n" + self._log_tail(min(pending)))
             time.sleep(0.05)  # polling interval; readiness is what /healthz says
 
+    def wait_placement(self, deadline_s=READY_DEADLINE_S):
+        """Until the cluster places a stream on every node: /healthz says a
+        server runs, not that the JetStream meta leader knows its peers
+        (seen on 2.10: "no suitable peers for placement" for over 15 s
+        after every /healthz was 200, while a server's first statistics
+        had not reached the leader). Creates a stream with a replica on
+        each node, then deletes it."""
+        name = "PARLEY_READY_%d" % os.getpid()
+        cfg = {"name": name, "subjects": ["parley.ready.%d" % os.getpid()],
+               "num_replicas": self.nodes, "storage": "file"}
+        end = time.monotonic() + deadline_s
+        c = Client(self.url(1))
+        try:
+            while True:
+                got = c.request("$JS.API.STREAM.CREATE." + name, cfg)
+                code = got.get("error", {}).get("err_code")
+                if "config" in got or code == 10058:  # made (perhaps by a retry)
+                    c.request("$JS.API.STREAM.DELETE." + name, {})
+                    return
+                if time.monotonic() > end:
+                    raise RuntimeError(f"the cluster places no stream on {self.nodes} nodes "
+                                       f"after {deadline_s:.0f} s: {got}")
+                time.sleep(0.1)  # polling interval; readiness is what the leader says
+        finally:
+            c.close()
+
     def start(self, attempts=3):
         os.makedirs(self.dir, exist_ok=True)
         for attempt in range(attempts):
@@ -267,6 +355,7 @@ class Cluster:
                 self._spawn(i)
             try:
                 self.wait_healthy()
+                self.wait_placement()
                 return self.urls
             except RuntimeError as e:
                 self.stop()

@@ -81,63 +81,9 @@ def msg(eid):
 
 # ---- the records, read from the streams (the NATS protocol, enough of it) ----
 
-class Nats:
-    """A NATS connection for JetStream API requests: standard library only."""
-
-    def __init__(self, url):
-        host, port = url.replace("nats://", "").split(":")
-        self.s = socket.create_connection((host, int(port)), timeout=10)
-        self.buf = b""
-        self._line()  # INFO
-        self.s.sendall(b'CONNECT {"verbose":false,"pedantic":false,"headers":true,'
-                       b'"no_responders":true,"protocol":1}\r\nPING\r\n')
-        while self._line() != b"PONG":
-            pass
-        self.inbox = "_INBOX.chaos%d" % os.getpid()
-        self.s.sendall(("SUB %s.* 1\r\n" % self.inbox).encode())
-        self.n = 0
-
-    def close(self):
-        self.s.close()
-
-    def _fill(self):
-        got = self.s.recv(1 << 16)
-        check(got, "the NATS server closed the connection")
-        self.buf += got
-
-    def _line(self):
-        while b"\r\n" not in self.buf:
-            self._fill()
-        line, self.buf = self.buf.split(b"\r\n", 1)
-        return line
-
-    def _bytes(self, n):
-        while len(self.buf) < n + 2:
-            self._fill()
-        data, self.buf = self.buf[:n], self.buf[n + 2:]
-        return data
-
-    def request(self, subject, body):
-        self.n += 1
-        reply = "%s.%d" % (self.inbox, self.n)
-        data = json.dumps(body).encode()
-        self.s.sendall(b"PUB %s %s %d\r\n%s\r\n" % (subject.encode(), reply.encode(),
-                                                   len(data), data))
-        while True:
-            line = self._line()
-            if line == b"PING":
-                self.s.sendall(b"PONG\r\n")
-                continue
-            parts = line.split()
-            if not parts or parts[0] not in (b"MSG", b"HMSG"):
-                check(not line.startswith(b"-ERR"), "NATS said", line)
-                continue
-            total = int(parts[-1])
-            payload = self._bytes(total)
-            if parts[0] == b"HMSG":
-                payload = payload[int(parts[-2]):]
-            if parts[1].decode() == reply:
-                return json.loads(payload) if payload else {}
+class Nats(nats_cluster.Client):
+    """A NATS connection for JetStream API requests, and the records of a
+    conversation's log."""
 
     def records(self, hexid):
         """The conversation's records in stream order: [(seq, headers)], with
