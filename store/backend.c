@@ -245,6 +245,21 @@ int st_store_serve(st_store *s, st_fwd_fn fn, void *ctx)
     return b->serve != NULL ? b->serve(s, fn, ctx) : 0;
 }
 
+#ifndef PARLEY_HAVE_NATS
+/* Only the store shared by nodes (nats_owner.c) makes forwarded requests;
+ * built without it, there is never one to answer. */
+void st_fwd_reply(st_fwd *f, int status, const void *body, size_t len, const char *ctype,
+                  const char *headers)
+{
+    (void)f;
+    (void)status;
+    (void)body;
+    (void)len;
+    (void)ctype;
+    (void)headers;
+}
+#endif
+
 /* A follow's first member is its backend's table, as a handle's. */
 int st_conv_follow(st_conv *c, st_follow_fn fn, void *ctx, st_follow **out)
 {

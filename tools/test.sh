@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # test.sh - quick start (2): install what is missing, build, and run the whole
 # test suite through ctest: once in a plain build, once under ASan+UBSan, and
-# the unit suites once more under TSan. Warnings are errors, and the NATS
-# JetStream store must be built (libnats). Exits non-zero if anything fails.
+# the unit suites once more under TSan and once in a build without libnats
+# (-DPARLEY_NATS=OFF). Warnings are errors, and the NATS JetStream store must
+# be built (libnats) everywhere else. Exits non-zero if anything fails.
 #
 #   tools/test.sh           everything (what CI runs)
-#   tools/test.sh --quick   the plain build only
+#   tools/test.sh --quick   the plain build and the one without libnats
 set -euo pipefail
 cd "$(dirname "$0")/.."
 quick=0
@@ -35,6 +36,10 @@ suite() { # suite DIR LABEL-REGEX CMAKE-ARGS...
 }
 
 suite build '.' -DCMAKE_BUILD_TYPE=RelWithDebInfo
+# without libnats (the store left out), as where it is missing: it builds,
+# and the unit suites pass
+suite build-nonats '^unit/' -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPARLEY_NATS=OFF \
+    -DPARLEY_REQUIRE_NATS=OFF
 if [ $quick -eq 0 ]; then
     suite build-asan '.' -DCMAKE_BUILD_TYPE=Debug -DPARLEY_SANITIZE=address,undefined
     suite build-tsan '^unit/' -DCMAKE_BUILD_TYPE=Debug -DPARLEY_SANITIZE=thread
