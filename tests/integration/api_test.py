@@ -26,8 +26,8 @@ from urllib.parse import urlencode
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from parley_client import (SERVER_BUGS, STORE, Server, TestFailure, check, run,  # noqa: E402
-                           serving, summary, wait_for)
+from parley_client import (SERVER_BUGS, Server, TestFailure, check, run,  # noqa: E402
+                           serving, store, summary, wait_for)
 
 os.environ["TZ"] = "PLY-05:30"  # POSIX: local time is UTC+05:30; needs no tzdata
 time.tzset()
@@ -1155,7 +1155,7 @@ def retries_beyond_the_tail(c, srv):
     append(c, cid, user_msg("n3"))
     check(log_ids(c, cid)[-3:] == ["n1", "n2", "n3"] and event_count(c, cid) == 306,
           "each new event once, in order", log_ids(c, cid)[-3:])
-    if STORE:
+    if store():
         check(srv.loop_requests() == 0, "no loop thread waited for the cluster",
               srv.loop_requests())
 
@@ -1170,7 +1170,7 @@ def append_too_large(c):
     huge = user_msg("t2", say="z" * (1 << 20) + "y" * 200000)  # 1.2 MB
     for body in (huge, [user_msg("t3"), huge]):
         r = c.request("POST", conv_path(cid, "/events/append"), body=body)
-        if not STORE:  # the local store keeps it: 201
+        if not store():  # the local store keeps it: 201
             check(r.status == 201, "a 1.2 MB event on the local store: 201", r.status)
             return
         d = (r.body or {}).get("detail", "")
@@ -1626,7 +1626,7 @@ def prometheus_metrics(c):
                  'status="409"}',
                  'parley_http_requests_total{route="/api/conversations",status="201"}',
                  # what a durable append waits for: an fdatasync, or a cluster's ack
-                 "parley_nats_append_seconds_count" if STORE else "parley_fsync_seconds_count"):
+                 "parley_nats_append_seconds_count" if store() else "parley_fsync_seconds_count"):
         check(metric(after, name) >= metric(before, name) + 1, "%s went up" % name,
               (metric(before, name), metric(after, name)))
     check(metric(after, "parley_http_connections") >= 1, "open connections counted", after[-400:])

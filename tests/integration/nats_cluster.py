@@ -485,6 +485,28 @@ class Cluster:
         self.stop()
 
 
+def main_on_cluster(prefix, body):
+    """The main() of a test that starts its own cluster: a temporary
+    directory (named prefix...), a cluster in DIR/nats, PARLEY_STORE set to
+    its URLs (parley_client's servers use it), then body(work_dir, cluster),
+    whose result is returned. Afterwards every node is continued (a test may
+    leave one stopped: it must run to stop), stopped, and the directory
+    removed."""
+    work = tempfile.mkdtemp(prefix=prefix)
+    cluster = Cluster(os.path.join(work, "nats"))
+    try:
+        os.environ["PARLEY_STORE"] = cluster.start()
+        return body(work, cluster)
+    finally:
+        for pid in cluster.pids():
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except OSError:
+                pass
+        cluster.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def _run(argv):
     nodes = 3
     if argv[:1] == ["--nodes"]:

@@ -26,15 +26,19 @@ from contextlib import contextmanager
 
 START_TIMEOUT = 60  # seconds for `listening on ...` (ASan builds are slow)
 STOP_TIMEOUT = 60   # seconds for a clean exit after SIGTERM
-# PARLEY_STORE=nats://...: every server keeps its conversations on that
-# cluster (`nats_cluster.py run` passes PARLEY_NATS_URLS, which the NATS
-# variants of the suites give here).
-STORE = os.environ.get("PARLEY_STORE")
 HTTP_TIMEOUT = 60   # seconds for one request
 # PARLEY_DATA_PREFIX=local: every server keeps its conversations in the
 # local store, a directory each (--data local:DIR), instead of the pool's
 # shared segments (the default for a new directory): the suites on both.
 DATA_PREFIX = os.environ.get("PARLEY_DATA_PREFIX", "")
+
+
+def store():
+    """PARLEY_STORE=nats://...: every server keeps its conversations on that
+    cluster (`nats_cluster.py run` passes PARLEY_NATS_URLS, which the NATS
+    variants of the suites give here; a test that starts its own cluster
+    sets it). Read when a server starts, not at import."""
+    return os.environ.get("PARLEY_STORE")
 
 
 class TestFailure(Exception):
@@ -159,8 +163,8 @@ class Server:
         cmd = self.wrap + [binary, "serve", "--data", DATA_PREFIX + self.data,
                "--listen", "127.0.0.1:0",
                "--workers", str(self.workers), "--log-level", "warn"] + self.args
-        if STORE:  # the conversations on a NATS cluster; --data keeps the workspaces
-            cmd += ["--store", STORE]
+        if store():  # the conversations on a NATS cluster; --data keeps the workspaces
+            cmd += ["--store", store()]
         if self.api_key is not None:
             cmd += ["--api-key", self.api_key]
         env = dict(os.environ)
@@ -229,7 +233,7 @@ class Server:
         self.clients = []
         if self.proc is None:
             return
-        waits = self.loop_requests() if STORE and self.proc.poll() is None else None
+        waits = self.loop_requests() if store() and self.proc.poll() is None else None
         proc, self.proc = self.proc, None
         LIVE.remove(self)
         if not getattr(self, "signalled", False):

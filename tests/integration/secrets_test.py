@@ -13,13 +13,12 @@ for a redacted secret ("**********"). Standard library only.
 """
 
 import base64
-import json
 import os
 import sys
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from parley_client import STORE, Server, check  # noqa: E402
+from parley_client import Server, check, store  # noqa: E402
 from ws_raw import Reader, handshake  # noqa: E402
 
 SECRETS = {
@@ -116,7 +115,7 @@ def main():
         files = 0
         # on a NATS cluster (PARLEY_STORE), what it stored is the servers'
         # JetStream files (plain bytes on 2.9), under nats_cluster.py's dir
-        tops = [srv.data] + ([os.environ["PARLEY_NATS_DIR"]] if STORE else [])
+        tops = [srv.data] + ([os.environ["PARLEY_NATS_DIR"]] if store() else [])
         for top in tops:
             for root, _, names in os.walk(top):
                 for f in names:

@@ -43,16 +43,13 @@ synchronization: waits poll against deadlines.
     PARLEY=build/parley python3 tests/integration/test_nats_chaos.py
 """
 import base64
-import http.client
 import json
 import os
-import shutil
 import signal
 import socket
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
@@ -60,6 +57,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import nats_cluster  # noqa: E402
+from parley_client import Server, check, run, summary  # noqa: E402
 from test_nats_nodes import call, log_ids  # noqa: E402
 
 ROUNDS = 3
@@ -68,10 +66,6 @@ KILL_AT_S = 2.5     # into the round
 DEADLINE_S = 90.0   # anything bounded by a lease, a take-over and a restart
 PROBE_EVERY_S = 0.02  # the probe's pace: the failover time's resolution
 
-
-def check(cond, what, *details):  # replaced by parley_client's once imported
-    if not cond:
-        raise AssertionError(what + " " + repr(details))
 
 
 def msg(eid):
@@ -238,17 +232,9 @@ def load(parley, port, cid, tag, work):
     return p, out, err
 
 
-def main():
-    # a SIGTERM (ctest's timeout) unwinds: every process started is stopped
-    signal.signal(signal.SIGTERM, lambda *a: sys.exit(1))
-    work = tempfile.mkdtemp(prefix="parley-chaos.")
-    cluster = nats_cluster.Cluster(os.path.join(work, "nats"))
-    global check
+def on_cluster(work, cluster):
     nodes, loads = {}, []
     try:
-        urls = cluster.start()
-        os.environ["PARLEY_STORE"] = urls
-        from parley_client import Server, check, run, summary  # noqa: E402
         parley = os.environ["PARLEY"]
         t0 = time.monotonic()
 
@@ -427,8 +413,12 @@ def main():
                 p.wait()
         for n in nodes.values():
             n.cleanup()
-        cluster.stop()
-        shutil.rmtree(work, ignore_errors=True)
+
+
+def main():
+    # a SIGTERM (ctest's timeout) unwinds: every process started is stopped
+    signal.signal(signal.SIGTERM, lambda *a: sys.exit(1))
+    return nats_cluster.main_on_cluster("parley-chaos.", on_cluster)
 
 
 if __name__ == "__main__":

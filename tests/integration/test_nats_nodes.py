@@ -16,10 +16,7 @@ with a sleep: every wait polls against a deadline.
 import http.client
 import json
 import os
-import shutil
-import signal
 import sys
-import tempfile
 import threading
 import time
 
@@ -27,6 +24,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import nats_cluster  # noqa: E402
+from parley_client import Server, check, run, summary  # noqa: E402
 
 DEADLINE_S = 60.0  # anything that should take a second or two
 
@@ -154,11 +152,12 @@ def interleaved(a, b):
               "node %s reads every event once, at its index" % node.name, ids)
     # a user message (and a run) through the node that does not own it is
     # forwarded too: the owner's next append is not fenced
-    for run in (False, True):
+    for and_run in (False, True):
         st, body = call(b.port, "POST", "/api/conversations/%s/events" % cid,
-                        {"role": "user", "content": [{"type": "text", "text": "hi"}], "run": run})
+                        {"role": "user", "content": [{"type": "text", "text": "hi"}],
+                         "run": and_run})
         check(st == 200 and body == {"success": True}, "a user message through node 2", st, body)
-        st, body = append(a.port, cid, msg("after-message-%s" % run))
+        st, body = append(a.port, cid, msg("after-message-%s" % and_run))
         check(st == 201, "the owner appends after a message posted elsewhere (not fenced)",
               st, body)
 
@@ -568,7 +567,6 @@ def owner_gone(work):
     owner; once the lease is over, that node takes the conversation over
     and the retried append is committed at the next index; a retry of an
     event the dead owner had committed is answered as a duplicate."""
-    from parley_client import Server
     c = Server(data=os.path.join(work, "c"), args=["--node-id", "c1"]).start()
     d = Server(data=os.path.join(work, "d"), args=["--node-id", "d1"]).start()
     try:
@@ -613,7 +611,6 @@ def failover_keeps_the_gate(work):
     of that from the cluster. An answer out of turn is still refused
     (naming the call), the status is still paused, and once the call's
     observation is appended there, the deferred message commits after it."""
-    from parley_client import Server
     from api_test import action, agent_msg, observation, user_msg
     c = Server(data=os.path.join(work, "fc"), args=["--node-id", "fc1"]).start()
     d = Server(data=os.path.join(work, "fd"), args=["--node-id", "fd1"]).start()
@@ -658,7 +655,6 @@ def failover_keeps_the_gate(work):
 def split(work):
     """Two nodes that both take one conversation over (neither forwards):
     they fence each other; never two events at one index."""
-    from parley_client import Server
     nodes = [Server(data=os.path.join(work, "split%d" % k),
                     args=["--node-id", "s%d" % k],
                     env={"PARLEY_NATS_SPLIT": "1"}).start() for k in (1, 2)]
@@ -722,46 +718,35 @@ def split(work):
             n.cleanup()
 
 
-def main():
-    work = tempfile.mkdtemp(prefix="parley-nodes.")
-    cluster = nats_cluster.Cluster(os.path.join(work, "nats"))
-    global check
+def on_cluster(work, cluster):
+    t0 = time.monotonic()
+    a = Server(data=os.path.join(work, "a"), args=["--node-id", "p1"]).start()
+    b = Server(data=os.path.join(work, "b"), args=["--node-id", "p2"]).start()
+    a.name, b.name = "p1", "p2"
     try:
-        urls = cluster.start()
-        os.environ["PARLEY_STORE"] = urls  # parley_client reads it when imported
-        from parley_client import Server, check, run, summary  # noqa: E402
-        t0 = time.monotonic()
-        a = Server(data=os.path.join(work, "a"), args=["--node-id", "p1"]).start()
-        b = Server(data=os.path.join(work, "b"), args=["--node-id", "p2"]).start()
-        a.name, b.name = "p1", "p2"
-        try:
-            run("interleaved_appends_forwarded", interleaved, a, b)
-            run("writes_forwarded_to_the_owner", writes_forwarded, a, b)
-            run("reads_on_the_other_node_are_the_logs", reads_fresh, a, b)
-            run("lists_on_the_other_node_follow_the_owner", lists_fresh, a, b)
-            run("ws_subscriber_on_the_other_node", ws_elsewhere, a, b)
-            run("ws_message_forwarded_to_the_owner", ws_message_forwarded, a, b)
-            run("concurrent_appends", concurrent, a, b)
-            run("owner_gone", owner_gone, work)
-            run("failover_keeps_the_gate", failover_keeps_the_gate, work)
-            run("split_two_writers", split, work)
-            run("no_loop_waits",
-                lambda: check(a.loop_requests() == 0 and b.loop_requests() == 0,
-                              "parley_nats_loop_requests_total is 0",
-                              a.loop_requests(), b.loop_requests()))
-            run("nodes_stop_cleanly", lambda: (a.stop(), b.stop()))
-        finally:
-            a.cleanup()
-            b.cleanup()
-        return summary(t0)
+        run("interleaved_appends_forwarded", interleaved, a, b)
+        run("writes_forwarded_to_the_owner", writes_forwarded, a, b)
+        run("reads_on_the_other_node_are_the_logs", reads_fresh, a, b)
+        run("lists_on_the_other_node_follow_the_owner", lists_fresh, a, b)
+        run("ws_subscriber_on_the_other_node", ws_elsewhere, a, b)
+        run("ws_message_forwarded_to_the_owner", ws_message_forwarded, a, b)
+        run("concurrent_appends", concurrent, a, b)
+        run("owner_gone", owner_gone, work)
+        run("failover_keeps_the_gate", failover_keeps_the_gate, work)
+        run("split_two_writers", split, work)
+        run("no_loop_waits",
+            lambda: check(a.loop_requests() == 0 and b.loop_requests() == 0,
+                          "parley_nats_loop_requests_total is 0",
+                          a.loop_requests(), b.loop_requests()))
+        run("nodes_stop_cleanly", lambda: (a.stop(), b.stop()))
     finally:
-        cluster.stop()
-        shutil.rmtree(work, ignore_errors=True)
+        a.cleanup()
+        b.cleanup()
+    return summary(t0)
 
 
-def check(cond, what, *details):  # replaced by parley_client's once imported
-    if not cond:
-        raise AssertionError(what + " " + repr(details))
+def main():
+    return nats_cluster.main_on_cluster("parley-nodes.", on_cluster)
 
 
 if __name__ == "__main__":

@@ -14,10 +14,8 @@ waits with a sleep: every wait polls against a deadline.
     PARLEY=build/parley python3 tests/integration/test_nats_owner_stalled.py
 """
 import os
-import shutil
 import signal
 import sys
-import tempfile
 import threading
 import time
 
@@ -25,6 +23,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import nats_cluster  # noqa: E402
+from parley_client import Server, check, run, summary  # noqa: E402
 from test_nats_nodes import append, call, create, known, log_ids, msg  # noqa: E402
 
 FORWARDS = 12      # more than the 4 threads libuv's pool has by default
@@ -86,44 +85,30 @@ def stalled_owner(owner, front):
     check(sorted(ids) == sorted(["before"] + list(answers)), "the log holds each once", ids)
 
 
-def main():
-    work = tempfile.mkdtemp(prefix="parley-owner-stalled.")
-    cluster = nats_cluster.Cluster(os.path.join(work, "nats"))
-    global check
-    owner = front = None
+def on_cluster(work, cluster):
+    t0 = time.monotonic()
+    owner = Server(data=os.path.join(work, "o"), args=["--node-id", "o1"]).start()
+    front = Server(data=os.path.join(work, "f"), args=["--node-id", "f1"]).start()
     try:
-        urls = cluster.start()
-        os.environ["PARLEY_STORE"] = urls  # parley_client reads it when imported
-        from parley_client import Server, check, run, summary  # noqa: E402
-        import test_nats_nodes
-        test_nats_nodes.check = check
-        t0 = time.monotonic()
-        owner = Server(data=os.path.join(work, "o"), args=["--node-id", "o1"]).start()
-        front = Server(data=os.path.join(work, "f"), args=["--node-id", "f1"]).start()
-        try:
-            run("forwards_wait_nothing_else_does", stalled_owner, owner, front)
-            run("no_loop_waits",
-                lambda: check(owner.loop_requests() == 0 and front.loop_requests() == 0,
-                              "parley_nats_loop_requests_total is 0",
-                              owner.loop_requests(), front.loop_requests()))
-            run("nodes_stop_cleanly", lambda: (owner.stop(), front.stop()))
-        finally:
-            for n in (owner, front):
-                if n.proc is not None:
-                    try:
-                        os.kill(n.proc.pid, signal.SIGCONT)  # a stopped one must run to stop
-                    except OSError:
-                        pass
-                n.cleanup()
-        return summary(t0)
+        run("forwards_wait_nothing_else_does", stalled_owner, owner, front)
+        run("no_loop_waits",
+            lambda: check(owner.loop_requests() == 0 and front.loop_requests() == 0,
+                          "parley_nats_loop_requests_total is 0",
+                          owner.loop_requests(), front.loop_requests()))
+        run("nodes_stop_cleanly", lambda: (owner.stop(), front.stop()))
     finally:
-        cluster.stop()
-        shutil.rmtree(work, ignore_errors=True)
+        for n in (owner, front):
+            if n.proc is not None:
+                try:
+                    os.kill(n.proc.pid, signal.SIGCONT)  # a stopped one must run to stop
+                except OSError:
+                    pass
+            n.cleanup()
+    return summary(t0)
 
 
-def check(cond, what, *details):  # replaced by parley_client's once imported
-    if not cond:
-        raise AssertionError(what + " " + repr(details))
+def main():
+    return nats_cluster.main_on_cluster("parley-owner-stalled.", on_cluster)
 
 
 if __name__ == "__main__":

@@ -14,19 +14,17 @@ against a deadline.
 
     PARLEY=build/parley python3 tests/integration/test_nats_stall.py
 """
-import http.client
-import json
 import os
-import shutil
 import signal
 import sys
-import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import nats_cluster  # noqa: E402
+import test_nats_nodes  # noqa: E402
+from parley_client import Server, check, run, summary  # noqa: E402
 
 PROMPT_S = 2.0     # what a loop that is not blocked answers within
 REFUSE_S = 30.0    # an append's bound while the cluster does not answer
@@ -36,19 +34,8 @@ RECOVER_S = 90.0   # the node appends again after the cluster is back
 def call(port, method, path, body=None, timeout=REFUSE_S + 30):
     """(status, decoded body, seconds)."""
     t0 = time.monotonic()
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    try:
-        data = json.dumps(body).encode() if body is not None else None
-        c.request(method, path, body=data, headers={"Content-Type": "application/json"})
-        r = c.getresponse()
-        raw = r.read()
-        try:
-            b = json.loads(raw) if raw else None
-        except ValueError:
-            b = raw.decode("utf-8", "replace")
-        return r.status, b, time.monotonic() - t0
-    finally:
-        c.close()
+    st, b = test_nats_nodes.call(port, method, path, body, timeout)
+    return st, b, time.monotonic() - t0
 
 
 def msg(eid, say):
@@ -166,45 +153,29 @@ def killed(cluster, node):
     intact(node, "after a restart of the cluster")
 
 
-def main():
-    work = tempfile.mkdtemp(prefix="parley-stall.")
-    cluster = nats_cluster.Cluster(os.path.join(work, "nats"))
-    global check
+def on_cluster(work, cluster):
+    t0 = time.monotonic()
+    srv = Server(data=os.path.join(work, "data")).start()
     try:
-        urls = cluster.start()
-        os.environ["PARLEY_STORE"] = urls  # parley_client reads it when imported
-        from parley_client import Server, check, run, summary  # noqa: E402
-        t0 = time.monotonic()
-        srv = Server(data=os.path.join(work, "data")).start()
-        try:
-            st, b, _ = call(srv.port, "POST", "/api/conversations", {})
-            check(st == 201, "a conversation", st, b)
-            node = Node(srv, b["id"])
-            for _ in range(5):
-                _, st, b, _ = node.append()
-                check(st == 201, "appends before any outage", st, b)
-            run("stalled_cluster", stalled, cluster, node)
-            run("killed_cluster", killed, cluster, node)
-            run("no_loop_waits",
-                lambda: check(srv.loop_requests() == 0, "parley_nats_loop_requests_total is 0",
-                              srv.loop_requests()))
-            run("server_stops_cleanly", srv.stop)
-        finally:
-            srv.cleanup()
-        return summary(t0)
+        st, b, _ = call(srv.port, "POST", "/api/conversations", {})
+        check(st == 201, "a conversation", st, b)
+        node = Node(srv, b["id"])
+        for _ in range(5):
+            _, st, b, _ = node.append()
+            check(st == 201, "appends before any outage", st, b)
+        run("stalled_cluster", stalled, cluster, node)
+        run("killed_cluster", killed, cluster, node)
+        run("no_loop_waits",
+            lambda: check(srv.loop_requests() == 0, "parley_nats_loop_requests_total is 0",
+                          srv.loop_requests()))
+        run("server_stops_cleanly", srv.stop)
     finally:
-        for pid in cluster.pids():  # a stopped node must run to be stopped
-            try:
-                os.kill(pid, signal.SIGCONT)
-            except OSError:
-                pass
-        cluster.stop()
-        shutil.rmtree(work, ignore_errors=True)
+        srv.cleanup()
+    return summary(t0)
 
 
-def check(cond, what, *details):  # replaced by parley_client's once imported
-    if not cond:
-        raise AssertionError(what + " " + repr(details))
+def main():
+    return nats_cluster.main_on_cluster("parley-stall.", on_cluster)
 
 
 if __name__ == "__main__":
