@@ -400,7 +400,7 @@ void conv_stored(conv *c, uint64_t arg)
     if (u == NULL)
         return;
     for (size_t i = 0; i < u->n; i++)
-        conv_publish(c, first + i, &u->items[i].e, u->items[i].bytes);
+        conv_publish(c, first + i, &u->items[i].e, u->items[i].bytes, u->items[i].note);
     rt_count(&conv_metrics_g.appended, u->n);
     if (u->n > 0 && u->items[u->n - 1].e.timestamp != NULL) {
         const char *ts = u->items[u->n - 1].e.timestamp; /* no printf: every append */

@@ -232,7 +232,8 @@ static int on_opened(conv *c, conv_opened *o)
                    .hold_max = c->o->hold_max,
                    .defer_timeout_ms = c->o->defer_timeout_ms,
                    .hold_timeout_ms = c->o->hold_timeout_ms,
-                   .measure = c->o->measure};
+                   .measure = c->o->measure,
+                   .slim = true};
     c->sc = o->sc;
     o->sc = NULL;
     c->log = o->log;

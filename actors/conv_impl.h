@@ -314,7 +314,9 @@ void conv_refuse_refresh(conv *c, pl_outcome o, const char *why);
 /* conv_subs.c */
 void conv_subscribe(conv *c, rt_promise *reply, uint64_t arg);
 void conv_unsubscribe(conv *c, rt_actor *sub);
-void conv_publish(conv *c, uint64_t index, const ev *e, rt_buf *bytes);
+/* A durable event to every subscriber: its bytes, or, to the stuck
+ * detector, its note (made from e or its bytes when note is NULL). */
+void conv_publish(conv *c, uint64_t index, const ev *e, rt_buf *bytes, rt_buf *note);
 /* Forget subscriber i; a told one learns it (why: CONV_DROPPED's arg). */
 void conv_drop_sub(conv *c, size_t i, uint64_t why);
 void conv_start_sync(conv *c, rt_promise *reply);

@@ -72,7 +72,7 @@ static int replay(conv_opened *o, uint64_t from)
             int s = conv_status_of(&e);
             if (s >= 0)
                 o->status = (conv_status)s;
-            conv_findings_add(&o->findings, &e);
+            conv_findings_add(&o->findings, conv_finding_of(&e));
             ev_free(&e);
         }
         at += p->n > 0 ? p->n : 1;

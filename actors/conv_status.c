@@ -36,16 +36,23 @@ int conv_status_of(const ev *e)
     return conv_status_parse(json_string_value(json_object_get(e->obj, "value")));
 }
 
-void conv_findings_add(conv_findings *f, const ev *e)
+int conv_finding_of(const ev *e)
 {
     if (e->kind != EV_CONVERSATION_ERROR)
-        return;
+        return 0;
     const char *code = json_string_value(json_object_get(e->obj, "code"));
-    if (code == NULL)
-        return;
-    if (strcmp(code, CONV_CODE_VIOLATION) == 0)
+    if (code != NULL && strcmp(code, CONV_CODE_VIOLATION) == 0)
+        return CONV_FINDING_VIOLATION;
+    if (code != NULL && strcmp(code, CONV_CODE_STUCK) == 0)
+        return CONV_FINDING_STUCK;
+    return 0;
+}
+
+void conv_findings_add(conv_findings *f, int finding)
+{
+    if (finding == CONV_FINDING_VIOLATION)
         f->violations++;
-    else if (strcmp(code, CONV_CODE_STUCK) == 0)
+    else if (finding == CONV_FINDING_STUCK)
         f->stuck++;
 }
 

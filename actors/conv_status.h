@@ -46,8 +46,11 @@ typedef struct conv_findings {
     uint64_t stuck;      /* StuckPatternDetected */
 } conv_findings;
 
-/* Count e into f, if it is one of them. */
-void conv_findings_add(conv_findings *f, const struct ev *e);
+/* Which of them e is: 0 neither, else CONV_FINDING_*. */
+enum { CONV_FINDING_VIOLATION = 1, CONV_FINDING_STUCK = 2 };
+int conv_finding_of(const struct ev *e);
+/* Count a finding (conv_finding_of) into f. */
+void conv_findings_add(conv_findings *f, int finding);
 
 typedef enum conv_control {
     CONV_RUN = 1,      /* status -> running */

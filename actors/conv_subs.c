@@ -66,17 +66,37 @@ void conv_drop_sub(conv *c, size_t i, uint64_t why)
     c->subs[i] = c->subs[--c->nsubs];
 }
 
-void conv_publish(conv *c, uint64_t index, const ev *e, rt_buf *bytes)
+/* e's stuck note: made from its tree, or from its bytes if it is slim. */
+static rt_buf *note_of(const ev *e, rt_buf *bytes)
+{
+    rt_buf *note = rt_buf_new(sizeof(stuck_note));
+    if (note == NULL)
+        return NULL;
+    stuck_note *n = (stuck_note *)(void *)rt_buf_wdata(note);
+    ev whole;
+    if (e->obj != NULL)
+        stuck_note_of(e, n);
+    else if (ev_parse((const char *)rt_buf_data(bytes), rt_buf_len(bytes), &whole, NULL, 0) == 0) {
+        stuck_note_of(&whole, n);
+        ev_free(&whole);
+    } else {
+        rt_buf_unref(note);
+        return NULL;
+    }
+    return note;
+}
+
+void conv_publish(conv *c, uint64_t index, const ev *e, rt_buf *bytes, rt_buf *note)
 {
     if (index < c->published)
         return; /* given already, as another node's (conv_follow.c) */
     c->published = index + 1;
-    rt_buf *note = NULL;
+    note = note != NULL ? rt_buf_ref(note) : NULL; /* ours; made when needed */
     for (size_t i = 0; i < c->nsubs;) {
         rt_buf *b = bytes;
         if (c->subs[i].notes) {
-            if (note == NULL && (note = rt_buf_new(sizeof(stuck_note))) != NULL)
-                stuck_note_of(e, (stuck_note *)(void *)rt_buf_wdata(note));
+            if (note == NULL)
+                note = note_of(e, bytes);
             b = note;
         }
         if (b != NULL && rt_send(c->subs[i].a, c->subs[i].notes ? CONV_NOTE : CONV_EVENT, index,

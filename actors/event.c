@@ -21,6 +21,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -109,7 +110,33 @@ void ev_free(ev *e)
     if (e == NULL)
         return;
     json_decref(e->obj);
+    free(e->own);
     memset(e, 0, sizeof(*e));
+}
+
+int ev_slim(ev *e)
+{
+    const char **f[] = {&e->id,           &e->timestamp, &e->parent_id, &e->tool_call_id,
+                        &e->llm_response_id, &e->tool_name, &e->state_key};
+    enum { NF = sizeof(f) / sizeof(f[0]) };
+    size_t len[NF], total = 0;
+    for (size_t i = 0; i < NF; i++)
+        total += len[i] = *f[i] != NULL ? strlen(*f[i]) + 1 : 0;
+    char *own = malloc(total ? total : 1), *p = own;
+    if (own == NULL)
+        return -ENOMEM;
+    for (size_t i = 0; i < NF; i++) {
+        if (*f[i] == NULL)
+            continue;
+        memcpy(p, *f[i], len[i]);
+        *f[i] = p;
+        p += len[i];
+    }
+    json_decref(e->obj);
+    e->obj = NULL;
+    free(e->own);
+    e->own = own;
+    return 0;
 }
 
 /* v in exactly `width` decimal digits, zero-padded (v < 10^width). */

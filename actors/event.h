@@ -74,6 +74,7 @@ typedef struct ev {
     const char *llm_response_id; /* actions (required), messages (optional) */
     const char *tool_name;       /* actions, observations, rejections, agent errors */
     const char *state_key;       /* state updates: `key` */
+    char *own; /* a slim ev's copies of those strings (obj is NULL): ev_slim */
 } ev;
 
 /* Parse and validate one event from JSON text. On failure returns -EINVAL
@@ -85,6 +86,13 @@ int ev_parse(const char *json, size_t len, ev *out, char *err, size_t errlen);
 /* The same for an already parsed object; takes a new reference to obj. */
 int ev_from_json(json_t *obj, ev *out, char *err, size_t errlen);
 void ev_free(ev *e);
+/* Keep e's fields, not its tree: the strings above are copied into one
+ * block of e's own and obj is released (NULL). For an event whose bytes
+ * are made and whose tree nobody will read again: a tree is tens of small
+ * blocks, and the events of a group waiting for its commit kept theirs
+ * until it was durable, beyond what malloc's per-thread cache holds. 0,
+ * or -ENOMEM with e unchanged. */
+int ev_slim(ev *e);
 
 /* Kinds that are never stored (CondensationSummaryEvent, StreamingDelta-
  * Event, ServerErrorEvent): validated as events, refused by the log. */

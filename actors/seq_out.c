@@ -26,6 +26,15 @@ seq_unit *seq_take(sequencer *s)
     else
         s->taken = u;
     s->taken_tail = u;
+    for (size_t i = 0; s->o.slim && i < u->n; i++) {
+        seq_item *it = &u->items[i];
+        /* the note needs the tree; without one (no memory) the subscriber
+         * makes it from the bytes, and an ev left whole is still right */
+        if (it->note == NULL && (it->note = rt_buf_new(sizeof(stuck_note))) != NULL)
+            stuck_note_of(&it->e, (stuck_note *)(void *)rt_buf_wdata(it->note));
+        if (it->note != NULL)
+            (void)ev_slim(&it->e);
+    }
     return u;
 }
 
@@ -40,10 +49,9 @@ seq_unit *seq_durable(sequencer *s)
     u->next = NULL;
     for (size_t i = 0; i < u->n; i++) {
         seq__accept_state(s, s->gc, &u->items[i].e);
-        int st = conv_status_of(&u->items[i].e);
-        if (st >= 0)
-            s->status_c = (conv_status)st;
-        conv_findings_add(&s->findings_c, &u->items[i].e);
+        if (u->items[i].status >= 0)
+            s->status_c = (conv_status)u->items[i].status;
+        conv_findings_add(&s->findings_c, u->items[i].finding);
     }
     s->count += u->n;
     return u;
@@ -59,7 +67,7 @@ bool seq_adopt(sequencer *s, const ev *e)
     int st = conv_status_of(e);
     if (st >= 0)
         s->status = s->status_c = (conv_status)st;
-    conv_findings_add(&s->findings_c, e);
+    conv_findings_add(&s->findings_c, conv_finding_of(e));
     s->count++;
     s->accepted++;
     return true;

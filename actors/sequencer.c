@@ -28,6 +28,7 @@
  *   through it (and through the transition rules) like any event.
  */
 #include "actors/seq_impl.h"
+#include "runtime/json.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -104,6 +105,7 @@ void seq_unit_free(seq_unit *u)
     for (size_t i = 0; i < u->n; i++) {
         ev_free(&u->items[i].e);
         rt_buf_unref(u->items[i].bytes);
+        rt_buf_unref(u->items[i].note);
     }
     free(u->items);
     free(u);
@@ -216,6 +218,19 @@ static int compare(json_t *offered, json_t *kept)
     return seq__same_print(&p, &k) ? 1 : 2;
 }
 
+/* The same against an accepted event, which may be slim: then its tree
+ * is read again from its bytes (a retry while the first is in flight). */
+static int compare_item(json_t *offered, const seq_item *it)
+{
+    if (it->e.obj != NULL)
+        return compare(offered, it->e.obj);
+    json_t *kept = rt_json_read((const char *)rt_buf_data(it->bytes), rt_buf_len(it->bytes),
+                                JSON_ALLOW_NUL, NULL);
+    int r = kept != NULL ? compare(offered, kept) : 2;
+    json_decref(kept);
+    return r;
+}
+
 /* An id is taken once it is in the log, accepted on its way there, or
  * promised to a deferred message. */
 static int lk_known(void *ctx, const ev *e)
@@ -226,7 +241,7 @@ static int lk_known(void *ctx, const ev *e)
         return compare(e->obj, d->e.obj);
     seq_item *it = inflight_find(s, e->id, NULL, 0);
     if (it != NULL)
-        return compare(e->obj, it->e.obj);
+        return compare_item(e->obj, it);
     seq_print kept, p;
     int r = s->log.find(s->log.ctx, e->id, &kept);
     if (r == 0)
@@ -318,6 +333,8 @@ static int accept_into(sequencer *s, seq_unit *u, ev *e)
     int st = conv_status_of(e);
     if (st >= 0)
         s->status = (conv_status)st;
+    it->status = (int8_t)st;
+    it->finding = (uint8_t)conv_finding_of(e);
     it->keylen = (uint32_t)gate_key(e, it->key, sizeof(it->key));
     it->e = *e;
     u->n++;

@@ -95,10 +95,13 @@ void seq_verdict_clear(seq_verdict *v);
 /* ---- units: what goes into the log together ------------------------------ */
 
 typedef struct seq_item {
-    ev e;          /* stamped */
+    ev e;          /* stamped; slim (no tree) once taken, with seq_opts.slim */
     rt_buf *bytes; /* its stored form, made once */
     char key[256]; /* "a:<call>" / "o:<call>" (gate_key), for the log's index */
     uint32_t keylen;
+    int8_t status;   /* conv_status_of(e), made at acceptance */
+    uint8_t finding; /* conv_finding_of(e), likewise */
+    rt_buf *note;    /* with seq_opts.slim: its stuck_note, made when taken */
 } seq_item;
 
 typedef struct seq_echo { /* a retry of events, answered with this unit */
@@ -129,6 +132,11 @@ typedef struct seq_opts {
     uint64_t defer_timeout_ms; /* wall clock; 0: 10 minutes */
     uint64_t hold_timeout_ms;  /* monotonic; 0: 5 seconds */
     bool measure;              /* time the gate (seq_gate_ns) */
+    /* Units taken (seq_take) keep their events slim (ev_slim) and each
+     * event's stuck_note (seq_item.note), made then: the trees go when the
+     * store is handed the bytes, not when the group is durable. Whoever
+     * reads items' trees after seq_take (replay) leaves it off. */
+    bool slim;
 } seq_opts;
 
 /* A retry's comparison: digests of an event's canonical bytes without

@@ -389,6 +389,50 @@ START_TEST(test_exposed_fields)
 }
 END_TEST
 
+/* A slim ev keeps every field, as its own copies, and no tree. */
+START_TEST(test_slim_keeps_the_fields)
+{
+    static const ev_kind kinds[] = {EV_ACTION, EV_OBSERVATION, EV_MESSAGE, EV_STATE_UPDATE};
+    for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+        json_t *o = example_obj(kinds[i]);
+        ev whole, slim;
+        ck_assert_int_eq(ev_from_json(o, &whole, NULL, 0), 0);
+        ck_assert_int_eq(ev_from_json(o, &slim, NULL, 0), 0);
+        ck_assert_int_eq(ev_slim(&slim), 0);
+        ck_assert_ptr_null(slim.obj);
+        ck_assert_int_eq(slim.kind, whole.kind);
+        ck_assert_int_eq(slim.source, whole.source);
+        const char *w[] = {whole.id,        whole.timestamp,       whole.parent_id,
+                           whole.tool_call_id, whole.llm_response_id, whole.tool_name,
+                           whole.state_key};
+        const char *s[] = {slim.id,        slim.timestamp,       slim.parent_id,
+                           slim.tool_call_id, slim.llm_response_id, slim.tool_name,
+                           slim.state_key};
+        size_t len[sizeof(w) / sizeof(w[0])];
+        for (size_t k = 0; k < sizeof(w) / sizeof(w[0]); k++) {
+            ck_assert_int_eq(w[k] == NULL, s[k] == NULL);
+            if (w[k] != NULL)
+                ck_assert_str_eq(s[k], w[k]);
+            len[k] = w[k] != NULL ? strlen(w[k]) : 0;
+        }
+        json_decref(o); /* the slim ev needs nothing of the tree (ASan) */
+        ev_free(&whole);
+        for (size_t k = 0; k < sizeof(w) / sizeof(w[0]); k++)
+            ck_assert_uint_eq(s[k] != NULL ? strlen(s[k]) : 0, len[k]);
+        ev_free(&slim);
+    }
+    /* slim twice: the second copies from the first's own block */
+    json_t *o = example_obj(EV_ACTION);
+    ev e;
+    ck_assert_int_eq(ev_from_json(o, &e, NULL, 0), 0);
+    json_decref(o);
+    ck_assert_int_eq(ev_slim(&e), 0);
+    ck_assert_int_eq(ev_slim(&e), 0);
+    ck_assert_str_eq(e.tool_call_id, "call_Qm2x91");
+    ev_free(&e);
+}
+END_TEST
+
 START_TEST(test_default_sources)
 {
     static const struct {
@@ -1555,7 +1599,7 @@ START_TEST(test_findings_of_events)
         ck_assert_msg(ev_parse(cases[i].json, strlen(cases[i].json), &e, err, sizeof(err)) == 0,
                       "case %zu: %s", i, err);
         conv_findings f = {10, 20};
-        conv_findings_add(&f, &e);
+        conv_findings_add(&f, conv_finding_of(&e));
         ev_free(&e);
         ck_assert_msg(f.violations == 10 + cases[i].want.violations &&
                           f.stuck == 20 + cases[i].want.stuck,
@@ -1571,6 +1615,7 @@ int main(void)
     TCase *tc = tcase_create("parse");
     tcase_add_test(tc, test_every_kind_parses);
     tcase_add_test(tc, test_exposed_fields);
+    tcase_add_test(tc, test_slim_keeps_the_fields);
     tcase_add_test(tc, test_default_sources);
     tcase_add_test(tc, test_required_fields);
     tcase_add_test(tc, test_unknown_top_level_field);
