@@ -225,8 +225,9 @@ int stp_children(st_store *s, const rt_uuid *id, rt_uuid **ids, size_t *n);
 
 /* pool_seg.c */
 int stp_seg_create(stp_store *s, uint32_t seq);
-/* Seal the active segment (its index sorted) and begin the next. Under
- * `full` it is durable already; else it is synced before the next begins,
+/* Seal the active segment (its index, in write order, queued for the
+ * sealing thread, which sorts it) and begin the next. Under `full` it is
+ * durable already; else it is synced before the next begins,
  * or, lazily, by whichever comes first: the sealing thread (before its
  * index and checkpoint), a group that syncs, the interval's sync, the
  * close (stp_sync_sealed). The next segment's header says where a lazy
@@ -271,7 +272,7 @@ int stp_act_each(stp_store *s, const stp_conv *c, int (*fn)(void *ctx, const stp
 stp_segidx *stp_sealed_add(stp_store *s, uint32_t seq);
 /* Sealed segment seq's index, or NULL (seg_mu held). */
 stp_segidx *stp_sealed_of(stp_store *s, uint32_t seq);
-/* The active segment, sealed (its index sorted, queued for its file);
+/* The active segment, sealed (its index queued for its file);
  * at close. */
 void stp_seal_active(stp_store *s);
 void stp_fds_close(stp_store *s);

@@ -143,14 +143,14 @@ stp_segidx *stp_sealed_add(stp_store *s, uint32_t seq)
     return x;
 }
 
-/* The active segment's index among the sealed ones, sorted, with its end
- * (seg_mu held); false if out of memory. */
+/* The active segment's index among the sealed ones, with its end, in
+ * write order: the sealing thread sorts it (pool_seal.c); seg_mu held;
+ * false if out of memory. */
 static bool seal(stp_store *s)
 {
     stp_segidx *x = stp_sealed_add(s, s->act.seq);
     if (x == NULL)
         return false;
-    stp_idx_sort(&s->act);
     *x = s->act;
     x->end = s->act_size;
     return true;
