@@ -58,6 +58,9 @@ def server_version(binary=NATS_SERVER):
     return tuple(int(x) for x in v.split(".")[:3])
 READY_DEADLINE_S = float(os.environ.get("PARLEY_NATS_READY_S", "60"))
 STOP_DEADLINE_S = 10.0
+# how long a node started again may take to catch up before it is started
+# once more (restart)
+CATCHUP_S = 30.0
 # how long a meta group may stay smaller than the cluster before the start
 # is abandoned (wait_placement); a sound start is whole within a second
 SHORT_META_S = 5.0
@@ -422,7 +425,20 @@ class Cluster:
         if pid and self._ours(i, pid) and _alive(pid):
             raise RuntimeError(f"nats-server n{i} is running (pid {pid})")
         self._spawn(i)
-        self.wait_healthy([i])
+        try:
+            self.wait_healthy([i], CATCHUP_S)
+        except RuntimeError as e:
+            # 2.10.27, once in CI (TSan stage, a meta leader SIGKILLed and
+            # started again): the node followed the new leader but said "not
+            # current with the meta leader" for 60 s. Started once more, with
+            # the same data, it catches up anew.
+            if "not current" not in str(e):
+                raise
+            print(f"nats_cluster: n{i} not current after {CATCHUP_S:.0f} s; starting it again",
+                  file=sys.stderr)
+            self.kill(i)
+            self._spawn(i)
+            self.wait_healthy([i])
 
     def pids(self):
         """The pids of the nodes running now (this cluster's, checked)."""
