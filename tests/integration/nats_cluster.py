@@ -366,10 +366,21 @@ class Cluster:
         c = Client(self.url(1))
         try:
             while True:
-                got = c.request("$JS.API.STREAM.CREATE." + name, cfg)
+                try:
+                    got = c.request("$JS.API.STREAM.CREATE." + name, cfg)
+                except OSError:
+                    # unanswered (seen on 2.10 while the meta group formed):
+                    # not ready yet; a new connection, so that a late
+                    # answer is not taken for the next one
+                    got = {"error": {"description": "no answer"}}
+                    c.close()
+                    c = Client(self.url(1))
                 code = got.get("error", {}).get("err_code")
                 if "config" in got or code == 10058:  # made (perhaps by a retry)
-                    c.request("$JS.API.STREAM.DELETE." + name, {})
+                    try:
+                        c.request("$JS.API.STREAM.DELETE." + name, {})
+                    except OSError:
+                        pass  # left behind: a name of this process's, never used again
                     return
                 size, now = self._meta_size(), time.monotonic()
                 if size is not None and size < self.nodes:
