@@ -66,24 +66,22 @@ void conv_drop_sub(conv *c, size_t i, uint64_t why)
     c->subs[i] = c->subs[--c->nsubs];
 }
 
+/* The stuck note of an event's bytes; NULL if they do not parse. */
+static rt_buf *note_of_bytes(const char *bytes, size_t len)
+{
+    ev e;
+    if (ev_parse(bytes, len, &e, NULL, 0) != 0)
+        return NULL;
+    rt_buf *note = stuck_note_new(&e);
+    ev_free(&e);
+    return note;
+}
+
 /* e's stuck note: made from its tree, or from its bytes if it is slim. */
 static rt_buf *note_of(const ev *e, rt_buf *bytes)
 {
-    rt_buf *note = rt_buf_new(sizeof(stuck_note));
-    if (note == NULL)
-        return NULL;
-    stuck_note *n = (stuck_note *)(void *)rt_buf_wdata(note);
-    ev whole;
-    if (e->obj != NULL)
-        stuck_note_of(e, n);
-    else if (ev_parse((const char *)rt_buf_data(bytes), rt_buf_len(bytes), &whole, NULL, 0) == 0) {
-        stuck_note_of(&whole, n);
-        ev_free(&whole);
-    } else {
-        rt_buf_unref(note);
-        return NULL;
-    }
-    return note;
+    return e->obj != NULL ? stuck_note_new(e)
+                          : note_of_bytes((const char *)rt_buf_data(bytes), rt_buf_len(bytes));
 }
 
 void conv_publish(conv *c, uint64_t index, const ev *e, rt_buf *bytes, rt_buf *note)
@@ -125,15 +123,7 @@ static void send_tail(conv *c, rt_actor *sub, bool notes, uint64_t tail)
         return;
     for (uint32_t i = 0; i < p->n; i++) {
         const char *bytes = (const char *)rt_buf_data(p->bytes) + p->ev[i].off;
-        rt_buf *b = NULL;
-        ev e;
-        if (!notes)
-            b = rt_buf_copy(bytes, p->ev[i].len);
-        else if (ev_parse(bytes, p->ev[i].len, &e, NULL, 0) == 0) {
-            if ((b = rt_buf_new(sizeof(stuck_note))) != NULL)
-                stuck_note_of(&e, (stuck_note *)(void *)rt_buf_wdata(b));
-            ev_free(&e);
-        }
+        rt_buf *b = notes ? note_of_bytes(bytes, p->ev[i].len) : rt_buf_copy(bytes, p->ev[i].len);
         if (b != NULL && rt_send(sub, notes ? CONV_NOTE : CONV_EVENT, p->ev[i].index, b) < 0)
             rt_buf_unref(b);
     }

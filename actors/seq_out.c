@@ -30,8 +30,8 @@ seq_unit *seq_take(sequencer *s)
         seq_item *it = &u->items[i];
         /* the note needs the tree; without one (no memory) the subscriber
          * makes it from the bytes, and an ev left whole is still right */
-        if (it->note == NULL && (it->note = rt_buf_new(sizeof(stuck_note))) != NULL)
-            stuck_note_of(&it->e, (stuck_note *)(void *)rt_buf_wdata(it->note));
+        if (it->note == NULL)
+            it->note = stuck_note_new(&it->e);
         if (it->note != NULL)
             (void)ev_slim(&it->e);
     }

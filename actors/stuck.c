@@ -380,6 +380,14 @@ void stuck_note_of(const ev *e, stuck_note *n)
         copy_text(n->text, STUCK_ERROR_MAX, json_string_value(json_object_get(e->obj, "error")));
 }
 
+rt_buf *stuck_note_new(const ev *e)
+{
+    rt_buf *b = rt_buf_new(sizeof(stuck_note));
+    if (b != NULL)
+        stuck_note_of(e, (stuck_note *)(void *)rt_buf_wdata(b));
+    return b;
+}
+
 /* The slot for the next event: the ring grows until it holds the window.
  * If it cannot grow, it starts again empty: a failure can only hide a loop,
  * never report one. */

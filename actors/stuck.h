@@ -72,6 +72,9 @@ void stuck_defaults(stuck_thresholds *t);
 void stuck_feed(stuck *s, const ev *e);
 /* The same in two steps: the note of an event, then feeding it. */
 void stuck_note_of(const ev *e, stuck_note *n);
+/* The same in a new buffer (what a conversation sends its detector); NULL
+ * if out of memory. */
+rt_buf *stuck_note_new(const ev *e);
 void stuck_feed_note(stuck *s, const stuck_note *n);
 /* What the detector says now. Asking for a nudge remembers it: asking
  * again without new events gives no second nudge. */
