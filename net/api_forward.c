@@ -74,8 +74,10 @@ static void route_work(net_req *r, net_outcome *out)
         net_fail(out, 404, "Conversation not found: %s", dashed);
         return;
     }
-    if (e < 0) {
-        net_fail(out, 503, "cannot tell which node owns conversation %s: %s", dashed, err);
+    if (e < 0) { /* the cluster's words first, naming it */
+        char says[200];
+        net_fail(out, 503, "cannot tell which node owns conversation %s: %s; %s", dashed,
+                 st_store_strerror(s, e, says, sizeof(says)), err);
         return;
     }
     if (!to.forward) {

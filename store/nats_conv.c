@@ -81,6 +81,7 @@ static void drop_writer(stn_conv *c)
 
 static int take_over(stn_conv *c)
 {
+    atomic_store(&c->term, atomic_load(&c->s->lease_term)); /* the term it began in */
     int r = st_nats_log_open(c->s->n, &c->lid, &c->writer);
     if (r == 0 && (r = st_nats_log_take_over(c->writer, NULL)) < 0)
         rt_log(RT_LOG_ERROR, "store", "nats: cannot take conversation %s over: %s", c->hex,
@@ -189,6 +190,8 @@ static void run(stn_conv *c, stn_job *j)
 {
     uint64_t first = 0;
     int r = 0;
+    if (stn_writer_stale(c))
+        drop_writer(c); /* the next append takes the log over again */
     if (j->kind == STN_PROBE) /* releases its follow, gone or not */
         stn_follow_probe(c, j->ctx);
     else if (atomic_load(&c->gone))

@@ -87,6 +87,42 @@ static int put_lease(stn_store *s)
     return stn_kv_put(s->nodes, s->n->token, s->n->node, strlen(s->n->node), NULL);
 }
 
+/* Another node takes a conversation over only once its owner's lease is
+ * gone from the bucket: STN_LEASE_MS at least after the put that last
+ * renewed it began. Until then this node's writers are the only ones, and
+ * their memory is the log; a beat before then it is no longer trusted (a
+ * renewal may be stuck in the cluster), and a renewal that comes later
+ * than that starts a new term: every writer taken over before it takes
+ * the log over again (stn_tail_claim finds what others appended). */
+#define STN_TRUST_MS (STN_LEASE_MS - STN_BEAT_MS)
+
+bool stn_writes(stn_conv *c)
+{
+    stn_store *s = c->s;
+    return atomic_load(&c->writing) && atomic_load(&c->term) == atomic_load(&s->lease_term) &&
+           stn_now_ms() - atomic_load(&s->lease_ms) < STN_TRUST_MS;
+}
+
+bool stn_writer_stale(stn_conv *c)
+{
+    return c->writer != NULL && (!atomic_load(&c->writing) ||
+                                 atomic_load(&c->term) != atomic_load(&c->s->lease_term));
+}
+
+static void renewed(stn_store *s, int64_t began)
+{
+    int64_t gap = stn_now_ms() - atomic_load(&s->lease_ms);
+    if (gap >= STN_TRUST_MS) {
+        atomic_fetch_add(&s->lease_term, 1); /* before lease_ms: no reader trusts it between */
+        rt_log(RT_LOG_WARN, "store",
+               "nats: node %s's lease was renewed %lld ms after the last renewal began: other "
+               "nodes may have taken its conversations over; each is taken over again at its "
+               "next write",
+               s->n->node, (long long)gap);
+    }
+    atomic_store(&s->lease_ms, began);
+}
+
 static void *beat_main(void *arg)
 {
     stn_store *s = arg;
@@ -104,8 +140,11 @@ static void *beat_main(void *arg)
         if (s->hstop)
             break;
         pthread_mutex_unlock(&s->hmu);
+        int64_t began = stn_now_ms();
         int r = put_lease(s);
-        if (r < 0)
+        if (r == 0)
+            renewed(s, began);
+        else
             rt_log(RT_LOG_WARN, "store", "nats: cannot renew node %s's lease: %s", s->n->node,
                    strerror(-r));
         pthread_mutex_lock(&s->hmu);
@@ -261,6 +300,7 @@ int stn_owner_start(stn_store *s, char *err, size_t errlen)
                s->n->node);
     int r = stn_bind_bucket_ttl(s->n, STN_NODES, "parley: the nodes alive (leases)", STN_LEASE_MS,
                                 &s->nodes, err, errlen);
+    atomic_store(&s->lease_ms, stn_now_ms());
     if (r == 0 && (r = put_lease(s)) < 0)
         snprintf(err, errlen, "cannot put node %s's lease: %s", s->n->node, strerror(-r));
     if (r == 0 && (r = -pthread_create(&s->hthread, NULL, beat_main, s)) < 0)
@@ -320,7 +360,7 @@ bool stn_writes_here(st_store *gs, const rt_uuid *id)
     stn_store *s = S(gs);
     pthread_mutex_lock(&s->mu);
     stn_entry *e = stn_catalog_find(s, id);
-    bool here = e != NULL && e->open != NULL && atomic_load(&e->open->writing);
+    bool here = e != NULL && e->open != NULL && stn_writes(e->open);
     pthread_mutex_unlock(&s->mu);
     return here;
 }
@@ -335,7 +375,7 @@ int stn_route(st_store *gs, const rt_uuid *id, st_route *out, char *err, size_t 
         return r;
     }
     stn_conv *c = (stn_conv *)(void *)gc;
-    if (atomic_load(&c->writing)) {
+    if (stn_writes(c)) {
         st_conv_release(gc);
         return 0;
     }
@@ -547,6 +587,14 @@ static void grew(stn_store *s, const rt_uuid *id, uint64_t count)
     stn_entry *e = stn_catalog_find(s, id);
     stn_conv *c = e != NULL ? e->open : NULL;
     if (c != NULL) {
+        /* a record of another node's past what this node's writer wrote:
+         * that node took the log over, and this one's memory is old */
+        if (atomic_load(&c->writing) && count > atomic_load(&c->written) &&
+            atomic_exchange(&c->writing, false))
+            rt_log(RT_LOG_WARN, "store",
+                   "nats: conversation %s was taken over by another node: this node no longer "
+                   "writes it",
+                   c->hex);
         pthread_mutex_lock(&c->mu);
         stn_log *l = c->log;
         for (uint64_t k = l != NULL ? atomic_load(&l->known) : count; k < count;)
@@ -627,7 +675,7 @@ void stn_follow_probe(stn_conv *c, void *follow)
     pthread_mutex_lock(&f->mu);
     stopped = f->stopped;
     pthread_mutex_unlock(&f->mu);
-    if (!stopped && !atomic_load(&c->writing) && st_nats_log_open(c->s->n, &c->lid, &l) == 0 &&
+    if (!stopped && !stn_writes(c) && st_nats_log_open(c->s->n, &c->lid, &l) == 0 &&
         st_nats_log_count(l, &count) == 0) {
         grew(c->s, &c->id, count);
         pthread_mutex_lock(&f->mu);

@@ -84,7 +84,7 @@ void stn_log_free(stn_log *l)
 uint64_t stn_log_count(const st_log *gl)
 {
     stn_log *l = (stn_log *)(void *)gl; /* its cache changes, not what it reads */
-    if (atomic_load(&l->c->writing))
+    if (stn_writes(l->c))
         return atomic_load(&l->c->written);
     uint64_t n = 0;
     pthread_mutex_lock(&l->mu);

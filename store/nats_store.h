@@ -143,6 +143,7 @@ struct stn_conv {
     st_nats_log *writer;  /* the worker running its jobs only */
     _Atomic bool writing; /* writer is live: written is the count */
     _Atomic uint64_t written;
+    _Atomic uint64_t term; /* the lease's term its writer took the log over in */
     /* nats_summary.c (s->mu): the summary to publish */
     st_summary sum;
     bool sum_new; /* noted since the last publication began */
@@ -200,6 +201,10 @@ struct stn_store {
      * requests other nodes forward here (fmu) */
     bool owner_init;
     bool split; /* PARLEY_NATS_SPLIT=1 (tests): never forward */
+    /* the lease's continuity (stn_writes): when the put that last renewed
+     * it began (stn_now_ms), and how many renewals came too late */
+    _Atomic int64_t lease_ms;
+    _Atomic uint64_t lease_term;
     kvStore *nodes;
     pthread_t hthread;
     bool hstarted, hstop;
@@ -316,6 +321,12 @@ int stn_owner_start(stn_store *s, char *err, size_t errlen);
 void stn_owner_stop(stn_store *s);
 /* After the connection closed (no callback of cnats runs any more). */
 void stn_owner_free(stn_store *s);
+/* Does this node write c, its memory being the whole log? Only while the
+ * lease has held since its writer took the log over (any thread). */
+bool stn_writes(stn_conv *c);
+/* A writer that stn_writes no longer trusts (worker): it takes the log
+ * over again before its next append. */
+bool stn_writer_stale(stn_conv *c);
 bool stn_writes_here(st_store *s, const rt_uuid *id);
 int stn_route(st_store *s, const rt_uuid *id, st_route *out, char *err, size_t errlen);
 int stn_forward(st_store *s, const st_route *to, const rt_uuid *id, const st_fwd_req *req,

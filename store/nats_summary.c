@@ -53,7 +53,7 @@ static void schedule(stn_store *s, stn_conv *c)
 void stn_note_summary(st_conv *gc, const st_summary *sum)
 {
     stn_conv *c = C(gc);
-    if (!atomic_load(&c->writing) || atomic_load(&c->gone))
+    if (!stn_writes(c) || atomic_load(&c->gone))
         return; /* its writer publishes */
     stn_store *s = c->s;
     pthread_mutex_lock(&s->mu);

@@ -32,7 +32,9 @@
  * the leader brings memory up to it (stn_tail_catch_up), so that a node
  * that does not write the log checks what its conversation decides from
  * memory too. Anything else (reads before the tail, a log known to have
- * grown) goes to the cluster.
+ * grown) goes to the cluster. "This node writes" is stn_writes: a writer
+ * whose lease may have lapsed since its take-over reads as any other node
+ * does (nats_owner.c).
  */
 #include "nats_store.h"
 
@@ -228,7 +230,7 @@ static int catch_up(stn_log *l, uint64_t count)
 {
     pthread_mutex_lock(&l->tmu);
     uint64_t from = l->covered;
-    bool skip = atomic_load(&l->c->writing) || from >= count;
+    bool skip = stn_writes(l->c) || from >= count;
     pthread_mutex_unlock(&l->tmu);
     if (skip)
         return 0;
@@ -335,14 +337,14 @@ void stn_tail_push(stn_conv *c, uint64_t first, const stn_job *j)
  * writes, as it was loaded? (tmu) */
 static bool whole(stn_log *l)
 {
-    if (atomic_load(&l->c->writing))
+    if (stn_writes(l->c))
         return l->covered >= atomic_load(&l->c->written);
     return l->loaded && l->covered >= atomic_load(&l->known);
 }
 
 static uint64_t count_of(stn_log *l)
 {
-    return atomic_load(&l->c->writing) ? atomic_load(&l->c->written) : l->covered;
+    return stn_writes(l->c) ? atomic_load(&l->c->written) : l->covered;
 }
 
 uint64_t stn_tail_count(stn_log *l)

@@ -33,6 +33,7 @@ Only processes this script started are signalled: a pid from cluster.json
 is checked against /proc/PID/cmdline (nats-server with this node's config)
 before any signal, so a reused pid is never hit.
 """
+import base64
 import functools
 import json
 import os
@@ -189,6 +190,22 @@ class Client:
                 payload = payload[int(parts[-2]):]
             if parts[1].decode() == reply:
                 return json.loads(payload) if payload else {}
+
+
+    def leases(self):
+        """The names of the parley nodes whose lease is in the bucket now
+        (store/nats_owner.c): a lease that was not renewed in time is gone."""
+        stream = "KV_parley_nodes"
+        info = self.request("$JS.API.STREAM.INFO." + stream,
+                            {"subjects_filter": "$KV.parley_nodes.>"})
+        names = set()
+        for subject in (info.get("state", {}).get("subjects") or {}):
+            r = self.request("$JS.API.STREAM.MSG.GET." + stream, {"last_by_subj": subject})
+            m = r.get("message")
+            if m is None or b"KV-Operation" in base64.b64decode(m.get("hdrs", "")):
+                continue  # expired meanwhile, or deleted at a clean stop
+            names.add(base64.b64decode(m.get("data", "")).decode())
+        return names
 
 
 class Cluster:

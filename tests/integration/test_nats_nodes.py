@@ -443,36 +443,42 @@ def lists_fresh(a, b):
           % (time.monotonic() - written))
 
 
+def ws_events(port, cid):
+    """A WebSocket subscriber of the whole log: a function that reads until
+    it has n events, returning their ids."""
+    import ws_raw
+    sock, rest = ws_raw.handshake(port, "/sockets/events/%s?resend_mode=all" % cid)
+    reader = ws_raw.Reader(sock, rest)
+    got = []
+
+    def until(n):
+        end = time.monotonic() + DEADLINE_S
+        while len(got) < n:
+            check(time.monotonic() < end, "the subscriber gets %d events in time" % n, got)
+            f = reader.next()
+            check(f is not None, "the WebSocket stays open", got)
+            e = json.loads(f[1]) if f[0] == 0x1 else None
+            # the stream's own state frame is not an event of the log
+            if isinstance(e, dict) and "id" in e and \
+                    e.get("kind") != "ConversationStateUpdateEvent":
+                got.append(e["id"])
+        return got
+    return sock, until
+
+
 def ws_elsewhere(a, b):
     """A WebSocket on the node that does not own the conversation (b) gets
     every committed event once, in order: those before it connected
     (replayed) and those appended through either node afterwards (the
     owner's records, republished by the stream)."""
-    import ws_raw
     cid = create(a.port)
     known(b.port, cid)
     for i in range(5):
         st, body = append(a.port, cid, msg("w%d" % i))
         check(st == 201, "an append before the subscriber", st, body)
-    sock, rest = ws_raw.handshake(b.port, "/sockets/events/%s?resend_mode=all" % cid)
-    reader = ws_raw.Reader(sock, rest)
-    got = []
-
-    def read_until(n):
-        end = time.monotonic() + DEADLINE_S
-        while len(got) < n:
-            check(time.monotonic() < end, "the subscriber gets %d events in time" % n, len(got))
-            f = reader.next()
-            check(f is not None, "the WebSocket stays open", got)
-            if f[0] == 0x1:
-                e = json.loads(f[1])
-                # the stream's own state frame is not an event of the log
-                if isinstance(e, dict) and "id" in e and \
-                        e.get("kind") != "ConversationStateUpdateEvent":
-                    got.append(e["id"])
-
+    sock, read_until = ws_events(b.port, cid)
     try:
-        read_until(5)
+        got = read_until(5)
         for i in range(5, 45):
             st, body = append((a, b)[i % 2].port, cid, msg("w%d" % i))
             check(st == 201, "append w%d" % i, st, body)
@@ -505,14 +511,12 @@ def ws_elsewhere(a, b):
     while len(sent) < 20 and t.is_alive():
         check(time.monotonic() < end, "the producer gets going", len(sent))
         time.sleep(0.01)  # polling interval, not a synchronization
-    sock, rest = ws_raw.handshake(b.port, "/sockets/events/%s?resend_mode=all" % cid)
-    reader = ws_raw.Reader(sock, rest)
-    got = []
+    sock, read_until = ws_events(b.port, cid)
     try:
         t.join()
         check(not errors, "the producer finished", errors[:1])
         ids = log_ids(a.port, cid)
-        read_until(len(ids))
+        got = read_until(len(ids))
         check(got == ids, "a subscriber that came mid-stream saw every event once, in order",
               got, ids)
     finally:
@@ -700,6 +704,21 @@ def split(work):
             for eid, at in acks.items():
                 check(at < len(ids) and ids[at] == eid, "every acked event at its acked index",
                       eid, at)
+        # a node that writes, and has a subscriber, learns from the log's
+        # records that the other one took it over: it no longer answers
+        # from its memory, and its subscriber gets the other's events
+        st, body, _ = retrying(nodes[0].port, cid, "s1-last", end)
+        check(st == 201 and acked_index(body) == 50, "s1 writes once more", st, body)
+        sock, until = ws_events(nodes[0].port, cid)
+        try:
+            until(51)
+            st, body, _ = retrying(nodes[1].port, cid, "s2-last", end)
+            check(st == 201 and acked_index(body) == 51, "s2 takes over again", st, body)
+            ids = log_ids(reader.port, cid)
+            check(until(52) == ids, "s1's subscriber gets s2's event", ids[-2:])
+            check(log_ids(nodes[0].port, cid) == ids, "s1 reads the log, not its memory")
+        finally:
+            sock.close()
         # a node fenced while its requests wait checks them from memory or
         # in the thread pool, never against the cluster on its loop
         waits = [n.loop_requests() for n in nodes[:2]]

@@ -7,6 +7,12 @@ thread pool, as the forwards do), a listing and a read of the stalled
 conversation answer promptly. Once the owner runs again, every forwarded
 append is answered 201 and is in the log once.
 
+And an owner stopped until its lease is over: the other node takes the
+conversation over and appends; once the owner runs again, it no longer
+answers from its memory of the log: its reads and its WebSocket
+subscriber get what the other node appended, and its appends are
+forwarded to the new owner.
+
 Starts its own 3-node cluster (nats_cluster.py, free ports) and two
 parley nodes on port 0; every process it starts is stopped by it. Nothing
 waits with a sleep: every wait polls against a deadline.
@@ -24,7 +30,8 @@ sys.path.insert(0, HERE)
 
 import nats_cluster  # noqa: E402
 from parley_client import Server, check, run, summary  # noqa: E402
-from test_nats_nodes import append, call, create, known, log_ids, msg  # noqa: E402
+from test_nats_nodes import (acked_index, append, call, create, known, log_ids, msg,  # noqa: E402
+                             retrying, ws_events)
 
 FORWARDS = 12      # more than the 4 threads libuv's pool has by default
 PROMPT_S = 3.0     # what a request that waits for nothing answers within
@@ -85,12 +92,50 @@ def stalled_owner(owner, front):
     check(sorted(ids) == sorted(["before"] + list(answers)), "the log holds each once", ids)
 
 
+def lease_lapsed(owner, front, cluster):
+    cid = create(owner.port)
+    known(front.port, cid)
+    st, b = append(owner.port, cid, msg("l0"))
+    check(st == 201, "an append on the owner", st, b)
+    sock, until = ws_events(owner.port, cid)
+    try:
+        check(until(1) == ["l0"], "the owner's subscriber has the first event")
+        nc = nats_cluster.Client(cluster.url(1))
+        nats_cluster.pause([owner.proc.pid])
+        try:
+            end = time.monotonic() + DEADLINE_S
+            while "o1" in nc.leases():
+                check(time.monotonic() < end, "the stopped owner's lease ends")
+                time.sleep(0.2)  # polling interval, not a synchronization
+            for i, eid in enumerate(("l1", "l2")):
+                st, b, _ = retrying(front.port, cid, eid, time.monotonic() + DEADLINE_S)
+                check(st == 201 and acked_index(b) == i + 1,
+                      "the other node takes over and appends %s" % eid, st, b)
+        finally:
+            os.kill(owner.proc.pid, signal.SIGCONT)
+            nc.close()
+        ids = ["l0", "l1", "l2"]
+        check(log_ids(front.port, cid) == ids, "the log after the take-over", ids)
+        check(log_ids(owner.port, cid) == ids,
+              "the old owner reads the log, not its memory of it", log_ids(owner.port, cid))
+        check(until(3) == ids, "the old owner's subscriber gets the other node's events")
+        st, b, _ = retrying(owner.port, cid, "l3", time.monotonic() + DEADLINE_S)
+        check(st == 201 and acked_index(b) == 3, "an append through the old owner", st, b)
+        ids.append("l3")
+        check(until(4) == ids, "and its subscriber gets it once")
+        for n in (owner, front):
+            check(log_ids(n.port, cid) == ids, "both nodes read the same log", n.port)
+    finally:
+        sock.close()
+
+
 def on_cluster(work, cluster):
     t0 = time.monotonic()
     owner = Server(data=os.path.join(work, "o"), args=["--node-id", "o1"]).start()
     front = Server(data=os.path.join(work, "f"), args=["--node-id", "f1"]).start()
     try:
         run("forwards_wait_nothing_else_does", stalled_owner, owner, front)
+        run("owner_back_after_its_lease_ended", lease_lapsed, owner, front, cluster)
         run("no_loop_waits",
             lambda: check(owner.loop_requests() == 0 and front.loop_requests() == 0,
                           "parley_nats_loop_requests_total is 0",
