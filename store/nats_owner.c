@@ -153,6 +153,21 @@ static void *beat_main(void *arg)
     return NULL;
 }
 
+/* The lease's first put, at open: a bucket just made may have no leader
+ * yet (-EAGAIN), as for every other call of the open, tried again until
+ * the connection's deadline. */
+static int first_lease(stn_store *s)
+{
+    int64_t until = stn_now_ms() + s->n->deadline_ms;
+    for (int attempt = 0;; attempt++) {
+        atomic_store(&s->lease_ms, stn_now_ms());
+        int r = put_lease(s);
+        if (r == 0 || !stn_retryable(r) || stn_now_ms() >= until)
+            return r;
+        stn_backoff(attempt, until);
+    }
+}
+
 /* ---- serving forwarded requests --------------------------------------------- */
 
 static void reply_now(stn_store *s, const char *to, int status, const char *detail)
@@ -300,8 +315,7 @@ int stn_owner_start(stn_store *s, char *err, size_t errlen)
                s->n->node);
     int r = stn_bind_bucket_ttl(s->n, STN_NODES, "parley: the nodes alive (leases)", STN_LEASE_MS,
                                 &s->nodes, err, errlen);
-    atomic_store(&s->lease_ms, stn_now_ms());
-    if (r == 0 && (r = put_lease(s)) < 0)
+    if (r == 0 && (r = first_lease(s)) < 0)
         snprintf(err, errlen, "cannot put node %s's lease: %s", s->n->node, strerror(-r));
     if (r == 0 && (r = -pthread_create(&s->hthread, NULL, beat_main, s)) < 0)
         snprintf(err, errlen, "cannot start the lease's thread: %s", strerror(-r));
