@@ -300,6 +300,20 @@ static stn_job *job_new(stn_kind kind, st_done_fn done, void *ctx)
     return j;
 }
 
+int stn_submit_plain_locked(stn_conv *c, stn_kind kind, void *ctx)
+{
+    stn_job *j = job_new(kind, nothing, ctx);
+    if (j == NULL)
+        return -ENOMEM;
+    if (c->s->stop) {
+        job_free(j);
+        return -ESHUTDOWN;
+    }
+    c->refs++;
+    stn_queue_locked(c->s, c, j);
+    return 0;
+}
+
 int stn_submit_plain(stn_conv *c, stn_kind kind, void *ctx)
 {
     stn_job *j = job_new(kind, nothing, ctx);

@@ -109,10 +109,12 @@ bool stn_writer_stale(stn_conv *c)
                                  atomic_load(&c->term) != atomic_load(&c->s->lease_term));
 }
 
-static void renewed(stn_store *s, int64_t began)
+/* A renewal that began at `began` succeeded: true if it starts a term. */
+static bool renewed(stn_store *s, int64_t began)
 {
     int64_t gap = stn_now_ms() - atomic_load(&s->lease_ms);
-    if (gap >= STN_TRUST_MS) {
+    bool late = gap >= STN_TRUST_MS;
+    if (late) {
         atomic_fetch_add(&s->lease_term, 1); /* before lease_ms: no reader trusts it between */
         rt_log(RT_LOG_WARN, "store",
                "nats: node %s's lease was renewed %lld ms after the last renewal began: other "
@@ -121,6 +123,18 @@ static void renewed(stn_store *s, int64_t began)
                s->n->node, (long long)gap);
     }
     atomic_store(&s->lease_ms, began);
+    return late;
+}
+
+/* How many times the connection was made again (the lease's thread). */
+static uint64_t reconnects(stn_store *s)
+{
+    natsStatistics *st = NULL;
+    uint64_t in, inb, out, outb, n = 0;
+    if (natsStatistics_Create(&st) == NATS_OK && natsConnection_GetStats(s->n->nc, st) == NATS_OK)
+        natsStatistics_GetCounts(st, &in, &inb, &out, &outb, &n);
+    natsStatistics_Destroy(st);
+    return n;
 }
 
 static void *beat_main(void *arg)
@@ -142,11 +156,17 @@ static void *beat_main(void *arg)
         pthread_mutex_unlock(&s->hmu);
         int64_t began = stn_now_ms();
         int r = put_lease(s);
-        if (r == 0)
-            renewed(s, began);
-        else
+        bool late = r == 0 && renewed(s, began);
+        if (r < 0)
             rt_log(RT_LOG_WARN, "store", "nats: cannot renew node %s's lease: %s", s->n->node,
                    strerror(-r));
+        /* records may have been stored that no notice told of: a new term
+         * (they came while memory was trusted) or a connection made again
+         * (they came while it was down) */
+        uint64_t rc = reconnects(s);
+        if (late || rc != s->reconnects)
+            stn_follows_probe(s);
+        s->reconnects = rc;
         pthread_mutex_lock(&s->hmu);
     }
     pthread_mutex_unlock(&s->hmu);
@@ -575,9 +595,10 @@ struct st_follow {
     natsSubscription *sub;
     pthread_mutex_t mu;
     bool stopped;
-    int refs; /* the subscription's, and a probe's (mu) */
+    int refs; /* the subscription's, and probes' (mu) */
     st_follow_fn fn;
     void *ctx;
+    struct st_follow *fnext, **fprev; /* s->follows (s->mu) */
 };
 
 static void follow_free(void *closure)
@@ -641,6 +662,28 @@ static void on_record(natsConnection *nc, natsSubscription *sub, natsMsg *m, voi
     natsMsg_Destroy(m);
 }
 
+/* A probe of f (a job of c's: the log's count, as a notice, unless this
+ * node writes it; s->mu held). */
+static void probe_locked(stn_conv *c, st_follow *f)
+{
+    pthread_mutex_lock(&f->mu);
+    f->refs++; /* the probe's: released by stn_follow_probe */
+    pthread_mutex_unlock(&f->mu);
+    if (stn_submit_plain_locked(c, STN_PROBE, f) < 0)
+        follow_free(f);
+}
+
+void stn_follows_probe(stn_store *s)
+{
+    pthread_mutex_lock(&s->mu);
+    for (st_follow *f = s->follows; f != NULL; f = f->fnext) {
+        stn_entry *e = stn_catalog_find(s, &f->id);
+        if (e != NULL && e->open != NULL)
+            probe_locked(e->open, f);
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
 int stn_follow(st_conv *gc, st_follow_fn fn, void *ctx, st_follow **out)
 {
     stn_conv *c = (stn_conv *)(void *)gc;
@@ -670,12 +713,14 @@ int stn_follow(st_conv *gc, st_follow_fn fn, void *ctx, st_follow **out)
         follow_free(f);
         return r < 0 ? r : stn_errno(ns, 0);
     }
+    pthread_mutex_lock(&c->s->mu);
+    if ((f->fnext = c->s->follows) != NULL)
+        f->fnext->fprev = &f->fnext;
+    f->fprev = &c->s->follows;
+    c->s->follows = f;
     /* what was stored before the subscription: a first notice */
-    pthread_mutex_lock(&f->mu);
-    f->refs++;
-    pthread_mutex_unlock(&f->mu);
-    if (stn_submit_plain(c, STN_PROBE, f) < 0)
-        follow_free(f);
+    probe_locked(c, f);
+    pthread_mutex_unlock(&c->s->mu);
     *out = f;
     return 0;
 }
@@ -703,6 +748,10 @@ void stn_follow_probe(stn_conv *c, void *follow)
 
 void stn_follow_stop(st_follow *f)
 {
+    pthread_mutex_lock(&f->s->mu);
+    if ((*f->fprev = f->fnext) != NULL)
+        f->fnext->fprev = f->fprev;
+    pthread_mutex_unlock(&f->s->mu);
     pthread_mutex_lock(&f->mu);
     f->stopped = true;
     pthread_mutex_unlock(&f->mu);

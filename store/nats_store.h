@@ -205,6 +205,8 @@ struct stn_store {
      * it began (stn_now_ms), and how many renewals came too late */
     _Atomic int64_t lease_ms;
     _Atomic uint64_t lease_term;
+    uint64_t reconnects;       /* the connection's, as the lease's thread last saw */
+    struct st_follow *follows; /* this node's follows (s->mu) */
     kvStore *nodes;
     pthread_t hthread;
     bool hstarted, hstop;
@@ -339,6 +341,11 @@ int stn_follow(st_conv *c, st_follow_fn fn, void *ctx, st_follow **out);
 void stn_follow_probe(stn_conv *c, void *follow);
 /* Queue a job of this kind with ctx, done doing nothing. */
 int stn_submit_plain(stn_conv *c, stn_kind kind, void *ctx);
+int stn_submit_plain_locked(stn_conv *c, stn_kind kind, void *ctx); /* s->mu held */
+/* A probe of every follow of this node (its log's count, as a notice):
+ * records another node stored while this node trusted its memory, or
+ * while its connection was down, are not lost to its subscribers. */
+void stn_follows_probe(stn_store *s);
 /* Queue job j on c, whose hold it takes (s->mu held; even when stopping). */
 void stn_queue_locked(stn_store *s, stn_conv *c, stn_job *j);
 void stn_follow_stop(st_follow *f);
