@@ -56,20 +56,23 @@ void stn_queue_locked(stn_store *s, stn_conv *c, stn_job *j)
     }
 }
 
-/* Queue j on c (holding c for it) unless the store is closing. */
-static int submit(stn_conv *c, stn_job *j, bool hold)
+/* Queue j on c (holding c for it) unless the store is closing (s->mu). */
+static int submit_locked(stn_conv *c, stn_job *j, bool hold)
 {
-    stn_store *s = c->s;
-    pthread_mutex_lock(&s->mu);
-    if (s->stop) {
-        pthread_mutex_unlock(&s->mu);
+    if (c->s->stop)
         return -ESHUTDOWN;
-    }
     if (hold)
         c->refs++;
-    stn_queue_locked(s, c, j);
-    pthread_mutex_unlock(&s->mu);
+    stn_queue_locked(c->s, c, j);
     return 0;
+}
+
+static int submit(stn_conv *c, stn_job *j, bool hold)
+{
+    pthread_mutex_lock(&c->s->mu);
+    int r = submit_locked(c, j, hold);
+    pthread_mutex_unlock(&c->s->mu);
+    return r;
 }
 
 static void drop_writer(stn_conv *c)
@@ -305,21 +308,7 @@ int stn_submit_plain_locked(stn_conv *c, stn_kind kind, void *ctx)
     stn_job *j = job_new(kind, nothing, ctx);
     if (j == NULL)
         return -ENOMEM;
-    if (c->s->stop) {
-        job_free(j);
-        return -ESHUTDOWN;
-    }
-    c->refs++;
-    stn_queue_locked(c->s, c, j);
-    return 0;
-}
-
-int stn_submit_plain(stn_conv *c, stn_kind kind, void *ctx)
-{
-    stn_job *j = job_new(kind, nothing, ctx);
-    if (j == NULL)
-        return -ENOMEM;
-    int r = submit(c, j, true);
+    int r = submit_locked(c, j, true);
     if (r < 0)
         job_free(j);
     return r;

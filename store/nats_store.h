@@ -339,9 +339,8 @@ int stn_follow(st_conv *c, st_follow_fn fn, void *ctx, st_follow **out);
  * as a first notice, unless this node writes it; then the job's hold of
  * the follow goes. */
 void stn_follow_probe(stn_conv *c, void *follow);
-/* Queue a job of this kind with ctx, done doing nothing. */
-int stn_submit_plain(stn_conv *c, stn_kind kind, void *ctx);
-int stn_submit_plain_locked(stn_conv *c, stn_kind kind, void *ctx); /* s->mu held */
+/* Queue a job of this kind with ctx, done doing nothing (s->mu held). */
+int stn_submit_plain_locked(stn_conv *c, stn_kind kind, void *ctx);
 /* A probe of every follow of this node (its log's count, as a notice):
  * records another node stored while this node trusted its memory, or
  * while its connection was down, are not lost to its subscribers. */

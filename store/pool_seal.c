@@ -43,7 +43,7 @@ static void write_idx(stp_store *s, uint32_t seq)
         return;
     /* t.e stays valid: only this thread frees a sealed heap index (or the
      * close, after this thread stopped) */
-    stp_segidx sorted = {.seq = seq, .end = t.end, .sorted = true};
+    stp_segidx sorted = {.seq = seq, .end = t.end};
     if (!t.sorted && t.n > 1) {
         /* a roll leaves it in write order: it is sorted here, a copy, so
          * that neither the committer (2-4 ms a 16 MiB segment, during which
@@ -58,7 +58,7 @@ static void write_idx(stp_store *s, uint32_t seq)
         }
         memcpy(sorted.e, t.e, t.n * sizeof(*t.e));
         sorted.n = t.n;
-        stp_idx_sort(&(stp_segidx){.e = sorted.e, .n = sorted.n});
+        stp_idx_sort(&sorted);
     }
     const stp_ent *e = sorted.e != NULL ? sorted.e : t.e;
     int r = stp_idx_write(s, seq, t.end, e, t.n);

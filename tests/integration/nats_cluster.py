@@ -191,7 +191,6 @@ class Client:
             if parts[1].decode() == reply:
                 return json.loads(payload) if payload else {}
 
-
     def leases(self):
         """The names of the parley nodes whose lease is in the bucket now
         (store/nats_owner.c): a lease that was not renewed in time is gone."""
