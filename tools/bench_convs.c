@@ -18,7 +18,6 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <malloc.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -221,7 +220,7 @@ int bench_convs(int argc, char **argv)
     double rest_deadline = cli_now_s() + idle_ms / 1e3 + 60;
     while (st_store_open_logs(r.p->store) > 0 && cli_now_s() < rest_deadline)
         usleep(100 * 1000);
-    malloc_trim(0);
+    cli_heap_trim();
     long rss2 = cli_rss_bytes() / 1024;
     int fds2 = open_fds();
     int bad = unreadable(&r, made);

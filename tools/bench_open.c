@@ -10,7 +10,6 @@
 #include "runtime/log.h"
 #include "store/store.h"
 
-#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -40,7 +39,7 @@ int bench_open(int argc, char **argv)
     double *ms = calloc((size_t)runs, sizeof(double)), *rss = calloc((size_t)runs, sizeof(double));
     size_t convs = 0;
     for (int i = 0; i < runs; i++) {
-        malloc_trim(0);
+        cli_heap_trim();
         long before = cli_rss_bytes();
         double t = cli_now_s();
         st_opts o = {.dir = where, .durability = ST_FULL};

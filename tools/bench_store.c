@@ -23,7 +23,6 @@
 #include "store/store.h"
 
 #include <errno.h>
-#include <malloc.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -401,7 +400,7 @@ int bench_store(int argc, char **argv)
         } else {
             st_log_close(l);
         }
-        malloc_trim(0); /* so that the next open's RSS growth is its own */
+        cli_heap_trim(); /* so that the next open's RSS growth is its own */
     }
     if (base == NULL)
         cli_rm_tree(root);

@@ -16,7 +16,6 @@
 #include "runtime/buf.h"
 #include "runtime/json.h"
 
-#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,8 +62,8 @@ int bench_view(int argc, char **argv)
     double state_bytes = 0;
     int status = CLI_OK;
     for (int run = 0; run < runs && status == CLI_OK; run++) {
-        malloc_trim(0);
-        size_t before = mallinfo2().uordblks;
+        cli_heap_trim();
+        size_t before = cli_heap_bytes();
         view *v = view_new(NULL, NULL);
         double t0 = cli_now_s();
         for (int i = 0; i < events && v != NULL; i++) {
@@ -75,7 +74,7 @@ int bench_view(int argc, char **argv)
             json_decref(e);
         }
         rate[run] = events / (cli_now_s() - t0);
-        heap[run] = (double)(mallinfo2().uordblks - before);
+        heap[run] = (double)cli_heap_bytes() - (double)before;
         json_t *st = v != NULL ? view_since(v, -1) : NULL;
         state_bytes = ms_of(st, &whole[run]);
         json_decref(st);

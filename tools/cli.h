@@ -83,6 +83,16 @@ double cli_median(double *v, int n);
 double cli_now_s(void);
 /* The process's resident set (/proc/self/statm), in bytes. */
 long cli_rss_bytes(void);
+/* The allocator behind malloc ("mimalloc 2.0.9" or "glibc malloc"), as
+ * found at run time (alloc.c). */
+const char *cli_alloc_name(void);
+/* Before anything else in main: the allocator's options (alloc.c). */
+void cli_alloc_init(void);
+/* Benchmarks: give freed memory back to the kernel; and the heap in use,
+ * in bytes (glibc: malloc's count of bytes in use; mimalloc: the process's
+ * resident set once trimmed, for mimalloc counts none). */
+void cli_heap_trim(void);
+size_t cli_heap_bytes(void);
 /* Benchmarks: the scratch directory `base` (created if missing), or a new
  * one under $TMPDIR; 0, or -1 with the reason printed for `cmd`. */
 int cli_scratch_dir(const char *cmd, const char *base, char *out, size_t cap);

@@ -101,6 +101,7 @@ long cli_rss_bytes(void)
 
 int main(int argc, char **argv)
 {
+    cli_alloc_init();
     /* A peer that closes while we write must cost an EPIPE on that
      * connection, not the process: every command talks to sockets. */
     signal(SIGPIPE, SIG_IGN);
@@ -122,7 +123,7 @@ int main(int argc, char **argv)
         return CLI_OK;
     }
     if (strcmp(name, "--version") == 0) {
-        printf("parley %s\n", PARLEY_VERSION);
+        printf("parley %s (%s)\n", PARLEY_VERSION, cli_alloc_name());
         return CLI_OK;
     }
     for (size_t i = 0; i < NCOMMANDS; i++)

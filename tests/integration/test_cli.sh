@@ -9,6 +9,8 @@ expect_status 0 "$PARLEY" --help
 expect_grep '^commands:' "$TEST_TMP/out"
 expect_status 0 "$PARLEY" --version
 expect_grep '^parley [0-9]+\.[0-9]+\.[0-9]+' "$TEST_TMP/out"
+# and the malloc it runs on, found at run time: the build's (CMakeLists.txt)
+expect_grep "^parley [0-9.]+ \\(${PARLEY_ALLOC:-(mimalloc|glibc malloc)}( [0-9.]+)?\\)\$" "$TEST_TMP/out"
 for cmd in serve bench "bench runtime" "bench store" "bench conversation"; do
     # shellcheck disable=SC2086
     expect_status 0 "$PARLEY" $cmd --help
