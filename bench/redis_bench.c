@@ -849,12 +849,15 @@ typedef struct cl_result {
     double ops_per_s;
     uint64_t ops;
     load_hist lat;
+    double cpu_s; /* this process's, user and system, over the run */
 } cl_result;
+
 
 /* Runs C.connections over C.threads loops for C.duration; connection i of
  * thread k is connection k + i * threads overall (its stream, its seed). */
 static void closed_loop(cl_result *res)
 {
+    double cpu0 = load_self_cpu_s();
     worker *ws = xcalloc((size_t)C.threads, sizeof(worker));
     for (int k = 0; k < C.threads; k++) {
         int n = C.connections / C.threads + (k < C.connections % C.threads);
@@ -885,6 +888,7 @@ static void closed_loop(cl_result *res)
         worker_free(&ws[k]);
     }
     free(ws);
+    res->cpu_s = load_self_cpu_s() - cpu0;
 }
 
 static void read_file(const char *path, buf *b)
@@ -911,8 +915,9 @@ static void run_xadd(void)
     closed_loop(&r);
     printf("{\"mode\": \"xadd\", \"connections\": %d, \"threads\": %d, \"streams\": %d, "
            "\"payload_bytes\": %zu, \"duration_s\": %.3f, \"ops\": %" PRIu64
-           ", \"ops_per_s\": %.0f, ",
-           C.connections, C.threads, C.streams, xadd_payload.len, C.duration, r.ops, r.ops_per_s);
+           ", \"ops_per_s\": %.0f, \"client_cpu_s\": %.3f, ",
+           C.connections, C.threads, C.streams, xadd_payload.len, C.duration, r.ops, r.ops_per_s,
+           r.cpu_s);
     print_hist("latency_ms", &r.lat);
     printf("}\n");
 }

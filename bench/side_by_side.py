@@ -12,7 +12,9 @@ the ratio parley/other as a Markdown table (stdout; progress on stderr):
              parley (--durability full; parley load) vs Redis (XADD,
              appendonly yes, appendfsync always; bench_redis xadd), both
              clients C on libuv, so that neither side's figure is its
-             client's (wrk's p99 on parley is ~25 ms, parley load's ~3.5)
+             client's (wrk's p99 on parley is ~25 ms, parley load's ~3.5);
+             the servers' CPU per append, and the clients' (they share
+             the cores)
   fanout     1 producer (arrays / pipelines of 50 events with 100 bytes of
              text, as fast as acknowledged) -> 1,000 subscribers: parley's
              WebSocket and node ws (bench/ws_broadcast.js), both driven by
@@ -249,7 +251,9 @@ def line_append(a, res):
                                "p50_ms": med(r["ack_ms"]["p50"] for r in runs),
                                "p99_ms": med(r["ack_ms"]["p99"] for r in runs),
                                "cpu_us": med(r["server"]["cpu_s"] * 1e6 / r["events"]
-                                             for r in runs)}
+                                             for r in runs),
+                               "client_cpu_us": med(r["client"]["cpu_s"] * 1e6 / r["events"]
+                                                    for r in runs)}
     # each run on a fresh server, as parley's are: on one server the AOF of
     # the runs before makes each run slower than the last (64 k -> 47 k/s)
     runs = []
@@ -267,7 +271,9 @@ def line_append(a, res):
     res["redis"]["append"] = {"per_s": med(r["ops_per_s"] for r in runs),
                               "p50_ms": med(r["latency_ms"]["p50"] for r in runs),
                               "p99_ms": med(r["latency_ms"]["p99"] for r in runs),
-                              "cpu_us": med(r["cpu_us"] for r in runs)}
+                              "cpu_us": med(r["cpu_us"] for r in runs),
+                              "client_cpu_us": med(r["client_cpu_s"] * 1e6 / r["ops"]
+                                                   for r in runs)}
 
 
 def line_fanout(a, res):
@@ -447,6 +453,9 @@ def table(res, a):
         row("  append latency p50, ms", "append", "p50_ms", "ms", False)
         row("  append latency p99, ms", "append", "p99_ms", "ms", False)
         row("  server CPU per append, us (user + system)", "append", "cpu_us", "us", False)
+        # the clients share the machine's cores with the servers: what each
+        # spends is what it leaves them (parley load; bench_redis)
+        row("  client CPU per append, us", "append", "client_cpu_us", "us", False)
     if "fanout" in res["parley"]:
         row(f"fan-out 1 -> {a.subscribers:,}, deliveries/s", "fanout", "per_s", "n", True, True)
         row("  producer events/s (batches of 50)", "fanout", "events_per_s", "n", True, True)

@@ -546,7 +546,7 @@ static int run_load(int argc, char **argv)
         uint64_t t0 = uv_hrtime();
         phase(run, LOAD_CONNECT, c->threads);
         run->connect_s = (double)(uv_hrtime() - t0) / 1e9;
-        double cpu0 = cpu_s(c->server_pid), each0[LOAD_CPU_PIDS];
+        double cpu0 = cpu_s(c->server_pid), self0 = load_self_cpu_s(), each0[LOAD_CPU_PIDS];
         for (int i = 0; i < c->ncpu_pids; i++)
             each0[i] = cpu_s(c->cpu_pids[i]);
         run->t_run = uv_hrtime();
@@ -556,6 +556,7 @@ static int run_load(int argc, char **argv)
         phase(run, LOAD_DRAIN, c->threads);
         double cpu1 = cpu_s(c->server_pid);
         srv.cpu_s = cpu0 >= 0 && cpu1 >= 0 ? cpu1 - cpu0 : -1;
+        srv.self_cpu_s = load_self_cpu_s() - self0;
         for (int i = 0; i < c->ncpu_pids; i++) {
             double now = cpu_s(c->cpu_pids[i]);
             srv.cpu_each_s[i] = each0[i] >= 0 && now >= 0 ? now - each0[i] : -1;

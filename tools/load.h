@@ -172,6 +172,7 @@ typedef struct load_server {
     long rss_before_kib;              /* before the subscribers connected; -1: unknown */
     long rss_kib, hwm_kib;            /* at the end of the run, and the peak */
     double cpu_each_s[LOAD_CPU_PIDS]; /* of cfg.cpu_pids, over the same time; <0: unknown */
+    double self_cpu_s;                /* this load process's, over the same time */
 } load_server;
 int load_report(const load_run *run, const load_server *srv);
 

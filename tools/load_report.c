@@ -182,6 +182,7 @@ static void json(const load_run *run, const load_server *srv, const totals *t, b
     }
     rt_text_printf(&w, "], \"subscribers_opened\": %d, \"connect_s\": %.3f", t->opened,
                    run->connect_s);
+    rt_text_printf(&w, ", \"client\": {\"cpu_s\": %.3f}", srv->self_cpu_s);
     if (c->server_pid > 0) {
         rt_text_printf(&w,
                        ", \"server\": {\"pid\": %d, \"cpu_s\": %.3f, \"rss_before_kib\": %ld, "
@@ -275,6 +276,7 @@ static void text(const load_run *run, const load_server *srv, const totals *t, b
         printf("; read %s events after the run, %s\n", commas(g[i].frames, a),
                g[i].gapless ? "in order" : "NOT in order");
     }
+    printf("  %-11s %.2f s CPU during the run (this process)\n", "client", srv->self_cpu_s);
     if (c->server_pid > 0) {
         printf("  %-11s pid %d: %.2f s CPU during the run, RSS %.1f MiB (%.1f before the "
                "subscribers, peak %.1f)\n",

@@ -4,6 +4,8 @@
  * indexes, errors counted by kind, the send-time marker in event texts,
  * and the numbers read out of frames, acks and /proc files. No I/O, no
  * allocation on the per-frame paths; tested in tests/unit/test_load.c.
+ * (And one system call: the load client's own CPU time, which parley load
+ * and bench_redis both report.)
  */
 #ifndef PARLEY_LOAD_STATS_H
 #define PARLEY_LOAD_STATS_H
@@ -85,5 +87,8 @@ bool load_ack_next(const char **p, const char *end, int64_t *index);
  * missing. */
 int load_proc_ticks(const char *stat, uint64_t *ticks);
 long load_proc_kib(const char *status, const char *key);
+
+/* This process's CPU time so far, user and system, in seconds (getrusage). */
+double load_self_cpu_s(void);
 
 #endif
