@@ -133,6 +133,11 @@ typedef struct seg {
 
 long net_pct_decode(const char *src, size_t len, char *dst, bool plus)
 {
+    if (!plus && memchr(src, '%', len) == NULL && memchr(src, '\0', len) == NULL) {
+        memcpy(dst, src, len); /* nothing to decode: every id in a path */
+        dst[len] = '\0';
+        return (long)len;
+    }
     size_t o = 0;
     for (size_t i = 0; i < len; i++) {
         char c = src[i];
@@ -191,12 +196,14 @@ static void split_patterns(void)
     }
 }
 
-/* Does the path fit pattern i's shape (its literals)? */
+/* Does the path fit pattern i's shape (its literals)? From the last
+ * segment back: most patterns share their first ones (/api/conversations/
+ * {c}/...) and differ in the last. */
 static bool fits(int i, const seg *s, int n)
 {
     if (pat_n[i] != n)
         return false;
-    for (int k = 0; k < n; k++) {
+    for (int k = n - 1; k >= 0; k--) {
         const seg *p = &pat_seg[i][k];
         if (p->p[0] != '{' && (p->len != s[k].len || memcmp(p->p, s[k].p, s[k].len) != 0))
             return false;

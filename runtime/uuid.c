@@ -5,17 +5,6 @@
 #include <string.h>
 #include <sys/random.h>
 
-int rt_hex_digit(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 bool rt_uuid_parse(const char *s, size_t len, rt_uuid *out)
 {
     if (len != 32 && len != 36)

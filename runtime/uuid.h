@@ -20,8 +20,18 @@ void rt_uuid_hex(const rt_uuid *u, char out[33]);    /* lowercase, NUL-terminate
 void rt_uuid_dashed(const rt_uuid *u, char out[37]); /* lowercase, NUL-terminated */
 /* A random version-4 UUID; 0, or -errno if the system has no randomness. */
 int rt_uuid_v4(rt_uuid *out);
-/* The value of a hex digit (either case), or -1. */
-int rt_hex_digit(char c);
+/* The value of a hex digit (either case), or -1. Inline: a UUID in every
+ * request's path is 32 of them. */
+static inline int rt_hex_digit(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
 bool rt_uuid_eq(const rt_uuid *a, const rt_uuid *b);
 /* Byte order of two rt_uuid, as qsort and bsearch want it. */
 int rt_uuid_cmp(const void *a, const void *b);
