@@ -202,10 +202,11 @@ static const char *set_str(json_t *obj, const char *key, const char *val)
     return json_string_value(json_object_get(obj, key));
 }
 
-/* The same for ASCII this file made (an id, a timestamp: every event is
- * stamped, and jansson's UTF-8 checks of key and value cost more than the
- * rest). */
-static const char *set_ascii(json_t *obj, const char *key, const char *val)
+/* The same for text known to be UTF-8 without NUL: ASCII this file made
+ * (an id, a timestamp), or the head's id, which was checked when its event
+ * was read (every event is stamped, and jansson's UTF-8 checks of key and
+ * value cost more than the rest). */
+static const char *set_trusted(json_t *obj, const char *key, const char *val)
 {
     json_t *s = json_stringn_nocheck(val, strlen(val));
     if (s == NULL || json_object_set_new_nocheck(obj, key, s) != 0)
@@ -248,19 +249,18 @@ int ev_stamp(ev *e, const char *head)
         if (rc != 0)
             return rc;
         rt_uuid_dashed(&u, id);
-        if ((e->id = set_ascii(e->obj, "id", id)) == NULL)
+        if ((e->id = set_trusted(e->obj, "id", id)) == NULL)
             return -ENOMEM;
     }
     if (e->timestamp == NULL) {
         char buf[32];
         ev_now_timestamp(buf);
-        if ((e->timestamp = set_ascii(e->obj, "timestamp", buf)) == NULL)
+        if ((e->timestamp = set_trusted(e->obj, "timestamp", buf)) == NULL)
             return -ENOMEM;
     }
     if (e->parent_id == NULL && head != NULL) {
-        /* jansson refuses only text that is not UTF-8 (or memory) */
-        if ((e->parent_id = set_str(e->obj, "parent_id", head)) == NULL)
-            return -EINVAL;
+        if ((e->parent_id = set_trusted(e->obj, "parent_id", head)) == NULL)
+            return -ENOMEM;
     }
     return 0;
 }

@@ -105,8 +105,9 @@ bool ev_llm_convertible(const ev *e);
 /* Fill what the producer left out: `id` (a random UUID4, dashed), the
  * `timestamp` (now, naive local ISO-8601 with microseconds, the fraction
  * omitted when zero, as upstream), and `parent_id` (= head when head is not
- * NULL and the event has none). 0 or a negative errno. The fields are added
- * to e->obj itself, which ev_from_json's caller may share. */
+ * NULL and the event has none: head is an event's id as read, so UTF-8,
+ * and taken without a second check). 0 or a negative errno. The fields are
+ * added to e->obj itself, which ev_from_json's caller may share. */
 int ev_stamp(ev *e, const char *head);
 
 /* Set (or, with NULL, remove) e's parent_id: 0 or -ENOMEM. */

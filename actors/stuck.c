@@ -140,9 +140,14 @@ static void h_str(uint64_t *h, const char *s)
         h_bytes(h, s, (size_t)n);
 }
 
-static int cmp_keys(const void *a, const void *b)
+typedef struct member {
+    const char *key;
+    json_t *value;
+} member;
+
+static int cmp_members(const void *a, const void *b)
 {
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
+    return strcmp(((const member *)a)->key, ((const member *)b)->key);
 }
 
 /* Hash a JSON value as its structure, without serializing it: objects by
@@ -155,33 +160,33 @@ static int h_json(uint64_t *h, json_t *v)
     h_bytes(h, &t, 1);
     switch (json_typeof(v)) {
     case JSON_OBJECT: {
-        size_t n = 0, k = 0;
+        /* the members with their values, so that none is looked up again */
+        size_t n = 0, size = json_object_size(v);
         const char *key;
         json_t *x;
-        json_object_foreach(v, key, x) n += !json_is_null(x);
-        const char *few[16]; /* an event's objects have a handful of members */
-        const char **keys = n <= 16 ? few : malloc(n * sizeof(*keys));
-        if (keys == NULL)
+        member few[16]; /* an event's objects have a handful of members */
+        member *m = size <= 16 ? few : malloc(size * sizeof(*m));
+        if (m == NULL)
             return -1;
-        json_object_foreach(v, key, x) if (!json_is_null(x)) keys[k++] = key;
+        json_object_foreach(v, key, x) if (!json_is_null(x)) m[n++] = (member){key, x};
         if (n <= 16) /* insertion sort: no call per comparison */
             for (size_t i = 1; i < n; i++) {
-                const char *ki = keys[i];
+                member mi = m[i];
                 size_t j = i;
-                for (; j > 0 && strcmp(keys[j - 1], ki) > 0; j--)
-                    keys[j] = keys[j - 1];
-                keys[j] = ki;
+                for (; j > 0 && strcmp(m[j - 1].key, mi.key) > 0; j--)
+                    m[j] = m[j - 1];
+                m[j] = mi;
             }
         else
-            qsort(keys, n, sizeof(*keys), cmp_keys);
+            qsort(m, n, sizeof(*m), cmp_members);
         h_bytes(h, &n, sizeof(n));
         int rc = 0;
         for (size_t i = 0; i < n && rc == 0; i++) {
-            h_str(h, keys[i]);
-            rc = h_json(h, json_object_get(v, keys[i]));
+            h_str(h, m[i].key);
+            rc = h_json(h, m[i].value);
         }
-        if (keys != few)
-            free(keys);
+        if (m != few)
+            free(m);
         return rc;
     }
     case JSON_ARRAY: {
