@@ -18,7 +18,7 @@ void cli_alloc_init(void)
 #ifdef PARLEY_MIMALLOC
     /* Memory back to the kernel as soon as mimalloc has a free page, and a
      * thread's segments committed as they fill, not whole: a server's
-     * conversations at rest are most of its memory (README, "Dependencies":
+     * conversations at rest are most of its memory (README, "Side by side":
      * about 400 B a conversation at rest, and no cost in the append's rate
      * measured). MIMALLOC_RESET_DELAY (the delay's name in mimalloc 2.0) and
      * MIMALLOC_EAGER_COMMIT in the environment still choose. */
