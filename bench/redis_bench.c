@@ -852,7 +852,6 @@ typedef struct cl_result {
     double cpu_s; /* this process's, user and system, over the run */
 } cl_result;
 
-
 /* Runs C.connections over C.threads loops for C.duration; connection i of
  * thread k is connection k + i * threads overall (its stream, its seed). */
 static void closed_loop(cl_result *res)

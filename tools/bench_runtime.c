@@ -202,7 +202,6 @@ static double run_idle(int n)
     rt_runtime_new(&o, &rt);
     idle d = {.want = n};
     uv_sem_init(&d.done, 0);
-    cli_heap_trim();
     size_t before = cli_heap_bytes();
     for (int i = 0; i < n; i++) {
         rt_spawn_opts so = {.beh = &idle_beh, .arg = &d, .loop = 0};

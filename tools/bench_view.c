@@ -62,7 +62,6 @@ int bench_view(int argc, char **argv)
     double state_bytes = 0;
     int status = CLI_OK;
     for (int run = 0; run < runs && status == CLI_OK; run++) {
-        cli_heap_trim();
         size_t before = cli_heap_bytes();
         view *v = view_new(NULL, NULL);
         double t0 = cli_now_s();
