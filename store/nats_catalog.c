@@ -378,6 +378,13 @@ void stn_catalog_stop(stn_store *s)
     s->wstop = true;
     pthread_cond_broadcast(&s->wcv);
     pthread_mutex_unlock(&s->wmu);
+    /* Disconnected first, the watcher stops without deleting its consumer
+     * (the cluster deletes an idle ordered consumer by itself). To delete
+     * it, cnats 3.4.1 (and later, as of 2026) reads the consumer's name
+     * unlocked, while its thread that recreates an ordered consumer after
+     * missed heartbeats (as when the cluster comes back) may free that
+     * name: a use after free ASan caught at shutdown. */
+    st_nats_disconnect(s->n);
     pthread_join(s->wthread, NULL);
     s->wstarted = false;
 }

@@ -647,6 +647,12 @@ int st_nats_open(const st_nats_opts *o, st_nats **out, char *err, size_t errlen)
     return 0;
 }
 
+void st_nats_disconnect(st_nats *n)
+{
+    if (n != NULL && n->nc != NULL)
+        natsConnection_Close(n->nc); /* a second call does nothing */
+}
+
 void st_nats_close(st_nats *n)
 {
     if (!n)

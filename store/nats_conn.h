@@ -62,7 +62,10 @@ typedef struct st_nats_opts {
 /* Connect to the servers (all of them are given to the client, which
  * reconnects to any), and bind or create the page bucket. */
 int st_nats_open(const st_nats_opts *o, st_nats **out, char *err, size_t errlen);
-/* Close the connection. No log of it may be open any more. */
+/* Close the connection, keeping what was bound to it for st_nats_close:
+ * every call on it fails from now on, with NATS_CONNECTION_CLOSED. */
+void st_nats_disconnect(st_nats *n);
+/* Close the connection and free it. No log of it may be open any more. */
 void st_nats_close(st_nats *n);
 
 /* The shard of a conversation: a hash of its id, modulo shards. */

@@ -239,6 +239,7 @@ void stn_log_id(const rt_uuid *id, uint64_t gen, rt_uuid *out);
 
 /* nats_catalog.c: the node's copy of the catalog */
 int stn_catalog_start(stn_store *s, char *err, size_t errlen);
+/* Stops the watch and disconnects the node: for closing only. */
 void stn_catalog_stop(stn_store *s);
 void stn_catalog_free(stn_store *s);
 /* s->mu held */

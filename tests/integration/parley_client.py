@@ -141,6 +141,17 @@ class Client:
 LIVE = []  # the servers running now (to say which died when a test fails)
 
 
+def failure_text(log):
+    """What of a server's stderr a failure shows: a sanitizer's report whole
+    (its first stack says who made the bad access), else the last 3000
+    characters."""
+    for mark in ("==ERROR: ", "WARNING: ThreadSanitizer", "runtime error: "):
+        at = log.find(mark)
+        if at >= 0:
+            return log[max(0, log.rfind("\n", 0, at) + 1):][:30000]
+    return log[-3000:]
+
+
 class Server:
     """`$PARLEY serve` on 127.0.0.1:0 with its own data dir (or a given one)."""
 
@@ -248,7 +259,7 @@ class Server:
         proc.stdout.close()
         self.log_text = self._stderr_text(0)  # all it logged, for tests that read it
         check(rc == 0, "serve exited %d after SIGTERM, wanted 0; stderr: %s"
-              % (rc, self.log_text[-3000:]))
+              % (rc, failure_text(self.log_text)))
         self.stderr.close()
         check(not waits, "a loop thread waited for the NATS cluster %s times (issue 22); "
               "stderr: %s" % (waits, self.log_text[-3000:]))
