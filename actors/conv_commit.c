@@ -57,12 +57,13 @@ static int find(void *ctx, const char *id, seq_print *print)
     if ((e = st_log_read_now(c->log, at, 1, &p)) == -EWOULDBLOCK)
         return unsure(c);
     if (e == 0) {
-        json_t *j = p->n == 1 ? rt_json_read((const char *)rt_buf_data(p->bytes) + p->ev[0].off,
-                                             p->ev[0].len, JSON_ALLOW_NUL, NULL)
-                              : NULL;
-        if (j != NULL && seq_print_of(j, print) == 0)
-            r = 1;
-        json_decref(j);
+        ev kept;
+        if (p->n == 1 && ev_parse((const char *)rt_buf_data(p->bytes) + p->ev[0].off,
+                                  p->ev[0].len, &kept, NULL, 0) == 0) {
+            if (seq_print_of(&kept, print) == 0)
+                r = 1;
+            ev_free(&kept);
+        }
         st_page_free(p);
     }
     return r;

@@ -33,14 +33,14 @@ int conv_status_of(const ev *e)
     if (e->kind != EV_STATE_UPDATE || e->state_key == NULL ||
         strcmp(e->state_key, "execution_status") != 0)
         return -1;
-    return conv_status_parse(json_string_value(json_object_get(e->obj, "value")));
+    return conv_status_parse(ev_string(e, "value"));
 }
 
 int conv_finding_of(const ev *e)
 {
     if (e->kind != EV_CONVERSATION_ERROR)
         return 0;
-    const char *code = json_string_value(json_object_get(e->obj, "code"));
+    const char *code = ev_string(e, "code");
     if (code != NULL && strcmp(code, CONV_CODE_VIOLATION) == 0)
         return CONV_FINDING_VIOLATION;
     if (code != NULL && strcmp(code, CONV_CODE_STUCK) == 0)

@@ -77,10 +77,10 @@ static rt_buf *note_of_bytes(const char *bytes, size_t len)
     return note;
 }
 
-/* e's stuck note: made from its tree, or from its bytes if it is slim. */
+/* e's stuck note: made from its document, or from its bytes if it is slim. */
 static rt_buf *note_of(const ev *e, rt_buf *bytes)
 {
-    return e->obj != NULL ? stuck_note_new(e)
+    return e->doc != NULL ? stuck_note_new(e)
                           : note_of_bytes((const char *)rt_buf_data(bytes), rt_buf_len(bytes));
 }
 

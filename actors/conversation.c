@@ -69,27 +69,27 @@ static rt_promise *token_of(rt_promise *reply)
 
 /* ------------------------------------------------------------- appends --- */
 
-static int parse_events(const rt_buf *b, json_t **out, char *err, size_t errlen)
+static int parse_events(const rt_buf *b, rt_jdoc **out, char *err, size_t errlen)
 {
     json_error_t je;
-    json_t *j =
-        rt_json_read((const char *)rt_buf_data(b), rt_buf_len(b), JSON_REJECT_DUPLICATES, &je);
-    if (j == NULL) {
+    rt_jdoc *d = rt_jdoc_read((const char *)rt_buf_data(b), rt_buf_len(b), 0, &je);
+    if (d == NULL) {
         snprintf(err, errlen, "body is not valid JSON: %s (at line %d, column %d)", je.text,
                  je.line, je.column);
         return -EINVAL;
     }
-    if (!json_is_object(j) && !json_is_array(j)) {
-        json_decref(j);
+    rt_jtype t = rt_jdoc_type(d, 0);
+    if (t != RT_JOBJ && t != RT_JARR) {
+        rt_jdoc_unref(d);
         snprintf(err, errlen, "body must be an event object or an array of events");
         return -EINVAL;
     }
-    if (json_is_array(j) && json_array_size(j) == 0) {
-        json_decref(j);
+    if (t == RT_JARR && d->node[0].len == 0) {
+        rt_jdoc_unref(d);
         snprintf(err, errlen, "the array of events is empty");
         return -EINVAL;
     }
-    *out = j;
+    *out = d;
     return 0;
 }
 
@@ -106,9 +106,9 @@ static size_t too_large(conv *c, size_t body_len, const ev *evs, size_t n, size_
     if (max > STAMPS_MAX && body_len <= (max - STAMPS_MAX) / 3)
         return n;
     for (size_t i = 0; i < n; i++) {
-        char *p = ev_canonical_json(evs[i].obj);
-        *bytes = (p != NULL ? strlen(p) : 0) + STAMPS_MAX;
-        free(p);
+        rt_buf *b = ev_serialize(&evs[i]);
+        *bytes = (b != NULL ? rt_buf_len(b) : 0) + STAMPS_MAX;
+        rt_buf_unref(b);
         if (*bytes > max)
             return i;
     }
@@ -118,18 +118,19 @@ static size_t too_large(conv *c, size_t body_len, const ev *evs, size_t n, size_
 static void on_append(conv *c, const rt_buf *body, rt_promise *reply)
 {
     char err[1024];
-    json_t *j;
-    if (body == NULL || parse_events(body, &j, err, sizeof(err)) != 0) {
+    rt_jdoc *d;
+    if (body == NULL || parse_events(body, &d, err, sizeof(err)) != 0) {
         conv_answer(reply, conv_reply_detail(PL_INVALID, 0, "%s", body == NULL ? "no body" : err));
         return;
     }
-    bool array = json_is_array(j);
-    size_t n = array ? json_array_size(j) : 1, ok = 0;
+    bool array = rt_jdoc_type(d, 0) == RT_JARR;
+    size_t n = array ? d->node[0].len : 1, ok = 0;
     ev one, *evs = array ? calloc(n, sizeof(*evs)) : &one;
-    for (; evs != NULL && ok < n; ok++)
-        if (seq_event(array ? json_array_get(j, ok) : j, &evs[ok], err, sizeof(err)) != 0)
+    uint32_t at = array ? rt_jdoc_first(d, 0) : 0;
+    for (; evs != NULL && ok < n; ok++, at = array ? rt_jdoc_next(d, 0, at) : at)
+        if (seq_event_at(d, at, &evs[ok], err, sizeof(err)) != 0)
             break;
-    json_decref(j);
+    rt_jdoc_unref(d);
     if (evs == NULL || ok < n) {
         for (size_t k = 0; evs != NULL && k < ok; k++)
             ev_free(&evs[k]);

@@ -17,6 +17,7 @@
  */
 #include "actors/event.h"
 
+#include "runtime/json.h"
 #include "runtime/uuid.h"
 
 #include <errno.h>
@@ -109,34 +110,63 @@ void ev_free(ev *e)
 {
     if (e == NULL)
         return;
-    json_decref(e->obj);
+    rt_jdoc_unref(e->doc);
     free(e->own);
     memset(e, 0, sizeof(*e));
 }
 
-int ev_slim(ev *e)
+/* Copy e's strings into one new block of its own, the ones given in
+ * `with` (id, timestamp, parent_id: NULL keeps e's) in place of e's. Every
+ * string e points to stays valid meanwhile: the old block goes last. */
+static int own_fields(ev *e, const char *const with[3])
 {
     const char **f[] = {&e->id,           &e->timestamp, &e->parent_id, &e->tool_call_id,
                         &e->llm_response_id, &e->tool_name, &e->state_key};
     enum { NF = sizeof(f) / sizeof(f[0]) };
+    const char *src[NF];
     size_t len[NF], total = 0;
-    for (size_t i = 0; i < NF; i++)
-        total += len[i] = *f[i] != NULL ? strlen(*f[i]) + 1 : 0;
+    for (size_t i = 0; i < NF; i++) {
+        src[i] = i < 3 && with != NULL && with[i] != NULL ? with[i] : *f[i];
+        total += len[i] = src[i] != NULL ? strlen(src[i]) + 1 : 0;
+    }
     char *own = malloc(total ? total : 1), *p = own;
     if (own == NULL)
         return -ENOMEM;
     for (size_t i = 0; i < NF; i++) {
-        if (*f[i] == NULL)
+        if (src[i] == NULL)
             continue;
-        memcpy(p, *f[i], len[i]);
+        memcpy(p, src[i], len[i]);
         *f[i] = p;
         p += len[i];
     }
-    json_decref(e->obj);
-    e->obj = NULL;
     free(e->own);
     e->own = own;
     return 0;
+}
+
+int ev_slim(ev *e)
+{
+    int r = own_fields(e, NULL);
+    if (r == 0) {
+        rt_jdoc_unref(e->doc);
+        e->doc = NULL;
+    }
+    return r;
+}
+
+const char *ev_string(const ev *e, const char *key)
+{
+    return e->doc != NULL ? rt_jdoc_str(e->doc, rt_jdoc_get(e->doc, e->at, key)) : NULL;
+}
+
+json_t *ev_json(const ev *e)
+{
+    rt_text w = {0};
+    json_t *j = ev_write(&w, e, false) == 0 && !w.failed
+                    ? rt_json_read(w.p, w.len, JSON_ALLOW_NUL, NULL)
+                    : NULL;
+    free(w.p);
+    return j;
 }
 
 /* v in exactly `width` decimal digits, zero-padded (v < 10^width). */
@@ -193,36 +223,13 @@ void ev_format_timestamp(long long sec, long usec, char out[32])
     *p = '\0';
 }
 
-/* Sets obj[key] to a new string and returns the copy obj now holds. */
-static const char *set_str(json_t *obj, const char *key, const char *val)
-{
-    json_t *s = json_string(val);
-    if (s == NULL || json_object_set_new(obj, key, s) != 0)
-        return NULL;
-    return json_string_value(json_object_get(obj, key));
-}
-
-/* The same for text known to be UTF-8 without NUL: ASCII this file made
- * (an id, a timestamp), or the head's id, which was checked when its event
- * was read (every event is stamped, and jansson's UTF-8 checks of key and
- * value cost more than the rest). */
-static const char *set_trusted(json_t *obj, const char *key, const char *val)
-{
-    json_t *s = json_stringn_nocheck(val, strlen(val));
-    if (s == NULL || json_object_set_new_nocheck(obj, key, s) != 0)
-        return NULL;
-    return json_string_value(s); /* obj holds it */
-}
-
 int ev_set_parent(ev *e, const char *parent_id)
 {
     if (parent_id == NULL) {
-        json_object_del(e->obj, "parent_id");
         e->parent_id = NULL;
         return 0;
     }
-    e->parent_id = set_str(e->obj, "parent_id", parent_id);
-    return e->parent_id != NULL ? 0 : -ENOMEM;
+    return own_fields(e, (const char *const[3]){NULL, NULL, parent_id});
 }
 
 json_t *ev_user_message(const char *role, json_t *content)
@@ -240,27 +247,20 @@ void ev_now_timestamp(char out[32])
 
 int ev_stamp(ev *e, const char *head)
 {
-    if (e == NULL || !json_is_object(e->obj))
+    if (e == NULL || e->doc == NULL)
         return -EINVAL;
+    char id[37] = "", ts[32] = "";
     if (e->id == NULL) {
         rt_uuid u;
-        char id[37];
         int rc = rt_uuid_v4(&u);
         if (rc != 0)
             return rc;
         rt_uuid_dashed(&u, id);
-        if ((e->id = set_trusted(e->obj, "id", id)) == NULL)
-            return -ENOMEM;
     }
-    if (e->timestamp == NULL) {
-        char buf[32];
-        ev_now_timestamp(buf);
-        if ((e->timestamp = set_trusted(e->obj, "timestamp", buf)) == NULL)
-            return -ENOMEM;
-    }
-    if (e->parent_id == NULL && head != NULL) {
-        if ((e->parent_id = set_trusted(e->obj, "parent_id", head)) == NULL)
-            return -ENOMEM;
-    }
-    return 0;
+    if (e->timestamp == NULL)
+        ev_now_timestamp(ts);
+    const char *parent = e->parent_id == NULL ? head : NULL;
+    if (id[0] == '\0' && ts[0] == '\0' && parent == NULL)
+        return 0;
+    return own_fields(e, (const char *const[3]){id[0] ? id : NULL, ts[0] ? ts : NULL, parent});
 }

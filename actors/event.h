@@ -16,18 +16,24 @@
  * `kind` last in every object that has one. Those bytes are what the log
  * stores and every reader gets.
  *
- * Pure: no I/O, no global state; an ev belongs to one thread (jansson's
- * reference counts are not atomic).
+ * Every event, whether it came as bytes or was made here as a jansson
+ * value, is read into a document (runtime/jdoc.h) and checked and written
+ * from there: one path, and an append builds no tree.
+ *
+ * Pure: no I/O, no global state; an ev belongs to one thread (a document's
+ * reference count is not atomic).
  */
 #ifndef EV_EVENT_H
 #define EV_EVENT_H
 
 #include "runtime/buf.h"
+#include "runtime/jdoc.h"
 #include "runtime/text.h"
 
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 typedef enum ev_kind {
     EV_INVALID = 0,
@@ -61,10 +67,15 @@ typedef enum ev_source {
     EV_SRC_HOOK,
 } ev_source;
 
-/* A parsed event. The pointers are borrowed from `obj` and stay valid while
- * the ev holds it (until ev_free, or until ev_stamp replaces a field). */
+/* A parsed event: its object in a document (runtime/jdoc.h), read once,
+ * and the fields the gate, the log and the detector ask about. The
+ * strings point into the document, or into `own`: the stamps ev_stamp
+ * made, a parent ev_set_parent set, and all of them once the ev is slim.
+ * The base fields id, timestamp and parent_id are the event's own here
+ * (ev_serialize writes these, not the document's). */
 typedef struct ev {
-    json_t *obj; /* the event object; the ev holds one reference */
+    rt_jdoc *doc; /* the document; the ev holds one reference (NULL once slim) */
+    uint32_t at;  /* the event's object in doc */
     ev_kind kind;
     ev_source source;            /* as given, else the kind's upstream default */
     const char *id;              /* NULL until stamped, if the producer left it out */
@@ -74,7 +85,7 @@ typedef struct ev {
     const char *llm_response_id; /* actions (required), messages (optional) */
     const char *tool_name;       /* actions, observations, rejections, agent errors */
     const char *state_key;       /* state updates: `key` */
-    char *own; /* a slim ev's copies of those strings (obj is NULL): ev_slim */
+    char *own;                   /* the copies above that are not in doc */
 } ev;
 
 /* Parse and validate one event from JSON text. On failure returns -EINVAL
@@ -83,14 +94,25 @@ typedef struct ev {
  * timestamp (ev_stamp fills them); everything else must be as upstream
  * requires. */
 int ev_parse(const char *json, size_t len, ev *out, char *err, size_t errlen);
-/* The same for an already parsed object; takes a new reference to obj. */
+/* The same for the value `at` of a document (its elements, for a body
+ * that is an array); takes a new reference to d. A key that occurs twice
+ * is refused by the reader already. */
+int ev_from_doc(rt_jdoc *d, uint32_t at, ev *out, char *err, size_t errlen);
+/* The same for a jansson value (the events parley makes, tests): read
+ * again from its text, so that every event is checked and written by the
+ * one path above. The ev keeps no reference to obj. */
 int ev_from_json(json_t *obj, ev *out, char *err, size_t errlen);
 void ev_free(ev *e);
-/* Keep e's fields, not its tree: the strings above are copied into one
- * block of e's own and obj is released (NULL). For an event whose bytes
- * are made and whose tree nobody will read again: a tree is tens of small
- * blocks, and the events of a group waiting for its commit kept theirs
- * until it was durable, beyond what malloc's per-thread cache holds. 0,
+/* A top-level member that is a string, or NULL (absent, another type, or
+ * a slim ev). */
+const char *ev_string(const ev *e, const char *key);
+/* The event as a jansson tree, as ev_serialize writes it (stamps
+ * included); NULL on allocation failure. */
+json_t *ev_json(const ev *e);
+/* Keep e's fields, not its document: the strings above are copied into
+ * one block of e's own and doc is released (NULL). For an event whose
+ * bytes are made and whose document nobody will read again: the events of
+ * a group waiting for its commit would keep theirs until it is durable. 0,
  * or -ENOMEM with e unchanged. */
 int ev_slim(ev *e);
 
@@ -116,6 +138,10 @@ int ev_set_parent(ev *e, const char *parent_id);
 /* The canonical bytes (see the top of this file); NULL on allocation
  * failure. */
 rt_buf *ev_serialize(const ev *e);
+/* The same into w, without the members timestamp and parent_id if
+ * `unparented` (what a retry is compared by): 0, or -EINVAL for a value
+ * with no JSON text; out of memory is w->failed. */
+int ev_write(rt_text *w, const ev *e, bool unparented);
 /* Canonical bytes of any JSON value, by the same rules (tests, equality):
  * the base fields go first in the top-level object only. A NUL-terminated
  * string the caller frees with free(); NULL on allocation failure. */

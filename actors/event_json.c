@@ -209,6 +209,137 @@ char *ev_canonical_json(json_t *v)
     return canonical(v, &len);
 }
 
+/* ---- an event, from its document ------------------------------------------ */
+
+/* A string node. One without escapes in its text has no byte that needs
+ * one (a raw control character is not JSON): copied as it is. */
+static void put_doc_string(rt_text *w, const rt_jdoc *d, uint32_t v)
+{
+    const rt_jnode *n = &d->node[v];
+    if (n->esc) {
+        rt_text_json_string(w, d->text + n->u.off, n->len);
+        return;
+    }
+    rt_text_putc(w, '"');
+    rt_text_put(w, d->text + n->u.off, n->len);
+    rt_text_putc(w, '"');
+}
+
+static int put_doc_value(rt_text *w, const rt_jdoc *d, uint32_t v);
+
+static void put_doc_key(rt_text *w, bool *first, const rt_jdoc *d, uint32_t k)
+{
+    if (!*first)
+        rt_text_putc(w, ',');
+    *first = false;
+    put_doc_string(w, d, k);
+    rt_text_putc(w, ':');
+}
+
+/* An object's members by the rules above: nulls left out, `kind` last;
+ * at the top, the base members too (the caller wrote them first). */
+static int put_doc_members(rt_text *w, bool first, const rt_jdoc *d, uint32_t o, bool top)
+{
+    int rc = 0;
+    uint32_t kind = RT_JNONE;
+    for (uint32_t k = rt_jdoc_first(d, o); k != RT_JNONE && rc == 0; k = rt_jdoc_next(d, o, k)) {
+        if (rt_jdoc_type(d, k + 1) == RT_JNULL)
+            continue;
+        const char *key = d->text + d->node[k].u.off;
+        size_t klen = d->node[k].len;
+        if (klen == 4 && memcmp(key, "kind", 4) == 0) {
+            kind = k;
+            continue;
+        }
+        if (top && is_base_key(key, klen))
+            continue;
+        put_doc_key(w, &first, d, k);
+        rc = put_doc_value(w, d, k + 1);
+    }
+    if (rc == 0 && kind != RT_JNONE) {
+        put_doc_key(w, &first, d, kind);
+        rc = put_doc_value(w, d, kind + 1);
+    }
+    rt_text_putc(w, '}');
+    return rc;
+}
+
+static int put_doc_value(rt_text *w, const rt_jdoc *d, uint32_t v)
+{
+    const rt_jnode *n = &d->node[v];
+    int rc = 0;
+    switch ((rt_jtype)n->type) {
+    case RT_JOBJ:
+        rt_text_putc(w, '{');
+        return put_doc_members(w, true, d, v, false);
+    case RT_JARR:
+        rt_text_putc(w, '[');
+        for (uint32_t x = rt_jdoc_first(d, v); x != RT_JNONE && rc == 0; x = rt_jdoc_next(d, v, x)) {
+            if (x != v + 1)
+                rt_text_putc(w, ',');
+            rc = put_doc_value(w, d, x);
+        }
+        rt_text_putc(w, ']');
+        return rc;
+    case RT_JSTR:
+        put_doc_string(w, d, v);
+        return 0;
+    case RT_JINT:
+        rt_text_i64(w, n->u.i);
+        return 0;
+    case RT_JREAL:
+        return put_real(w, n->u.r);
+    case RT_JTRUE:
+        rt_text_put(w, "true", 4);
+        return 0;
+    case RT_JFALSE:
+        rt_text_put(w, "false", 5);
+        return 0;
+    case RT_JNULL:
+        rt_text_put(w, "null", 4);
+        return 0;
+    }
+    return -EINVAL;
+}
+
+static void put_base(rt_text *w, bool *first, const char *key, const char *s)
+{
+    if (s == NULL)
+        return;
+    if (!*first)
+        rt_text_putc(w, ',');
+    *first = false;
+    rt_text_putc(w, '"');
+    rt_text_puts(w, key);
+    rt_text_put(w, "\":", 2);
+    rt_text_json_string(w, s, strlen(s));
+}
+
+int ev_write(rt_text *w, const ev *e, bool unparented)
+{
+    if (e == NULL || e->doc == NULL)
+        return -EINVAL;
+    const rt_jdoc *d = e->doc;
+    uint32_t src = rt_jdoc_get(d, e->at, "source");
+    bool first = true;
+    rt_text_putc(w, '{');
+    put_base(w, &first, "id", e->id);
+    if (!unparented)
+        put_base(w, &first, "timestamp", e->timestamp);
+    if (src != RT_JNONE && rt_jdoc_type(d, src) != RT_JNULL) {
+        if (!first)
+            rt_text_putc(w, ',');
+        first = false;
+        rt_text_put(w, "\"source\":", 9);
+        int rc = put_doc_value(w, d, src);
+        if (rc != 0)
+            return rc;
+    }
+    if (!unparented)
+        put_base(w, &first, "parent_id", e->parent_id);
+    return put_doc_members(w, first, d, e->at, true);
+}
+
 static void free_bytes(void *data, void *ctx)
 {
     (void)ctx;
@@ -217,14 +348,14 @@ static void free_bytes(void *data, void *ctx)
 
 rt_buf *ev_serialize(const ev *e)
 {
-    if (e == NULL)
+    rt_text w = {0};
+    if (ev_write(&w, e, false) != 0 || w.failed) {
+        free(w.p);
         return NULL;
-    size_t len;
-    char *p = canonical(e->obj, &len);
-    if (p == NULL)
-        return NULL;
-    rt_buf *b = rt_buf_wrap(p, len, free_bytes, NULL);
+    }
+    w.p[w.len] = '\0'; /* rt_text keeps room for it; readers of the bytes may want it */
+    rt_buf *b = rt_buf_wrap(w.p, w.len, free_bytes, NULL);
     if (b == NULL)
-        free(p);
+        free(w.p);
     return b;
 }

@@ -35,11 +35,10 @@
  */
 #include "actors/event.h"
 
-#include "runtime/json.h"
-
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---------------------------------------------------------------- types --- */
@@ -379,6 +378,7 @@ typedef struct vctx {
     const char *kind; /* the message prefix: the event's kind, "event", or none */
     char *err;
     size_t errlen;
+    const rt_jdoc *d; /* the document the values are in */
 } vctx;
 
 /* Enough of a path to tell where the problem is; deeper paths are cut. */
@@ -463,7 +463,7 @@ static void sub_index(char out[PATH_MAX_], const char *path, size_t i)
     out[o] = '\0';
 }
 
-static int check_value(vctx *c, const char *path, json_t *v, const ty *t);
+static int check_value(vctx *c, const char *path, uint32_t v, const ty *t);
 
 static const char *type_phrase(const ty *t)
 {
@@ -499,11 +499,23 @@ static int bad_type(vctx *c, const char *path, const ty *t)
     return fail(c, "field '%s' must be %s", path, type_phrase(t));
 }
 
-static int check_enum(vctx *c, const char *path, json_t *v, const ty *t)
+static rt_jtype type_of(const vctx *c, uint32_t v)
 {
-    if (json_is_string(v))
+    return rt_jdoc_type(c->d, v);
+}
+
+/* A string's value, or NULL (not a string). */
+static const char *str_of(const vctx *c, uint32_t v)
+{
+    return rt_jdoc_str(c->d, v);
+}
+
+static int check_enum(vctx *c, const char *path, uint32_t v, const ty *t)
+{
+    const char *s = str_of(c, v);
+    if (s != NULL)
         for (const char *const *e = t->values; *e != NULL; e++)
-            if (strcmp(json_string_value(v), *e) == 0 && strlen(*e) == json_string_length(v))
+            if (strcmp(s, *e) == 0 && strlen(*e) == c->d->node[v].len)
                 return 0;
     char list[160] = "";
     size_t o = 0;
@@ -528,9 +540,9 @@ static bool listed(const char *const *names, const char *key)
     return false;
 }
 
-static int check_field(vctx *c, const char *path, json_t *v, const field *f)
+static int check_field(vctx *c, const char *path, uint32_t v, const field *f)
 {
-    if (json_is_null(v)) {
+    if (type_of(c, v) == RT_JNULL) {
         if (f->flags & F_NULL)
             return 0;
         if (f->t->k == TK_ENUM)
@@ -551,13 +563,14 @@ static int unknown_field(vctx *c, const char *path, const char *key, size_t klen
 
 /* Members in the order given (so the first problem reported is the first
  * one a reader meets), then the required ones that are missing. */
-static int check_fields(vctx *c, const char *path, json_t *o, const field *base, size_t nbase,
+static int check_fields(vctx *c, const char *path, uint32_t o, const field *base, size_t nbase,
                         const field *f, size_t n, bool forbid, const char *const *deprecated)
 {
     char sub[PATH_MAX_];
-    for (void *it = json_object_iter(o); it != NULL; it = json_object_iter_next(o, it)) {
-        const char *key = json_object_iter_key(it);
-        size_t klen = json_object_iter_key_len(it);
+    const rt_jdoc *d = c->d;
+    for (uint32_t k = rt_jdoc_first(d, o); k != RT_JNONE; k = rt_jdoc_next(d, o, k)) {
+        const char *key = str_of(c, k);
+        size_t klen = d->node[k].len;
         const field *fd = find_field(base, nbase, key, klen);
         if (fd == NULL)
             fd = find_field(f, n, key, klen);
@@ -567,12 +580,12 @@ static int check_fields(vctx *c, const char *path, json_t *o, const field *base,
             continue;
         }
         sub_key(sub, path, fd->name);
-        int rc = check_field(c, sub, json_object_iter_value(it), fd);
+        int rc = check_field(c, sub, k + 1, fd);
         if (rc != 0)
             return rc;
     }
     for (size_t i = 0; i < n; i++) {
-        if ((f[i].flags & F_REQ) && json_object_get(o, f[i].name) == NULL) {
+        if ((f[i].flags & F_REQ) && rt_jdoc_get(d, o, f[i].name) == RT_JNONE) {
             sub_key(sub, path, f[i].name);
             return fail(c, "missing required field '%s'", sub);
         }
@@ -580,120 +593,141 @@ static int check_fields(vctx *c, const char *path, json_t *o, const field *base,
     return 0;
 }
 
-static int check_model(vctx *c, const char *path, json_t *v, const model *m)
+static int check_model(vctx *c, const char *path, uint32_t v, const model *m)
 {
-    if (!json_is_object(v))
+    if (type_of(c, v) != RT_JOBJ)
         return fail(c, "field '%s' must be an object", path);
     return check_fields(c, path, v, NULL, 0, m->fields, m->n, m->forbid_extra, m->deprecated);
 }
 
+/* The string member key of object v is s. */
+static bool member_is(const vctx *c, uint32_t v, const char *key, const char *s)
+{
+    const char *m = str_of(c, rt_jdoc_get(c->d, v, key));
+    return m != NULL && strcmp(m, s) == 0;
+}
+
+static bool has_member(const vctx *c, uint32_t v, const char *key)
+{
+    return rt_jdoc_get(c->d, v, key) != RT_JNONE;
+}
+
 /* Smart unions upstream (no discriminator): `type` decides when present,
  * else the member that only one side has. */
-static int check_content(vctx *c, const char *path, json_t *v)
+static int check_content(vctx *c, const char *path, uint32_t v)
 {
-    if (!json_is_object(v))
+    if (type_of(c, v) != RT_JOBJ)
         return fail(c, "field '%s' must be an object", path);
-    json_t *type = json_object_get(v, "type");
-    if (json_is_string(type) && strcmp(json_string_value(type), "image") == 0)
+    if (member_is(c, v, "type", "image"))
         return check_model(c, path, v, &IMAGE_CONTENT);
-    if (json_is_string(type) && strcmp(json_string_value(type), "text") == 0)
+    if (member_is(c, v, "type", "text"))
         return check_model(c, path, v, &TEXT_CONTENT);
-    if (type != NULL)
+    if (has_member(c, v, "type"))
         return fail(c, "field '%s.type' must be one of text, image", path);
-    if (json_object_get(v, "image_urls") != NULL)
+    if (has_member(c, v, "image_urls"))
         return check_model(c, path, v, &IMAGE_CONTENT);
     return check_model(c, path, v, &TEXT_CONTENT);
 }
 
-static int check_thinking(vctx *c, const char *path, json_t *v)
+static int check_thinking(vctx *c, const char *path, uint32_t v)
 {
-    if (!json_is_object(v))
+    if (type_of(c, v) != RT_JOBJ)
         return fail(c, "field '%s' must be an object", path);
-    json_t *type = json_object_get(v, "type");
-    if (json_is_string(type) && strcmp(json_string_value(type), "thinking") == 0)
+    if (member_is(c, v, "type", "thinking"))
         return check_model(c, path, v, &THINKING);
-    if (json_is_string(type) && strcmp(json_string_value(type), "redacted_thinking") == 0)
+    if (member_is(c, v, "type", "redacted_thinking"))
         return check_model(c, path, v, &REDACTED);
-    if (type != NULL)
+    if (has_member(c, v, "type"))
         return fail(c, "field '%s.type' must be one of thinking, redacted_thinking", path);
-    if (json_object_get(v, "thinking") == NULL && json_object_get(v, "data") != NULL)
+    if (!has_member(c, v, "thinking") && has_member(c, v, "data"))
         return check_model(c, path, v, &REDACTED);
     return check_model(c, path, v, &THINKING);
 }
 
-static int check_list(vctx *c, const char *path, json_t *v, const ty *elem)
+static int check_list(vctx *c, const char *path, uint32_t v, const ty *elem)
 {
     char sub[PATH_MAX_];
-    size_t n = json_array_size(v);
-    for (size_t i = 0; i < n; i++) {
-        json_t *x = json_array_get(v, i);
+    size_t i = 0;
+    for (uint32_t x = rt_jdoc_first(c->d, v); x != RT_JNONE; x = rt_jdoc_next(c->d, v, x), i++) {
         sub_index(sub, path, i);
         /* list[X] elements are never optional: null is refused unless X
          * itself is Any */
-        int rc = elem->k == TK_ANY ? 0
-                 : json_is_null(x) ? bad_type(c, sub, elem)
-                                   : check_value(c, sub, x, elem);
+        int rc = elem->k == TK_ANY               ? 0
+                 : type_of(c, x) == RT_JNULL ? bad_type(c, sub, elem)
+                                             : check_value(c, sub, x, elem);
         if (rc != 0)
             return rc;
     }
     return 0;
 }
 
-static bool has_nul(json_t *v)
+static bool has_nul(const vctx *c, uint32_t v)
 {
-    return strlen(json_string_value(v)) != json_string_length(v);
+    return strlen(str_of(c, v)) != c->d->node[v].len;
 }
 
-static int check_value(vctx *c, const char *path, json_t *v, const ty *t)
+static bool is_number(rt_jtype t)
 {
+    return t == RT_JINT || t == RT_JREAL;
+}
+
+static double number_of(const vctx *c, uint32_t v)
+{
+    const rt_jnode *n = &c->d->node[v];
+    return n->type == RT_JINT ? (double)n->u.i : n->u.r;
+}
+
+static int check_value(vctx *c, const char *path, uint32_t v, const ty *t)
+{
+    rt_jtype jt = type_of(c, v);
     switch (t->k) {
     case TK_ANY:
         return 0;
     case TK_STR:
-        return json_is_string(v) ? 0 : bad_type(c, path, t);
+        return jt == RT_JSTR ? 0 : bad_type(c, path, t);
     case TK_CSTR:
-        if (!json_is_string(v))
+        if (jt != RT_JSTR)
             return bad_type(c, path, t);
-        return has_nul(v) ? fail(c, "field '%s' must not contain U+0000", path) : 0;
+        return has_nul(c, v) ? fail(c, "field '%s' must not contain U+0000", path) : 0;
     case TK_ID:
-        if (!json_is_string(v) || json_string_length(v) == 0)
+        if (jt != RT_JSTR || c->d->node[v].len == 0)
             return bad_type(c, path, t);
-        if (has_nul(v))
+        if (has_nul(c, v))
             return fail(c, "field '%s' must not contain U+0000", path);
-        if (strcmp(json_string_value(v), "__root__") == 0)
+        if (strcmp(str_of(c, v), "__root__") == 0)
             return fail(c, "field '%s' may not be the reserved id '__root__'", path);
         return 0;
     case TK_BOOL:
-        return json_is_boolean(v) ? 0 : bad_type(c, path, t);
+        return jt == RT_JTRUE || jt == RT_JFALSE ? 0 : bad_type(c, path, t);
     case TK_INT:
-        return json_is_integer(v) ? 0 : bad_type(c, path, t);
+        return jt == RT_JINT ? 0 : bad_type(c, path, t);
     case TK_NNINT:
-        return json_is_integer(v) && json_integer_value(v) >= 0 ? 0 : bad_type(c, path, t);
+        return jt == RT_JINT && c->d->node[v].u.i >= 0 ? 0 : bad_type(c, path, t);
     case TK_SCORE:
-        return json_is_number(v) && json_number_value(v) >= 0.0 && json_number_value(v) <= 1.0
+        return is_number(jt) && number_of(c, v) >= 0.0 && number_of(c, v) <= 1.0
                    ? 0
                    : bad_type(c, path, t);
     case TK_OBJ:
-        return json_is_object(v) ? 0 : bad_type(c, path, t);
+        return jt == RT_JOBJ ? 0 : bad_type(c, path, t);
     case TK_ENUM:
         return check_enum(c, path, v, t);
     case TK_LIST:
-        return json_is_array(v) ? check_list(c, path, v, t->elem) : bad_type(c, path, t);
+        return jt == RT_JARR ? check_list(c, path, v, t->elem) : bad_type(c, path, t);
     case TK_MODEL:
         return check_model(c, path, v, t->m);
     case TK_PAYLOAD:
-        if (!json_is_object(v))
+        if (jt != RT_JOBJ)
             return bad_type(c, path, t);
-        if (!json_is_string(json_object_get(v, "kind")))
+        if (str_of(c, rt_jdoc_get(c->d, v, "kind")) == NULL)
             return fail(c, "field '%s' must have a string 'kind'", path);
         return 0;
     case TK_CONTENT:
         return check_content(c, path, v);
     case TK_MSG_CONTENT:
         /* Message coerces a bare string into one TextContent upstream. */
-        if (json_is_string(v))
+        if (jt == RT_JSTR)
             return 0;
-        return json_is_array(v) ? check_list(c, path, v, &T_CONTENT) : bad_type(c, path, t);
+        return jt == RT_JARR ? check_list(c, path, v, &T_CONTENT) : bad_type(c, path, t);
     case TK_THINKING:
         return check_thinking(c, path, v);
     }
@@ -710,69 +744,79 @@ static ev_source source_from_name(const char *s)
     return EV_SRC_NONE;
 }
 
-static const char *str_member(json_t *o, const char *key)
+static const char *str_member(const vctx *c, uint32_t o, const char *key)
 {
-    json_t *v = json_object_get(o, key);
-    return json_is_string(v) ? json_string_value(v) : NULL;
+    return str_of(c, rt_jdoc_get(c->d, o, key));
 }
 
-int ev_from_json(json_t *obj, ev *out, char *err, size_t errlen)
+int ev_from_doc(rt_jdoc *d, uint32_t at, ev *out, char *err, size_t errlen)
 {
     if (out == NULL)
         return -EINVAL;
     memset(out, 0, sizeof(*out));
-    vctx c = {"event", err, errlen};
-    if (!json_is_object(obj))
+    vctx c = {"event", err, errlen, d};
+    if (d == NULL || at >= d->n || type_of(&c, at) != RT_JOBJ)
         return fail(&c, "must be a JSON object");
-    json_t *kv = json_object_get(obj, "kind");
-    if (kv == NULL)
+    uint32_t kv = rt_jdoc_get(d, at, "kind");
+    if (kv == RT_JNONE)
         return fail(&c, "missing required field 'kind'");
-    if (!json_is_string(kv))
+    const char *kname = str_of(&c, kv);
+    if (kname == NULL)
         return fail(&c, "field 'kind' must be a string");
-    ev_kind kind = ev_kind_from_name(json_string_value(kv));
-    if (kind == EV_INVALID || strlen(json_string_value(kv)) != json_string_length(kv)) {
+    ev_kind kind = ev_kind_from_name(kname);
+    if (kind == EV_INVALID || strlen(kname) != d->node[kv].len) {
         char name[80];
-        printable(json_string_value(kv), json_string_length(kv), name);
+        printable(kname, d->node[kv].len, name);
         c.kind = NULL;
         return fail(&c, "unknown event kind '%s'", name);
     }
 
     const kind_schema *ks = &SCHEMAS[kind];
     c.kind = ev_kind_name(kind);
-    int rc = check_fields(&c, "", obj, BASE_F, COUNT(BASE_F), ks->fields, ks->n, true, NULL);
+    int rc = check_fields(&c, "", at, BASE_F, COUNT(BASE_F), ks->fields, ks->n, true, NULL);
     if (rc != 0)
         return rc;
     /* `value` is Any, except for the one key the conversation acts on */
-    const char *key = str_member(obj, "key");
+    const char *key = str_member(&c, at, "key");
     if (kind == EV_STATE_UPDATE && key != NULL && strcmp(key, "execution_status") == 0 &&
-        (rc = check_enum(&c, "value", json_object_get(obj, "value"), &T_EXECUTION_STATUS)) != 0)
+        (rc = check_enum(&c, "value", rt_jdoc_get(d, at, "value"), &T_EXECUTION_STATUS)) != 0)
         return rc;
-    const char *src = str_member(obj, "source");
+    const char *src = str_member(&c, at, "source");
     if (src == NULL && ks->default_source == EV_SRC_NONE)
         return fail(&c, "missing required field 'source'");
 
-    out->obj = json_incref(obj);
+    out->doc = rt_jdoc_ref(d);
+    out->at = at;
     out->kind = kind;
     out->source = src != NULL ? source_from_name(src) : ks->default_source;
-    out->id = str_member(obj, "id");
-    out->timestamp = str_member(obj, "timestamp");
-    out->parent_id = str_member(obj, "parent_id");
+    out->id = str_member(&c, at, "id");
+    out->timestamp = str_member(&c, at, "timestamp");
+    out->parent_id = str_member(&c, at, "parent_id");
     switch (kind) {
     case EV_ACTION:
     case EV_MESSAGE:
-        out->llm_response_id = str_member(obj, "llm_response_id");
+        out->llm_response_id = str_member(&c, at, "llm_response_id");
         break;
     case EV_STATE_UPDATE:
-        out->state_key = str_member(obj, "key");
+        out->state_key = key;
         break;
     default:
         break;
     }
     if (kind == EV_ACTION || ev_observation_like(out)) {
-        out->tool_call_id = str_member(obj, "tool_call_id");
-        out->tool_name = str_member(obj, "tool_name");
+        out->tool_call_id = str_member(&c, at, "tool_call_id");
+        out->tool_name = str_member(&c, at, "tool_name");
     }
     return 0;
+}
+
+/* Refused reading: one line, "invalid JSON: <what> at line L, column C". */
+static int unreadable(const json_error_t *jerr, char *err, size_t errlen)
+{
+    vctx c = {"invalid JSON", err, errlen, NULL};
+    char text[80];
+    printable(jerr->text, strlen(jerr->text), text);
+    return fail(&c, "%s at line %d, column %d", text, jerr->line, jerr->column);
 }
 
 int ev_parse(const char *json, size_t len, ev *out, char *err, size_t errlen)
@@ -788,14 +832,29 @@ int ev_parse(const char *json, size_t len, ev *out, char *err, size_t errlen)
     json_error_t jerr;
     /* U+0000 is legal JSON and does occur in tool output; a value that is
      * not an object is refused below, with a clearer message. */
-    json_t *obj = rt_json_read(json, len, JSON_ALLOW_NUL | JSON_DECODE_ANY, &jerr);
-    if (obj == NULL) {
-        vctx c = {"invalid JSON", err, errlen};
-        char text[80];
-        printable(jerr.text, strlen(jerr.text), text);
-        return fail(&c, "%s at line %d, column %d", text, jerr.line, jerr.column);
+    rt_jdoc *d = rt_jdoc_read(json, len, JSON_ALLOW_NUL | JSON_DECODE_ANY, &jerr);
+    if (d == NULL)
+        return unreadable(&jerr, err, errlen);
+    int rc = ev_from_doc(d, 0, out, err, errlen);
+    rt_jdoc_unref(d);
+    return rc;
+}
+
+int ev_from_json(json_t *obj, ev *out, char *err, size_t errlen)
+{
+    if (out == NULL)
+        return -EINVAL;
+    memset(out, 0, sizeof(*out));
+    if (obj == NULL)
+        return fail(&(vctx){"event", err, errlen, NULL}, "must be a JSON object");
+    /* jansson's text: every real with the digits that read back to it */
+    char *text = json_dumps(obj, JSON_COMPACT | JSON_ENCODE_ANY);
+    if (text == NULL) {
+        if (err != NULL && errlen > 0)
+            snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
     }
-    int rc = ev_from_json(obj, out, err, errlen);
-    json_decref(obj);
+    int rc = ev_parse(text, strlen(text), out, err, errlen);
+    free(text);
     return rc;
 }

@@ -174,7 +174,7 @@ static int remember(replay *r, const seq_item *it, void *token)
     size_t n = strlen(it->e.id);
     if (tab_get(&r->ids, it->e.id, n) == NULL) { /* observe mode can commit an id twice */
         id_rec *rec = calloc(1, sizeof(*rec) + n + 1);
-        if (rec == NULL || seq_print_of(it->e.obj, &rec->print) != 0) {
+        if (rec == NULL || seq_print_of(&it->e, &rec->print) != 0) {
             free(rec);
             return -ENOMEM;
         }

@@ -176,7 +176,7 @@ json_t *seq_deferred_json(const sequencer *s)
 {
     json_t *all = json_array();
     for (deferred *d = s->defs; d != NULL; d = d->next)
-        json_array_append_new(all, json_pack("{s:O, s:I, s:s*}", "event", d->e.obj, "deadline",
+        json_array_append_new(all, json_pack("{s:o, s:I, s:s*}", "event", ev_json(&d->e), "deadline",
                                              (json_int_t)d->deadline, "after", d->after));
     return all;
 }

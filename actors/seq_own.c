@@ -256,7 +256,7 @@ int seq_restore_deferred(sequencer *s, json_t *event, uint64_t deadline, const c
 {
     deferred *x = calloc(1, sizeof(*x));
     if (x == NULL || ev_from_json(event, &x->e, NULL, 0) != 0 || x->e.id == NULL) {
-        if (x != NULL && x->e.obj != NULL)
+        if (x != NULL)
             ev_free(&x->e);
         free(x);
         return -EINVAL;

@@ -14,10 +14,9 @@
 #include <mbedtls/sha256.h>
 #include <mbedtls/version.h>
 
-int seq_event(json_t *obj, ev *out, char *err, size_t errlen)
+/* What every offered event must be, besides valid: storable. */
+static int storable(ev *out, char *err, size_t errlen)
 {
-    if (ev_from_json(obj, out, err, errlen) != 0)
-        return -EINVAL;
     const char *why = NULL;
     char buf[96];
     if (ev_kind_transient(out->kind)) {
@@ -34,6 +33,16 @@ int seq_event(json_t *obj, ev *out, char *err, size_t errlen)
     snprintf(err, errlen, "%s", why);
     ev_free(out);
     return -EINVAL;
+}
+
+int seq_event(json_t *obj, ev *out, char *err, size_t errlen)
+{
+    return ev_from_json(obj, out, err, errlen) != 0 ? -EINVAL : storable(out, err, errlen);
+}
+
+int seq_event_at(rt_jdoc *d, uint32_t at, ev *out, char *err, size_t errlen)
+{
+    return ev_from_doc(d, at, out, err, errlen) != 0 ? -EINVAL : storable(out, err, errlen);
 }
 
 /* -------------------------------------------------------------- prints --- */
@@ -53,25 +62,20 @@ static int digest(const char *p, size_t n, uint8_t out[16])
 /* A retry may leave the stamps out, and a deferred message commits after
  * whatever head there is then: so the parent never counts, and the
  * timestamp is digested apart (left out, it matches any). */
-int seq_print_of(json_t *obj, seq_print *out)
+int seq_print_of(const ev *e, seq_print *out)
 {
     memset(out, 0, sizeof(*out));
-    json_t *rest = json_copy(obj); /* shallow: the members are shared */
-    if (rest == NULL)
-        return -ENOMEM;
-    json_object_del(rest, "timestamp");
-    json_object_del(rest, "parent_id");
-    char *c = ev_canonical_json(rest);
-    json_decref(rest);
-    int r = c != NULL ? digest(c, strlen(c), out->rest) : -ENOMEM;
-    free(c);
-    json_t *ts = json_object_get(obj, "timestamp");
-    out->ts_state = ts == NULL ? 0 : json_is_null(ts) ? 1 : 2;
-    if (r == 0 && out->ts_state == 2) {
-        c = ev_canonical_json(ts);
-        r = c != NULL ? digest(c, strlen(c), out->ts) : -ENOMEM;
-        free(c);
+    rt_text w = {0};
+    int r = ev_write(&w, e, true);
+    if (r == 0)
+        r = !w.failed ? digest(w.p, w.len, out->rest) : -ENOMEM;
+    out->ts_state = e->timestamp != NULL ? 2 : 0; /* never null: the schema refuses it */
+    if (r == 0 && e->timestamp != NULL) {
+        w.len = 0;
+        rt_text_json_string(&w, e->timestamp, strlen(e->timestamp));
+        r = !w.failed ? digest(w.p, w.len, out->ts) : -ENOMEM;
     }
+    free(w.p);
     return r;
 }
 

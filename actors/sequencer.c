@@ -210,7 +210,7 @@ static seq_item *inflight_find(const sequencer *s, const char *id, const char *k
     return NULL;
 }
 
-static int compare(json_t *offered, json_t *kept)
+static int compare(const ev *offered, const ev *kept)
 {
     seq_print p, k;
     if (seq_print_of(offered, &p) != 0 || seq_print_of(kept, &k) != 0)
@@ -218,16 +218,17 @@ static int compare(json_t *offered, json_t *kept)
     return seq__same_print(&p, &k) ? 1 : 2;
 }
 
-/* The same against an accepted event, which may be slim: then its tree
- * is read again from its bytes (a retry while the first is in flight). */
-static int compare_item(json_t *offered, const seq_item *it)
+/* The same against an accepted event, which may be slim: then it is read
+ * again from its bytes (a retry while the first is in flight). */
+static int compare_item(const ev *offered, const seq_item *it)
 {
-    if (it->e.obj != NULL)
-        return compare(offered, it->e.obj);
-    json_t *kept = rt_json_read((const char *)rt_buf_data(it->bytes), rt_buf_len(it->bytes),
-                                JSON_ALLOW_NUL, NULL);
-    int r = kept != NULL ? compare(offered, kept) : 2;
-    json_decref(kept);
+    if (it->e.doc != NULL)
+        return compare(offered, &it->e);
+    ev kept;
+    if (ev_parse((const char *)rt_buf_data(it->bytes), rt_buf_len(it->bytes), &kept, NULL, 0) != 0)
+        return 2;
+    int r = compare(offered, &kept);
+    ev_free(&kept);
     return r;
 }
 
@@ -238,15 +239,15 @@ static int lk_known(void *ctx, const ev *e)
     sequencer *s = ctx;
     deferred *d = seq__deferred_find(s, e->id);
     if (d != NULL)
-        return compare(e->obj, d->e.obj);
+        return compare(e, &d->e);
     seq_item *it = inflight_find(s, e->id, NULL, 0);
     if (it != NULL)
-        return compare_item(e->obj, it);
+        return compare_item(e, it);
     seq_print kept, p;
     int r = s->log.find(s->log.ctx, e->id, &kept);
     if (r == 0)
         return 0;
-    if (r < 0 || seq_print_of(e->obj, &p) != 0)
+    if (r < 0 || seq_print_of(e, &p) != 0)
         return 2;
     return seq__same_print(&p, &kept) ? 1 : 2;
 }

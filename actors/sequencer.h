@@ -52,8 +52,10 @@
 #include <stdint.h>
 
 /* An event as a producer offers it: valid (event.h) and storable (ids
- * within the store's key sizes, a kind that is stored). Takes a new
- * reference to obj on success; -EINVAL and one line in err otherwise. */
+ * within the store's key sizes, a kind that is stored). The value `at` of
+ * a document (a reference taken on success), or a jansson value (read
+ * again, ev_from_json); -EINVAL and one line in err otherwise. */
+int seq_event_at(rt_jdoc *d, uint32_t at, ev *out, char *err, size_t errlen);
 int seq_event(json_t *obj, ev *out, char *err, size_t errlen);
 
 /* ---- verdicts ------------------------------------------------------------ */
@@ -143,11 +145,11 @@ typedef struct seq_opts {
  * timestamp and parent_id, and of its timestamp. */
 typedef struct seq_print {
     uint8_t rest[16], ts[16];
-    uint8_t ts_state; /* 0 absent, 1 null, 2 a value */
+    uint8_t ts_state; /* 0 absent, 1 null (never, now: refused), 2 a value */
 } seq_print;
 
-/* 0, or -ENOMEM. */
-int seq_print_of(json_t *obj, seq_print *out);
+/* 0, or -ENOMEM (-EINVAL for a slim event). */
+int seq_print_of(const ev *e, seq_print *out);
 
 /* The durable log, as the sequencer asks about it. */
 typedef struct seq_log {

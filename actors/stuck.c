@@ -140,107 +140,69 @@ static void h_str(uint64_t *h, const char *s)
         h_bytes(h, s, (size_t)n);
 }
 
-typedef struct member {
-    const char *key;
-    json_t *value;
-} member;
-
-static int cmp_members(const void *a, const void *b)
+/* Hash a JSON value as its structure, without serializing it: strings by
+ * length and bytes, an object as the sum of its members' own hashes (so
+ * that producers' key order does not matter, with no sort), null members
+ * left out (as the canonical form leaves them out). */
+static void h_json(uint64_t *h, const rt_jdoc *d, uint32_t v)
 {
-    return strcmp(((const member *)a)->key, ((const member *)b)->key);
-}
-
-/* Hash a JSON value as its structure, without serializing it: objects by
- * their keys in sorted order (so producers' key order does not matter),
- * null members left out (as the canonical form leaves them out), strings
- * by length and bytes. -1 on allocation failure. */
-static int h_json(uint64_t *h, json_t *v)
-{
-    uint8_t t = (uint8_t)json_typeof(v);
-    h_bytes(h, &t, 1);
-    switch (json_typeof(v)) {
-    case JSON_OBJECT: {
-        /* the members with their values, so that none is looked up again */
-        size_t n = 0, size = json_object_size(v);
-        const char *key;
-        json_t *x;
-        member few[16]; /* an event's objects have a handful of members */
-        member *m = size <= 16 ? few : malloc(size * sizeof(*m));
-        if (m == NULL)
-            return -1;
-        json_object_foreach(v, key, x) if (!json_is_null(x)) m[n++] = (member){key, x};
-        if (n <= 16) /* insertion sort: no call per comparison */
-            for (size_t i = 1; i < n; i++) {
-                member mi = m[i];
-                size_t j = i;
-                for (; j > 0 && strcmp(m[j - 1].key, mi.key) > 0; j--)
-                    m[j] = m[j - 1];
-                m[j] = mi;
-            }
-        else
-            qsort(m, n, sizeof(*m), cmp_members);
-        h_bytes(h, &n, sizeof(n));
-        int rc = 0;
-        for (size_t i = 0; i < n && rc == 0; i++) {
-            h_str(h, m[i].key);
-            rc = h_json(h, m[i].value);
+    const rt_jnode *n = &d->node[v];
+    h_bytes(h, &n->type, 1);
+    switch ((rt_jtype)n->type) {
+    case RT_JOBJ: {
+        uint64_t sum = 0, count = 0;
+        for (uint32_t k = rt_jdoc_first(d, v); k != RT_JNONE; k = rt_jdoc_next(d, v, k)) {
+            if (rt_jdoc_type(d, k + 1) == RT_JNULL)
+                continue;
+            uint64_t m = 0xcbf29ce484222325ULL;
+            h_json(&m, d, k);
+            h_json(&m, d, k + 1);
+            sum += h_final(m);
+            count++;
         }
-        if (m != few)
-            free(m);
-        return rc;
+        h_bytes(h, &count, sizeof(count));
+        h_bytes(h, &sum, sizeof(sum));
+        return;
     }
-    case JSON_ARRAY: {
-        size_t n = json_array_size(v);
-        h_bytes(h, &n, sizeof(n));
-        for (size_t i = 0; i < n; i++)
-            if (h_json(h, json_array_get(v, i)) < 0)
-                return -1;
-        return 0;
+    case RT_JARR: {
+        uint64_t count = n->len;
+        h_bytes(h, &count, sizeof(count));
+        for (uint32_t x = rt_jdoc_first(d, v); x != RT_JNONE; x = rt_jdoc_next(d, v, x))
+            h_json(h, d, x);
+        return;
     }
-    case JSON_STRING: {
-        uint64_t n = json_string_length(v);
-        h_bytes(h, &n, sizeof(n));
-        h_bytes(h, json_string_value(v), (size_t)n);
-        return 0;
+    case RT_JSTR: {
+        uint64_t len = n->len;
+        h_bytes(h, &len, sizeof(len));
+        h_bytes(h, d->text + n->u.off, n->len);
+        return;
     }
-    case JSON_INTEGER: {
-        json_int_t i = json_integer_value(v);
-        h_bytes(h, &i, sizeof(i));
-        return 0;
-    }
-    case JSON_REAL: {
-        double d = json_real_value(v);
-        h_bytes(h, &d, sizeof(d));
-        return 0;
-    }
+    case RT_JINT:
+        h_bytes(h, &n->u.i, sizeof(n->u.i));
+        return;
+    case RT_JREAL:
+        h_bytes(h, &n->u.r, sizeof(n->u.r));
+        return;
     default: /* true, false, null: the type is all there is */
-        return 0;
+        return;
     }
 }
 
-/* The model's default of a list member: made once, read by every thread
- * (hashing changes nothing of it). */
-static json_t *empty_list;
-static void make_empty_list(void)
+/* A member of the event. A missing or null one stands for the model's
+ * default: null, or an empty list (`list_default`). */
+static void h_member(uint64_t *h, const ev *e, const char *key, bool list_default)
 {
-    empty_list = json_array();
-}
-
-static json_t *no_list(void)
-{
-    static pthread_once_t once = PTHREAD_ONCE_INIT;
-    pthread_once(&once, make_empty_list);
-    return empty_list;
-}
-
-/* A member. A missing or null member stands for the model's default,
- * `absent` (json_null(), or no_list()). */
-static int h_member(uint64_t *h, json_t *obj, const char *key, json_t *absent)
-{
-    json_t *v = json_object_get(obj, key);
-    if (v == NULL || json_is_null(v))
-        v = absent;
-    return v != NULL ? h_json(h, v) : -1;
+    uint32_t v = rt_jdoc_get(e->doc, e->at, key);
+    if (v != RT_JNONE && rt_jdoc_type(e->doc, v) != RT_JNULL) {
+        h_json(h, e->doc, v);
+        return;
+    }
+    uint8_t t = list_default ? RT_JARR : RT_JNULL;
+    h_bytes(h, &t, 1);
+    if (list_default) {
+        uint64_t count = 0;
+        h_bytes(h, &count, sizeof(count));
+    }
 }
 
 static uint64_t h_id(const char *id)
@@ -282,35 +244,38 @@ static void fingerprint(const ev *e, stuck_fp *fp)
     if (!compared_by_fields(e->kind))
         return;
 
+    if (e->doc == NULL) { /* a slim event: its fields are gone */
+        fp->solo = true;
+        return;
+    }
     uint64_t h = 0xcbf29ce484222325ULL;
     uint8_t tag[2] = {fp->kind, fp->source};
     h_bytes(&h, tag, sizeof tag);
-    int rc = 0;
     switch (e->kind) {
     case EV_ACTION:
-        rc |= h_member(&h, e->obj, "thought", no_list());
-        rc |= h_member(&h, e->obj, "action", json_null());
+        h_member(&h, e, "thought", true);
+        h_member(&h, e, "action", false);
         h_str(&h, e->tool_name);
         break;
     case EV_OBSERVATION:
-        rc |= h_member(&h, e->obj, "observation", json_null());
+        h_member(&h, e, "observation", false);
         h_str(&h, e->tool_name);
         break;
     case EV_AGENT_ERROR: {
         /* by length: a "\u0000" inside the text must not end it early */
-        json_t *err = json_object_get(e->obj, "error");
-        uint64_t n = json_is_string(err) ? (uint64_t)json_string_length(err) : UINT64_MAX;
+        uint32_t err = rt_jdoc_get(e->doc, e->at, "error");
+        bool is_str = rt_jdoc_str(e->doc, err) != NULL;
+        uint64_t n = is_str ? (uint64_t)e->doc->node[err].len : UINT64_MAX;
         h_bytes(&h, &n, sizeof n);
-        if (json_is_string(err))
-            h_bytes(&h, json_string_value(err), (size_t)n);
+        if (is_str)
+            h_bytes(&h, rt_jdoc_str(e->doc, err), (size_t)n);
         break;
     }
     default: /* EV_MESSAGE */
-        rc |= h_member(&h, e->obj, "llm_message", json_null());
+        h_member(&h, e, "llm_message", false);
         break;
     }
     fp->hash = h_final(h);
-    fp->solo = rc != 0;
 }
 
 static bool fp_eq(const stuck_fp *a, const stuck_fp *b)
@@ -382,7 +347,7 @@ void stuck_note_of(const ev *e, stuck_note *n)
     if (e->kind == EV_ACTION)
         copy_text(n->text, STUCK_TOOL_MAX, e->tool_name);
     else if (e->kind == EV_AGENT_ERROR)
-        copy_text(n->text, STUCK_ERROR_MAX, json_string_value(json_object_get(e->obj, "error")));
+        copy_text(n->text, STUCK_ERROR_MAX, ev_string(e, "error"));
 }
 
 rt_buf *stuck_note_new(const ev *e)

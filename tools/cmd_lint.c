@@ -312,7 +312,7 @@ static void report(lint *l, const view *v, const finding *d)
 /* What an event of the conversation's own says, in a few words. */
 static void own_detail(const ev *e, char *out, size_t cap)
 {
-    json_t *o = e->obj;
+    json_t *o = ev_json(e); /* NULL (a slim event) reads as no member */
     const char *code = json_string_value(json_object_get(o, "code"));
     json_t *content = json_object_get(json_object_get(o, "llm_message"), "content");
     const char *text = json_string_value(json_object_get(json_array_get(content, 0), "text"));
@@ -335,6 +335,7 @@ static void own_detail(const ev *e, char *out, size_t cap)
                      : "");
     else
         out[0] = '\0';
+    json_decref(o);
     lint_utf8_tidy(out);
 }
 

@@ -114,7 +114,7 @@ static void decided(void *ctx, const ev *e, const seq_verdict *v, seq_was was, u
         seen_rule[v->rule]++;
     if (v->kind == SEQ_ACCEPTED && (was == SEQ_WAS_HELD || was == SEQ_WAS_DEFERRED))
         seen_released++;
-    const char *code = json_string_value(json_object_get(e->obj, "code"));
+    const char *code = ev_string(e, "code");
     if (was == SEQ_OWN && code != NULL && strcmp(code, "StuckPatternDetected") == 0)
         seen_stuck++;
     if (was == SEQ_OWN && e->kind == EV_MESSAGE)

@@ -12,6 +12,7 @@
  */
 #include "actors/conv_status.h"
 #include "actors/event.h"
+#include "actors/stuck.h"
 
 #include "support_sync.h"
 
@@ -28,6 +29,16 @@
 /* ------------------------------------------------------------- helpers --- */
 
 /* The example with ' turned into ", malloc'd. */
+/* e's canonical bytes, NUL-terminated (the caller frees them). */
+static char *ev_text(const ev *e)
+{
+    rt_text w = {0};
+    ck_assert_int_eq(ev_write(&w, e, false), 0);
+    rt_text_putc(&w, '\0');
+    ck_assert(!w.failed);
+    return w.p;
+}
+
 static char *jq(const char *s)
 {
     char *out = strdup(s);
@@ -63,7 +74,7 @@ static const char *verdict(json_t *o)
     } else {
         ck_assert_int_eq(rc, -EINVAL);
         ck_assert_msg(err[0] != '\0', "refused without a message: %s", text);
-        ck_assert_ptr_null(e.obj);
+        ck_assert_ptr_null(e.doc);
     }
     free(text);
     return err;
@@ -318,10 +329,10 @@ START_TEST(test_every_kind_parses)
         ck_assert_int_eq(e.source, x->source);
         ck_assert_ptr_nonnull(e.id);
         ck_assert_ptr_nonnull(e.timestamp);
-        ck_assert_str_eq(json_string_value(json_object_get(e.obj, "id")), e.id);
+        ck_assert_str_eq(ev_string(&e, "id"), e.id);
         seen[x->kind] = true;
         ev_free(&e);
-        ck_assert_ptr_null(e.obj);
+        ck_assert_ptr_null(e.doc);
         free(text);
     }
     for (int k = EV_INVALID + 1; k < EV_KIND_COUNT; k++)
@@ -399,7 +410,7 @@ START_TEST(test_slim_keeps_the_fields)
         ck_assert_int_eq(ev_from_json(o, &whole, NULL, 0), 0);
         ck_assert_int_eq(ev_from_json(o, &slim, NULL, 0), 0);
         ck_assert_int_eq(ev_slim(&slim), 0);
-        ck_assert_ptr_null(slim.obj);
+        ck_assert_ptr_null(slim.doc);
         ck_assert_int_eq(slim.kind, whole.kind);
         ck_assert_int_eq(slim.source, whole.source);
         const char *w[] = {whole.id,        whole.timestamp,       whole.parent_id,
@@ -463,7 +474,7 @@ START_TEST(test_default_sources)
         ck_assert_msg(ev_from_json(o, &e, err, sizeof(err)) == 0, "%s", err);
         ck_assert_int_eq(e.source, defaults[i].src);
         /* the default is known, not written: the bytes stay as given */
-        char *s = ev_canonical_json(e.obj);
+        char *s = ev_text(&e);
         ck_assert_ptr_null(strstr(s, "\"source\""));
         free(s);
         ev_free(&e);
@@ -835,7 +846,7 @@ START_TEST(test_not_an_event)
         ck_assert_int_eq(ev_parse(cases[i].text, strlen(cases[i].text), &e, err, sizeof(err)),
                          -EINVAL);
         ck_assert_msg(strcmp(err, cases[i].err) == 0, "%s: got \"%s\"", cases[i].text, err);
-        ck_assert_ptr_null(e.obj);
+        ck_assert_ptr_null(e.doc);
     }
     /* not JSON at all: the parser's reason, on one line */
     static const char *const bad[] = {
@@ -1056,7 +1067,7 @@ START_TEST(test_utf8_and_escapes)
                           "\\u0000e\",\"kind\":\"StreamingDeltaEvent\"}");
     ev e;
     ck_assert_int_eq(ev_parse(in, strlen(in), &e, NULL, 0), 0);
-    ck_assert_uint_eq(json_string_length(json_object_get(e.obj, "content")), 17);
+    ck_assert_uint_eq(e.doc->node[rt_jdoc_get(e.doc, e.at, "content")].len, 17);
     ev_free(&e);
     free(got);
 
@@ -1130,11 +1141,13 @@ START_TEST(test_large_event)
     char *got = assert_stable(text);
     ev e;
     ck_assert_int_eq(ev_parse(got, strlen(got), &e, NULL, 0), 0);
+    json_t *tree = ev_json(&e);
     json_t *t = json_object_get(
-        json_array_get(json_object_get(json_object_get(e.obj, "observation"), "content"), 0),
+        json_array_get(json_object_get(json_object_get(tree, "observation"), "content"), 0),
         "text");
     ck_assert_uint_eq(json_string_length(t), n);
     ck_assert_int_eq(memcmp(json_string_value(t), s, n), 0);
+    json_decref(tree);
     ev_free(&e);
     free(got);
     free(text);
@@ -1165,7 +1178,7 @@ START_TEST(test_serialize_buffer)
     char *text = jq(EXAMPLES[0].json);
     ck_assert_int_eq(ev_parse(text, strlen(text), &e, NULL, 0), 0);
     rt_buf *b = ev_serialize(&e);
-    char *c = ev_canonical_json(e.obj);
+    char *c = ev_text(&e);
     ck_assert_uint_eq(rt_buf_len(b), strlen(c));
     ck_assert_int_eq(memcmp(rt_buf_data(b), c, strlen(c)), 0);
     /* the buffer outlives the event */
@@ -1184,14 +1197,165 @@ START_TEST(test_from_json_reference)
     json_t *o = example_obj(EV_ACTION);
     ev e;
     ck_assert_int_eq(ev_from_json(o, &e, NULL, 0), 0);
-    ck_assert_ptr_eq(e.obj, o);
-    ck_assert_int_eq((int)o->refcount, 2);
+    ck_assert_int_eq((int)o->refcount, 1); /* read from its text: o is not kept */
     ev_free(&e);
-    ck_assert_int_eq((int)o->refcount, 1);
     json_object_set_new(o, "seq", json_integer(1));
     ck_assert_int_eq(ev_from_json(o, &e, NULL, 0), -EINVAL);
     ck_assert_int_eq((int)o->refcount, 1); /* nothing kept on refusal */
     json_decref(o);
+}
+END_TEST
+
+/* ------------------------------------- the document against the tree --- */
+
+/* A deterministic generator of JSON values: nested objects (with null
+ * members and `kind` members, the two the canonical rules move or drop),
+ * arrays, strings with escapes and characters of every UTF-8 length, and
+ * numbers at the edges. */
+static uint64_t rnd_state;
+static uint64_t rnd(void)
+{
+    rnd_state ^= rnd_state << 13;
+    rnd_state ^= rnd_state >> 7;
+    rnd_state ^= rnd_state << 17;
+    return rnd_state;
+}
+
+static json_t *rnd_string(void)
+{
+    static const char *const bits[] = {"a", "kind", "\"", "\\", "/", "\n", "\t", "\x01", "\x1f",
+                                       "\x7f", "\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x98\x80",
+                                       "id", " ", "0"};
+    char buf[96];
+    size_t n = 0, parts = rnd() % 8;
+    for (size_t i = 0; i < parts; i++) {
+        const char *b = bits[rnd() % (sizeof(bits) / sizeof(bits[0]))];
+        memcpy(buf + n, b, strlen(b));
+        n += strlen(b);
+    }
+    if (rnd() % 16 == 0)
+        buf[n++] = '\0'; /* U+0000 inside: legal JSON, kept by length */
+    return json_stringn(buf, n);
+}
+
+static json_t *rnd_value(int depth)
+{
+    static const double reals[] = {0.1, -2.5e-7, 1e300, 123456.789, 1e16, 1e-5, 0.5, -0.0};
+    static const json_int_t ints[] = {0, -1, 42, INT64_MAX, INT64_MIN, 1000000007};
+    switch (depth > 3 ? rnd() % 5 : rnd() % 7) {
+    case 0:
+        return rnd_string();
+    case 1:
+        return json_integer(ints[rnd() % (sizeof(ints) / sizeof(ints[0]))]);
+    case 2:
+        return json_real(reals[rnd() % (sizeof(reals) / sizeof(reals[0]))]);
+    case 3:
+        return rnd() % 2 ? json_true() : json_false();
+    case 4:
+        return json_null();
+    case 5: {
+        json_t *a = json_array();
+        for (size_t i = 0, n = rnd() % 4; i < n; i++)
+            json_array_append_new(a, rnd_value(depth + 1));
+        return a;
+    }
+    default: {
+        static const char *const keys[] = {"kind", "id", "timestamp", "b", "a", "\xc3\xa9", "x y"};
+        json_t *o = json_object();
+        for (size_t i = 0, n = rnd() % 5; i < n; i++)
+            json_object_set_new(o, keys[rnd() % (sizeof(keys) / sizeof(keys[0]))],
+                                rnd_value(depth + 1));
+        return o;
+    }
+    }
+}
+
+/* The same value, its objects' members inserted in reverse order. */
+static json_t *reversed(json_t *v)
+{
+    if (json_is_array(v)) {
+        json_t *a = json_array();
+        for (size_t i = 0; i < json_array_size(v); i++)
+            json_array_append_new(a, reversed(json_array_get(v, i)));
+        return a;
+    }
+    if (!json_is_object(v))
+        return json_incref(v);
+    size_t n = json_object_size(v), i = 0;
+    const char **keys = calloc(n ? n : 1, sizeof(*keys));
+    const char *k;
+    json_t *x;
+    json_object_foreach(v, k, x) keys[i++] = k;
+    json_t *o = json_object();
+    while (i-- > 0)
+        json_object_set_new(o, keys[i], reversed(json_object_get(v, keys[i])));
+    free(keys);
+    return o;
+}
+
+static uint64_t stuck_hash_of(json_t *event)
+{
+    ev e;
+    ck_assert_int_eq(ev_from_json(event, &e, NULL, 0), 0);
+    stuck_note n;
+    stuck_note_of(&e, &n);
+    ev_free(&e);
+    ck_assert(!n.solo);
+    return n.hash;
+}
+
+/* The bytes an event is stored as come from its document; the canonical
+ * rules are also written for jansson values (ev_canonical_json, for the
+ * answers and views made as trees). Both must give the same bytes for the
+ * same value, and the stuck detector's structural hash must not depend on
+ * the order members came in. */
+START_TEST(test_document_agrees_with_tree)
+{
+    rnd_state = 0x9e3779b97f4a7c15ull;
+    for (int i = 0; i < 3000; i++) {
+        json_t *payload = rnd_value(0);
+        json_t *o = json_pack("{s:s, s:s, s:s, s:O, s:o, s:s}", "source", "agent",
+                              "tool_call_id", "t1", "title", "random", "raw_input", payload,
+                              "raw_output", rnd_value(1), "kind", "ACPToolCallEvent");
+        ev e;
+        char err[256] = "";
+        ck_assert_msg(ev_from_json(o, &e, err, sizeof(err)) == 0, "%s", err);
+        rt_buf *b = ev_serialize(&e);
+        char *want = ev_canonical_json(o);
+        ck_assert_ptr_nonnull(b);
+        ck_assert_msg(rt_buf_len(b) == strlen(want) &&
+                          memcmp(rt_buf_data(b), want, strlen(want)) == 0,
+                      "document: %.*s\ntree:     %s", (int)rt_buf_len(b),
+                      (const char *)rt_buf_data(b), want);
+        free(assert_stable(want)); /* and read back, it is written the same */
+        free(want);
+        rt_buf_unref(b);
+        ev_free(&e);
+        json_decref(o);
+
+        /* an observation of this payload, its members in either order */
+        if (!json_is_object(payload)) {
+            json_decref(payload);
+            continue;
+        }
+        json_object_set_new(payload, "kind", json_string("RandomObservation"));
+        json_t *obs = json_pack("{s:s, s:s, s:s, s:O, s:s}", "tool_name", "t", "tool_call_id",
+                                "c", "action_id", "a", "observation", payload, "kind",
+                                "ObservationEvent");
+        json_t *rev = reversed(obs);
+        ck_assert_uint_eq(stuck_hash_of(obs), stuck_hash_of(rev));
+        /* and another payload is another hash */
+        json_t *changed = json_deep_copy(payload);
+        json_object_set_new(changed, "kind", json_string("OtherObservation"));
+        json_t *other = json_pack("{s:s, s:s, s:s, s:o, s:s}", "tool_name", "t", "tool_call_id",
+                                  "c", "action_id", "a", "observation", changed, "kind",
+                                  "ObservationEvent");
+        ck_assert_uint_ne(stuck_hash_of(obs), stuck_hash_of(other));
+        json_decref(other);
+        json_decref(rev);
+        json_decref(obs);
+        json_decref(payload);
+    }
 }
 END_TEST
 
@@ -1235,11 +1399,12 @@ START_TEST(test_stamp_fills_what_is_missing)
     ck_assert_msg(is_uuid4(e.id), "%s", e.id);
     ck_assert_msg(is_timestamp(e.timestamp), "%s", e.timestamp);
     ck_assert_str_eq(e.parent_id, "head-1");
-    ck_assert_str_eq(json_string_value(json_object_get(e.obj, "id")), e.id);
-    ck_assert_str_eq(json_string_value(json_object_get(e.obj, "timestamp")), e.timestamp);
-    ck_assert_str_eq(json_string_value(json_object_get(e.obj, "parent_id")), "head-1");
+    /* the stamps are the ev's: its document is as it was read */
+    ck_assert_ptr_null(ev_string(&e, "id"));
+    ck_assert_ptr_null(ev_string(&e, "timestamp"));
+    ck_assert_ptr_null(ev_string(&e, "parent_id"));
     /* the stamped event is canonical and valid */
-    char *s = ev_canonical_json(e.obj);
+    char *s = ev_text(&e);
     char want[256];
     snprintf(want, sizeof(want),
              "{\"id\":\"%s\",\"timestamp\":\"%s\",\"source\":\"user\",\"parent_id\":\"head-1\","
@@ -1262,7 +1427,7 @@ START_TEST(test_stamp_fills_what_is_missing)
     char *before = ev_canonical_json(o);
     ck_assert_int_eq(ev_from_json(o, &e, NULL, 0), 0);
     ck_assert_int_eq(ev_stamp(&e, "someone-else"), 0);
-    char *after = ev_canonical_json(e.obj);
+    char *after = ev_text(&e);
     ck_assert_str_eq(after, before);
     free(before);
     free(after);
@@ -1277,7 +1442,9 @@ START_TEST(test_stamp_fills_what_is_missing)
     ck_assert_ptr_nonnull(e.id);
     ck_assert_int_eq(ev_stamp(&e, "h"), 0);
     ck_assert_str_eq(e.parent_id, "h");
-    ck_assert_str_eq(json_string_value(json_object_get(e.obj, "parent_id")), "h");
+    char *text = ev_text(&e);
+    ck_assert_ptr_nonnull(strstr(text, "\"parent_id\":\"h\""));
+    free(text);
     ev_free(&e);
     json_decref(o);
 
@@ -1633,6 +1800,7 @@ int main(void)
     tcase_add_test(tc, test_numbers);
     tcase_add_test(tc, test_large_event);
     tcase_add_test(tc, test_serialize_buffer);
+    tcase_add_test(tc, test_document_agrees_with_tree);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("stamp");

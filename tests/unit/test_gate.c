@@ -38,9 +38,9 @@ static int toy_known(void *ctx, const ev *e)
     for (size_t i = 0; i < t->n; i++) {
         if (strcmp(t->id[i], e->id) != 0)
             continue;
-        char *c = ev_canonical_json(e->obj);
-        int r = strcmp(c, t->bytes[i]) == 0 ? 1 : 2;
-        free(c);
+        rt_buf *c = ev_serialize(e);
+        int r = strcmp((const char *)rt_buf_data(c), t->bytes[i]) == 0 ? 1 : 2;
+        rt_buf_unref(c);
         return r;
     }
     return 0;
@@ -150,7 +150,7 @@ static ev other(const char *id, const char *kind)
 
 static ev with_parent(ev e, const char *parent)
 {
-    json_t *o = json_deep_copy(e.obj);
+    json_t *o = ev_json(&e);
     ev_free(&e);
     json_object_set_new(o, "parent_id", json_string(parent));
     return parse(o);
@@ -176,7 +176,9 @@ static void commit(gate *g, toylog *t, ev e)
     ck_assert_int_lt(t->n, LOG_MAX);
     char key[256];
     t->id[t->n] = strdup(e.id);
-    t->bytes[t->n] = ev_canonical_json(e.obj);
+    rt_buf *b = ev_serialize(&e);
+    t->bytes[t->n] = strdup((const char *)rt_buf_data(b));
+    rt_buf_unref(b);
     t->key[t->n] = gate_key(&e, key, sizeof(key)) > 0 ? strdup(key) : NULL;
     t->n++;
     ev_free(&e);

@@ -7,6 +7,7 @@
 #include "runtime/json.h"
 #include "runtime/text.h"
 
+#include "support_json.h"
 #include "support_sync.h"
 
 #include <check.h>
@@ -16,6 +17,7 @@
 /* Both read it alike: both refuse, or both build the same value. */
 static void same_as_jansson(const char *text, size_t len, size_t flags, int expect_ok)
 {
+    (void)tj_jdoc_agrees(text, len, flags); /* and the document reader reads it alike */
     json_error_t e;
     json_t *ours = rt_json_read(text, len, flags, &e);
     json_t *theirs = json_loadb(text, len, flags, NULL);
@@ -121,6 +123,10 @@ START_TEST(test_nul_byte_refused)
     ck_assert_ptr_null(rt_json_read("3\0", 2, JSON_DECODE_ANY, &e));
     ck_assert_ptr_null(rt_json_read("[\"a\0b\"]", 7, 0, &e));
     ck_assert_ptr_null(rt_json_read("[1]\0", 4, 0, &e));
+    ck_assert(!tj_jdoc_agrees("3\0", 2, JSON_DECODE_ANY));
+    ck_assert(!tj_jdoc_agrees("[\"a\0b\"]", 7, 0));
+    ck_assert(!tj_jdoc_agrees("[1]\0", 4, 0));
+    ck_assert(!tj_jdoc_agrees(NULL, 0, 0));
 }
 END_TEST
 
@@ -131,6 +137,7 @@ START_TEST(test_error_place)
     ck_assert_int_eq(e.line, 3);
     ck_assert_int_eq(e.column, 6);
     ck_assert_int_eq(e.position, 18);
+    ck_assert(!tj_jdoc_agrees("{\n  \"a\": 1,\n  \"b\" x\n}", 21, 0)); /* same place */
 }
 END_TEST
 
