@@ -346,9 +346,21 @@ static void free_bytes(void *data, void *ctx)
     free(data);
 }
 
+/* What an event's bytes take, about: its text as given (the canonical
+ * form drops space and nulls and decodes escapes, and a real may grow)
+ * and room for the stamps, so that they are written without a realloc
+ * and kept without slack until durable. */
+static size_t room_for(const ev *e)
+{
+    const rt_jnode *n = e != NULL && e->doc != NULL ? &e->doc->node[e->at] : NULL;
+    return n != NULL ? (size_t)(n->u.span.to - n->u.span.from) + 160 : 0;
+}
+
 rt_buf *ev_serialize(const ev *e)
 {
     rt_text w = {0};
+    if ((w.cap = room_for(e)) > 0 && (w.p = malloc(w.cap)) == NULL)
+        return NULL;
     if (ev_write(&w, e, false) != 0 || w.failed) {
         free(w.p);
         return NULL;

@@ -239,6 +239,7 @@ static const field BASE_F[] = {
     {"parent_id", &T_CSTR, F_NULL},
     {"kind", &T_STR, 0},
 };
+enum { B_ID, B_TIMESTAMP, B_SOURCE, B_PARENT_ID }; /* BASE_F's order */
 
 static const field MESSAGE_EV[] = {
     {"llm_message", &T_MESSAGE, F_REQ}, {"llm_response_id", &T_CSTR, F_NULL},
@@ -562,18 +563,26 @@ static int unknown_field(vctx *c, const char *path, const char *key, size_t klen
 }
 
 /* Members in the order given (so the first problem reported is the first
- * one a reader meets), then the required ones that are missing. */
+ * one a reader meets), then the required ones that are missing. If `base`
+ * is given, base_at[i] is where base field i's value is (RT_JNONE: not
+ * there), so that nobody looks for it again. */
 static int check_fields(vctx *c, const char *path, uint32_t o, const field *base, size_t nbase,
-                        const field *f, size_t n, bool forbid, const char *const *deprecated)
+                        uint32_t *base_at, const field *f, size_t n, bool forbid,
+                        const char *const *deprecated)
 {
     char sub[PATH_MAX_];
     const rt_jdoc *d = c->d;
+    uint64_t seen = 0; /* f's fields met (models have fewer than 64) */
+    for (size_t i = 0; i < nbase; i++)
+        base_at[i] = RT_JNONE;
     for (uint32_t k = rt_jdoc_first(d, o); k != RT_JNONE; k = rt_jdoc_next(d, o, k)) {
         const char *key = str_of(c, k);
         size_t klen = d->node[k].len;
         const field *fd = find_field(base, nbase, key, klen);
-        if (fd == NULL)
-            fd = find_field(f, n, key, klen);
+        if (fd != NULL)
+            base_at[fd - base] = k + 1;
+        else if ((fd = find_field(f, n, key, klen)) != NULL)
+            seen |= 1ull << (fd - f);
         if (fd == NULL) {
             if (forbid && !listed(deprecated, key))
                 return unknown_field(c, path, key, klen);
@@ -585,7 +594,7 @@ static int check_fields(vctx *c, const char *path, uint32_t o, const field *base
             return rc;
     }
     for (size_t i = 0; i < n; i++) {
-        if ((f[i].flags & F_REQ) && rt_jdoc_get(d, o, f[i].name) == RT_JNONE) {
+        if ((f[i].flags & F_REQ) && !(seen & 1ull << i)) {
             sub_key(sub, path, f[i].name);
             return fail(c, "missing required field '%s'", sub);
         }
@@ -597,7 +606,8 @@ static int check_model(vctx *c, const char *path, uint32_t v, const model *m)
 {
     if (type_of(c, v) != RT_JOBJ)
         return fail(c, "field '%s' must be an object", path);
-    return check_fields(c, path, v, NULL, 0, m->fields, m->n, m->forbid_extra, m->deprecated);
+    return check_fields(c, path, v, NULL, 0, NULL, m->fields, m->n, m->forbid_extra,
+                        m->deprecated);
 }
 
 /* The string member key of object v is s. */
@@ -773,7 +783,9 @@ int ev_from_doc(rt_jdoc *d, uint32_t at, ev *out, char *err, size_t errlen)
 
     const kind_schema *ks = &SCHEMAS[kind];
     c.kind = ev_kind_name(kind);
-    int rc = check_fields(&c, "", at, BASE_F, COUNT(BASE_F), ks->fields, ks->n, true, NULL);
+    uint32_t base_at[COUNT(BASE_F)];
+    int rc = check_fields(&c, "", at, BASE_F, COUNT(BASE_F), base_at, ks->fields, ks->n, true,
+                          NULL);
     if (rc != 0)
         return rc;
     /* `value` is Any, except for the one key the conversation acts on */
@@ -781,7 +793,7 @@ int ev_from_doc(rt_jdoc *d, uint32_t at, ev *out, char *err, size_t errlen)
     if (kind == EV_STATE_UPDATE && key != NULL && strcmp(key, "execution_status") == 0 &&
         (rc = check_enum(&c, "value", rt_jdoc_get(d, at, "value"), &T_EXECUTION_STATUS)) != 0)
         return rc;
-    const char *src = str_member(&c, at, "source");
+    const char *src = str_of(&c, base_at[B_SOURCE]);
     if (src == NULL && ks->default_source == EV_SRC_NONE)
         return fail(&c, "missing required field 'source'");
 
@@ -789,9 +801,9 @@ int ev_from_doc(rt_jdoc *d, uint32_t at, ev *out, char *err, size_t errlen)
     out->at = at;
     out->kind = kind;
     out->source = src != NULL ? source_from_name(src) : ks->default_source;
-    out->id = str_member(&c, at, "id");
-    out->timestamp = str_member(&c, at, "timestamp");
-    out->parent_id = str_member(&c, at, "parent_id");
+    out->id = str_of(&c, base_at[B_ID]);
+    out->timestamp = str_of(&c, base_at[B_TIMESTAMP]);
+    out->parent_id = str_of(&c, base_at[B_PARENT_ID]);
     switch (kind) {
     case EV_ACTION:
     case EV_MESSAGE:

@@ -181,6 +181,7 @@ static bool member(jreader *j, uint32_t o, uint32_t count, keyset *set)
 
 static bool object(jreader *j, uint32_t o)
 {
+    j->d->node[o].u.span.from = (uint32_t)(j->r.p - j->r.start);
     keyset set = {0};
     uint32_t count = 0;
     int more = rt__lex_open(&j->r, '}') ? 0 : 1;
@@ -191,11 +192,13 @@ static bool object(jreader *j, uint32_t o)
     free(set.slot);
     j->d->node[o].type = RT_JOBJ;
     j->d->node[o].len = count;
+    j->d->node[o].u.span.to = (uint32_t)(j->r.p - j->r.start);
     return more == 0;
 }
 
 static bool array(jreader *j, uint32_t a)
 {
+    j->d->node[a].u.span.from = (uint32_t)(j->r.p - j->r.start);
     uint32_t count = 0;
     int more = rt__lex_open(&j->r, ']') ? 0 : 1;
     while (more > 0 && value(j)) {
@@ -204,6 +207,7 @@ static bool array(jreader *j, uint32_t a)
     }
     j->d->node[a].type = RT_JARR;
     j->d->node[a].len = count;
+    j->d->node[a].u.span.to = (uint32_t)(j->r.p - j->r.start);
     return more == 0;
 }
 

@@ -53,6 +53,9 @@ typedef struct rt_jnode {
         uint32_t off; /* strings: where the value starts in text */
         int64_t i;    /* RT_JINT */
         double r;     /* RT_JREAL */
+        struct {
+            uint32_t from, to; /* containers: their text, brackets included */
+        } span;
     } u;
 } rt_jnode;
 

@@ -60,6 +60,10 @@ void tj_jdoc_nodes(const rt_jdoc *d, size_t text_len)
             require((size_t)n->u.off + n->len < text_len && d->text[n->u.off + n->len] == '\0',
                        "string node %u is NUL-terminated inside the text", v);
         } else if (n->type == RT_JARR || n->type == RT_JOBJ) {
+            char open = n->type == RT_JARR ? '[' : '{', close = n->type == RT_JARR ? ']' : '}';
+            require(n->u.span.from < n->u.span.to && n->u.span.to < text_len &&
+                        d->text[n->u.span.from] == open && d->text[n->u.span.to - 1] == close,
+                    "container %u spans its brackets", v);
             uint32_t count = 0;
             for (uint32_t m = rt_jdoc_first(d, v); m != RT_JNONE; m = rt_jdoc_next(d, v, m)) {
                 require(n->type == RT_JARR || d->node[m].type == RT_JSTR, "a key is a string");

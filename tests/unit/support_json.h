@@ -20,7 +20,8 @@ void tj_equal(const json_t *got, json_t *want);
 
 /* d's nodes hang together: every value ends after itself and within its
  * container, a container has as many members as it says, keys are strings,
- * and every string ends in a NUL inside the text (text_len bytes). */
+ * every string ends in a NUL inside the text (text_len bytes), and a
+ * container spans its brackets. */
 void tj_jdoc_nodes(const rt_jdoc *d, size_t text_len);
 /* rt_jdoc_read and rt_json_read (duplicates refused) agree on text: both
  * refuse it with the same words at the same place, or both read the same
