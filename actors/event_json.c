@@ -1,6 +1,8 @@
 /*
- * event_json.c - the canonical bytes of an event (ev_serialize) or of any
- * JSON value (ev_canonical_json).
+ * event_json.c - the canonical bytes of an event, from its document
+ * (ev_serialize, ev_write), or of any jansson value (ev_canonical_json, for
+ * the answers and views made as trees). Two writers of one set of rules:
+ * test_event writes random events both ways and wants the same bytes.
  *
  * The rules (event.h): compact, object members whose value is null left
  * out at every depth (array elements are kept: dropping one would shift
@@ -15,7 +17,7 @@
  * read back to the same double; positional between 1e-4 and 1e16, else
  * "1e+100"), so a producer's 0.1 is stored as 0.1. Strings are escaped as
  * Python's json.dumps(ensure_ascii=False) does: quote, backslash and
- * control characters only; UTF-8 (jansson has validated it) and "/" go out
+ * control characters only; UTF-8 (the reader has validated it) and "/" go out
  * as they are.
  */
 #include "actors/event.h"

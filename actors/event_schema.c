@@ -1,6 +1,6 @@
 /*
- * event_schema.c - parsing and validating events (ev_parse, ev_from_json)
- * against the upstream pydantic models, one table per kind.
+ * event_schema.c - parsing and validating events (ev_parse, ev_from_doc,
+ * ev_from_json) against the upstream pydantic models, one table per kind.
  *
  * Upstream: github:OpenHands/software-agent-sdk at 611629e6, files
  * openhands-sdk/openhands/sdk/event/ (the events), llm/message.py (Message,

@@ -20,9 +20,10 @@
  *   CondensationSummaryEvent is kept, because the monologue rule names it.
  * - Equality (§1.5) is "same kind and same hash" for the four kinds with a
  *   field list. The hash covers the source and the structure of each
- *   compared field, walked in place (no serialization): objects by their
- *   keys in sorted order, so equal payloads whose producers list keys in
- *   another order are equal, as upstream's typed comparison finds them;
+ *   compared field, walked in place in the event's document (no
+ *   serialization): an object as the sum of its members' hashes, so equal
+ *   payloads whose producers list keys in another order are equal, as
+ *   upstream's typed comparison finds them;
  *   null members left out; strings length-prefixed so boundaries cannot
  *   shift. A missing or null `thought` hashes as the empty list and a
  *   missing `action` as null, as upstream's model defaults make them.
