@@ -7,23 +7,22 @@
 
 bool rt_uuid_parse(const char *s, size_t len, rt_uuid *out)
 {
-    if (len != 32 && len != 36)
+    /* where byte k's two digits start, dashed (8-4-4-4-12) */
+    static const uint8_t at_dashed[16] = {0, 2, 4, 6, 9, 11, 14, 16, 19, 21, 24, 26, 28, 30, 32, 34};
+    bool dashed = len == 36;
+    if (!dashed && len != 32)
+        return false;
+    if (dashed && (s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-'))
         return false;
     rt_uuid u;
-    size_t k = 0;
-    for (size_t i = 0; i < len; i++) {
-        if (len == 36 && (i == 8 || i == 13 || i == 18 || i == 23)) {
-            if (s[i] != '-')
-                return false;
-            continue;
-        }
-        int hi = rt_hex_digit(s[i]), lo = i + 1 < len ? rt_hex_digit(s[i + 1]) : -1;
-        if (hi < 0 || lo < 0)
-            return false;
-        u.b[k++] = (uint8_t)(hi << 4 | lo);
-        i++;
+    int bad = 0; /* negative once any digit is not one */
+    for (size_t k = 0; k < 16; k++) {
+        size_t i = dashed ? at_dashed[k] : 2 * k;
+        int hi = rt_hex_digit(s[i]), lo = rt_hex_digit(s[i + 1]);
+        bad |= hi | lo;
+        u.b[k] = (uint8_t)((unsigned)hi << 4 | (unsigned)lo);
     }
-    if (k != 16)
+    if (bad < 0)
         return false;
     *out = u;
     return true;

@@ -24,13 +24,11 @@ int rt_uuid_v4(rt_uuid *out);
  * request's path is 32 of them. */
 static inline int rt_hex_digit(char c)
 {
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
+    unsigned d = (unsigned)(unsigned char)c - '0';
+    if (d < 10)
+        return (int)d;
+    unsigned l = ((unsigned)(unsigned char)c | 0x20) - 'a'; /* either case */
+    return l < 6 ? (int)l + 10 : -1;
 }
 bool rt_uuid_eq(const rt_uuid *a, const rt_uuid *b);
 /* Byte order of two rt_uuid, as qsort and bsearch want it. */
