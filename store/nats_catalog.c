@@ -334,6 +334,12 @@ static void *watch_main(void *arg)
             kvEntry_Destroy(e);
         }
         bool stop = stopping(s);
+        if (stop) { /* not before the connection is closed: stn_catalog_stop says why */
+            pthread_mutex_lock(&s->wmu);
+            while (!s->wclosed)
+                pthread_cond_wait(&s->wcv, &s->wmu);
+            pthread_mutex_unlock(&s->wmu);
+        }
         kvWatcher_Destroy(w);
         if (!stop)
             rt_log(RT_LOG_WARN, "store", "nats: the watch of %s ended (%s): watching again",
@@ -378,13 +384,22 @@ void stn_catalog_stop(stn_store *s)
     s->wstop = true;
     pthread_cond_broadcast(&s->wcv);
     pthread_mutex_unlock(&s->wmu);
-    /* Disconnected first, the watcher stops without deleting its consumer
-     * (the cluster deletes an idle ordered consumer by itself). To delete
-     * it, cnats 3.4.1 (and later, as of 2026) reads the consumer's name
-     * unlocked, while its thread that recreates an ordered consumer after
-     * missed heartbeats (as when the cluster comes back) may free that
-     * name: a use after free ASan caught at shutdown. */
+    /* The watcher goes only once the connection is closed (the watch waits
+     * for wclosed), for two races in cnats 3.4.1 (and later, as of 2026)
+     * that ASan caught at shutdown:
+     * - to delete an ordered consumer, unsubscribing reads its name
+     *   unlocked, while the thread that recreates the consumer after missed
+     *   heartbeats (as when the cluster comes back) may free that name;
+     * - the read loop takes a subscription from its table without holding
+     *   a reference, so one destroyed meanwhile is used after it is freed.
+     * Closed, the connection has no read loop left and unsubscribing
+     * returns before the delete. The cluster deletes an idle ordered
+     * consumer by itself. */
     st_nats_disconnect(s->n);
+    pthread_mutex_lock(&s->wmu);
+    s->wclosed = true;
+    pthread_cond_broadcast(&s->wcv);
+    pthread_mutex_unlock(&s->wmu);
     pthread_join(s->wthread, NULL);
     s->wstarted = false;
 }

@@ -191,6 +191,7 @@ struct stn_store {
     pthread_cond_t wcv;
     pthread_t wthread;
     bool wstarted, wstop, synced;
+    bool wclosed; /* the connection is closed: the watcher may go (see stn_catalog_stop) */
     char werr[256];
     _Atomic size_t nlogs; /* no lock: st_conv_log holds c->mu, and s->mu comes first */
     stn_conv *rhead, *rtail;
