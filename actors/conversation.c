@@ -12,7 +12,6 @@
  */
 #include "conv_impl.h"
 
-#include "runtime/json.h"
 #include "runtime/log.h"
 #include "runtime/metrics.h"
 

@@ -108,11 +108,17 @@ static bool is_base_key(const char *k, size_t klen)
 
 static int put_value(rt_text *w, json_t *v, bool top);
 
-static int put_member(rt_text *w, bool *first, const char *k, size_t klen, json_t *v)
+/* The comma before every member but an object's first. */
+static void put_sep(rt_text *w, bool *first)
 {
     if (!*first)
         rt_text_putc(w, ',');
     *first = false;
+}
+
+static int put_member(rt_text *w, bool *first, const char *k, size_t klen, json_t *v)
+{
+    put_sep(w, first);
     rt_text_json_string(w, k, klen);
     rt_text_putc(w, ':');
     return put_value(w, v, false);
@@ -231,9 +237,7 @@ static int put_doc_value(rt_text *w, const rt_jdoc *d, uint32_t v);
 
 static void put_doc_key(rt_text *w, bool *first, const rt_jdoc *d, uint32_t k)
 {
-    if (!*first)
-        rt_text_putc(w, ',');
-    *first = false;
+    put_sep(w, first);
     put_doc_string(w, d, k);
     rt_text_putc(w, ':');
 }
@@ -308,9 +312,7 @@ static void put_base(rt_text *w, bool *first, const char *key, const char *s)
 {
     if (s == NULL)
         return;
-    if (!*first)
-        rt_text_putc(w, ',');
-    *first = false;
+    put_sep(w, first);
     rt_text_putc(w, '"');
     rt_text_puts(w, key);
     rt_text_put(w, "\":", 2);
@@ -329,10 +331,7 @@ int ev_write(rt_text *w, const ev *e, bool unparented)
     if (!unparented)
         put_base(w, &first, "timestamp", e->timestamp);
     if (src != RT_JNONE && rt_jdoc_type(d, src) != RT_JNULL) {
-        if (!first)
-            rt_text_putc(w, ',');
-        first = false;
-        rt_text_put(w, "\"source\":", 9);
+        put_doc_key(w, &first, d, src - 1); /* a member's key is the node before its value */
         int rc = put_doc_value(w, d, src);
         if (rc != 0)
             return rc;

@@ -28,7 +28,6 @@
  *   through it (and through the transition rules) like any event.
  */
 #include "actors/seq_impl.h"
-#include "runtime/json.h"
 
 #include <errno.h>
 #include <stdarg.h>

@@ -49,7 +49,6 @@
  */
 #include "actors/stuck.h"
 
-#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
