@@ -19,10 +19,14 @@
 #include <string.h>
 #include <time.h>
 
+/* When a conversation was last let go, stamped twice an append: the
+ * coarse clock (a tick's resolution) is cheaper and never ahead of the
+ * precise one the committer compares it with (stp_close_idle), to a
+ * time-to-live of seconds. */
 static uint64_t now_ms(void)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
