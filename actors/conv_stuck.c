@@ -5,7 +5,9 @@
  * restarts) with its window full, never reading the whole log (those it
  * only feeds: what they showed was told before); and it gets
  * each event as its note, made by the conversation from the event it has
- * parsed already, so it never parses one itself.
+ * parsed already, so it never parses one itself. A finding is told once
+ * while it holds, and again after a state update (the status it changed
+ * may have moved back).
  */
 #include "conv_impl.h"
 
@@ -22,6 +24,10 @@ typedef struct detector {
     rt_actor *conv;
     bool off;  /* stuck_detection: false */
     bool live; /* the subscription is answered: what comes now is new */
+    /* the finding last told, while it holds: a monologue that goes on
+     * would find it again at every message (a message to the conversation
+     * and a turn of it, each doing nothing) */
+    stuck_rule told;
 } detector;
 
 /* The conversation's own settings, from its stored info (as upstream's
@@ -98,7 +104,10 @@ static int stuck_handle(rt_actor *self, void *state, rt_msg *m)
     if (m->kind != CONV_NOTE || m->buf == NULL || d->off ||
         rt_buf_len(m->buf) != sizeof(stuck_note))
         return 0;
-    stuck_feed_note(d->rules, (const stuck_note *)rt_buf_data(m->buf));
+    const stuck_note *n = (const stuck_note *)rt_buf_data(m->buf);
+    stuck_feed_note(d->rules, n);
+    if (!n->counts)
+        d->told = STUCK_NONE; /* a state update: the status may have moved, tell again */
     /* the replayed events only fill the window: what they showed was told
      * by the detector before this one (a restart must not nudge or find
      * it again) */
@@ -110,9 +119,11 @@ static int stuck_handle(rt_actor *self, void *state, rt_msg *m)
         rt_buf *text = rt_buf_copy(v.nudge_text, strlen(v.nudge_text));
         if (text != NULL && rt_send(d->conv, CONV_NUDGE, 0, text) < 0)
             rt_buf_unref(text);
-    } else if (v.rule != STUCK_NONE) {
-        rt_send(d->conv, CONV_STUCK_FOUND, v.rule, NULL);
+    } else if (v.rule != STUCK_NONE && v.rule != d->told) {
+        if (rt_send(d->conv, CONV_STUCK_FOUND, v.rule, NULL) < 0)
+            return 0; /* told at the next event */
     }
+    d->told = v.rule;
     return 0;
 }
 

@@ -2180,6 +2180,26 @@ START_TEST(test_stuck_thresholds)
 }
 END_TEST
 
+/* The detector tells a finding once while it holds (a monologue goes on:
+ * every agent message would find it again), and again once the status
+ * moved: a stuck conversation set running while its window still shows
+ * the monologue is found stuck again at once. */
+START_TEST(test_stuck_found_again_after_run)
+{
+    tc_env e = {0};
+    tc_start(&e, NULL, NULL, ST_FULL);
+    ck_assert_int_eq(control(&e, CONV_RUN, NULL), 200);
+    OK(&e, user("u0", "tell me a story"));
+    monologue(&e, 1, 6);
+    ASSERT_LOG(&e, "status:running,u0,m1,m2,m3,error:StuckPatternDetected,status:stuck,m4,m5,m6");
+    ck_assert_int_eq(control(&e, CONV_RUN, NULL), 200);
+    monologue(&e, 7, 2);
+    ASSERT_LOG(&e, "status:running,u0,m1,m2,m3,error:StuckPatternDetected,status:stuck,m4,m5,m6,"
+                   "status:running,error:StuckPatternDetected,status:stuck,m7,m8");
+    finish(&e);
+}
+END_TEST
+
 /* -------------------------------------------------------- subscribers --- */
 
 START_TEST(test_subscribe_replay_and_order)
@@ -2555,6 +2575,7 @@ int main(void)
         {"memory", {test_gate_memory_bound}},
         {"stuck",
          {test_stuck_default, test_stuck_detection_off, test_stuck_thresholds,
+          test_stuck_found_again_after_run,
           test_stuck_restart_tells_once}},
         {"subscribers", {test_subscribe_replay_and_order, test_sync_waits_for_subscribers}},
         {"idle", {test_idle_close_and_wake, test_rest_keeps_window_and_calls}},
