@@ -51,6 +51,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 sys.dont_write_bytecode = True
@@ -191,6 +192,43 @@ def cpu_s(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def machine_jiffies():
+    """The machine's CPU time so far by kind (/proc/stat), in clock ticks."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:9]]
+    user, nice, system, idle, iowait, irq, softirq, steal = v
+    return {"user": user + nice, "system": system, "softirq": irq + softirq,
+            "idle": idle + iowait + steal}
+
+
+class MachineWindow:
+    """Where the whole machine's CPU goes while a run is steady: /proc/stat
+    read 1 s after the run starts and 1 s before it ends, in a thread. The
+    kernel's network receive work runs as softirq, charged to no process,
+    so only this shows the kernel's share beside the servers' and clients'
+    own CPU. per_event() divides by the run's rate times the window."""
+
+    def __init__(self, duration_s):
+        self.length = max(1.0, duration_s - 2.0)
+        self.d = None
+        self.t = threading.Thread(target=self._run, daemon=True)
+        self.t.start()
+
+    def _run(self):
+        time.sleep(1.0)
+        a, t0 = machine_jiffies(), time.monotonic()
+        time.sleep(self.length)
+        b, t1 = machine_jiffies(), time.monotonic()
+        self.d = {k: (b[k] - a[k]) / os.sysconf("SC_CLK_TCK") for k in a}
+        self.seconds = t1 - t0
+
+    def per_event(self, per_s):
+        self.t.join()
+        if self.d is None or per_s <= 0:
+            return {}
+        return {k: v * 1e6 / (per_s * self.seconds) for k, v in self.d.items()}
+
+
 def rss_kib(pid):
     with open(f"/proc/{pid}/status") as f:
         for line in f:
@@ -243,9 +281,11 @@ def line_append(a, res):
     runs = []
     for i in range(a.runs):
         with start_parley(a) as srv:
+            mw = MachineWindow(a.duration)
             runs.append(parley_load(a, srv, "--conversations", 64, "--producers", 1,
                                     "--subscribers", 0, "--event-size", text,
                                     "--duration", f"{a.duration}s", "--threads", 2))
+            runs[-1]["machine"] = mw.per_event(runs[-1]["events_per_s"])
         log(f"  parley append run {i + 1}/{a.runs}: {runs[-1]['events_per_s']:,.0f} events/s")
     res["parley"]["append"] = {"per_s": med(r["events_per_s"] for r in runs),
                                "p50_ms": med(r["ack_ms"]["p50"] for r in runs),
@@ -253,7 +293,8 @@ def line_append(a, res):
                                "cpu_us": med(r["server"]["cpu_s"] * 1e6 / r["events"]
                                              for r in runs),
                                "client_cpu_us": med(r["client"]["cpu_s"] * 1e6 / r["events"]
-                                                    for r in runs)}
+                                                    for r in runs),
+                               **machine_med(runs)}
     # each run on a fresh server, as parley's are: on one server the AOF of
     # the runs before makes each run slower than the last (64 k -> 47 k/s)
     runs = []
@@ -263,17 +304,28 @@ def line_append(a, res):
             with open(payload, "w") as f:
                 f.write(body)
             cpu0 = cpu_s(srv.pid)
+            mw = MachineWindow(a.duration)
             runs.append(bench_redis(a, srv, "xadd", "--connections", 64, "--threads", 2,
                                     "--streams", 64, "--duration", a.duration,
                                     "--payload", payload, "--key", "append"))
             runs[-1]["cpu_us"] = (cpu_s(srv.pid) - cpu0) * 1e6 / runs[-1]["ops"]
+            runs[-1]["machine"] = mw.per_event(runs[-1]["ops_per_s"])
         log(f"  redis XADD run {i + 1}/{a.runs}: {runs[-1]['ops_per_s']:,.0f} events/s")
     res["redis"]["append"] = {"per_s": med(r["ops_per_s"] for r in runs),
                               "p50_ms": med(r["latency_ms"]["p50"] for r in runs),
                               "p99_ms": med(r["latency_ms"]["p99"] for r in runs),
                               "cpu_us": med(r["cpu_us"] for r in runs),
                               "client_cpu_us": med(r["client_cpu_s"] * 1e6 / r["ops"]
-                                                   for r in runs)}
+                                                   for r in runs),
+                              **machine_med(runs)}
+
+
+def machine_med(runs):
+    """The medians of the runs' machine-wide CPU per append, by kind."""
+    kinds = ("user", "system", "softirq", "idle")
+    if not all(r.get("machine") for r in runs):
+        return {}
+    return {f"machine_{k}_us": med(r["machine"][k] for r in runs) for k in kinds}
 
 
 def line_fanout(a, res):
@@ -429,7 +481,9 @@ def line_idle_conv(a, res):
 # ---- the table ---------------------------------------------------------------------
 
 def ratio(p, o, higher_better):
-    if p is None or o is None or o <= 0 or p <= 0:
+    """p/o and who it favours; higher_better None: a figure that explains
+    the others, better in neither direction (no ratio)."""
+    if higher_better is None or p is None or o is None or o <= 0 or p <= 0:
         return "—"  # an RSS that shrank while connections opened: noise, no ratio
     r = p / o
     ahead = r > 1 if higher_better else r < 1
@@ -456,6 +510,14 @@ def table(res, a):
         # the clients share the machine's cores with the servers: what each
         # spends is what it leaves them (parley load; bench_redis)
         row("  client CPU per append, us", "append", "client_cpu_us", "us", False)
+        # the whole machine while the run is steady (/proc/stat): the
+        # kernel's receive work is softirq, charged to neither process; on
+        # a machine whose cores are all busy, rate = cores / the sum
+        row("  machine CPU per append: user, us", "append", "machine_user_us", "us", False)
+        row("  machine CPU per append: system, us", "append", "machine_system_us", "us", False)
+        row("  machine CPU per append: softirq, us", "append", "machine_softirq_us", "us",
+            False)
+        row("  machine CPU per append: idle, us", "append", "machine_idle_us", "us", None)
     if "fanout" in res["parley"]:
         row(f"fan-out 1 -> {a.subscribers:,}, deliveries/s", "fanout", "per_s", "n", True, True)
         row("  producer events/s (batches of 50)", "fanout", "events_per_s", "n", True, True)
