@@ -659,6 +659,17 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
 
 /* ---- time limits -------------------------------------------------------------- */
 
+/* When the connection's time limit falls: the header deadline while a
+ * request's head comes in, else idleness (or a body's silence) counted
+ * from quiet. */
+static uint64_t limit_ms(const net_conn *c, uint64_t quiet)
+{
+    const net_server_opts *o = &c->nl->srv->o;
+    if (c->started && !hp_headers_in(c->hp))
+        return c->t0 + o->header_timeout_ms;
+    return quiet + o->idle_timeout_ms;
+}
+
 static void on_timer(uv_timer_t *t)
 {
     net_conn *c = t->data;
@@ -668,7 +679,12 @@ static void on_timer(uv_timer_t *t)
     }
     const net_server_opts *o = &c->nl->srv->o;
     if (c->busy || c->closing)
+        return; /* armed again once the request is answered */
+    uint64_t now = now_ms(c), due = limit_ms(c, c->quiet_since);
+    if (due > now) { /* fired early, as armed for a request before (arm_timer) */
+        uv_timer_start(&c->timer, on_timer, due - now, 0);
         return;
+    }
     if (!c->started) {
         conn_close(c); /* idle keep-alive */
     } else if (!hp_headers_in(c->hp)) {
@@ -680,20 +696,27 @@ static void on_timer(uv_timer_t *t)
     }
 }
 
+/* The timer fires no later than the limit; it may fire earlier, when it
+ * was armed for an earlier one, and then arms itself again (on_timer).
+ * A keep-alive connection's requests thus cost no stop and start of the
+ * loop's timer heap each: only its quiet_since moves. While a request is
+ * answered there is no limit: a firing then does nothing, and the answer
+ * arms it again. */
 static void arm_timer(net_conn *c)
 {
     if (c->ws != NULL)
         return; /* conn_ws.c's */
-    if (c->nl == NULL || c->busy || c->closing) {
+    if (c->nl == NULL || c->closing) {
         uv_timer_stop(&c->timer);
         return;
     }
-    const net_server_opts *o = &c->nl->srv->o;
-    uint64_t now = now_ms(c), due;
-    if (c->started && !hp_headers_in(c->hp))
-        due = c->t0 + o->header_timeout_ms;
-    else
-        due = now + o->idle_timeout_ms;
+    if (c->busy)
+        return;
+    uint64_t now = now_ms(c), due = limit_ms(c, now);
+    c->quiet_since = now;
+    if (uv_is_active((const uv_handle_t *)&c->timer) &&
+        now + uv_timer_get_due_in(&c->timer) <= due)
+        return;
     uv_timer_start(&c->timer, on_timer, due > now ? due - now : 0, 0);
 }
 

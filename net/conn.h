@@ -42,6 +42,7 @@ struct net_conn {
     bool in_process;
     bool abandoned; /* answered 503 at a forced stop: the API's answer is dropped */
     uint64_t t0;    /* when the current request's first byte came (ms) */
+    uint64_t quiet_since; /* when it was last armed not busy (ms): idleness, a body's silence */
 };
 
 /* conn.c */
