@@ -95,6 +95,13 @@ typedef struct st_backend {
 bool st_store_file_name_ok(const char *name);
 bool st_conv_file_name_ok(const char *name);
 
+/* The backends' clocks, in ms (store.c). st_coarse_ms is the monotonic
+ * clock at the last tick (4 ms here): never ahead of st_now_ms, and a
+ * third of its cost, for stamps taken at every append and compared with
+ * time-to-lives of seconds. */
+uint64_t st_now_ms(void);
+uint64_t st_coarse_ms(void);
+
 /* The table of a handle of any backend: its first member. */
 #define ST_BACKEND(h) (*(const st_backend *const *)(const void *)(h))
 

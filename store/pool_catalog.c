@@ -17,18 +17,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-/* When a conversation was last let go, stamped twice an append: the
- * coarse clock (a tick's resolution) is cheaper and never ahead of the
- * precise one the committer compares it with (stp_close_idle), to a
- * time-to-live of seconds. */
-static uint64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 /* A conversation id's place among the locks and the buckets: its two
  * halves mixed by multiplies (a few instructions where FNV-1a took one
@@ -125,7 +113,7 @@ stp_conv *stp_conv_new(stp_store *s, const rt_uuid *id)
     c->id = *id;
     atomic_init(&c->refs, 1); /* the catalog's, once in it: stp_remove drops it */
     atomic_init(&c->runs, NULL);
-    atomic_init(&c->used, now_ms());
+    atomic_init(&c->used, st_coarse_ms());
     c->act_last = STP_NONE;
     return c;
 }
@@ -241,7 +229,8 @@ void stp_release(st_conv *sc)
     stp_conv *c = (stp_conv *)sc;
     if (c == NULL)
         return;
-    atomic_store(&c->used, now_ms());
+    /* twice an append: the coarse clock, to the committer's st_now_ms */
+    atomic_store(&c->used, st_coarse_ms());
     /* the meta stays in memory while held or its log is open; looked at
      * while this reference still keeps c, never after */
     pthread_mutex_lock(stp_lock(c));

@@ -26,7 +26,6 @@
 #include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 typedef struct grp {
     struct iovec *iov;
@@ -46,13 +45,6 @@ typedef struct grp {
 static int grow(void **p, size_t *cap, size_t need, size_t elem)
 {
     return rt_grow(p, cap, need, elem, 64);
-}
-
-static uint64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
 /* ---- queueing ---------------------------------------------------------------- */
@@ -401,12 +393,12 @@ static void *committer_main(void *arg)
     stp_store *s = arg;
     pthread_setname_np(pthread_self(), "parley-commit");
     grp g = {.gen = 0};
-    uint64_t next_sync = now_ms() + s->o.interval_ms, next_sweep = now_ms() + 1000;
+    uint64_t next_sync = st_now_ms() + s->o.interval_ms, next_sweep = st_now_ms() + 1000;
     uint64_t next_crowd = 0; /* too many logs open: when to look for idle ones again */
     for (;;) {
         pthread_mutex_lock(&s->q.mu);
         while (s->q.head == NULL && !s->q.stop) {
-            uint64_t now = now_ms(), until = next_sweep;
+            uint64_t now = st_now_ms(), until = next_sweep;
             if (s->o.durability == ST_INTERVAL && next_sync < until && unsynced(s))
                 until = next_sync;
             if (now >= until)
@@ -419,7 +411,7 @@ static void *committer_main(void *arg)
         pthread_mutex_unlock(&s->q.mu);
         if (batch != NULL)
             run_group(s, &g, batch);
-        uint64_t now = now_ms();
+        uint64_t now = st_now_ms();
         if (s->o.durability == ST_INTERVAL && now >= next_sync) {
             int r = stp_sync_written(s);
             if (r < 0)

@@ -24,11 +24,21 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-uint64_t st_now_ms(void)
+static uint64_t clock_ms(clockid_t id)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(id, &ts);
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+uint64_t st_now_ms(void)
+{
+    return clock_ms(CLOCK_MONOTONIC);
+}
+
+uint64_t st_coarse_ms(void)
+{
+    return clock_ms(CLOCK_MONOTONIC_COARSE);
 }
 
 int st_parse_durability(const char *s, st_durability *d, uint64_t *interval_ms)

@@ -90,8 +90,6 @@ struct st_store {
     size_t hard_open_logs;
 };
 
-uint64_t st_now_ms(void);
-
 /* The local backend's functions (local.c puts them in its table): those of
  * store.h with an stl_ prefix, on its own handles. */
 int stl_store_open(const st_opts *o, st_store **out, char *err, size_t errlen);
