@@ -182,10 +182,29 @@ static int split(const char *path, size_t len, seg *s)
 
 enum { NPAT = sizeof(table) / sizeof(table[0]) };
 
-/* The table's patterns split once: segments, parameters. */
+/* The table's patterns split once: segments, parameters, and for each
+ * the patterns that may shadow it (below). */
 static seg pat_seg[NPAT][SEG_MAX];
 static int pat_n[NPAT], pat_params[NPAT];
+_Static_assert(NPAT <= 256, "pat_over holds table indexes in a byte");
+static unsigned char pat_over[NPAT][NPAT]; /* indexes into table */
+static int pat_nover[NPAT];
 static pthread_once_t pat_once = PTHREAD_ONCE_INIT;
+
+/* Can one path fit both i and k, k with fewer parameters? Same length,
+ * and no segment where both are literals that differ. */
+static bool overlaps(int i, int k)
+{
+    if (pat_n[k] != pat_n[i] || pat_params[k] >= pat_params[i])
+        return false;
+    for (int j = 0; j < pat_n[i]; j++) {
+        const seg *a = &pat_seg[i][j], *b = &pat_seg[k][j];
+        if (a->p[0] != '{' && b->p[0] != '{' &&
+            (a->len != b->len || memcmp(a->p, b->p, a->len) != 0))
+            return false;
+    }
+    return true;
+}
 
 static void split_patterns(void)
 {
@@ -194,6 +213,10 @@ static void split_patterns(void)
         for (int k = 0; k < pat_n[i]; k++)
             pat_params[i] += pat_seg[i][k].p[0] == '{';
     }
+    for (int i = 0; i < NPAT; i++)
+        for (int k = 0; k < NPAT; k++)
+            if (overlaps(i, k))
+                pat_over[i][pat_nover[i]++] = (unsigned char)k;
 }
 
 /* Does the path fit pattern i's shape (its literals)? From the last
@@ -215,8 +238,8 @@ static bool fits(int i, const seg *s, int n)
  * not claim it: "/api/conversations/search" is not a conversation id. */
 static bool shadowed(int i, const seg *s, int n)
 {
-    for (int k = 0; pat_params[i] > 0 && k < NPAT; k++)
-        if (pat_params[k] < pat_params[i] && fits(k, s, n))
+    for (int k = 0; k < pat_nover[i]; k++)
+        if (fits(pat_over[i][k], s, n))
             return true;
     return false;
 }
