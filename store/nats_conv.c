@@ -142,18 +142,13 @@ static int run_append(stn_conv *c, stn_job *j, uint64_t *first)
     return said;
 }
 
-typedef struct keys_ctx {
-    kvStore *kv;
-    int r;
-} keys_ctx;
-
-static int delete_key(void *ctx, const char *key)
+/* Delete key, keeping the first failure in *first: the other keys are
+ * deleted all the same. */
+static void delete_key(kvStore *kv, const char *key, int *first)
 {
-    keys_ctx *k = ctx;
-    int r = stn_kv_delete(k->kv, key);
-    if (r < 0 && k->r == 0)
-        k->r = r;
-    return 0;
+    int r = stn_kv_delete(kv, key);
+    if (r < 0 && *first == 0)
+        *first = r;
 }
 
 /* The tombstone first: from then on this incarnation is gone everywhere
@@ -175,18 +170,17 @@ static int run_delete(stn_conv *c)
             snprintf(key, sizeof key, "c.%s.%s", c->hex, gen);
         r = stn_kv_delete(s->convs, key);
     }
-    keys_ctx k = {.kv = s->convs};
+    int first = 0;
     if (r == 0) {
         snprintf(key, sizeof key, "m.%s", c->hex);
-        delete_key(&k, key);
+        delete_key(s->convs, key, &first);
         snprintf(key, sizeof key, "s.%s", c->hex);
-        delete_key(&k, key);
-        k.kv = s->files;
+        delete_key(s->convs, key, &first);
         snprintf(key, sizeof key, "%s.>", c->lhex);
-        r = stn_kv_keys(s->files, key, delete_key, &k);
+        r = stn_kv_purge(s->n, STN_FILES, key);
         st_dir_remove_workspace(s->workspaces, &c->id); /* this node's; another's stays */
     }
-    return r < 0 ? r : k.r;
+    return r < 0 ? r : first;
 }
 
 static void run(stn_conv *c, stn_job *j)

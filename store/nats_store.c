@@ -92,31 +92,18 @@ int stn_kv_delete(kvStore *kv, const char *key)
     return s == NATS_OK ? 0 : stn_errno(s, 0);
 }
 
-int stn_kv_keys(kvStore *kv, const char *filter, int (*fn)(void *ctx, const char *key), void *ctx)
+int stn_kv_purge(st_nats *n, const char *bucket, const char *filter)
 {
-    kvWatchOptions wo;
-    kvWatchOptions_Init(&wo);
-    wo.MetaOnly = true;
-    wo.IgnoreDeletes = true;
-    kvWatcher *w = NULL;
-    stn_waits("a catalog scan");
-    natsStatus s = kvStore_Watch(&w, kv, filter, &wo);
-    int r = s == NATS_OK ? 0 : stn_errno(s, 0);
-    while (r == 0) {
-        kvEntry *e = NULL;
-        s = kvWatcher_Next(&e, w, 5000);
-        if (s != NATS_OK) {
-            r = stn_errno(s, 0);
-            break;
-        }
-        if (e == NULL) /* the values there were at the start: all seen */
-            break;
-        if (kvEntry_Operation(e) == kvOp_Put)
-            r = fn(ctx, kvEntry_Key(e));
-        kvEntry_Destroy(e);
-    }
-    kvWatcher_Destroy(w);
-    return r;
+    char stream[64], subject[160];
+    snprintf(stream, sizeof stream, "KV_%s", bucket);
+    snprintf(subject, sizeof subject, "$KV.%s.%s", bucket, filter);
+    jsOptions o;
+    jsOptions_Init(&o);
+    o.Stream.Purge.Subject = subject;
+    jsErrCode jerr = 0;
+    stn_waits("a catalog purge");
+    natsStatus s = js_PurgeStream(n->js, stream, &o, &jerr);
+    return s == NATS_OK ? 0 : stn_errno(s, jerr);
 }
 
 /* Create key in the catalog, which must not have it: -EEXIST if it does. */

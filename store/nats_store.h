@@ -232,8 +232,11 @@ int stn_kv_get_rev(stn_store *s, const char *bucket, const char *key, char **dat
                    uint64_t *rev);
 int stn_kv_put(kvStore *kv, const char *key, const void *data, size_t len, uint64_t *rev);
 int stn_kv_delete(kvStore *kv, const char *key);
-/* Every key matching filter (wildcards as subjects), one call each. */
-int stn_kv_keys(kvStore *kv, const char *filter, int (*fn)(void *ctx, const char *key), void *ctx);
+/* Remove every value of bucket whose key matches filter (wildcards as in
+ * subjects: "lhex.>") in one purge of the bucket's stream. No watcher
+ * (nats_catalog.c says why those are delicate to stop), no key left, not
+ * even a delete marker. */
+int stn_kv_purge(st_nats *n, const char *bucket, const char *filter);
 
 /* The id incarnation gen of conversation id logs under: id itself for 0. */
 void stn_log_id(const rt_uuid *id, uint64_t gen, rt_uuid *out);

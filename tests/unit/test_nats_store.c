@@ -619,13 +619,6 @@ START_TEST(test_largest_event)
 }
 END_TEST
 
-static int count_key(void *ctx, const char *key)
-{
-    (void)key;
-    (*(int *)ctx)++;
-    return 0;
-}
-
 /* Whether the key key_fmt (with the conversation's hex) is in the catalog:
  * 0 or -ENOENT. */
 static int in_catalog(stn_store *s, const char *key_fmt, const char *hex)
@@ -635,13 +628,19 @@ static int in_catalog(stn_store *s, const char *key_fmt, const char *hex)
     return stn_kv_get(s, STN_CONVS, key, NULL, NULL);
 }
 
-/* The keys of the files of the log lhex in the files bucket. */
+/* The keys of the files of the log lhex in the files bucket: the subjects
+ * its stream holds under them (a delete marker would be one). */
 static int files_of(stn_store *s, const char *lhex)
 {
-    char filter[80];
-    int n = 0;
-    snprintf(filter, sizeof filter, "%s.>", lhex);
-    ck_assert_int_eq(stn_kv_keys(s->files, filter, count_key, &n), 0);
+    char filter[96];
+    snprintf(filter, sizeof filter, "$KV.%s.%s.>", STN_FILES, lhex);
+    jsOptions o;
+    jsOptions_Init(&o);
+    o.Stream.Info.SubjectsFilter = filter;
+    jsStreamInfo *si = NULL;
+    ck_assert_int_eq(js_GetStreamInfo(&si, s->n->js, "KV_" STN_FILES, &o, NULL), NATS_OK);
+    int n = si->State.Subjects != NULL ? si->State.Subjects->Count : 0;
+    jsStreamInfo_Destroy(si);
     return n;
 }
 
