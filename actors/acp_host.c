@@ -70,7 +70,7 @@ static acp_prompt *prompt_of(json_t *e)
 
 static void append_one(acp_host *h, json_t *e)
 {
-    char *s = json_dumps(e, JSON_COMPACT);
+    char *s = rt_json_dumps(e, NULL);
     rt_buf *b = s != NULL ? rt_buf_copy(s, strlen(s)) : NULL;
     free(s);
     if (b == NULL || rt_ask(h->conv, CONV_APPEND, 0, b, h->self) < 0) {
@@ -597,7 +597,7 @@ static void host_stop(rt_actor *self, void *state)
         json_t *out = json_array();
         acp_turn_end(h->turn, "the agent was stopped", out);
         if (json_array_size(out) > 0) {
-            char *s = json_dumps(out, JSON_COMPACT);
+            char *s = rt_json_dumps(out, NULL);
             rt_buf *b = s != NULL ? rt_buf_copy(s, strlen(s)) : NULL;
             free(s);
             if (b != NULL && rt_send(h->conv, CONV_APPEND, 0, b) < 0)

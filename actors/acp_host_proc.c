@@ -7,6 +7,7 @@
 #include "acp_host_impl.h"
 
 #include "runtime/log.h"
+#include "runtime/json.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -421,7 +422,7 @@ static void keep_session(acp_host *h, const char *sid)
     free(h->session_id);
     h->session_id = strdup(sid);
     json_t *ch = json_pack("{s:s}", "acp_session_id", sid);
-    char *s = json_dumps(ch, JSON_COMPACT);
+    char *s = rt_json_dumps(ch, NULL);
     json_decref(ch);
     rt_buf *b = s != NULL ? rt_buf_copy(s, strlen(s)) : NULL;
     free(s);

@@ -6,6 +6,7 @@
 #include "acp_map_impl.h"
 
 #include "runtime/uuid.h"
+#include "runtime/json.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -279,7 +280,7 @@ static void action_event(acp_turn *t, call *c, json_t *out)
     acp__set_bounded(action, "locations", json_object_get(st, "locations"), t->l.value_max);
     acp__set_bounded(action, "content", json_object_get(st, "content"), t->l.value_max);
     json_t *shown = json_object_get(action, "raw_input");
-    char *args = shown != NULL ? json_dumps(shown, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+    char *args = shown != NULL ? rt_json_dumps(shown, NULL) : NULL;
     json_t *tc = json_pack("{s:s, s:s, s:s, s:s}", "id", c->id, "name", tool_name_of(st),
                            "arguments", args != NULL ? args : "{}", "origin", "completion");
     free(args);

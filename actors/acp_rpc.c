@@ -84,7 +84,7 @@ static void free_data(void *data, void *ctx)
 /* Compact, and every control character escaped: no raw newline inside. */
 static rt_buf *line_of(json_t *msg)
 {
-    char *s = msg != NULL ? json_dumps(msg, JSON_COMPACT) : NULL;
+    char *s = msg != NULL ? rt_json_dumps(msg, NULL) : NULL;
     json_decref(msg);
     if (s == NULL)
         return NULL;

@@ -17,6 +17,7 @@
 
 #include "runtime/log.h"
 #include "runtime/metrics.h"
+#include "runtime/json.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -232,7 +233,7 @@ static void save_deferred(conv *c)
 {
     c->gen_sent = seq_deferred_gen(c->sq);
     json_t *all = seq_deferred_json(c->sq);
-    char *s = all != NULL ? json_dumps(all, JSON_COMPACT) : NULL;
+    char *s = all != NULL ? rt_json_dumps(all, NULL) : NULL;
     json_decref(all);
     if (s != NULL)
         put_file(c, CONV_DEFERRED_FILE, rt_buf_take(s, strlen(s)), c->gen_sent, true);

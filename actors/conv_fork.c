@@ -109,7 +109,7 @@ static int copy_events(convs *s, conv_reader *rd, uint64_t end, const rt_uuid *i
             json_decref(batch);
             continue;
         }
-        char *txt = json_dumps(batch, JSON_COMPACT);
+        char *txt = rt_json_dumps(batch, NULL);
         json_decref(batch);
         rt_buf *buf = txt != NULL ? rt_buf_take(txt, strlen(txt)) : NULL;
         if (buf == NULL) {
@@ -156,7 +156,7 @@ static rt_buf *fork_meta(st_conv *src, const rt_uuid *id, json_t *changes, json_
     json_object_update(m, changes);
     *agent = json_incref(json_object_get(m, "agent"));
     json_object_del(m, "agent");
-    char *s = json_dumps(m, JSON_COMPACT);
+    char *s = rt_json_dumps(m, NULL);
     json_decref(m);
     return s != NULL ? rt_buf_take(s, strlen(s)) : NULL;
 }
@@ -165,7 +165,7 @@ static rt_buf *fork_meta(st_conv *src, const rt_uuid *id, json_t *changes, json_
 static int give_agent(convs *s, const rt_uuid *id, json_t *agent, char *detail, size_t cap)
 {
     json_t *change = json_pack("{s:O}", "agent", agent);
-    char *txt = change != NULL ? json_dumps(change, JSON_COMPACT) : NULL;
+    char *txt = change != NULL ? rt_json_dumps(change, NULL) : NULL;
     json_decref(change);
     rt_buf *buf = txt != NULL ? rt_buf_take(txt, strlen(txt)) : NULL;
     wait w;

@@ -34,6 +34,7 @@
  * and control characters replaced, so that a message stays one line.
  */
 #include "actors/event.h"
+#include "runtime/json.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -860,7 +861,7 @@ int ev_from_json(json_t *obj, ev *out, char *err, size_t errlen)
     if (obj == NULL)
         return fail(&(vctx){"event", err, errlen, NULL}, "must be a JSON object");
     /* jansson's text: every real with the digits that read back to it */
-    char *text = json_dumps(obj, JSON_COMPACT | JSON_ENCODE_ANY);
+    char *text = rt_json_dumps(obj, NULL);
     if (text == NULL) {
         if (err != NULL && errlen > 0)
             snprintf(err, errlen, "out of memory");

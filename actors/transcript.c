@@ -3,6 +3,7 @@
  * the calls they track, and telling the formats apart (transcript.h).
  */
 #include "actors/transcript_impl.h"
+#include "runtime/json.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -116,7 +117,7 @@ json_t *tr_action(const char *call, const char *tool, const json_t *input, const
                   const char *resp)
 {
     json_t *in = json_is_object(input) ? json_deep_copy(input) : json_object();
-    char *args = in != NULL ? json_dumps(in, JSON_COMPACT) : NULL;
+    char *args = in != NULL ? rt_json_dumps(in, NULL) : NULL;
     json_t *action = NULL;
     if (in != NULL && json_object_get(in, "kind") == NULL) {
         action = in;

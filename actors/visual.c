@@ -7,6 +7,7 @@
  */
 #include "visual.h"
 #include "visual_impl.h"
+#include "runtime/json.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -144,7 +145,7 @@ static void action(vis_lines *l, json_t *e)
             if (strcmp(k, "kind") == 0 || json_is_null(v))
                 continue;
             char *val = json_is_string(v) ? strdup(json_string_value(v))
-                                          : json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+                                          : rt_json_dumps(v, NULL);
             if (val == NULL)
                 continue;
             size_t n = strlen(k) + 4;

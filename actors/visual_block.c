@@ -5,6 +5,7 @@
  * folded shorter than the rest. Pure: JSON in, text out.
  */
 #include "visual_impl.h"
+#include "runtime/json.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -27,7 +28,7 @@ static void value(vis_lines *l, const char *label, const json_t *v)
         vis_text(l, "", json_string_value(v));
         return;
     }
-    char *s = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+    char *s = rt_json_dumps(v, NULL);
     vis_text(l, "", s != NULL ? s : "?");
     free(s);
 }

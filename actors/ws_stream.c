@@ -775,7 +775,7 @@ static void post(wss *w, posting *p, rt_buf *b, json_t *role, json_t *parts)
         json_pack("{s:s, s:O, s:b}", "role", role != NULL ? json_string_value(role) : "user",
                   "content", parts, "run", 1);
     fwd_job *j = req != NULL ? calloc(1, sizeof(*j)) : NULL;
-    char *body = j != NULL ? json_dumps(req, JSON_COMPACT) : NULL;
+    char *body = j != NULL ? rt_json_dumps(req, NULL) : NULL;
     json_decref(req);
     if (body == NULL) {
         free(j);
@@ -814,7 +814,7 @@ static void post_message(wss *w, json_t *msg)
                         ? json_pack("[{s:s, s:O}]", "type", "text", "text", content)
                         : json_array();
     json_t *e = ev_user_message(role != NULL ? json_string_value(role) : "user", parts);
-    char *s = e != NULL ? json_dumps(e, JSON_COMPACT) : NULL;
+    char *s = e != NULL ? rt_json_dumps(e, NULL) : NULL;
     json_decref(e);
     rt_buf *b = s != NULL ? rt_buf_take(s, strlen(s)) : NULL;
     posting *p = b != NULL && w->conv != NULL ? malloc(sizeof(*p)) : NULL;

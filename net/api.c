@@ -204,7 +204,7 @@ void net_fail(net_outcome *out, int status, const char *fmt, ...)
 
 rt_buf *net_json_buf(json_t *j)
 {
-    char *s = json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY);
+    char *s = rt_json_dumps(j, NULL);
     json_decref(j);
     return s != NULL ? rt_buf_take(s, strlen(s)) : NULL;
 }

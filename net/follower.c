@@ -13,6 +13,7 @@
 #include "net/follower.h"
 #include "net/client.h"
 #include "runtime/err.h"
+#include "runtime/json.h"
 
 #include <jansson.h>
 #include <stdarg.h>
@@ -197,7 +198,7 @@ static void note_status(follower *F, json_t *ev)
 /* The event's bytes as the copy keeps them: compact JSON. */
 static rt_buf *event_bytes(json_t *ev)
 {
-    char *s = json_dumps(ev, JSON_COMPACT);
+    char *s = rt_json_dumps(ev, NULL);
     return s != NULL ? rt_buf_take(s, strlen(s)) : NULL;
 }
 
@@ -505,7 +506,7 @@ static void ws_opened(follower *F, rt_msg *m)
     F->ws_st = WS_OPEN;
     if (F->key != NULL) {
         json_t *a = json_pack("{s:s,s:s}", "type", "auth", "session_api_key", F->key);
-        char *s = a != NULL ? json_dumps(a, JSON_COMPACT) : NULL;
+        char *s = a != NULL ? rt_json_dumps(a, NULL) : NULL;
         if (s == NULL || net_client_ws_send(F->ws, s, strlen(s)) != 0)
             net_client_reset(F->ws, "cannot send the auth frame");
         free(s);

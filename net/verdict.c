@@ -2,6 +2,7 @@
 #include "verdict.h"
 
 #include "runtime/text.h"
+#include "runtime/json.h"
 
 #include <inttypes.h>
 #include <jansson.h>
@@ -11,7 +12,7 @@
 
 static rt_buf *dump(json_t *j)
 {
-    char *s = j != NULL ? json_dumps(j, JSON_COMPACT) : NULL;
+    char *s = j != NULL ? rt_json_dumps(j, NULL) : NULL;
     json_decref(j);
     return s != NULL ? rt_buf_take(s, strlen(s)) : NULL;
 }

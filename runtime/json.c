@@ -1,8 +1,9 @@
 /* json.c - a JSON reader that builds jansson values (json.h), on the lexer
- * it shares with jdoc.c (json_lex.h). */
+ * it shares with jdoc.c (json_lex.h), and a writer of them. */
 #include "json.h"
 
 #include "json_lex.h"
+#include "text.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -141,4 +142,80 @@ json_t *rt_json_read(const char *text, size_t len, size_t flags, json_error_t *e
         v = NULL;
     }
     return v;
+}
+
+/* ---- writing ------------------------------------------------------------------ */
+
+static const char upper_hex[] = "0123456789ABCDEF";
+
+static void put(rt_text *w, const json_t *v)
+{
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: {
+        rt_text_putc(w, '{');
+        bool first = true;
+        for (void *it = json_object_iter((json_t *)v); it != NULL;
+             it = json_object_iter_next((json_t *)v, it)) {
+            if (!first)
+                rt_text_putc(w, ',');
+            first = false;
+            rt_text_json_string_hex(w, json_object_iter_key(it), json_object_iter_key_len(it),
+                                    upper_hex);
+            rt_text_putc(w, ':');
+            put(w, json_object_iter_value(it));
+        }
+        rt_text_putc(w, '}');
+        break;
+    }
+    case JSON_ARRAY: {
+        rt_text_putc(w, '[');
+        for (size_t i = 0; i < json_array_size(v); i++) {
+            if (i > 0)
+                rt_text_putc(w, ',');
+            put(w, json_array_get(v, i));
+        }
+        rt_text_putc(w, ']');
+        break;
+    }
+    case JSON_STRING:
+        rt_text_json_string_hex(w, json_string_value(v), json_string_length(v), upper_hex);
+        break;
+    case JSON_INTEGER:
+        rt_text_i64(w, json_integer_value(v));
+        break;
+    case JSON_REAL: { /* rare: jansson's own digits (%.17g, and its ".0") */
+        char *s = json_dumps(v, JSON_ENCODE_ANY);
+        if (s == NULL)
+            w->failed = true;
+        else
+            rt_text_puts(w, s);
+        free(s);
+        break;
+    }
+    case JSON_TRUE:
+        rt_text_puts(w, "true");
+        break;
+    case JSON_FALSE:
+        rt_text_puts(w, "false");
+        break;
+    case JSON_NULL:
+        rt_text_puts(w, "null");
+        break;
+    }
+}
+
+char *rt_json_dumps(const json_t *v, size_t *len)
+{
+    if (v == NULL)
+        return NULL;
+    rt_text w = {0};
+    put(&w, v);
+    rt_text_putc(&w, '\0');
+    if (w.failed) {
+        free(w.p);
+        return NULL;
+    }
+    if (len != NULL)
+        *len = w.len - 1;
+    return w.p;
 }

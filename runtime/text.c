@@ -84,7 +84,11 @@ size_t rt_json_plain(const char *s, size_t n)
 
 void rt_text_json_string(rt_text *w, const char *s, size_t n)
 {
-    static const char hex[] = "0123456789abcdef";
+    rt_text_json_string_hex(w, s, n, "0123456789abcdef");
+}
+
+void rt_text_json_string_hex(rt_text *w, const char *s, size_t n, const char *hex)
+{
     rt_text_putc(w, '"');
     for (size_t i = 0;; i++) {
         size_t run = rt_json_plain(s + i, n - i); /* copied as it is, in one put */

@@ -47,6 +47,9 @@ void rt_text_printf(rt_text *w, const char *fmt, ...) __attribute__((format(prin
  * escaped, everything else (UTF-8 included) as it is, as Python's
  * json.dumps(ensure_ascii=False) writes it. */
 void rt_text_json_string(rt_text *w, const char *s, size_t n);
+/* The same with the hex digits of \u escapes given (jansson writes them
+ * upper case: json.c's writer). */
+void rt_text_json_string_hex(rt_text *w, const char *s, size_t n, const char *hex);
 /* How many of s's first n bytes a JSON string holds as they are: the
  * length of the run before the first quote, backslash or control
  * character (8 bytes at a time). */

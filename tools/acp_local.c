@@ -9,6 +9,7 @@
 #include "cli.h"
 
 #include "actors/event.h"
+#include "runtime/json.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -69,7 +70,7 @@ static int create(void *ud, const char *cwd, char id[64], char *why, size_t n)
     json_t *m = json_pack("{s:{s:s}}", "confirmation_policy", "kind", ACP_POLICY(l->approve));
     if (m != NULL && cwd != NULL && cwd[0] == '/')
         json_object_set_new(m, "workspace", json_pack("{s:s}", "working_dir", cwd));
-    char *meta = m != NULL ? json_dumps(m, JSON_COMPACT) : NULL;
+    char *meta = m != NULL ? rt_json_dumps(m, NULL) : NULL;
     json_decref(m);
     if (meta == NULL) {
         snprintf(why, n, "out of memory");
@@ -129,7 +130,7 @@ static int post(void *ud, const char *cid, json_t *content, char *why, size_t n)
         return -ENOENT;
     }
     json_t *msg = ev_user_message("user", content);
-    char *json = msg != NULL ? json_dumps(msg, JSON_COMPACT) : NULL;
+    char *json = msg != NULL ? rt_json_dumps(msg, NULL) : NULL;
     json_decref(msg);
     if (json == NULL) {
         snprintf(why, n, "out of memory");

@@ -13,6 +13,7 @@
 #include "net/follower.h"
 #include "remote.h"
 #include "runtime/runtime.h"
+#include "runtime/json.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -68,7 +69,7 @@ static void on_done(void *ud, int status, const char *why, const fl *copy, const
 static int call(acp_remote *r, const char *method, const char *path, json_t *body, int want,
                 json_t **out, char *why, size_t n)
 {
-    char *text = body != NULL ? json_dumps(body, JSON_COMPACT) : NULL;
+    char *text = body != NULL ? rt_json_dumps(body, NULL) : NULL;
     json_decref(body);
     const char *answer;
     int st = remote_call(r->rest, method, path, text, &answer);

@@ -25,6 +25,7 @@
 #include "actors/reducer_claude.h"
 #include "actors/reducer_opencode.h"
 #include "actors/reducer_parley.h"
+#include "runtime/json.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -324,7 +325,7 @@ int cmd_blocks(int argc, char **argv)
     reducer *r = reducer_new(NULL, NULL);
     int rc = r != NULL ? run_file(r, argv[1]) : -ENOMEM;
     json_t *state = rc == 0 ? reducer_state(r) : NULL;
-    char *s = state != NULL ? json_dumps(state, JSON_COMPACT) : NULL;
+    char *s = state != NULL ? rt_json_dumps(state, NULL) : NULL;
     if (s != NULL)
         printf("%s\n", s);
     else if (rc != -EINVAL)

@@ -38,6 +38,7 @@
 #include "actors/replay.h"
 #include "parley.h"
 #include "runtime/log.h"
+#include "runtime/json.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -206,7 +207,7 @@ static int target_create(target *t, json_t *meta, bool observe, char *err, size_
 {
     if (t->rm != NULL) {
         json_object_set_new(meta, "compliance_policy", json_string(observe ? "observe" : "reject"));
-        char *body = json_dumps(meta, JSON_COMPACT);
+        char *body = rt_json_dumps(meta, NULL);
         const char *answer;
         int st =
             body != NULL ? remote_call(t->rm, "POST", "/api/conversations", body, &answer) : -1;
@@ -220,7 +221,7 @@ static int target_create(target *t, json_t *meta, bool observe, char *err, size_
         json_decref(j);
         return id != NULL ? 0 : -1;
     }
-    char *m = json_dumps(meta, JSON_COMPACT);
+    char *m = rt_json_dumps(meta, NULL);
     pl_conv_options o = {.meta_json = m, .observe = observe, .stuck_off = 1};
     int rc = m != NULL ? pl_conv_create(t->pl, &o, &t->conv) : PL_ENOMEM;
     free(m);
@@ -316,7 +317,7 @@ typedef struct batch {
 
 static int batch_add(batch *b, json_t *e)
 {
-    char *s = json_dumps(e, JSON_COMPACT);
+    char *s = rt_json_dumps(e, NULL);
     size_t n = s != NULL ? strlen(s) : 0;
     if (s == NULL)
         return -1;

@@ -206,7 +206,7 @@ static void set_string(json_t *o, const char *key, const char *s)
 
 static void emit(lint *l, json_t *o)
 {
-    char *s = o != NULL ? json_dumps(o, JSON_COMPACT) : NULL;
+    char *s = o != NULL ? rt_json_dumps(o, NULL) : NULL;
     if (s == NULL) {
         l->fatal = ENOMEM;
     } else {

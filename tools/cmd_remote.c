@@ -6,6 +6,7 @@
  */
 #include "cli.h"
 #include "remote.h"
+#include "runtime/json.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -114,7 +115,7 @@ int cmd_send(int argc, char **argv)
         return rc;
     json_t *msg = json_pack("{s:s,s:[{s:s,s:s}],s:b}", "role", "user", "content", "type", "text",
                             "text", argv[at + 2], "run", run);
-    char *body = msg != NULL ? json_dumps(msg, JSON_COMPACT) : NULL;
+    char *body = msg != NULL ? rt_json_dumps(msg, NULL) : NULL;
     json_decref(msg);
     if (body == NULL) {
         fprintf(stderr, "parley send: the text is not UTF-8\n");
@@ -163,7 +164,7 @@ static void verdict(long line, int status, const char *answer)
         a = json_string(answer);
     json_t *v = json_pack("{s:I,s:i,s:o}", "line", (json_int_t)line, "status", status, "answer",
                           a != NULL ? a : json_null());
-    char *s = v != NULL ? json_dumps(v, JSON_COMPACT) : NULL;
+    char *s = v != NULL ? rt_json_dumps(v, NULL) : NULL;
     if (s != NULL)
         printf("%s\n", s);
     fflush(stdout);
@@ -281,7 +282,7 @@ int cmd_conversations(int argc, char **argv)
         json_array_foreach(items, i, c)
         {
             if (json) {
-                char *s = json_dumps(c, JSON_COMPACT);
+                char *s = rt_json_dumps(c, NULL);
                 if (s != NULL)
                     printf("%s\n", s);
                 free(s);

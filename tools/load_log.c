@@ -13,6 +13,7 @@
 #include "actors/follow.h"
 #include "load.h"
 #include "remote.h"
+#include "runtime/json.h"
 
 #include <jansson.h>
 #include <stdio.h>
@@ -50,7 +51,7 @@ static int page_all(remote *r, const char *cid, fl *f, char *why, size_t cap)
             size_t i = 0;
             for (; i < n; i++) {
                 json_t *ev = json_array_get(items, i);
-                char *s = json_dumps(ev, JSON_COMPACT);
+                char *s = rt_json_dumps(ev, NULL);
                 ids[i] = json_string_value(json_object_get(ev, "id"));
                 bytes[i] = s != NULL ? rt_buf_take(s, strlen(s)) : NULL;
                 if (ids[i] == NULL || bytes[i] == NULL)

@@ -4,7 +4,8 @@
  * refuse, or both accept and build the same value (same members in the
  * same order, the same numbers, the same strings). The one exception is
  * a raw NUL byte, which no JSON text holds: we refuse it wherever it is,
- * while jansson reads past it in places ("3\0" is 3 to jansson).
+ * while jansson reads past it in places ("3\0" is 3 to jansson). What is
+ * read is then written by rt_json_dumps and by json_dumps: the same text.
  *
  * And documents (rt_jdoc_read) against rt_json_read with duplicates
  * refused, on everything, NUL bytes included: both refuse with the same
@@ -83,8 +84,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                    f, data, size);
         if (ours == NULL && (e.text[0] == '\0' || e.position < 0 || (size_t)e.position > size))
             differ("a refusal without a reason or a place", f, data, size);
-        if (ours != NULL)
+        if (ours != NULL) {
             same_values(ours, theirs, f, data, size);
+            char *a = rt_json_dumps(theirs, NULL);
+            char *b = json_dumps(theirs, JSON_COMPACT | JSON_ENCODE_ANY);
+            if (a == NULL || b == NULL || strcmp(a, b) != 0)
+                differ("rt_json_dumps writes other text than json_dumps", f, data, size);
+            free(a);
+            free(b);
+        }
         json_decref(ours);
         json_decref(theirs);
     }

@@ -1,8 +1,9 @@
 /*
  * test_json.c - the JSON reader (rt_json_read) against jansson's json_loadb
  * on the cases that matter most (the fuzz target fuzz_json compares them on
- * anything), and the string writer's 8-bytes-at-a-time scan against the
- * plain byte-by-byte rule.
+ * anything), the writer (rt_json_dumps) against json_dumps on every value
+ * read here and on trees made by hand, and the string writer's
+ * 8-bytes-at-a-time scan against the plain byte-by-byte rule.
  */
 #include "runtime/json.h"
 #include "runtime/text.h"
@@ -11,8 +12,23 @@
 #include "support_sync.h"
 
 #include <check.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* The writer writes v as json_dumps does, byte for byte. */
+static void same_text(const json_t *v)
+{
+    size_t len = 0;
+    char *ours = rt_json_dumps(v, &len);
+    char *theirs = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+    ck_assert_ptr_nonnull(ours);
+    ck_assert_ptr_nonnull(theirs);
+    ck_assert_uint_eq(len, strlen(theirs));
+    ck_assert_str_eq(ours, theirs);
+    free(ours);
+    free(theirs);
+}
 
 /* Both read it alike: both refuse, or both build the same value. */
 static void same_as_jansson(const char *text, size_t len, size_t flags, int expect_ok)
@@ -28,6 +44,7 @@ static void same_as_jansson(const char *text, size_t len, size_t flags, int expe
         char *a = json_dumps(ours, JSON_COMPACT | JSON_ENCODE_ANY);
         char *b = json_dumps(theirs, JSON_COMPACT | JSON_ENCODE_ANY);
         ck_assert_str_eq(a, b);
+        same_text(ours);
         free(a);
         free(b);
     } else {
@@ -142,6 +159,31 @@ START_TEST(test_error_place)
 END_TEST
 
 /* rt_json_plain says how many bytes need no escape; compare with the rule. */
+/* Trees the reader does not make: keys with a NUL or escapes, members in
+ * the order they were set (not sorted), every kind of scalar, nesting. */
+START_TEST(test_writer)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "z", json_integer(INT64_MIN));
+    json_object_set_new(o, "a", json_integer(INT64_MAX));
+    json_object_setn_new(o, "n\0ul", 4, json_stringn("x\0y\x01\x1f\x7f/\"\\\b\f\n\r\t", 14));
+    json_object_set_new(o, "\xc3\xa9t\xc3\xa9 \xf0\x9f\x98\x80", json_string("\xe2\x82\xac"));
+    json_object_set_new(o, "reals", json_pack("[f,f,f,f,f]", 0.0, -0.5, 1e300, 1.0 / 3, 100.0));
+    json_object_set_new(o, "empty", json_pack("{s:{},s:[],s:s}", "o", "a", "s", ""));
+    json_object_set_new(o, "deep", json_pack("[[[{s:[b,b,n]}]]]", "k", 1, 0));
+    same_text(o);
+    same_text(json_object_get(o, "reals"));
+    json_t *scalars[] = {json_true(),     json_false(),   json_null(),
+                         json_integer(0), json_real(2.5), json_string("s")};
+    for (size_t i = 0; i < sizeof(scalars) / sizeof(scalars[0]); i++) {
+        same_text(scalars[i]); /* at the top too, as JSON_ENCODE_ANY */
+        json_decref(scalars[i]);
+    }
+    ck_assert_ptr_null(rt_json_dumps(NULL, NULL));
+    json_decref(o);
+}
+END_TEST
+
 START_TEST(test_plain_runs)
 {
     char s[40];
@@ -175,6 +217,7 @@ int main(void)
     tcase_add_test(tc, test_duplicates_and_depth);
     tcase_add_test(tc, test_nul_byte_refused);
     tcase_add_test(tc, test_error_place);
+    tcase_add_test(tc, test_writer);
     tcase_add_test(tc, test_plain_runs);
     suite_add_tcase(s, tc);
     return ts_run_suite(s);
