@@ -28,16 +28,24 @@
 
 rt_buf *conv_state_json(uint64_t index, conv_status status, const gate *g, const conv_findings *f)
 {
-    json_t *j = json_pack("{s:I, s:s, s:o, s:{s:I, s:I}}", "index", (json_int_t)index, "status",
-                          conv_status_name(status), "gate", gate_save(g), "findings", "violations",
-                          (json_int_t)f->violations, "stuck", (json_int_t)f->stuck);
-    char *s = j != NULL ? json_dumps(j, JSON_COMPACT) : NULL;
-    json_decref(j);
-    if (s == NULL)
+    rt_text w = {0};
+    rt_text_puts(&w, "{\"index\":");
+    rt_text_u64(&w, index);
+    rt_text_puts(&w, ",\"status\":");
+    const char *name = conv_status_name(status);
+    rt_text_json_string(&w, name, strlen(name));
+    rt_text_puts(&w, ",\"gate\":");
+    gate_write(&w, g);
+    rt_text_puts(&w, ",\"findings\":{\"violations\":");
+    rt_text_u64(&w, f->violations);
+    rt_text_puts(&w, ",\"stuck\":");
+    rt_text_u64(&w, f->stuck);
+    rt_text_puts(&w, "}}");
+    if (w.failed) {
+        free(w.p);
         return NULL;
-    rt_buf *b = rt_buf_copy(s, strlen(s));
-    free(s);
-    return b;
+    }
+    return rt_buf_take(w.p, w.len);
 }
 
 void conv_opened_free(conv_opened *o)

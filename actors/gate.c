@@ -262,13 +262,31 @@ const char *gate_head(const gate *g)
     return g->head;
 }
 
-json_t *gate_save(const gate *g)
+static void put_str_or_null(rt_text *w, const char *s)
 {
-    json_t *pending = json_array();
-    for (size_t i = 0; i < g->npending; i++)
-        json_array_append_new(pending, json_pack("[ss?s?]", g->pending[i].call,
-                                                 g->pending[i].action, g->pending[i].tool));
-    return json_pack("{s:s?, s:s?, s:o}", "head", g->head, "batch", g->batch, "pending", pending);
+    if (s != NULL)
+        rt_text_json_string(w, s, strlen(s));
+    else
+        rt_text_puts(w, "null");
+}
+
+void gate_write(rt_text *w, const gate *g)
+{
+    rt_text_puts(w, "{\"head\":");
+    put_str_or_null(w, g->head);
+    rt_text_puts(w, ",\"batch\":");
+    put_str_or_null(w, g->batch);
+    rt_text_puts(w, ",\"pending\":[");
+    for (size_t i = 0; i < g->npending; i++) {
+        rt_text_puts(w, i > 0 ? ",[" : "[");
+        put_str_or_null(w, g->pending[i].call);
+        rt_text_putc(w, ',');
+        put_str_or_null(w, g->pending[i].action);
+        rt_text_putc(w, ',');
+        put_str_or_null(w, g->pending[i].tool);
+        rt_text_putc(w, ']');
+    }
+    rt_text_puts(w, "]}");
 }
 
 int gate_load(gate *g, json_t *saved)

@@ -21,6 +21,7 @@
 #define GATE_H
 
 #include "actors/event.h"
+#include "runtime/text.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -86,10 +87,14 @@ const char *gate_head(const gate *g);
 /* "interleaved_message", ... ("" for GATE_OK). */
 const char *gate_rule_name(gate_rule r);
 
-/* The state as JSON, for checkpoints: {"head","batch","pending":[...]}. */
-json_t *gate_save(const gate *g);
-/* Replaces g's state with the saved one; -EINVAL if the object is not what
- * gate_save writes (or -ENOMEM), and then g is unchanged. */
+/* The state as JSON text at the end of w, for checkpoints:
+ * {"head":..,"batch":..,"pending":[[call,action,tool],...]} (null for what
+ * is not there). Written directly, not through jansson: a checkpoint is
+ * written each time a conversation goes to rest. */
+void gate_write(rt_text *w, const gate *g);
+/* Replaces g's state with the saved one (gate_write's text, read); -EINVAL
+ * if the object is not what gate_write writes (or -ENOMEM), and then g is
+ * unchanged. */
 int gate_load(gate *g, json_t *saved);
 
 #endif

@@ -2,7 +2,7 @@
  * test_gate.c - the compliance gate alone (gate.h), with no conversation
  * around it: each rule and its boundary, the order of the checks, what the
  * gate asks its lookup and what it makes of the answers, what it leaves
- * unchanged, the keys, and gate_clone / gate_save / gate_load.
+ * unchanged, the keys, and gate_clone / gate_write / gate_load.
  *
  * The lookup here is a toy log: the ids committed with their canonical
  * bytes, and the keys. It is exact (no stamps forgiven), because what
@@ -11,6 +11,7 @@
  */
 #include "actors/event.h"
 #include "actors/gate.h"
+#include "runtime/json.h"
 
 #include "support_sync.h"
 
@@ -192,6 +193,17 @@ static void expect(const gate *g, toylog *t, ev e, gate_verdict want, gate_rule 
     ck_assert_msg(v == want && rule == want_rule, "%s: verdict %d rule '%s', wanted %d '%s'", e.id,
                   v, gate_rule_name(rule), want, gate_rule_name(want_rule));
     ev_free(&e);
+}
+
+/* What a checkpoint holds of g, read back. */
+static json_t *gate_save(const gate *g)
+{
+    rt_text w = {0};
+    gate_write(&w, g);
+    ck_assert(!w.failed);
+    json_t *s = rt_json_read(w.p, w.len, 0, NULL);
+    free(w.p);
+    return s;
 }
 
 static char *saved_text(const gate *g)
