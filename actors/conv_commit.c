@@ -232,11 +232,9 @@ void conv_file_saved(conv *c, uint64_t gen, int err)
 static void save_deferred(conv *c)
 {
     c->gen_sent = seq_deferred_gen(c->sq);
-    json_t *all = seq_deferred_json(c->sq);
-    char *s = all != NULL ? rt_json_dumps(all, NULL) : NULL;
-    json_decref(all);
-    if (s != NULL)
-        put_file(c, CONV_DEFERRED_FILE, rt_buf_take(s, strlen(s)), c->gen_sent, true);
+    rt_buf *b = rt_json_buf(seq_deferred_json(c->sq));
+    if (b != NULL)
+        put_file(c, CONV_DEFERRED_FILE, b, c->gen_sent, true);
 }
 
 /* A checkpoint is rebuilt from the log when lost, cut short or ahead of

@@ -109,9 +109,7 @@ static int copy_events(convs *s, conv_reader *rd, uint64_t end, const rt_uuid *i
             json_decref(batch);
             continue;
         }
-        char *txt = rt_json_dumps(batch, NULL);
-        json_decref(batch);
-        rt_buf *buf = txt != NULL ? rt_buf_take(txt, strlen(txt)) : NULL;
+        rt_buf *buf = rt_json_buf(batch);
         if (buf == NULL) {
             snprintf(detail, cap, "out of memory");
             return -ENOMEM;
@@ -156,18 +154,14 @@ static rt_buf *fork_meta(st_conv *src, const rt_uuid *id, json_t *changes, json_
     json_object_update(m, changes);
     *agent = json_incref(json_object_get(m, "agent"));
     json_object_del(m, "agent");
-    char *s = rt_json_dumps(m, NULL);
-    json_decref(m);
-    return s != NULL ? rt_buf_take(s, strlen(s)) : NULL;
+    return rt_json_buf(m);
 }
 
 /* The agent into the fork's info, then its adapter into its tree. */
 static int give_agent(convs *s, const rt_uuid *id, json_t *agent, char *detail, size_t cap)
 {
     json_t *change = json_pack("{s:O}", "agent", agent);
-    char *txt = change != NULL ? rt_json_dumps(change, NULL) : NULL;
-    json_decref(change);
-    rt_buf *buf = txt != NULL ? rt_buf_take(txt, strlen(txt)) : NULL;
+    rt_buf *buf = rt_json_buf(change);
     wait w;
     pl_outcome o = buf != NULL ? ask(s, id, CONV_SET_META, buf, &w) : PL_FAILED;
     if (o != PL_DONE) {

@@ -64,9 +64,7 @@ static rt_buf *merged(conv *c, const rt_buf *changes)
         json_object_update(meta, ch);
     json_decref(ch);
     conv_meta_redact(meta);
-    char *s = rt_json_dumps(meta, NULL);
-    json_decref(meta);
-    return s != NULL ? rt_buf_take(s, strlen(s)) : NULL;
+    return rt_json_buf(meta);
 }
 
 /* Start writing the oldest change, if none is being written. */

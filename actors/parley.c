@@ -352,10 +352,8 @@ static rt_buf *new_meta(pl_instance *p, const pl_conv_options *o, const rt_uuid 
         json_object_set_new(m, "stuck_detection_thresholds", t);
     else
         json_decref(t);
-    char *s = rt_json_dumps(m, NULL);
-    json_decref(m);
     *err = RT_ENOMEM;
-    return s != NULL ? rt_buf_take(s, strlen(s)) : NULL;
+    return rt_json_buf(m);
 }
 
 int pl_conv_create(pl_instance *p, const pl_conv_options *o, pl_conv **out)

@@ -814,13 +814,9 @@ static void post_message(wss *w, json_t *msg)
                         ? json_pack("[{s:s, s:O}]", "type", "text", "text", content)
                         : json_array();
     json_t *e = ev_user_message(role != NULL ? json_string_value(role) : "user", parts);
-    char *s = e != NULL ? rt_json_dumps(e, NULL) : NULL;
-    json_decref(e);
-    rt_buf *b = s != NULL ? rt_buf_take(s, strlen(s)) : NULL;
+    rt_buf *b = rt_json_buf(e);
     posting *p = b != NULL && w->conv != NULL ? malloc(sizeof(*p)) : NULL;
     if (p == NULL) {
-        if (b == NULL)
-            free(s);
         rt_buf_unref(b);
         json_decref(parts);
         server_error(w, "ServiceUnavailable", "cannot post the message now; retry");

@@ -202,13 +202,6 @@ void net_fail(net_outcome *out, int status, const char *fmt, ...)
     out->status = status;
 }
 
-rt_buf *net_json_buf(json_t *j)
-{
-    char *s = rt_json_dumps(j, NULL);
-    json_decref(j);
-    return s != NULL ? rt_buf_take(s, strlen(s)) : NULL;
-}
-
 void net_reply_actor(net_req *r, rt_msg *m)
 {
     const conv_reply *cr = m->kind == CONV_RESULT ? conv_reply_of(m) : NULL;
@@ -324,7 +317,7 @@ static void on_posted(void *ctx, rt_msg *m)
 int net_post_message(net_req *r, const rt_uuid *id, const char *role, json_t *content, bool run,
                      net_posted_fn done)
 {
-    rt_buf *buf = net_json_buf(ev_user_message(role, content));
+    rt_buf *buf = rt_json_buf(ev_user_message(role, content));
     return buf != NULL ? net_post_event(r, id, buf, run, done) : RT_ENOMEM;
 }
 

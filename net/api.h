@@ -92,8 +92,6 @@ void net_api_work_then(net_req *r, net_work_fn fn, void *arg, void (*arg_free)(v
 /* Sets out->status and out->detail. */
 void net_fail(net_outcome *out, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-/* A JSON value (taken) as an answer body; NULL if it cannot be encoded. */
-rt_buf *net_json_buf(json_t *j);
 /* The answer to an actor's CONV_RESULT or error reply, passed through. */
 void net_reply_actor(net_req *r, rt_msg *m);
 /* The conversation's actor, or an answer (404 unknown, 503) and NULL. */

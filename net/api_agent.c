@@ -42,7 +42,7 @@ static void secrets_work(net_req *r, net_outcome *out)
     else if (e < 0)
         net_fail(out, 503, "cannot keep the secrets: %s", strerror(-e));
     else
-        out->body = net_json_buf(json_pack("{s:b}", "success", 1));
+        out->body = rt_json_buf(json_pack("{s:b}", "success", 1));
     if (e == 0 && out->body != NULL)
         out->status = 200;
 }
@@ -100,7 +100,7 @@ static void on_stored(void *ctx, rt_msg *m)
     }
     json_t *e = json_pack("{s:s, s:s, s:s, s:O}", "kind", "ConversationStateUpdateEvent", "source",
                           "environment", "key", s->key, "value", s->value);
-    rt_buf *b = net_json_buf(e);
+    rt_buf *b = rt_json_buf(e);
     net_req *q = s->r;
     if (b == NULL) {
         setting_free(s);
@@ -123,7 +123,7 @@ static void set(net_req *r, const char *key, json_t *value)
     snprintf(s->key, sizeof(s->key), "%s", key);
     char now[32];
     ev_now_timestamp(now);
-    rt_buf *b = net_json_buf(json_pack("{s:O, s:s}", key, value, "updated_at", now));
+    rt_buf *b = rt_json_buf(json_pack("{s:O, s:s}", key, value, "updated_at", now));
     if (b == NULL) {
         setting_free(s);
         net_reply_error(r, 500, "out of memory");
@@ -238,7 +238,7 @@ static void final_response(net_req *r, net_outcome *out)
     char *text = NULL;
     if (net_walk_events(r, out, true, final_of, &text) != 0)
         return;
-    out->body = net_json_buf(json_pack("{s:s}", "response", text != NULL ? text : ""));
+    out->body = rt_json_buf(json_pack("{s:s}", "response", text != NULL ? text : ""));
     free(text);
     out->status = out->body != NULL ? 200 : 500;
 }
@@ -289,7 +289,7 @@ static void title_work(net_req *r, net_outcome *out)
     } else {
         t = json_string(s);
     }
-    out->body = net_json_buf(json_pack("{s:o?}", "title", t));
+    out->body = rt_json_buf(json_pack("{s:o?}", "title", t));
     free(text);
     out->status = out->body != NULL ? 200 : 500;
 }

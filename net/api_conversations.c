@@ -860,7 +860,7 @@ static void create(net_req *r)
         return;
     }
     conv_meta_redact(b); /* before anything is stored or answered */
-    c->meta = net_json_buf(b);
+    c->meta = rt_json_buf(b);
     if (c->meta == NULL) {
         creation_free(c);
         net_reply_error(r, 503, "out of memory");
@@ -913,7 +913,7 @@ static void patch(net_req *r)
         net_reply_error(r, 422, "%s", bad);
         return;
     }
-    rt_buf *body = net_json_buf(changes);
+    rt_buf *body = rt_json_buf(changes);
     if (body == NULL) {
         net_reply_error(r, 503, "out of memory");
         return;

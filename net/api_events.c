@@ -424,7 +424,7 @@ static void post_message(net_req *r)
         json_object_set_new(b, "content", json_array());
     content = json_object_get(b, "content");
     rt_buf *event =
-        net_json_buf(ev_user_message(role != NULL ? json_string_value(role) : "user", content));
+        rt_json_buf(ev_user_message(role != NULL ? json_string_value(role) : "user", content));
     bool go = json_is_true(run);
     json_decref(b);
     if (event == NULL) {

@@ -18,6 +18,7 @@
 
 #include "event_filter.h"
 #include "net/ws.h"
+#include "runtime/json.h"
 #include "runtime/text.h"
 #include "server.h"
 
@@ -107,7 +108,7 @@ void net_api_ws(net_req *r)
     int st = net_ws_handshake(r->http, answer, sizeof(answer), &alen, err, sizeof(err));
     if (st != 101) {
         json_t *d = json_pack("{s:s}", "detail", err);
-        rt_buf *b = st > 0 ? net_json_buf(d) : (json_decref(d), NULL);
+        rt_buf *b = st > 0 ? rt_json_buf(d) : (json_decref(d), NULL);
         if (b == NULL) {
             net_reply_error(r, 500, "cannot answer the upgrade");
             return;

@@ -22,6 +22,7 @@
 #include "conn.h"
 
 #include "http_metrics.h"
+#include "runtime/json.h"
 #include "runtime/tbuf.h"
 #include "runtime/text.h"
 
@@ -355,7 +356,7 @@ static rt_buf *detail_json(const char *fmt, va_list ap)
     char line[512];
     vsnprintf(line, sizeof(line), fmt, ap);
     rt_utf8_clean(line); /* it may quote what the peer sent */
-    return net_json_buf(json_pack("{s:s}", "detail", line));
+    return rt_json_buf(json_pack("{s:s}", "detail", line));
 }
 
 /* An answer to a request that never reached the API (it could not be read). */
@@ -407,7 +408,7 @@ void net_reply(net_req *r, int status, rt_buf *body, const char *ctype, const ch
 
 void net_reply_json(net_req *r, int status, json_t *body)
 {
-    rt_buf *b = net_json_buf(body);
+    rt_buf *b = rt_json_buf(body);
     if (b == NULL)
         net_reply_error(r, 500, "out of memory");
     else

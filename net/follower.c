@@ -198,8 +198,7 @@ static void note_status(follower *F, json_t *ev)
 /* The event's bytes as the copy keeps them: compact JSON. */
 static rt_buf *event_bytes(json_t *ev)
 {
-    char *s = rt_json_dumps(ev, NULL);
-    return s != NULL ? rt_buf_take(s, strlen(s)) : NULL;
+    return rt_json_buf(json_incref(ev));
 }
 
 /* ---- REST ---------------------------------------------------------------------- */

@@ -10,13 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static rt_buf *dump(json_t *j)
-{
-    char *s = j != NULL ? rt_json_dumps(j, NULL) : NULL;
-    json_decref(j);
-    return s != NULL ? rt_buf_take(s, strlen(s)) : NULL;
-}
-
 /* The 201 of an append is on every append's path: written directly. */
 static rt_buf *committed(const pl_verdict *v)
 {
@@ -60,18 +53,18 @@ int net_verdict_http(const pl_verdict *v, rt_buf **body, unsigned *retry_after)
         *body = committed(v);
         return 201;
     case PL_DUPLICATE:
-        *body = dump(json_pack("{s:o, s:b}", "events", refs(v, true), "duplicate", 1));
+        *body = rt_json_buf(json_pack("{s:o, s:b}", "events", refs(v, true), "duplicate", 1));
         return 201;
     case PL_DEFERRED:
-        *body = dump(json_pack("{s:o, s:s}", "events", refs(v, false), "detail", v->detail));
+        *body = rt_json_buf(json_pack("{s:o, s:s}", "events", refs(v, false), "detail", v->detail));
         return 202;
     case PL_REJECTED: {
         json_t *pending = json_array();
         for (size_t i = 0; i < v->npending; i++)
             json_array_append_new(pending, json_string(v->pending[i]));
-        *body = dump(json_pack("{s:s, s:s, s:s?, s:o}", "detail", v->detail, "rule",
-                               v->rule != NULL ? v->rule : "", "event_id", v->event_id,
-                               "pending_tool_call_ids", pending));
+        *body = rt_json_buf(json_pack("{s:s, s:s, s:s?, s:o}", "detail", v->detail, "rule",
+                                      v->rule != NULL ? v->rule : "", "event_id", v->event_id,
+                                      "pending_tool_call_ids", pending));
         return 409;
     }
     case PL_DONE:
@@ -79,14 +72,14 @@ int net_verdict_http(const pl_verdict *v, rt_buf **body, unsigned *retry_after)
         return 200;
     case PL_BUSY:
         *retry_after = v->retry_after > 0 ? v->retry_after : 1;
-        *body = dump(v->retry_after > 0 ? json_pack("{s:s, s:i}", "detail", v->detail,
-                                                    "retry_after", (int)v->retry_after)
-                                        : json_pack("{s:s}", "detail", v->detail));
+        *body = rt_json_buf(v->retry_after > 0 ? json_pack("{s:s, s:i}", "detail", v->detail,
+                                                           "retry_after", (int)v->retry_after)
+                                               : json_pack("{s:s}", "detail", v->detail));
         return 503;
     default:
         break;
     }
-    *body = dump(json_pack("{s:s}", "detail", v->detail));
+    *body = rt_json_buf(json_pack("{s:s}", "detail", v->detail));
     return net_outcome_status(v->outcome);
 }
 

@@ -219,3 +219,11 @@ char *rt_json_dumps(const json_t *v, size_t *len)
         *len = w.len - 1;
     return w.p;
 }
+
+rt_buf *rt_json_buf(json_t *v)
+{
+    size_t len = 0;
+    char *s = rt_json_dumps(v, &len);
+    json_decref(v);
+    return s != NULL ? rt_buf_take(s, len) : NULL;
+}

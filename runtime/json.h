@@ -19,6 +19,8 @@
 #ifndef RT_JSON_H
 #define RT_JSON_H
 
+#include "buf.h"
+
 #include <jansson.h>
 #include <stddef.h>
 
@@ -34,5 +36,9 @@ json_t *rt_json_read(const char *text, size_t len, size_t flags, json_error_t *e
  * 15k for a state checkpoint of 150 bytes), which made a conversation's
  * state and meta files a sixth of what creating one costs. */
 char *rt_json_dumps(const json_t *v, size_t *len);
+
+/* The same text in a buffer, and v's reference dropped: NULL if v is NULL
+ * or out of memory. */
+rt_buf *rt_json_buf(json_t *v);
 
 #endif

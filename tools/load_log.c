@@ -51,9 +51,8 @@ static int page_all(remote *r, const char *cid, fl *f, char *why, size_t cap)
             size_t i = 0;
             for (; i < n; i++) {
                 json_t *ev = json_array_get(items, i);
-                char *s = rt_json_dumps(ev, NULL);
                 ids[i] = json_string_value(json_object_get(ev, "id"));
-                bytes[i] = s != NULL ? rt_buf_take(s, strlen(s)) : NULL;
+                bytes[i] = rt_json_buf(json_incref(ev));
                 if (ids[i] == NULL || bytes[i] == NULL)
                     break;
             }
