@@ -191,6 +191,11 @@ static unsigned char pat_over[NPAT][NPAT]; /* indexes into table */
 static int pat_nover[NPAT];
 static pthread_once_t pat_once = PTHREAD_ONCE_INIT;
 
+static bool same_seg(const seg *a, const seg *b)
+{
+    return a->len == b->len && memcmp(a->p, b->p, a->len) == 0;
+}
+
 /* Can one path fit both i and k, k with fewer parameters? Same length,
  * and no segment where both are literals that differ. */
 static bool overlaps(int i, int k)
@@ -199,8 +204,7 @@ static bool overlaps(int i, int k)
         return false;
     for (int j = 0; j < pat_n[i]; j++) {
         const seg *a = &pat_seg[i][j], *b = &pat_seg[k][j];
-        if (a->p[0] != '{' && b->p[0] != '{' &&
-            (a->len != b->len || memcmp(a->p, b->p, a->len) != 0))
+        if (a->p[0] != '{' && b->p[0] != '{' && !same_seg(a, b))
             return false;
     }
     return true;
@@ -228,7 +232,7 @@ static bool fits(int i, const seg *s, int n)
         return false;
     for (int k = n - 1; k >= 0; k--) {
         const seg *p = &pat_seg[i][k];
-        if (p->p[0] != '{' && (p->len != s[k].len || memcmp(p->p, s[k].p, s[k].len) != 0))
+        if (p->p[0] != '{' && !same_seg(p, &s[k]))
             return false;
     }
     return true;
