@@ -15,6 +15,7 @@ injection. A filler file takes part of it, to give space back later.
 """
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -43,6 +44,7 @@ def main():
         run(mnt)
     finally:
         subprocess.run(["umount", "-l", mnt], check=False)
+        shutil.rmtree(root, ignore_errors=True)
     print("disk full: ok")
 
 
