@@ -115,6 +115,9 @@ typedef struct stn_log {
     /* the log was loaded: [0, covered) is the whole log as this node knows
      * it, writer or not (a count read since that says more: not whole) */
     bool loaded;
+    /* times memory was forgotten: a load begun before the last one read an
+     * older log than the one that made memory forget, and keeps nothing */
+    uint64_t forgets;
     /* confirmed events older than the tail: old[k % STN_OLD_MAX] for
      * old_lo <= k < old_hi, oldest first (made on first use) */
     stn_old_ev *old;
@@ -288,6 +291,9 @@ bool stn_summary_apply(stn_entry *e, kvOperation op, const void *v, size_t len, 
 /* At the first st_conv_log (blocking): index every event, keep the last.
  * Again after a failure; a no-op once loaded. 0 or an error. */
 int stn_tail_load(stn_log *l);
+/* Tests set this: called by a load between its reads of the cluster and
+ * keeping what they gave, where another thread may make memory forget. */
+extern void (*stn_tail_loading)(stn_log *l);
 /* Bring memory up to the log's first count events, read by a node that
  * does not write it (blocking): the events it lacks, up to
  * STN_CATCH_UP_MAX, else the index loaded again from the page entries.

@@ -93,6 +93,8 @@ static int keep(stn_log *l, uint64_t index, rt_buf *payload, const char *id, uin
     return 0;
 }
 
+void (*stn_tail_loading)(stn_log *l);
+
 static bool loaded(stn_log *l)
 {
     pthread_mutex_lock(&l->tmu);
@@ -179,19 +181,26 @@ static int keep_page(stn_log *l, const st_nats_page *np)
     return 0;
 }
 
-/* Index every event from the page entries, keep the last page (l->mu). */
+/* Index every event from the page entries, keep the last page (l->mu).
+ * Keeps nothing if memory was forgotten meanwhile (loaded stays false). */
 static int load(stn_log *l)
 {
+    pthread_mutex_lock(&l->tmu);
+    uint64_t forgets = l->forgets;
+    pthread_mutex_unlock(&l->tmu);
     int r = stn_index_load(l->nl);
     uint64_t count = l->nl->covered;
     st_nats_page *np = NULL;
     if (r == 0 && count > 0)
         r = st_nats_log_read(l->nl, count > ST_NATS_PAGE ? count - ST_NATS_PAGE : 0, ST_NATS_PAGE,
                              &np);
+    if (stn_tail_loading != NULL)
+        stn_tail_loading(l);
     pthread_mutex_lock(&l->tmu);
+    bool current = l->forgets == forgets;
     /* the writer may have stored events meanwhile: keep what covers more
      * (the index moves here; the cluster's finds make theirs again) */
-    if (r == 0 && count > l->covered) {
+    if (r == 0 && current && count > l->covered) {
         stn_table_free(&l->ids);
         stn_table_free(&l->keys);
         l->ids = l->nl->ids;
@@ -201,9 +210,9 @@ static int load(stn_log *l)
         memset(&l->nl->keys, 0, sizeof l->nl->keys);
         l->nl->covered = 0;
     }
-    if (r == 0)
+    if (r == 0 && current)
         r = keep_page(l, np);
-    if (r == 0) {
+    if (r == 0 && current) {
         l->loaded = true;
         if (atomic_load(&l->known) < l->covered)
             atomic_store(&l->known, l->covered);
@@ -219,7 +228,9 @@ int stn_tail_load(stn_log *l)
     if (loaded(l))
         return 0;
     pthread_mutex_lock(&l->mu);
-    int r = loaded(l) ? 0 : load(l); /* another thread may have loaded it meanwhile */
+    int r = 0; /* another thread may have loaded it meanwhile */
+    for (int tries = 0; r == 0 && !loaded(l) && tries < 3; tries++)
+        r = load(l); /* again if it was forgotten while loading */
     pthread_mutex_unlock(&l->mu);
     return r;
 }
@@ -276,6 +287,7 @@ static void forget(stn_log *l)
     stn_table_free(&l->keys);
     l->covered = 0;
     l->loaded = false;
+    l->forgets++;
     forget_old(l);
 }
 

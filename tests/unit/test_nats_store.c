@@ -765,6 +765,42 @@ START_TEST(test_writer_reads_from_memory)
 }
 END_TEST
 
+/* Two stores on two servers of the cluster, and a conversation made on
+ * the first with 320 events (20 appends of 16: more than memory keeps of
+ * the tail), seen by the second (c1), which has not opened its log. */
+typedef struct two_nodes {
+    st_store *s0, *s1;
+    st_conv *c, *c1;
+    waiter w;
+} two_nodes;
+
+static void two_nodes_open(two_nodes *t)
+{
+    char u0[256], u1[256];
+    nats_url(0, u0, sizeof u0);
+    nats_url(1, u1, sizeof u1);
+    t->s0 = open_at(u0);
+    t->s1 = open_at(u1);
+    rt_uuid a = fresh();
+    t->c = create(t->s0, &a, NULL, "{}");
+    ts_counter_init(&t->w.n);
+    for (int i = 0; i < 20; i++)
+        ck_assert_int_eq(append(t->c, (uint64_t)i * 16, 16, &t->w), 0);
+    ck_assert(ts_counter_wait(&t->w.n, 20));
+    for (int i = 0; i < 20; i++)
+        ck_assert_int_eq(t->w.status[i], 0);
+    t->c1 = seen(t->s1, &a, 0);
+}
+
+static void two_nodes_close(two_nodes *t)
+{
+    st_conv_release(t->c1);
+    st_conv_release(t->c);
+    ts_counter_destroy(&t->w.n);
+    st_store_close(t->s1);
+    st_store_close(t->s0);
+}
+
 /* A node that does not write a conversation (yet) answers its count, its
  * finds and its tail from what it loaded, with no request: the
  * conversation actor asks them on a loop thread before its first append,
@@ -775,21 +811,11 @@ END_TEST
  * log), memory loaded again, and the next append goes on after those. */
 START_TEST(test_reader_answers_from_memory)
 {
-    char u0[256], u1[256];
-    nats_url(0, u0, sizeof u0);
-    nats_url(1, u1, sizeof u1);
-    st_store *s0 = open_at(u0), *s1 = open_at(u1);
-    rt_uuid a = fresh();
-    st_conv *c = create(s0, &a, NULL, "{}");
-    waiter w;
-    ts_counter_init(&w.n);
-    for (int i = 0; i < 20; i++) /* 320 events: more than memory keeps of the tail */
-        ck_assert_int_eq(append(c, (uint64_t)i * 16, 16, &w), 0);
-    ck_assert(ts_counter_wait(&w.n, 20));
-    for (int i = 0; i < 20; i++)
-        ck_assert_int_eq(w.status[i], 0);
-
-    st_conv *c1 = seen(s1, &a, 0);
+    two_nodes t;
+    two_nodes_open(&t);
+    st_store *s1 = t.s1;
+    st_conv *c = t.c, *c1 = t.c1;
+    waiter *w = &t.w;
     st_log *l = NULL, *l2 = NULL;
     st_open_report rep;
     /* opening it reads the cluster: not now (loop code opens it in the pool) */
@@ -862,25 +888,69 @@ START_TEST(test_reader_answers_from_memory)
     ck_assert_uint_eq(idx, 18);
     ck_assert_int_eq(st_log_find_now(l, "ev-18", 5, &idx), 0);
 
-    ck_assert_int_eq(append(c, 320, 4, &w), 0);
-    ck_assert(ts_counter_wait(&w.n, 21));
-    ck_assert_int_eq(w.status[20], 0);
-    ck_assert_int_eq(append(c1, 324, 1, &w), 0);
-    ck_assert(ts_counter_wait(&w.n, 22));
-    ck_assert_int_eq(w.status[21], -ESTALE);
+    ck_assert_int_eq(append(c, 320, 4, w), 0);
+    ck_assert(ts_counter_wait(&w->n, 21));
+    ck_assert_int_eq(w->status[20], 0);
+    ck_assert_int_eq(append(c1, 324, 1, w), 0);
+    ck_assert(ts_counter_wait(&w->n, 22));
+    ck_assert_int_eq(w->status[21], -ESTALE);
     ck_assert_int_eq(st_log_find_now(l, "ev-322", 6, &idx), 0);
     ck_assert_uint_eq(idx, 322);
-    ck_assert_int_eq(append(c1, 324, 1, &w), 0);
-    ck_assert(ts_counter_wait(&w.n, 23));
-    ck_assert_int_eq(w.status[22], 0);
-    ck_assert_uint_eq(w.first[22], 324);
+    ck_assert_int_eq(append(c1, 324, 1, w), 0);
+    ck_assert(ts_counter_wait(&w->n, 23));
+    ck_assert_int_eq(w->status[22], 0);
+    ck_assert_uint_eq(w->first[22], 324);
     verify(c1, 325);
+    two_nodes_close(&t);
+}
+END_TEST
 
-    st_conv_release(c1);
-    st_conv_release(c);
-    ts_counter_destroy(&w.n);
-    st_store_close(s1);
-    st_store_close(s0);
+/* What the load hook does once: another node appends, and memory is
+ * forgotten, as a take-over on another thread (stn_tail_claim) does when
+ * it finds that the log grew. */
+static struct {
+    st_conv *writer;
+    stn_conv *reader;
+    waiter *w;
+    int calls;
+} grows;
+
+static void grow_while_loading(stn_log *l)
+{
+    (void)l;
+    if (grows.calls++ > 0)
+        return;
+    ck_assert_int_eq(append(grows.writer, 320, 4, grows.w), 0);
+    ck_assert(ts_counter_wait(&grows.w->n, 21));
+    ck_assert_int_eq(grows.w->status[20], 0);
+    stn_tail_forget(grows.reader);
+}
+
+/* A load that began before memory was forgotten read an older log than
+ * the one that made memory forget: it keeps nothing, and memory is loaded
+ * again. Before, it kept the older log as the whole of it, and the count
+ * and finds answered from memory missed what the other node had appended
+ * (a take-over's reload, waiting for that load, found memory loaded). */
+START_TEST(test_load_forgotten_meanwhile_keeps_nothing)
+{
+    two_nodes t;
+    two_nodes_open(&t);
+    grows.writer = t.c;
+    grows.reader = (stn_conv *)(void *)t.c1;
+    grows.w = &t.w;
+    grows.calls = 0;
+    stn_tail_loading = grow_while_loading;
+    st_log *l = NULL;
+    st_open_report rep;
+    ck_assert_int_eq(st_conv_log(t.c1, &l, &rep), 0);
+    stn_tail_loading = NULL;
+    ck_assert_int_eq(grows.calls, 2); /* the first load's reads were of 320 events */
+    ck_assert_uint_eq(rep.count, 324);
+    uint64_t idx;
+    ck_assert_int_eq(st_log_find_now(l, "ev-322", 6, &idx), 0);
+    ck_assert_uint_eq(idx, 322);
+    verify(t.c1, 324);
+    two_nodes_close(&t);
 }
 END_TEST
 
@@ -904,6 +974,7 @@ int main(void)
     tcase_add_test(cl, test_delete_removes_its_keys);
     tcase_add_test(cl, test_writer_reads_from_memory);
     tcase_add_test(cl, test_reader_answers_from_memory);
+    tcase_add_test(cl, test_load_forgotten_meanwhile_keeps_nothing);
     suite_add_tcase(s, cl);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
