@@ -207,6 +207,30 @@ class Client:
         return names
 
 
+    def records(self, subject, limit=500):
+        """What the stream holding subject has on it, read at the stream
+        leader, in order: one line a record, its sequence and parley's
+        headers (store/nats_impl.h). For a failure's report."""
+        names = self.request("$JS.API.STREAM.NAMES", {"subject": subject}).get("streams") or []
+        if not names:
+            return ["no stream holds %s" % subject]
+        lines, seq = [], 1
+        while len(lines) < limit:
+            r = self.request("$JS.API.STREAM.MSG.GET." + names[0],
+                             {"seq": seq, "next_by_subj": subject})
+            m = r.get("message")
+            if m is None:
+                if r.get("error", {}).get("code") != 404:
+                    lines.append("stopped: %r" % r)
+                return lines
+            hdrs = base64.b64decode(m.get("hdrs", "")).decode("utf-8", "replace")
+            kv = [h.split(": ", 1) for h in hdrs.split("\r\n")[1:] if ": " in h]
+            lines.append("%d %s" % (m["seq"], " ".join(
+                "%s=%s" % (k[len("Parley-"):], v[:16]) for k, v in kv if k.startswith("Parley-"))))
+            seq = m["seq"] + 1
+        return lines
+
+
 class Cluster:
     def __init__(self, dir, nodes=3):
         self.dir = os.path.abspath(dir)

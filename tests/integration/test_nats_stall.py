@@ -117,11 +117,25 @@ def recovers(node, retry, what):
     check(node.srv.proc.poll() is None, "%s: parley kept running" % what)
 
 
-def intact(node, what):
+def stream_records(cluster, node):
+    """The conversation's records as the cluster holds them (a report)."""
+    c = nats_cluster.Client(cluster.url(1))
+    try:
+        return "\n".join(c.records("parley.ev.*." + node.cid.replace("-", "")))
+    except (OSError, RuntimeError) as e:
+        return "cannot read the stream: %s" % e
+    finally:
+        c.close()
+
+
+def intact(cluster, node, what):
     ids = node.log_ids()
-    check(len(ids) == len(set(ids)), "%s: no event is stored twice" % what, ids)
+    dup = len(ids) != len(set(ids))
     missing = [e for e in node.acked if e not in ids]
-    check(not missing, "%s: every acknowledged event is in the log" % what, missing)
+    if dup or missing:  # is it the cluster's log, or parley's reading of it?
+        check(False, "%s: every acknowledged event is in the log once" % what,
+              "missing %s" % missing, "listed %s" % ids,
+              "the stream's records:\n" + stream_records(cluster, node))
     order = [e for e in ids if e in node.acked]
     check(order == node.acked, "%s: acknowledged events in the order acknowledged" % what,
           order, node.acked)
@@ -140,7 +154,7 @@ def stalled(cluster, node):
         for pid in pids:
             os.kill(pid, signal.SIGCONT)
     recovers(node, eid, "after SIGCONT")
-    intact(node, "after SIGCONT")
+    intact(cluster, node, "after SIGCONT")
 
 
 def killed(cluster, node):
@@ -150,7 +164,7 @@ def killed(cluster, node):
     prompt(node, "killed, after a refused append")
     cluster.start_all()
     recovers(node, eid, "after a restart of the cluster")
-    intact(node, "after a restart of the cluster")
+    intact(cluster, node, "after a restart of the cluster")
 
 
 def on_cluster(work, cluster):
