@@ -169,9 +169,8 @@ static int split(const char *path, size_t len, seg *s)
     while (i < len) {
         if (path[i] != '/')
             return -1;
-        size_t j = i + 1;
-        while (j < len && path[j] != '/')
-            j++;
+        const char *slash = memchr(path + i + 1, '/', len - i - 1);
+        size_t j = slash != NULL ? (size_t)(slash - path) : len;
         if (n == SEG_MAX)
             return -1;
         s[n++] = (seg){path + i + 1, j - i - 1};
@@ -189,6 +188,10 @@ static int pat_n[NPAT], pat_params[NPAT];
 _Static_assert(NPAT <= 256, "pat_over holds table indexes in a byte");
 static unsigned char pat_over[NPAT][NPAT]; /* indexes into table */
 static int pat_nover[NPAT];
+/* the patterns of n segments, in the table's order: a path is compared
+ * with those alone */
+static unsigned char pat_of_n[SEG_MAX + 1][NPAT];
+static int pat_nof_n[SEG_MAX + 1];
 static pthread_once_t pat_once = PTHREAD_ONCE_INIT;
 
 static bool same_seg(const seg *a, const seg *b)
@@ -217,10 +220,13 @@ static void split_patterns(void)
         for (int k = 0; k < pat_n[i]; k++)
             pat_params[i] += pat_seg[i][k].p[0] == '{';
     }
-    for (int i = 0; i < NPAT; i++)
+    for (int i = 0; i < NPAT; i++) {
         for (int k = 0; k < NPAT; k++)
             if (overlaps(i, k))
                 pat_over[i][pat_nover[i]++] = (unsigned char)k;
+        if (pat_n[i] >= 0)
+            pat_of_n[pat_n[i]][pat_nof_n[pat_n[i]]++] = (unsigned char)i;
+    }
 }
 
 /* Does the path fit pattern i's shape (its literals)? From the last
@@ -257,8 +263,18 @@ static int fail(net_route *r, int status, const char *fmt, const char *arg, int 
 
 int net_route_match(const char *method, const char *target, net_route *r)
 {
-    memset(r, 0, sizeof(*r));
+    /* each field set, not the whole (its strings are long): every request */
+    r->id = 0;
     r->name = "";
+    r->open = false;
+    r->status = 0;
+    r->detail[0] = '\0';
+    r->allow = NULL;
+    r->has_conv = false;
+    memset(&r->conv, 0, sizeof(r->conv));
+    r->event_id[0] = '\0';
+    r->query = NULL;
+    r->query_len = 0;
     const char *q = strchr(target, '?');
     size_t plen = q != NULL ? (size_t)(q - target) : strlen(target);
     if (q != NULL) {
@@ -266,7 +282,8 @@ int net_route_match(const char *method, const char *target, net_route *r)
         r->query_len = strlen(q + 1);
     }
     /* the absolute form (RFC 9112 3.2.2): the path is after the authority */
-    if (strncasecmp(target, "http://", 7) == 0 || strncasecmp(target, "https://", 8) == 0) {
+    if (target[0] != '/' &&
+        (strncasecmp(target, "http://", 7) == 0 || strncasecmp(target, "https://", 8) == 0)) {
         const char *auth = strstr(target, "//") + 2;
         const char *slash = memchr(auth, '/', (size_t)(target + plen - auth));
         plen = slash != NULL ? (size_t)(target + plen - slash) : 1;
@@ -279,7 +296,8 @@ int net_route_match(const char *method, const char *target, net_route *r)
     pthread_once(&pat_once, split_patterns);
     const pattern *hit = NULL;
     char allow[64] = "";
-    for (int i = 0; i < NPAT; i++) {
+    for (int j = 0; j < pat_nof_n[n]; j++) {
+        int i = pat_of_n[n][j];
         const pattern *t = &table[i];
         if (!fits(i, s, n) || shadowed(i, s, n))
             continue;
