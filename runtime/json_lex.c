@@ -231,6 +231,8 @@ bool rt__lex_string(rt__lex *r, const char **s, size_t *len)
         if (copied && !tmp_put(r, r->p, ascii))
             return false;
         r->p += ascii;
+        if (r->p < r->end && *r->p == '"') /* most strings: ASCII to the end */
+            break;
         size_t run = rt_json_plain((const char *)r->p, (size_t)(r->end - r->p));
         if (!rt_utf8_step(&u, r->p, run)) {
             rt__lex_fail(r, "invalid UTF-8 in string");
@@ -247,12 +249,8 @@ bool rt__lex_string(rt__lex *r, const char **s, size_t *len)
             rt__lex_fail(r, "invalid UTF-8 in string (a character cut short)");
             return false;
         }
-        if (*r->p == '"') {
-            *s = copied ? r->tmp.p : (const char *)first;
-            *len = copied ? r->tmp.len : (size_t)(r->p - first);
-            r->p++;
-            return true;
-        }
+        if (*r->p == '"')
+            break;
         if (*r->p != '\\') {
             rt__lex_fail(r, "control character 0x%x in string", *r->p);
             return false;
@@ -263,6 +261,10 @@ bool rt__lex_string(rt__lex *r, const char **s, size_t *len)
         if (!escape(r))
             return false;
     }
+    *s = copied ? r->tmp.p : (const char *)first;
+    *len = copied ? r->tmp.len : (size_t)(r->p - first);
+    r->p++;
+    return true;
 }
 
 bool rt__lex_key(rt__lex *r, const char **k, size_t *klen)
