@@ -262,6 +262,37 @@ START_TEST(test_framing)
 }
 END_TEST
 
+/* req is read whole if ok, else refused with 400 (byte b, in `where`). */
+static void read_iff(const char *req, bool ok, int b, const char *where)
+{
+    if (!ok) {
+        refused(req, 400, NULL, 0);
+        return;
+    }
+    hp_parser *p = hp_new(NULL);
+    ck_assert_msg(feed_req(p, req, 0) > 0, "byte 0x%02x refused in %s", b, where);
+    hp_free(p);
+}
+
+/* Every byte in a header name, and in a Host value: a name is RFC 9110
+ * token characters only (ALPHA, DIGIT, !#$%&'*+-.^_`|~), and a Host has
+ * no space, control, non-ASCII or URI delimiter (/?#@\\). */
+START_TEST(test_each_byte)
+{
+    for (int b = 1; b < 256; b++) {
+        if (b == ':' || b == '\r' || b == '\n')
+            continue; /* they end the name or the line */
+        bool token = (b >= '0' && b <= '9') || (b >= 'a' && b <= 'z') || (b >= 'A' && b <= 'Z') ||
+                     strchr("!#$%&'*+-.^_`|~", b) != NULL;
+        char req[80];
+        snprintf(req, sizeof(req), "GET / HTTP/1.1\r\nHost: t\r\nX%cY: v\r\n\r\n", b);
+        read_iff(req, token, b, "a name");
+        snprintf(req, sizeof(req), "GET / HTTP/1.1\r\nHost: a%cb\r\n\r\n", b);
+        read_iff(req, b > ' ' && b < 0x7f && strchr("/?#@\\", b) == NULL, b, "a Host");
+    }
+}
+END_TEST
+
 START_TEST(test_cut_short)
 {
     hp_parser *p = hp_new(NULL);
@@ -290,6 +321,7 @@ int main(void)
     tcase_add_test(tc, test_limits);
     tcase_add_test(tc, test_framing);
     tcase_add_test(tc, test_cut_short);
+    tcase_add_test(tc, test_each_byte);
     suite_add_tcase(s, tc);
     return ts_run_suite(s);
 }
