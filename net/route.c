@@ -263,18 +263,8 @@ static int fail(net_route *r, int status, const char *fmt, const char *arg, int 
 
 int net_route_match(const char *method, const char *target, net_route *r)
 {
-    /* each field set, not the whole (its strings are long): every request */
-    r->id = 0;
+    memset(r, 0, sizeof(*r));
     r->name = "";
-    r->open = false;
-    r->status = 0;
-    r->detail[0] = '\0';
-    r->allow = NULL;
-    r->has_conv = false;
-    memset(&r->conv, 0, sizeof(r->conv));
-    r->event_id[0] = '\0';
-    r->query = NULL;
-    r->query_len = 0;
     const char *q = strchr(target, '?');
     size_t plen = q != NULL ? (size_t)(q - target) : strlen(target);
     if (q != NULL) {
