@@ -292,8 +292,10 @@ bool stn_summary_apply(stn_entry *e, kvOperation op, const void *v, size_t len, 
  * Again after a failure; a no-op once loaded. 0 or an error. */
 int stn_tail_load(stn_log *l);
 /* Tests set this: called by a load between its reads of the cluster and
- * keeping what they gave, where another thread may make memory forget. */
-extern void (*stn_tail_loading)(stn_log *l);
+ * keeping what they gave, where another thread may make memory forget
+ * (atomic: loads run on other threads while a test sets it). */
+typedef void (*stn_loading_fn)(stn_log *l);
+extern _Atomic stn_loading_fn stn_tail_loading;
 /* Bring memory up to the log's first count events, read by a node that
  * does not write it (blocking): the events it lacks, up to
  * STN_CATCH_UP_MAX, else the index loaded again from the page entries.

@@ -93,7 +93,7 @@ static int keep(stn_log *l, uint64_t index, rt_buf *payload, const char *id, uin
     return 0;
 }
 
-void (*stn_tail_loading)(stn_log *l);
+_Atomic stn_loading_fn stn_tail_loading;
 
 static bool loaded(stn_log *l)
 {
@@ -194,8 +194,9 @@ static int load(stn_log *l)
     if (r == 0 && count > 0)
         r = st_nats_log_read(l->nl, count > ST_NATS_PAGE ? count - ST_NATS_PAGE : 0, ST_NATS_PAGE,
                              &np);
-    if (stn_tail_loading != NULL)
-        stn_tail_loading(l);
+    stn_loading_fn hook = atomic_load(&stn_tail_loading);
+    if (hook != NULL)
+        hook(l);
     pthread_mutex_lock(&l->tmu);
     bool current = l->forgets == forgets;
     /* the writer may have stored events meanwhile: keep what covers more
