@@ -70,9 +70,7 @@ static acp_prompt *prompt_of(json_t *e)
 
 static void append_one(acp_host *h, json_t *e)
 {
-    char *s = rt_json_dumps(e, NULL);
-    rt_buf *b = s != NULL ? rt_buf_copy(s, strlen(s)) : NULL;
-    free(s);
+    rt_buf *b = rt_json_buf(json_incref(e));
     if (b == NULL || rt_ask(h->conv, CONV_APPEND, 0, b, h->self) < 0) {
         rt_buf_unref(b);
         rt_log(RT_LOG_ERROR, "agent", "%s: cannot append the agent's events", h->agent);
@@ -597,9 +595,7 @@ static void host_stop(rt_actor *self, void *state)
         json_t *out = json_array();
         acp_turn_end(h->turn, "the agent was stopped", out);
         if (json_array_size(out) > 0) {
-            char *s = rt_json_dumps(out, NULL);
-            rt_buf *b = s != NULL ? rt_buf_copy(s, strlen(s)) : NULL;
-            free(s);
+            rt_buf *b = rt_json_buf(json_incref(out));
             if (b != NULL && rt_send(h->conv, CONV_APPEND, 0, b) < 0)
                 rt_buf_unref(b);
         }

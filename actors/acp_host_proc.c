@@ -422,10 +422,7 @@ static void keep_session(acp_host *h, const char *sid)
     free(h->session_id);
     h->session_id = strdup(sid);
     json_t *ch = json_pack("{s:s}", "acp_session_id", sid);
-    char *s = rt_json_dumps(ch, NULL);
-    json_decref(ch);
-    rt_buf *b = s != NULL ? rt_buf_copy(s, strlen(s)) : NULL;
-    free(s);
+    rt_buf *b = rt_json_buf(ch);
     if (b != NULL && rt_ask(h->conv, CONV_SET_META, 0, b, h->self) < 0)
         rt_buf_unref(b);
 }

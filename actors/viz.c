@@ -117,6 +117,18 @@ static void drop_watcher(viz *z, uint64_t id)
     *w = z->w[--z->nw];
 }
 
+/* t's text as a buffer (an empty one for no text), t's memory the
+ * buffer's or freed: NULL if t failed or out of memory. rt_buf_take frees
+ * what it cannot take; freeing it again here was a double free. */
+static rt_buf *text_buf(rt_text *t)
+{
+    if (t->failed || t->len == 0) {
+        free(t->p);
+        return t->failed ? NULL : rt_buf_copy("", 0);
+    }
+    return rt_buf_take(t->p, t->len);
+}
+
 /* A page of blocks, serialized; NULL with *status set if it cannot be. */
 static rt_buf *range_of(viz *z, const rt_buf *q, int *status)
 {
@@ -129,15 +141,12 @@ static rt_buf *range_of(viz *z, const rt_buf *q, int *status)
     r.conv[sizeof(r.conv) - 1] = '\0';
     json_t *st = view_range(z->v, r.conv, r.from, r.limit, status);
     rt_text t = {0};
-    if (st != NULL && ev_json_append(&t, st) != 0)
+    if (st == NULL || ev_json_append(&t, st) != 0)
         t.failed = true;
     json_decref(st);
-    rt_buf *b = st != NULL && !t.failed ? rt_buf_take(t.p, t.len) : NULL;
-    if (b == NULL) {
-        free(t.p);
-        if (*status == 0)
-            *status = -ENOMEM;
-    }
+    rt_buf *b = text_buf(&t);
+    if (b == NULL && *status == 0)
+        *status = -ENOMEM;
     return b;
 }
 
@@ -180,9 +189,7 @@ static void answer(viz *z, rt_promise *p, uint32_t kind, uint64_t arg, uint64_t 
         if (st == NULL || ev_json_append(&t, st) != 0)
             t.failed = true;
         json_decref(st);
-        b = t.failed ? NULL : rt_buf_take(t.p, t.len);
-        if (b == NULL)
-            free(t.p);
+        b = text_buf(&t);
     } else {
         rt_text t = {0};
         if (next > 0 && after == (int64_t)next - 1) {
@@ -190,9 +197,7 @@ static void answer(viz *z, rt_promise *p, uint32_t kind, uint64_t arg, uint64_t 
         } else if (view_frames(z->v, after, &t) != 0) {
             t.failed = true;
         }
-        b = t.failed ? NULL : t.len > 0 ? rt_buf_take(t.p, t.len) : rt_buf_copy("", 0);
-        if (b == NULL)
-            free(t.p);
+        b = text_buf(&t);
         watcher *w = find_watcher(z, sender);
         if (w != NULL && b != NULL) {
             w->told = next;

@@ -177,11 +177,9 @@ static void put_json(wss *w, json_t *e)
 {
     char *s = ev_canonical_json(e);
     json_decref(e);
-    rt_buf *b = s != NULL ? rt_buf_take(s, strlen(s)) : NULL;
-    if (b == NULL) {
-        free(s);
+    rt_buf *b = s != NULL ? rt_buf_take(s, strlen(s)) : NULL; /* frees s if it fails */
+    if (b == NULL)
         return;
-    }
     put(w, b, 0, (uint32_t)rt_buf_len(b), UINT64_MAX);
     rt_buf_unref(b);
 }
