@@ -206,7 +206,6 @@ class Client:
             names.add(base64.b64decode(m.get("data", "")).decode())
         return names
 
-
     def records(self, subject, limit=500):
         """What the stream holding subject has on it, read at the stream
         leader, in order: one line a record, its sequence and parley's
