@@ -5,9 +5,7 @@
 #include <string.h>
 #include <sys/random.h>
 
-/* Each hex digit's value plus one (0: not a digit), both cases: one load
- * a digit, where rt_hex_digit takes a few branches. */
-static const uint8_t hex1[256] = {
+const uint8_t rt_hex_value1[256] = {
     ['0'] = 1,  ['1'] = 2,  ['2'] = 3,  ['3'] = 4,  ['4'] = 5,  ['5'] = 6,  ['6'] = 7,  ['7'] = 8,
     ['8'] = 9,  ['9'] = 10, ['a'] = 11, ['b'] = 12, ['c'] = 13, ['d'] = 14, ['e'] = 15, ['f'] = 16,
     ['A'] = 11, ['B'] = 12, ['C'] = 13, ['D'] = 14, ['E'] = 15, ['F'] = 16,
@@ -23,14 +21,14 @@ bool rt_uuid_parse(const char *s, size_t len, rt_uuid *out)
     if (dashed && (s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-'))
         return false;
     rt_uuid u;
-    bool bad = false;
+    int bad = 0; /* negative once any digit is not one */
     for (size_t k = 0; k < 16; k++) {
         size_t i = dashed ? at_dashed[k] : 2 * k;
-        unsigned hi = hex1[(unsigned char)s[i]], lo = hex1[(unsigned char)s[i + 1]];
-        bad |= hi == 0 || lo == 0;
-        u.b[k] = (uint8_t)((hi - 1) << 4 | (lo - 1));
+        int hi = rt_hex_digit(s[i]), lo = rt_hex_digit(s[i + 1]);
+        bad |= hi | lo;
+        u.b[k] = (uint8_t)((unsigned)hi << 4 | (unsigned)lo);
     }
-    if (bad)
+    if (bad < 0)
         return false;
     *out = u;
     return true;

@@ -20,15 +20,13 @@ void rt_uuid_hex(const rt_uuid *u, char out[33]);    /* lowercase, NUL-terminate
 void rt_uuid_dashed(const rt_uuid *u, char out[37]); /* lowercase, NUL-terminated */
 /* A random version-4 UUID; 0, or -errno if the system has no randomness. */
 int rt_uuid_v4(rt_uuid *out);
-/* The value of a hex digit (either case), or -1. Inline: a UUID in every
- * request's path is 32 of them. */
+/* Each byte's value as a hex digit (either case) plus one; 0: not one. */
+extern const uint8_t rt_hex_value1[256];
+/* The value of a hex digit (either case), or -1. Inline, one load: a
+ * UUID in every request's path is 32 of them. */
 static inline int rt_hex_digit(char c)
 {
-    unsigned d = (unsigned)(unsigned char)c - '0';
-    if (d < 10)
-        return (int)d;
-    unsigned l = ((unsigned)(unsigned char)c | 0x20) - 'a'; /* either case */
-    return l < 6 ? (int)l + 10 : -1;
+    return (int)rt_hex_value1[(unsigned char)c] - 1;
 }
 bool rt_uuid_eq(const rt_uuid *a, const rt_uuid *b);
 /* Byte order of two rt_uuid, as qsort and bsearch want it. */
