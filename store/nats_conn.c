@@ -432,7 +432,7 @@ static int stream_exists(st_nats *n, const char *name)
  * recorded has 16. */
 static int agree_shards(st_nats *n, unsigned want, char *err, size_t errlen)
 {
-    char v[16];
+    char v[16], why[200] = "";
     int r = pages_get(n, "shards", v, sizeof v);
     if (r == -ENOENT) {
         char name[32];
@@ -442,15 +442,26 @@ static int agree_shards(st_nats *n, unsigned want, char *err, size_t errlen)
             return fail(err, errlen, old, "%s: stream %s", stn_what(old), name);
         unsigned count = old ? 16 : want ? want : 16;
         snprintf(v, sizeof v, "%u", count);
-        uint64_t rev = 0;
-        stn_waits("recording the shard count");
-        natsStatus s = kvStore_Create(&rev, n->pages, "shards", v, (int)strlen(v));
-        /* on failure, another node recorded it meanwhile: read what it wrote */
+        /* a bucket just made may not answer yet (its leader being
+         * elected): tried again as every startup request is */
+        int64_t until = stn_now_ms() + n->deadline_ms;
+        natsStatus s;
+        for (int attempt = 0;; attempt++) {
+            uint64_t rev = 0;
+            stn_waits("recording the shard count");
+            s = kvStore_Create(&rev, n->pages, "shards", v, (int)strlen(v));
+            if (s == NATS_OK || !stn_retryable(stn_errno(s, 0)) || stn_now_ms() >= until)
+                break;
+            stn_backoff(attempt, until);
+        }
+        /* on another failure, another node recorded it meanwhile: read what
+         * it wrote (if it is not there, the create's error says why) */
+        snprintf(why, sizeof why, "%s", s == NATS_OK ? "" : stn_last_error(s));
         r = s == NATS_OK ? 0 : pages_get(n, "shards", v, sizeof v);
     }
     if (r < 0)
-        return fail(err, errlen, r, "%s: the shard count (bucket %s, key shards)", stn_what(r),
-                    ST_NATS_PAGES);
+        return fail(err, errlen, r, "%s: the shard count (bucket %s, key shards)%s%s", stn_what(r),
+                    ST_NATS_PAGES, why[0] ? ": " : "", why);
     char *end = NULL;
     unsigned long have = strtoul(v, &end, 10);
     if (end == v || *end != '\0' || have < 1 || have > ST_NATS_SHARDS_MAX)
