@@ -298,7 +298,7 @@ static int write_group(stp_store *s, grp *g, st_req *head)
     /* the next segment, made ahead: only where every group syncs (else
      * its zeros are writes for nothing) */
     if (s->o.durability == ST_FULL && s->act_size > s->o.segment_bytes / 4)
-        stp_spare_want(s);
+        stp_spare_want(s, s->act_size);
     pthread_mutex_lock(&s->seg_mu);
     for (size_t i = 0; i < g->nents; i++) {
         stp_conv *c = g->econv[i];

@@ -159,6 +159,9 @@ struct stp_store {
     pthread_mutex_t sp_mu;
     pthread_cond_t sp_cv;
     bool sp_started, sp_ready, sp_want, sp_stop;
+    bool sp_late;     /* a roll came before the spare was ready: no pacing */
+    uint64_t sp_fill; /* the active segment's bytes, as the committer last said */
+    uint64_t sp_due;  /* the fill the spare's next chunk waits for (0: none) */
     /* committer */
     pthread_t committer;
     st_reqq q;
@@ -348,8 +351,13 @@ void stp_seal_roll_ckpt(stp_store *s, uint32_t seq);
 /* pool_spare.c: the next segment's file, made ahead */
 int stp_spare_start(stp_store *s);
 void stp_spare_stop(stp_store *s);
-/* Ask for a spare (the committer, once the active segment fills up). */
-void stp_spare_want(stp_store *s);
+/* Ask for a spare, or tell how far the active segment is written (the
+ * committer, after each group once the active segment is a quarter full). */
+void stp_spare_want(stp_store *s, uint64_t fill);
+/* Pure: the active segment's fill at which the spare's bytes from `at` on
+ * may be written, so that its zeros go out in step with the appends and
+ * the spare is whole when the active segment is 7/8 full. */
+uint64_t stp_spare_due(uint64_t segment_bytes, uint64_t at);
 /* The spare as segment seq's file (header written, renamed, synced):
  * -ENOENT if none is ready, another error if taking it failed. */
 int stp_spare_take(stp_store *s, uint32_t seq, int *fd);

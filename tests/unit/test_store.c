@@ -7,6 +7,7 @@
  * (pool:DIR), as loop tests (0: local, 1: pool).
  */
 #include "store/io.h"
+#include "store/pool_impl.h"
 #include "store/store.h"
 #include "store/store_impl.h"
 #include "support_store.h"
@@ -853,6 +854,26 @@ START_TEST(test_crowded_logs)
 }
 END_TEST
 
+/* The spare's pacing (pool_spare.c): its first chunk is due once the
+ * active segment is a quarter full, the later ones in step with the fill,
+ * and its last before the active segment is 7/8 full: room for its sync
+ * and rename before the roll. */
+START_TEST(test_pool_spare_due)
+{
+    const uint64_t chunk = 256 << 10;
+    for (uint64_t seg = 1 << 20; seg <= (uint64_t)1 << 30; seg <<= 2) {
+        ck_assert_uint_eq(stp_spare_due(seg, 0), seg / 4);
+        uint64_t last = 0;
+        for (uint64_t at = 0; at < seg; at += chunk) {
+            uint64_t due = stp_spare_due(seg, at);
+            ck_assert_uint_gt(due, last);
+            last = due;
+        }
+        ck_assert_uint_le(last, seg / 8 * 7);
+    }
+}
+END_TEST
+
 /* The pool's spare segment (pool_spare.c): one left by an earlier run is
  * taken by the first group as the active segment, zeros after its header; appends
  * overwrite them, the close (which seals the segment) cuts them off, and
@@ -917,6 +938,7 @@ int main(void)
     tcase_add_loop_test(tc, test_idle_logs_close, 0, 2);
     tcase_add_loop_test(tc, test_catalog_opens_no_logs, 0, 2);
     tcase_add_loop_test(tc, test_crowded_logs, 0, 2);
+    tcase_add_test(tc, test_pool_spare_due);
     tcase_add_test(tc, test_pool_spare_segment);
     suite_add_tcase(s, tc);
     return ts_run_suite(s);
