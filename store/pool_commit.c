@@ -374,6 +374,8 @@ int stp_sync_written(stp_store *s)
     if (r == 0 && s->act_dirty)
         r = st_datasync(s->act_fd);
     if (r == 0)
+        r = stp_sync_names(s); /* the active one's, if a lazy roll made it */
+    if (r == 0)
         s->act_dirty = false;
     return r;
 }

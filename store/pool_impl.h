@@ -147,6 +147,9 @@ struct stp_store {
      * if lazy_lo is 0); synced by stp_sync_sealed */
     pthread_mutex_t lazy_mu;
     uint32_t lazy_lo, lazy_hi;
+    /* segments made without a sync of their name (a lazy roll's), and how
+     * many of them the last sync of the pool's directory covers (lazy_mu) */
+    uint64_t names_made, names_synced;
     uint32_t open_prev_end; /* the first segment's prev_end: where the last one
                                the open scanned ends (it may not be durable) */
     bool broken;            /* a failed group could not be cut back */
@@ -248,8 +251,18 @@ uint32_t stp_keep_from(stp_store *s, uint32_t seq);
  * whose CREATE is gone are of deleted ones, and are passed over). */
 void stp_seg_drop_before(stp_store *s, uint32_t first);
 /* Make sealed segments up to seq durable that may not be yet (their
- * fdatasync, in order); 0 or the first failure's -errno. */
+ * fdatasync, in order), then the names of segments made since the last
+ * sync of the directory (stp_sync_names); 0 or the first failure's -errno. */
 int stp_sync_sealed(stp_store *s, uint32_t upto);
+/* A lazy roll makes the next segment without a sync (under load the
+ * sealing thread's sync of the last one is in the disk's queue, and a sync
+ * of the committer's waited behind it: tens of ms a roll). Every sync of
+ * a segment is followed by this one of the directory, before anyone is
+ * told it is durable: the names of the segments made since, durable. A
+ * crash before leaves the last made segment short, with a header of
+ * zeros, or not there: nothing in it or after it was synced, and the open
+ * ends the log at its predecessor's first damage (pool_scan.c). */
+int stp_sync_names(stp_store *s);
 /* Segments lo..hi may not be durable (the scan at open reads what a kill
  * left in the page cache). */
 void stp_lazy_add(stp_store *s, uint32_t lo, uint32_t hi);

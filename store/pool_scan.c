@@ -18,7 +18,9 @@
  * it ends) may have been short, or had holes, when a crash came, and
  * nothing after it was durable then: unless its index file says it was
  * made durable, there the first damage ends the whole log, and the
- * segments after it are removed.
+ * segments after it are removed. So too when its successor is unfinished
+ * (a header of zeros, or none: a lazy roll makes the next segment without
+ * a sync): nothing from that successor on was ever synced.
  */
 #include "pool_impl.h"
 
@@ -253,13 +255,38 @@ int stp_seg_prev_end(stp_store *s, uint32_t seq, uint32_t *prev_end)
     return r;
 }
 
-/* One segment file into the catalog and its index: 0, or 1 if it was the
- * last and a crash left it unfinished (removed: made again under its
- * number). end: where it must end if its successor began before it was
- * durable (else 0); if it does not (a crash left it short, or with holes
- * where pages never reached the disk), *ends: the log ends at its first
- * damage. */
-static int recover_seg(stp_store *s, uint32_t seq, bool last, uint32_t end, bool *ends, char *err,
+/* Whether segment seq's header never reached the disk: shorter than a
+ * header, or zeros where it goes. Its creation was not synced (a lazy
+ * roll's, or one a crash interrupted), and neither was anything after it:
+ * a sync of any segment syncs the earlier ones first (stp_sync_names). */
+static bool unfinished(stp_store *s, uint32_t seq)
+{
+    char path[4096];
+    stp_path(s, seq, "seg", path, sizeof(path));
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    uint8_t h[ST_FILE_HDR];
+    ssize_t got = pread(fd, h, sizeof(h), 0);
+    close(fd);
+    if (got < 0)
+        return false;
+    if (got < (ssize_t)sizeof(h))
+        return true;
+    for (size_t i = 0; i < sizeof(h); i++)
+        if (h[i] != 0)
+            return false;
+    return true;
+}
+
+/* One segment file into the catalog and its index: 0, or 1 if a crash
+ * left it unfinished (removed: made again under its number; the segments
+ * after it go too). end: where it must end if its successor began before
+ * it was durable (else 0); if it does not (a crash left it short, or with
+ * holes where pages never reached the disk), *ends: the log ends at its
+ * first damage. stop: its successor is unfinished and it may not be
+ * durable either: its first damage ends the log. */
+static int recover_seg(stp_store *s, uint32_t seq, uint32_t end, bool stop, bool *ends, char *err,
                        size_t errlen)
 {
     char path[4096];
@@ -268,9 +295,7 @@ static int recover_seg(stp_store *s, uint32_t seq, bool last, uint32_t end, bool
     size_t len;
     int r = stp_seg_read(s, seq, &data, &len);
     if (r == -EBADMSG) {
-        struct stat st;
-        if (last && stat(path, &st) == 0 && st.st_size < ST_FILE_HDR) {
-            /* its creation was interrupted: nothing in it */
+        if (unfinished(s, seq)) { /* nothing in it was synced */
             rt_log(RT_LOG_WARN, "store", "removing %s: a segment a crash left unfinished", path);
             return unlink(path) == 0 ? 1 : -errno;
         }
@@ -287,7 +312,7 @@ static int recover_seg(stp_store *s, uint32_t seq, bool last, uint32_t end, bool
         free(data);
         return -ENOMEM;
     }
-    stp_scan_cb cb = {&x, on_record, on_corrupt, end != 0};
+    stp_scan_cb cb = {&x, on_record, on_corrupt, end != 0 || stop};
     stp_scan_res res;
     r = stp_scan_buf(p, len, st_journal_seed(seq), &cb, &res);
     *ends = r == 0 && end != 0 && res.end != end;
@@ -385,17 +410,23 @@ int stp_recover(stp_store *s, char *err, size_t errlen)
     for (size_t i = 0; r == 0 && i < n; i++) {
         if (seqs[i] <= covered)
             continue;
-        uint32_t end = 0; /* where it ends, if sealed lazily and maybe not durable */
-        if (i + 1 < n && seqs[i + 1] == seqs[i] + 1 &&
-            stp_seg_prev_end(s, (uint32_t)seqs[i + 1], &end) < 0)
-            end = 0; /* an unfinished successor: nothing in it */
-        if (end != 0 && indexed(s, (uint32_t)seqs[i], end))
+        uint32_t seq = (uint32_t)seqs[i], end = 0; /* where it ends, if sealed lazily */
+        bool next = i + 1 < n && seqs[i + 1] == seqs[i] + 1;
+        /* an unfinished successor: the log ends in this one, at its first
+         * damage unless its index file says it was durable */
+        bool cut = next && unfinished(s, seq + 1);
+        if (next && !cut && stp_seg_prev_end(s, seq + 1, &end) < 0)
             end = 0;
+        if (end != 0 && indexed(s, seq, end))
+            end = 0;
+        char idx[4096];
+        stp_path(s, seq, "idx", idx, sizeof(idx));
+        bool stop = cut && access(idx, F_OK) != 0;
         bool ends = false;
-        r = recover_seg(s, (uint32_t)seqs[i], i + 1 == n, end, &ends, err, errlen);
+        r = recover_seg(s, seq, end, stop, &ends, err, errlen);
         if (r == 1) { /* no gap in the numbers: the next segment takes it */
+            r = drop_after(s, seqs + i + 1, n - i - 1, err, errlen);
             n = i;
-            r = 0;
             break;
         }
         stp_segidx *x = r == 0 ? stp_sealed_of(s, (uint32_t)seqs[i]) : NULL;
@@ -404,7 +435,7 @@ int stp_recover(stp_store *s, char *err, size_t errlen)
             nscanned++;
             records |= x->n > 0;
         }
-        if (r == 0 && ends) {
+        if (r == 0 && (ends || cut)) {
             r = drop_after(s, seqs + i + 1, n - i - 1, err, errlen);
             n = i + 1;
         }

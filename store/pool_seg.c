@@ -30,21 +30,33 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* Make segment seq's file, durably: its header, and its name; from the
- * spare if there is one (*alloc: the file's size, zeros after the header).
- * prev_end: where a lazily sealed predecessor ends (0: it is durable). */
+/* Make segment seq's file: its header, and its name; from the spare if
+ * there is one (*alloc: the file's size, zeros after the header).
+ * prev_end: where a lazily sealed predecessor ends (0: it is durable, and
+ * so is the new file). After a lazy roll the new file is not synced (the
+ * next sync of anything syncs its name, stp_sync_names); the one made
+ * before it is, first, so that a crash never leaves a gap in the numbers. */
 static int seg_make(stp_store *s, uint32_t seq, uint32_t prev_end, int *out, uint64_t *alloc)
 {
     if (prev_end == 0 && stp_spare_take(s, seq, out) == 0) {
         *alloc = s->o.segment_bytes;
         return 0;
     }
+    bool durable = prev_end == 0;
+    int r = durable ? 0 : stp_sync_names(s); /* mostly done: the sealing thread's */
+    if (r < 0)
+        return r;
     char path[4096];
     stp_path(s, seq, "seg", path, sizeof(path));
     uint64_t v = (uint64_t)prev_end << 32 | seq;
-    int r = st_log_file_make(s->pool_dir, path, STP_SEG_MAGIC, v, false, true, out);
+    r = st_log_file_make(s->pool_dir, path, STP_SEG_MAGIC, v, false, durable, out);
     if (r == 0)
         *alloc = ST_FILE_HDR;
+    if (r == 0 && !durable) {
+        pthread_mutex_lock(&s->lazy_mu);
+        s->names_made++;
+        pthread_mutex_unlock(&s->lazy_mu);
+    }
     return r;
 }
 
@@ -165,14 +177,35 @@ void stp_lazy_add(stp_store *s, uint32_t lo, uint32_t hi)
     pthread_mutex_unlock(&s->lazy_mu);
 }
 
+int stp_sync_names(stp_store *s)
+{
+    pthread_mutex_lock(&s->lazy_mu);
+    uint64_t made = s->names_made;
+    bool need = s->names_synced < made;
+    pthread_mutex_unlock(&s->lazy_mu);
+    int r = need ? st_fsync_dir(s->pool_dir) : 0;
+    if (r == 0 && need) {
+        pthread_mutex_lock(&s->lazy_mu);
+        if (s->names_synced < made)
+            s->names_synced = made;
+        pthread_mutex_unlock(&s->lazy_mu);
+    }
+    return r;
+}
+
 int stp_sync_sealed(stp_store *s, uint32_t upto)
 {
+    /* the names first too: quick while the disk has nothing else, they are
+     * what the committer's next lazy roll waits for */
+    int named = stp_sync_names(s);
+    if (named < 0)
+        return named;
     for (;;) {
         pthread_mutex_lock(&s->lazy_mu);
         uint32_t seq = s->lazy_lo;
         pthread_mutex_unlock(&s->lazy_mu);
         if (seq == 0 || seq > upto)
-            return 0;
+            return stp_sync_names(s);
         char path[4096];
         stp_path(s, seq, "seg", path, sizeof(path));
         int fd = open(path, O_RDONLY | O_CLOEXEC), r = fd < 0 ? -errno : st_datasync(fd);

@@ -45,9 +45,24 @@ typedef struct bench {
 
 typedef struct appender {
     bench *b;
-    int conv;
+    int conv, idx;
     uint64_t seq;
 } appender;
+
+/* "a<appender, 2 hex digits>-<seq, 16 hex digits>" into id (20 bytes): made
+ * on the committer's thread, by hand, so that the figure is not
+ * snprintf's (7% of the `none` run's time when it was). */
+static size_t event_id(char *id, int idx, uint64_t seq)
+{
+    static const char hex[] = "0123456789abcdef";
+    id[0] = 'a';
+    id[1] = hex[(idx >> 4) & 15];
+    id[2] = hex[idx & 15];
+    id[3] = '-';
+    for (int i = 0; i < 16; i++)
+        id[4 + i] = hex[(seq >> (60 - 4 * i)) & 15];
+    return 20;
+}
 
 static void next_append(appender *a);
 
@@ -74,8 +89,8 @@ static void next_append(appender *a)
     bench *b = a->b;
     if (atomic_fetch_add(&b->sent, 1) >= b->target)
         return;
-    char id[48];
-    int n = snprintf(id, sizeof(id), "a%p-%llu", (void *)a, (unsigned long long)a->seq++);
+    char id[20];
+    size_t n = event_id(id, a->idx, a->seq++);
     st_item it = {.id = id, .idlen = (uint32_t)n, .payload = b->body};
     if (st_append(b->conv[a->conv], &it, 1, on_ack, a) != 0)
         atomic_fetch_add(&b->errors, 1);
@@ -119,7 +134,7 @@ static double run_appends(const char *dir, st_durability d, int appenders, uint6
     appender *as = calloc((size_t)appenders, sizeof(*as));
     b.t0 = cli_now_s();
     for (int i = 0; i < appenders; i++) {
-        as[i] = (appender){.b = &b, .conv = i % CONVS};
+        as[i] = (appender){.b = &b, .conv = i % CONVS, .idx = i};
         next_append(&as[i]);
     }
     pthread_mutex_lock(&b.mu);

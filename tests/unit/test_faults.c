@@ -1263,6 +1263,56 @@ START_TEST(test_interval_sync_fault_is_retried)
 }
 END_TEST
 
+/* The pool's segment files, counted. */
+static size_t segments(const fx *f)
+{
+    char dir[4300];
+    snprintf(dir, sizeof(dir), "%s/pool", f->dir);
+    uint64_t *v;
+    size_t n;
+    ck_assert_int_eq(st_list_numbered(dir, "seg", &v, &n), 0);
+    free(v);
+    return n;
+}
+
+/* Under `none` the pool rolls lazily and makes the next segment without a
+ * sync (stp_sync_names). A group that must be durable after that (a
+ * creation) is acknowledged only once the directory is synced too, so that
+ * the new segment's name survives a crash: while the directory cannot be
+ * synced, the creation fails and nothing of it is there; once it can, the
+ * creation succeeds and the store reopens consistent. */
+START_TEST(test_pool_lazy_roll_syncs_the_name)
+{
+    pool = true;
+    shim_setup();
+    fx x = {0};
+    fx_start(&x, ST_NONE, 64 << 10);
+    fx_seed(&x); /* creations: durable groups, every name synced */
+    size_t before = segments(&x);
+    shim_arm((fault){K_OTHER, OP_FSYNC, 0, -1, EIO, 0, false});
+    for (int i = 0; i < 10000 && segments(&x) == before; i++)
+        ck_assert_int_eq(fx_append(&x, (unsigned)i % NCONV, 1), 0);
+    ck_assert_uint_gt(segments(&x), before); /* a lazy roll made one */
+    rt_uuid id;
+    tst_conv_id(NCONV, &id);
+    rt_buf *meta = meta_for(NCONV);
+    st_conv *c;
+    ck_assert_int_eq(st_conv_create(x.s, &id, NULL, meta, &c), -EIO);
+    ck_assert_int_eq(st_conv_get(x.s, &id, &c), -ENOENT);
+    shim_clear();
+    ck_assert_int_eq(st_conv_create(x.s, &id, NULL, meta, &c), 0);
+    rt_buf_unref(meta);
+    st_conv_release(c);
+    fx_check(&x, "after the failed creation");
+    fx_reopen(&x);
+    ck_assert_int_eq(st_conv_get(x.s, &id, &c), 0);
+    st_conv_release(c);
+    fx_check(&x, "reopened");
+    fx_end(&x);
+    shim_teardown();
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("faults");
@@ -1289,6 +1339,7 @@ int main(void)
                         (int)(sizeof(replay_faults) / sizeof(replay_faults[0])));
     tcase_add_test(tc, test_store_close_keeps_journal_on_flush_fault);
     tcase_add_test(tc, test_interval_sync_fault_is_retried);
+    tcase_add_test(tc, test_pool_lazy_roll_syncs_the_name);
     suite_add_tcase(s, tc);
     return ts_run_suite(s);
 }

@@ -945,6 +945,23 @@ static uint32_t prev_end_of(const char *dir, uint64_t seq)
     return (uint32_t)(v >> 32);
 }
 
+/* A middle segment k of dir's pool sealed lazily, with two after it (the
+ * last: *last): where its successor's header says it ends. */
+static uint32_t lazy_middle(const char *dir, uint64_t *k, uint64_t *last)
+{
+    uint64_t *v;
+    size_t nseg = numbered(dir, "seg", &v);
+    uint32_t end = 0;
+    *k = 0;
+    for (size_t i = 1; i + 2 < nseg && *k == 0; i++)
+        if ((end = prev_end_of(dir, v[i + 1])) != 0)
+            *k = v[i];
+    ck_assert_msg(*k != 0, "no lazy roll in %zu segments", nseg);
+    *last = v[nseg - 1];
+    free(v);
+    return end;
+}
+
 /* Under `none` a segment rolls without a sync; its successor's header says
  * where it ends. A crash that leaves it short (cut: case 0) or with a hole
  * where pages never reached the disk (case 1) ends the whole log there:
@@ -963,16 +980,8 @@ START_TEST(test_lazy_roll_short_segment)
     workload(s, 4242);
     char *live = view(s);
     st_store_close(s);
-    uint64_t *v;
-    size_t nseg = numbered(dir, "seg", &v);
-    uint64_t k = 0;
-    uint32_t end = 0;
-    for (size_t i = 1; i + 2 < nseg && k == 0; i++) /* a middle one, two after it */
-        if ((end = prev_end_of(dir, v[i + 1])) != 0)
-            k = v[i];
-    ck_assert_msg(k != 0, "no lazy roll in %zu segments", nseg);
-    uint64_t last = v[nseg - 1];
-    free(v);
+    uint64_t k, last;
+    uint32_t end = lazy_middle(dir, &k, &last);
     char *crash = scan_copy(dir), path[4400], idx[4400], kept[4400];
     if (_i == 3) { /* k's index file, as the sealing thread wrote it */
         pool_file(dir, k, "idx", kept, sizeof(kept));
@@ -1022,6 +1031,73 @@ START_TEST(test_lazy_roll_short_segment)
     if (want != live)
         free(want);
     free(live);
+    tst_rmdir(crash);
+    free(crash);
+    tst_rmdir(dir);
+    free(dir);
+}
+END_TEST
+
+/* A lazy roll makes the next segment without a sync (stp_sync_names). A
+ * crash can leave that segment with a header of zeros (case 0) or empty
+ * (case 1): nothing in it or after it was synced, and its predecessor may
+ * not be durable either, so the log ends at the predecessor's first damage
+ * and the segments after it go, as when the successor's header says where
+ * it ends. With its index file (case 2, undamaged), the predecessor was
+ * durable: kept whole, the segments after it gone. */
+START_TEST(test_lazy_roll_unfinished_successor)
+{
+    char *dir = tst_mkdtemp();
+    st_store *s = open_at(dir, ST_NONE);
+    workload(s, 2718);
+    st_store_close(s);
+    uint64_t k, last;
+    uint32_t end = lazy_middle(dir, &k, &last);
+    char *crash = scan_copy(dir), path[4400], next[4400];
+    pool_file(crash, k, "seg", path, sizeof(path));
+    pool_file(crash, k + 1, "seg", next, sizeof(next));
+    if (_i == 1) {
+        tst_truncate(next, 0);
+    } else {
+        static const char zeros[ST_FILE_HDR];
+        FILE *f = fopen(next, "r+");
+        ck_assert_ptr_nonnull(f);
+        ck_assert_uint_eq(fwrite(zeros, 1, sizeof(zeros), f), sizeof(zeros));
+        fclose(f);
+    }
+    uint64_t at = end / 2;
+    if (_i < 2) { /* a hole where pages never reached the disk */
+        static const char zeros[1024];
+        FILE *f = fopen(path, "r+");
+        ck_assert_ptr_nonnull(f);
+        ck_assert_int_eq(fseek(f, (long)at, SEEK_SET), 0);
+        ck_assert_uint_eq(fwrite(zeros, 1, sizeof(zeros), f), sizeof(zeros));
+        fclose(f);
+    } else { /* k's index file, as the sealing thread wrote it */
+        char kept[4400], idx[4400];
+        pool_file(dir, k, "idx", kept, sizeof(kept));
+        pool_file(crash, k, "idx", idx, sizeof(idx));
+        copy_file(kept, idx);
+    }
+    char *cut = scan_copy(dir), cpath[4400]; /* k the last segment, cut at the hole */
+    for (uint64_t q = k + 1; q <= last; q++) {
+        pool_file(cut, q, "seg", cpath, sizeof(cpath));
+        ck_assert_int_eq(unlink(cpath), 0);
+    }
+    pool_file(cut, k, "seg", cpath, sizeof(cpath));
+    if (_i < 2)
+        tst_truncate(cpath, at);
+    char *want = view_of(cut);
+    tst_rmdir(cut);
+    free(cut);
+    ck_assert_ptr_null(strstr(want, "read-only 1"));
+    expect_view(crash, want, "an unfinished segment after a lazy roll");
+    uint64_t *after;
+    size_t nafter = numbered(crash, "seg", &after);
+    ck_assert_uint_eq(after[nafter - 1], k); /* the segments after it gone */
+    free(after);
+    expect_view(crash, want, "reopened");
+    free(want);
     tst_rmdir(crash);
     free(crash);
     tst_rmdir(dir);
@@ -1171,6 +1247,7 @@ int main(void)
     tcase_add_loop_test(tc, test_faults_in_their_writes, 0, 6);
     tcase_add_test(tc, test_corruption_under_checkpoint);
     tcase_add_loop_test(tc, test_lazy_roll_short_segment, 0, 4);
+    tcase_add_loop_test(tc, test_lazy_roll_unfinished_successor, 0, 3);
     tcase_add_test(tc, test_open_after_crash_marks_last_scanned);
     tcase_add_test(tc, test_deleted_space_is_reclaimed);
     suite_add_tcase(s, tc);
