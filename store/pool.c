@@ -159,7 +159,8 @@ static int pool_open(const st_opts *o, st_store **out, char *err, size_t errlen)
     if (s->o.segment_bytes == 0)
         s->o.segment_bytes = s->o.journal_bytes ? s->o.journal_bytes : (uint64_t)16 << 20;
     if (s->o.segment_bytes > (uint64_t)1 << 30)
-        s->o.segment_bytes = (uint64_t)1 << 30; /* offsets are 32-bit: room for a last group */
+        s->o.segment_bytes = (uint64_t)1 << 30; /* offsets are 32-bit: room for a last group,
+                                                   past twice that at most (roll_due) */
     if (s->o.idle_ttl_ms == 0)
         s->o.idle_ttl_ms = 20 * 60 * 1000;
     if (s->o.max_open_logs == 0) {

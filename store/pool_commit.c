@@ -245,6 +245,18 @@ static void cut_back(stp_store *s, grp *g, int why)
     rt_log(RT_LOG_ERROR, "store", "group commit failed, rolled back: %s", strerror(-why));
 }
 
+/* Whether the active segment rolls before the next group: once past its
+ * bound; but a lazy roll waits until the segment before is named durably
+ * (stp_sync_names: the sealing thread's next sync does it, off this path,
+ * while this one grows), up to twice the bound, where the roll syncs the
+ * name itself. */
+static bool roll_due(stp_store *s)
+{
+    if (s->act_size < s->o.segment_bytes || s->act_size <= ST_FILE_HDR)
+        return false;
+    return !s->act_dirty || s->act_size >= 2 * s->o.segment_bytes || stp_names_synced(s);
+}
+
 static int write_group(stp_store *s, grp *g, st_req *head)
 {
     if (s->broken)
@@ -254,7 +266,7 @@ static int write_group(stp_store *s, grp *g, st_req *head)
         if (e < 0)
             return e;
     }
-    if (s->act_size >= s->o.segment_bytes && s->act_size > ST_FILE_HDR) {
+    if (roll_due(s)) {
         int e = stp_seg_roll(s);
         if (e < 0)
             return e;

@@ -263,6 +263,8 @@ int stp_sync_sealed(stp_store *s, uint32_t upto);
  * zeros, or not there: nothing in it or after it was synced, and the open
  * ends the log at its predecessor's first damage (pool_scan.c). */
 int stp_sync_names(stp_store *s);
+/* Whether every segment made so far is named durably. */
+bool stp_names_synced(stp_store *s);
 /* Segments lo..hi may not be durable (the scan at open reads what a kill
  * left in the page cache). */
 void stp_lazy_add(stp_store *s, uint32_t lo, uint32_t hi);

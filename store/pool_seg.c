@@ -177,6 +177,14 @@ void stp_lazy_add(stp_store *s, uint32_t lo, uint32_t hi)
     pthread_mutex_unlock(&s->lazy_mu);
 }
 
+bool stp_names_synced(stp_store *s)
+{
+    pthread_mutex_lock(&s->lazy_mu);
+    bool synced = s->names_synced == s->names_made;
+    pthread_mutex_unlock(&s->lazy_mu);
+    return synced;
+}
+
 int stp_sync_names(stp_store *s)
 {
     pthread_mutex_lock(&s->lazy_mu);
