@@ -32,8 +32,11 @@
  * and synced whole, the 16 MiB reached the disk inside one or two of the
  * committer's fdatasyncs, which then took 25-35 ms instead of 0.3, twice
  * a segment: every append in flight waited for them (measured on this
- * project's 2-core VM, 64 appenders: the ack latency's p99 11.3-11.5 ms
- * and maximum 39-215 ms; paced, 8.4-9.5 and 18-24 ms).
+ * project's 2-core VM, 64 appenders: the ack latency's maximum 39-215 ms
+ * and p99 10.0-11.5 ms; paced, 16-24 and 8.4-10.2 ms). A chunk is 2 MiB:
+ * in 256 KiB chunks each pushed chunk cost a sync of the committer's
+ * more, and the single appender lost a third of its rate (3.6-3.9k
+ * against 5.2-6.4k events/s, bench store); in 2 MiB it keeps it.
  * Once a roll has found no spare ready (the disk is slower than the
  * appends) the rest is written at once. A spare left by an
  * earlier run is taken at open. Every call here is a plain system call,
@@ -55,7 +58,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-enum { CHUNK = 256 << 10 };
+enum { CHUNK = 2 << 20 };
 
 static void spare_path(const stp_store *s, const char *name, char *out, size_t cap)
 {
