@@ -68,6 +68,15 @@ const Parley = (() => {
     return asking;
   }
 
+  // A 401 to a request sent with key k: ask for a key, unless one was
+  // entered since it was sent (another call's 401 asked, and this one's
+  // answer came after): then it is only tried again. Asked again, the
+  // prompt would hold this call, and with it the page, until a second
+  // entry of the same key.
+  async function refused(k) {
+    if (key() === k) await askKey(k !== '');
+  }
+
   class ApiError extends Error {
     constructor(status, detail) {
       super(`HTTP ${status}: ${detail}`);
@@ -89,7 +98,7 @@ const Parley = (() => {
       }
       const res = await fetch(path, init);
       if (res.status === 401) {
-        await askKey(k !== '');
+        await refused(k);
         continue;
       }
       const text = await res.text();
@@ -114,7 +123,7 @@ const Parley = (() => {
       const k = key();
       const res = await fetch(path, {headers: k ? {'X-Session-API-Key': k} : {}});
       if (res.status === 401) {
-        await askKey(k !== '');
+        await refused(k);
         continue;
       }
       const text = await res.text();

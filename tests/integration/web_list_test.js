@@ -224,10 +224,24 @@ async function withKey(srv, key) {
   await append(srv, key, cid, [user('u1', 'hello')]);
   const context = await br.newContext();
   const page = await openPage(context);
+  // the count's 401 held until the key is in (the search's asks for it):
+  // a 401 to a request sent before the key must not ask again
+  let release;
+  const held = new Promise((resolve) => { release = resolve; });
+  let holding = true;
+  await page.route('**/api/conversations/count*', async (route) => {
+    if (holding && !route.request().headers()['x-session-api-key']) {
+      holding = false;
+      await held;
+    }
+    await route.continue();
+  });
   await page.goto(srv.base + '/');
   await page.locator('#key-form').waitFor({state: 'visible'});
   await page.fill('#key-input', key);
   await page.click('#key-form button[type=submit]');
+  check(!holding, 'the count was held');
+  release();
   await page.locator(rowSel(cid)).waitFor();
   check(await page.locator(rowSel(cid) + ' td.count').textContent() === '1', 'its count');
   await page.waitForFunction(() => Number(document.querySelector('#chart-conns svg').dataset.points) >= 2);
