@@ -44,11 +44,11 @@ const Parley = (() => {
   }
 
   // Show the key form; resolves once a key is entered.
-  function askKey(refused) {
+  function askKey(wrong) {
     if (asking) return asking;
     const form = keyForm();
     const input = document.getElementById('key-input');
-    document.getElementById('key-why').textContent = refused
+    document.getElementById('key-why').textContent = wrong
       ? 'That API key was refused; enter the server\'s key.'
       : 'This server needs its API key.';
     form.hidden = false;
@@ -150,5 +150,5 @@ const Parley = (() => {
     p.textContent = err ? String(err.message || err) : '';
   }
 
-  return {key, el, call, callText, askKey, ago, showError};
+  return {key, el, call, callText, refused, ago, showError};
 })();

@@ -27,7 +27,7 @@
 'use strict';
 
 (() => {
-  const {el, call, askKey, key, showError} = Parley;
+  const {el, call, refused, key, showError} = Parley;
   const id = decodeURIComponent(location.pathname.split('/').filter(Boolean)[1] || '');
   const base = '/api/conversations/' + encodeURIComponent(id);
   const PAGE = 100; // blocks per request
@@ -463,8 +463,10 @@
     const q = index !== null && index >= 0 ? '&after_index=' + index : '';
     const ws = new WebSocket(`${proto}//${location.host}/sockets/events/${encodeURIComponent(id)}?view=blocks${q}`);
     socket = ws;
+    let sent = ''; // the key this socket went with
     ws.addEventListener('open', () => {
-      if (key()) ws.send(JSON.stringify({type: 'auth', session_api_key: key()}));
+      sent = key();
+      if (sent) ws.send(JSON.stringify({type: 'auth', session_api_key: sent}));
       live.textContent = 'live';
       live.classList.add('on');
       retryMs = 500;
@@ -486,7 +488,7 @@
       live.classList.remove('on');
       if (c.code === 4001) { // the key: ask, then again
         live.textContent = 'needs the API key';
-        await askKey(key() !== '');
+        await refused(sent);
         connect();
         return;
       }
