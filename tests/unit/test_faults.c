@@ -1310,6 +1310,7 @@ START_TEST(test_pool_lazy_roll_syncs_the_name)
     fx_check(&x, "reopened");
     fx_end(&x);
     shim_teardown();
+    pool = false; /* for a later test in the same process */
 }
 END_TEST
 
