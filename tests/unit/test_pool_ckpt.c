@@ -962,6 +962,45 @@ static uint32_t lazy_middle(const char *dir, uint64_t *k, uint64_t *last)
     return end;
 }
 
+/* n zeros over path from at: pages that never reached the disk. */
+static void zeros_at(const char *path, uint64_t at, size_t n)
+{
+    static const char zeros[1024];
+    ck_assert_uint_le(n, sizeof(zeros));
+    FILE *f = fopen(path, "r+");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(fseek(f, (long)at, SEEK_SET), 0);
+    ck_assert_uint_eq(fwrite(zeros, 1, n, f), n);
+    fclose(f);
+}
+
+/* Segment k's index file from dir into crash, as the sealing thread wrote it. */
+static void keep_idx(const char *dir, const char *crash, uint64_t k)
+{
+    char kept[4400], idx[4400];
+    pool_file(dir, k, "idx", kept, sizeof(kept));
+    pool_file(crash, k, "idx", idx, sizeof(idx));
+    copy_file(kept, idx);
+}
+
+/* The view of dir's pool with k its last segment (k+1..last gone), cut at
+ * `at` (0: whole). */
+static char *cut_view(const char *dir, uint64_t k, uint64_t last, uint64_t at)
+{
+    char *cut = scan_copy(dir), cpath[4400];
+    for (uint64_t q = k + 1; q <= last; q++) {
+        pool_file(cut, q, "seg", cpath, sizeof(cpath));
+        ck_assert_int_eq(unlink(cpath), 0);
+    }
+    pool_file(cut, k, "seg", cpath, sizeof(cpath));
+    if (at != 0)
+        tst_truncate(cpath, at);
+    char *want = view_of(cut);
+    tst_rmdir(cut);
+    free(cut);
+    return want;
+}
+
 /* Under `none` a segment rolls without a sync; its successor's header says
  * where it ends. A crash that leaves it short (cut: case 0) or with a hole
  * where pages never reached the disk (case 1) ends the whole log there:
@@ -982,37 +1021,19 @@ START_TEST(test_lazy_roll_short_segment)
     st_store_close(s);
     uint64_t k, last;
     uint32_t end = lazy_middle(dir, &k, &last);
-    char *crash = scan_copy(dir), path[4400], idx[4400], kept[4400];
-    if (_i == 3) { /* k's index file, as the sealing thread wrote it */
-        pool_file(dir, k, "idx", kept, sizeof(kept));
-        pool_file(crash, k, "idx", idx, sizeof(idx));
-        copy_file(kept, idx);
-    }
+    char *crash = scan_copy(dir), path[4400];
+    if (_i == 3)
+        keep_idx(dir, crash, k);
     pool_file(crash, k, "seg", path, sizeof(path));
     ck_assert_uint_eq(tst_file_size(path), end);
     uint64_t at = end / 2;
-    if (_i == 0 || _i == 3) {
+    if (_i == 0 || _i == 3)
         tst_truncate(path, at);
-    } else if (_i == 1) {
-        static const char zeros[1024];
-        FILE *f = fopen(path, "r+");
-        ck_assert_ptr_nonnull(f);
-        ck_assert_int_eq(fseek(f, (long)at, SEEK_SET), 0);
-        ck_assert_uint_eq(fwrite(zeros, 1, sizeof(zeros), f), sizeof(zeros));
-        fclose(f);
-    }
+    else if (_i == 1)
+        zeros_at(path, at, 1024);
     char *want = live;
     if (_i < 2) { /* what k as the last segment, cut at the damage, holds */
-        char *cut = scan_copy(dir), cpath[4400];
-        for (uint64_t q = k + 1; q <= last; q++) {
-            pool_file(cut, q, "seg", cpath, sizeof(cpath));
-            ck_assert_int_eq(unlink(cpath), 0);
-        }
-        pool_file(cut, k, "seg", cpath, sizeof(cpath));
-        tst_truncate(cpath, at);
-        want = view_of(cut);
-        tst_rmdir(cut);
-        free(cut);
+        want = cut_view(dir, k, last, at);
         ck_assert_msg(strcmp(want, live) != 0, "nothing was lost");
     }
     if (_i < 3) {
@@ -1056,40 +1077,17 @@ START_TEST(test_lazy_roll_unfinished_successor)
     char *crash = scan_copy(dir), path[4400], next[4400];
     pool_file(crash, k, "seg", path, sizeof(path));
     pool_file(crash, k + 1, "seg", next, sizeof(next));
-    if (_i == 1) {
+    if (_i == 1)
         tst_truncate(next, 0);
-    } else {
-        static const char zeros[ST_FILE_HDR];
-        FILE *f = fopen(next, "r+");
-        ck_assert_ptr_nonnull(f);
-        ck_assert_uint_eq(fwrite(zeros, 1, sizeof(zeros), f), sizeof(zeros));
-        fclose(f);
-    }
+    else
+        zeros_at(next, 0, ST_FILE_HDR);
     uint64_t at = end / 2;
-    if (_i < 2) { /* a hole where pages never reached the disk */
-        static const char zeros[1024];
-        FILE *f = fopen(path, "r+");
-        ck_assert_ptr_nonnull(f);
-        ck_assert_int_eq(fseek(f, (long)at, SEEK_SET), 0);
-        ck_assert_uint_eq(fwrite(zeros, 1, sizeof(zeros), f), sizeof(zeros));
-        fclose(f);
-    } else { /* k's index file, as the sealing thread wrote it */
-        char kept[4400], idx[4400];
-        pool_file(dir, k, "idx", kept, sizeof(kept));
-        pool_file(crash, k, "idx", idx, sizeof(idx));
-        copy_file(kept, idx);
-    }
-    char *cut = scan_copy(dir), cpath[4400]; /* k the last segment, cut at the hole */
-    for (uint64_t q = k + 1; q <= last; q++) {
-        pool_file(cut, q, "seg", cpath, sizeof(cpath));
-        ck_assert_int_eq(unlink(cpath), 0);
-    }
-    pool_file(cut, k, "seg", cpath, sizeof(cpath));
     if (_i < 2)
-        tst_truncate(cpath, at);
-    char *want = view_of(cut);
-    tst_rmdir(cut);
-    free(cut);
+        zeros_at(path, at, 1024); /* a hole where pages never reached the disk */
+    else
+        keep_idx(dir, crash, k);
+    /* k the last segment, cut at the hole (whole, with its index file) */
+    char *want = cut_view(dir, k, last, _i < 2 ? at : 0);
     ck_assert_ptr_null(strstr(want, "read-only 1"));
     expect_view(crash, want, "an unfinished segment after a lazy roll");
     uint64_t *after;
