@@ -382,11 +382,11 @@ void stp_close_idle(stp_store *s, uint64_t now, uint64_t ttl, bool crowded)
 
 int stp_sync_written(stp_store *s)
 {
-    int r = stp_sync_sealed(s, UINT32_MAX); /* before the active one: a prefix */
+    /* before the active one: a prefix; and every segment's name, the
+     * active one's too (only this thread makes segments) */
+    int r = stp_sync_sealed(s, UINT32_MAX);
     if (r == 0 && s->act_dirty)
         r = st_datasync(s->act_fd);
-    if (r == 0)
-        r = stp_sync_names(s); /* the active one's, if a lazy roll made it */
     if (r == 0)
         s->act_dirty = false;
     return r;

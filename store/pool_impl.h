@@ -400,8 +400,10 @@ int stp_scan_buf(const uint8_t *p, size_t len, uint32_t seed, const stp_scan_cb 
 stp_ent stp_ent_of(const st_rec *r, uint64_t off);
 /* Read segment seq's file and check its header (-EBADMSG if not ours). */
 int stp_seg_read(stp_store *s, uint32_t seq, char **data, size_t *len);
-/* Segment seq's header, checked: where a lazy predecessor ends (0: it was
- * durable when seq began). */
+/* Segment seq's header, checked: 0 and where a lazy predecessor ends (0:
+ * it was durable when seq began); 1 if the file is unfinished (shorter
+ * than a header, or zeros where it goes: never synced); else -errno or
+ * -EBADMSG. */
 int stp_seg_prev_end(stp_store *s, uint32_t seq, uint32_t *prev_end);
 /* Open: the newest usable checkpoint, then every segment after it (all of
  * them without one) into the catalog, the last one's torn tail cut. */

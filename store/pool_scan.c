@@ -240,43 +240,29 @@ int stp_seg_read(stp_store *s, uint32_t seq, char **data, size_t *len)
 
 int stp_seg_prev_end(stp_store *s, uint32_t seq, uint32_t *prev_end)
 {
+    *prev_end = 0;
     char path[4096];
     stp_path(s, seq, "seg", path, sizeof(path));
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return -errno;
     uint8_t h[ST_FILE_HDR];
-    int r = st_read_at(fd, h, sizeof(h), 0);
-    close(fd);
-    uint64_t got;
-    if (r == 0 && (!st_file_header_ok(h, STP_SEG_MAGIC, &got) || (uint32_t)got != seq))
-        r = -EBADMSG;
-    *prev_end = r == 0 ? (uint32_t)(got >> 32) : 0;
-    return r;
-}
-
-/* Whether segment seq's header never reached the disk: shorter than a
- * header, or zeros where it goes. Its creation was not synced (a lazy
- * roll's, or one a crash interrupted), and neither was anything after it:
- * a sync of any segment syncs the earlier ones first (stp_sync_names). */
-static bool unfinished(stp_store *s, uint32_t seq)
-{
-    char path[4096];
-    stp_path(s, seq, "seg", path, sizeof(path));
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return false;
-    uint8_t h[ST_FILE_HDR];
     ssize_t got = pread(fd, h, sizeof(h), 0);
+    int e = errno;
     close(fd);
     if (got < 0)
-        return false;
-    if (got < (ssize_t)sizeof(h))
-        return true;
-    for (size_t i = 0; i < sizeof(h); i++)
-        if (h[i] != 0)
-            return false;
-    return true;
+        return -e;
+    /* shorter than a header, or zeros where it goes: never synced */
+    bool zeros = true;
+    for (ssize_t i = 0; i < got && zeros; i++)
+        zeros = h[i] == 0;
+    if (got < (ssize_t)sizeof(h) || zeros)
+        return 1;
+    uint64_t v;
+    if (!st_file_header_ok(h, STP_SEG_MAGIC, &v) || (uint32_t)v != seq)
+        return -EBADMSG;
+    *prev_end = (uint32_t)(v >> 32);
+    return 0;
 }
 
 /* One segment file into the catalog and its index: 0, or 1 if a crash
@@ -295,7 +281,8 @@ static int recover_seg(stp_store *s, uint32_t seq, uint32_t end, bool stop, bool
     size_t len;
     int r = stp_seg_read(s, seq, &data, &len);
     if (r == -EBADMSG) {
-        if (unfinished(s, seq)) { /* nothing in it was synced */
+        uint32_t unused;
+        if (stp_seg_prev_end(s, seq, &unused) == 1) { /* unfinished: nothing in it was synced */
             rt_log(RT_LOG_WARN, "store", "removing %s: a segment a crash left unfinished", path);
             return unlink(path) == 0 ? 1 : -errno;
         }
@@ -414,9 +401,7 @@ int stp_recover(stp_store *s, char *err, size_t errlen)
         bool next = i + 1 < n && seqs[i + 1] == seqs[i] + 1;
         /* an unfinished successor: the log ends in this one, at its first
          * damage unless its index file says it was durable */
-        bool cut = next && unfinished(s, seq + 1);
-        if (next && !cut && stp_seg_prev_end(s, seq + 1, &end) < 0)
-            end = 0;
+        bool cut = next && stp_seg_prev_end(s, seq + 1, &end) == 1;
         if (end != 0 && indexed(s, seq, end))
             end = 0;
         char idx[4096];

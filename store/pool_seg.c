@@ -203,8 +203,9 @@ int stp_sync_names(stp_store *s)
 
 int stp_sync_sealed(stp_store *s, uint32_t upto)
 {
-    /* the names first too: quick while the disk has nothing else, they are
-     * what the committer's next lazy roll waits for */
+    /* the names first: every segment made so far, those sealed here among
+     * them; and again at the end, for one the committer made meanwhile
+     * (its next lazy roll waits for it) */
     int named = stp_sync_names(s);
     if (named < 0)
         return named;
