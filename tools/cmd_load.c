@@ -14,6 +14,7 @@
 #include "runtime/units.h"
 #include "runtime/uuid.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <jansson.h>
 #include <netdb.h>
@@ -31,7 +32,7 @@ static const char load_usage[] =
     "                   [--stalled N] [--mix KIND] [--readers R] [--faults] [--idle] [--threads N] "
     "[--server-pid PID]\n"
     "                   [--cpu-pid PID[,PID...]]\n"
-    "                   [--config FILE] [--api-key KEY] [--json]\n\n"
+    "                   [--config FILE] [--api-key KEY] [--trace FILE] [--json]\n\n"
     "Load a running server of the OpenHands agent-server API (parley serve, or\n"
     "another) and check it: C new conversations, each with P producers posting\n"
     "agent messages over HTTP/1.1 keep-alive (POST /api/conversations/{id}/events/\n"
@@ -92,6 +93,10 @@ static const char load_usage[] =
     "                      (keys: the long options; flags on the command line win)\n"
     "  --api-key KEY       the server's session API key: X-Session-API-Key on requests,\n"
     "                      an auth frame first on each WebSocket\n"
+    "  --trace FILE        every append's answer into FILE, in send order, as CSV:\n"
+    "                      sent_s (CLOCK_MONOTONIC seconds, as perf record -k\n"
+    "                      CLOCK_MONOTONIC), ack_ms, status, conversation (0..C-1);\n"
+    "                      the first 8,388,608 answers (24 bytes each in memory)\n"
     "  --json              the report as one JSON object (keys: verdict, events_per_s,\n"
     "                      frames_per_s, ack_ms and delivery_ms {p50, p90, p99, p999,\n"
     "                      max}, errors {kind: count}, stalled_subscribers, server, ...)\n"
@@ -200,6 +205,7 @@ static int parse(int argc, char **argv, load_cfg *c)
         PID,
         CPU_PID,
         KEY,
+        TRACE,
         JSON
     };
     static const struct option opts[] = {
@@ -221,6 +227,7 @@ static int parse(int argc, char **argv, load_cfg *c)
         {"server-pid", required_argument, NULL, PID},
         {"cpu-pid", required_argument, NULL, CPU_PID},
         {"api-key", required_argument, NULL, KEY},
+        {"trace", required_argument, NULL, TRACE},
         {"json", no_argument, NULL, JSON},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -312,6 +319,15 @@ static int parse(int argc, char **argv, load_cfg *c)
                 return cli_usage_error(cmd, "--api-key: at most 200 plain characters");
             c->api_key = optarg;
             break;
+        case TRACE: {
+            /* made (or emptied) now: a path it cannot write fails before the run */
+            FILE *f = fopen(optarg, "w");
+            if (f == NULL)
+                return cli_usage_error(cmd, "--trace %s: %s", optarg, strerror(errno));
+            fclose(f);
+            c->trace = optarg;
+            break;
+        }
         case JSON:
             c->json = true;
             break;
@@ -582,6 +598,8 @@ static int run_load(int argc, char **argv)
     if (!ready)
         fprintf(stderr, "parley load: the conversations could not be created: nothing was run\n");
     rc = ready ? load_report(run, &srv) : CLI_FAIL;
+    if (ready && c->trace != NULL && load_trace_write(run, c->trace) != 0)
+        rc = CLI_FAIL;
     free_run(run);
     return rc;
 }

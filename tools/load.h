@@ -42,6 +42,7 @@ typedef struct load_cfg {
     int cpu_pids[LOAD_CPU_PIDS], ncpu_pids; /* --cpu-pid: more processes' CPU time */
     char conversation[37];                  /* an existing one to load, or "" */
     const char *api_key;
+    const char *trace; /* --trace FILE, or NULL */
 } load_cfg;
 
 typedef enum load_phase {
@@ -70,6 +71,19 @@ typedef struct load_fate {
     bool gapless;    /* and they were in order */
 } load_fate;
 
+/* load_trace.c: --trace FILE, one line per answer. */
+enum { LOAD_TRACE_MAX = 8 << 20 }; /* answers kept per run, at most */
+typedef struct load_trace_rec {
+    uint64_t sent; /* uv_hrtime: CLOCK_MONOTONIC ns */
+    uint32_t lat_us, conv;
+    uint16_t status;
+} load_trace_rec;
+typedef struct load_trace {
+    load_trace_rec *r;
+    size_t n, cap, limit; /* limit 0: no trace */
+    uint64_t dropped;
+} load_trace;
+
 typedef struct load_sub load_sub;
 typedef struct load_prod load_prod;
 typedef struct load_reader load_reader;
@@ -97,6 +111,7 @@ typedef struct load_shard {
     uint64_t frames, others, events, requests, cuts, reads;
     uint64_t t_last_frame, t_last_ack;
     load_errs errs;
+    load_trace trace; /* --trace: this shard's answers */
     load_bits *acked; /* per conversation: the indexes acked to this shard's producers */
     int64_t *ack_min, *ack_max;
     _Atomic uint64_t shown_frames, shown_events, shown_errors; /* for the progress line */
@@ -150,10 +165,10 @@ int load_readers_init(load_shard *sh);
 void load_readers_phase(load_shard *sh);
 void load_readers_free(load_shard *sh);
 
-/* load_read.c: the REST readers. */
-int load_readers_init(load_shard *sh);
-void load_readers_phase(load_shard *sh);
-void load_readers_free(load_shard *sh);
+void load_trace_add(load_trace *t, uint64_t sent, uint64_t lat, int status, int conv);
+void load_trace_free(load_trace *t);
+/* Every shard's answers, in send order, into path: 0, or -1 said on stderr. */
+int load_trace_write(const load_run *run, const char *path);
 
 /* load_log.c: the events an existing conversation (--conversation) holds
  * before the run, into convs[0].first; -1 with why printed when it cannot

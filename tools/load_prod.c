@@ -306,6 +306,8 @@ static void acked(load_prod *p, const hr_resp *r, uint64_t now)
     p->inflight--;
     load_hist_add(&sh->ack, now > t0 ? now - t0 : 0);
     sh->t_last_ack = now;
+    if (sh->trace.limit > 0)
+        load_trace_add(&sh->trace, t0, now > t0 ? now - t0 : 0, r->status, p->conv);
     if (r->status == 200 || r->status == 201) {
         const char *b = (const char *)r->body, *end = b + r->body_len;
         int64_t index;

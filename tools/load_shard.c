@@ -26,6 +26,8 @@ int load_shard_init(load_shard *sh, load_run *run, int id)
         return -1;
     for (int i = 0; i < n; i++)
         sh->ack_min[i] = sh->ack_max[i] = -1;
+    if (run->cfg.trace != NULL)
+        sh->trace.limit = LOAD_TRACE_MAX / (size_t)run->cfg.threads;
     uv_timer_init(&sh->loop, &sh->deadline);
     uv_timer_init(&sh->loop, &sh->tick);
     sh->deadline.data = sh->tick.data = sh;
@@ -41,6 +43,7 @@ void load_shard_free(load_shard *sh)
     for (int i = 0; sh->acked != NULL && i < sh->run->cfg.conversations; i++)
         load_bits_free(&sh->acked[i]);
     free(sh->acked);
+    load_trace_free(&sh->trace);
     free(sh->ack_min);
     free(sh->ack_max);
     free(sh->rbuf);

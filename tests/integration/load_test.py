@@ -1,7 +1,7 @@
 """load_test.py - `parley load` runs in seconds, small numbers, against a
 real server (agent messages, batches, open loop with a stalled subscriber,
---faults with REST readers, a --config file of realistic agent turns, and
-readers alone on an existing conversation):
+--faults with REST readers, a --config file of realistic agent turns, a
+--trace of every answer, and readers alone on an existing conversation):
 each run's JSON report says verdict "pass" and counts no errors, and the
 events it says were appended are in the conversations' logs (REST
 /events/count). A run against nothing listening fails with a
@@ -103,6 +103,28 @@ def main():
                   rep["events"])
             before = after
             print("ok: load %s: %d events" % (" ".join(args), rep["events"]))
+
+        # --trace: a line per answer, in send order, on the monotonic clock
+        trace = os.path.join(srv.data, "trace.csv")
+        rep = load(url, "--conversations", "3", "--subscribers", "0", "--duration", "1s",
+                   "--threads", "2", "--trace", trace)
+        with open(trace) as f:
+            head, *lines = f.read().splitlines()
+        check(head == "sent_s,ack_ms,status,conversation", "trace header", head)
+        rows = [line.split(",") for line in lines]
+        check(len(rows) == rep["events"], "a line per answer", len(rows), rep["events"])
+        sent = [float(r[0]) for r in rows]
+        check(sent == sorted(sent), "in send order")
+        check(all(r[2] == "201" and 0 <= int(r[3]) < 3 for r in rows), "statuses, conversations")
+        check(max(float(r[1]) for r in rows) <= rep["ack_ms"]["max"] + 0.001,
+              "no latency above the report's", rep["ack_ms"])
+        check(sent[-1] - sent[0] <= rep["duration_s"] + 5, "over the run", sent[0], sent[-1])
+        p = subprocess.run([PARLEY, "load", url, "--trace", os.path.join(srv.data, "no", "t")],
+                           capture_output=True, text=True, timeout=T)
+        check(p.returncode == 2 and "--trace" in p.stderr, "an unwritable trace: bad usage",
+              p.returncode, p.stderr)
+        before = logged_total(api)
+        print("ok: load --trace: %d answers in send order" % len(rows))
 
         # an existing conversation, read only: readers page the log that is there
         st, info = api.call("GET", "/api/conversations/search?limit=1")

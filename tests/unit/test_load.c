@@ -3,13 +3,16 @@
  * net/url.c), load_stats.c compiled in here since tools/ is not in the library:
  * percentiles against a sorted list, the order check, acked-index sets,
  * errors by kind, the send-time marker, index and ack scanning, /proc
- * parsing, and server URLs.
+ * parsing, server URLs, and --trace's records (tools/load_trace.c, compiled
+ * in too).
  */
 #include "tools/load_stats.c"
+#include "tools/load_trace.c"
 #include "net/url.h"
 
 #include <check.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 static int cmp_u64(const void *a, const void *b)
 {
@@ -188,6 +191,47 @@ START_TEST(test_ack)
 }
 END_TEST
 
+START_TEST(test_trace)
+{
+    /* a shard keeps its first `limit` answers and counts the rest */
+    load_trace a = {.limit = 5000};
+    for (int i = 0; i < 6000; i++)
+        load_trace_add(&a, 1000000000ull * 7 + 2 * (uint64_t)i, 1500000, 201, i % 3);
+    ck_assert_uint_eq(a.n, 5000);
+    ck_assert_uint_eq(a.cap, 5000);
+    ck_assert_uint_eq(a.dropped, 1000);
+    ck_assert_uint_eq(a.r[4999].lat_us, 1500);
+    /* two shards' answers come out merged in send order */
+    load_run run = {.cfg = {.threads = 2}};
+    load_shard sh[2] = {{.trace = a}, {.trace = {.limit = 10}}};
+    load_trace_add(&sh[1].trace, 1000000000ull * 7 + 1, 250000, 503, 70000);
+    run.shards = sh;
+    char path[] = "/tmp/parley-test-trace-XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    ck_assert_int_eq(load_trace_write(&run, path), 0);
+    FILE *f = fopen(path, "r");
+    char line[128];
+    ck_assert_ptr_nonnull(fgets(line, sizeof(line), f));
+    ck_assert_str_eq(line, "sent_s,ack_ms,status,conversation\n");
+    ck_assert_ptr_nonnull(fgets(line, sizeof(line), f));
+    ck_assert_str_eq(line, "7.000000000,1.500,201,0\n");
+    ck_assert_ptr_nonnull(fgets(line, sizeof(line), f));
+    ck_assert_str_eq(line, "7.000000001,0.250,503,70000\n");
+    ck_assert_ptr_nonnull(fgets(line, sizeof(line), f));
+    ck_assert_str_eq(line, "7.000000002,1.500,201,1\n");
+    int n = 3;
+    while (fgets(line, sizeof(line), f) != NULL)
+        n++;
+    ck_assert_int_eq(n, 5001);
+    fclose(f);
+    unlink(path);
+    load_trace_free(&sh[0].trace);
+    load_trace_free(&sh[1].trace);
+}
+END_TEST
+
 START_TEST(test_proc)
 {
     uint64_t t;
@@ -252,6 +296,7 @@ int main(void)
     tcase_add_test(t, test_mark);
     tcase_add_test(t, test_frame_index);
     tcase_add_test(t, test_ack);
+    tcase_add_test(t, test_trace);
     tcase_add_test(t, test_proc);
     tcase_add_test(t, test_url);
     suite_add_tcase(s, t);
