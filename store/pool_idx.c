@@ -155,7 +155,7 @@ int stp_idx_rebuild(stp_store *s, stp_segidx *x)
     int r = stp_seg_read(s, x->seq, &data, &len);
     if (r < 0)
         return r;
-    stp_scan_cb cb = {x, push, NULL, false};
+    stp_scan_cb cb = {x, push, NULL, false, false};
     stp_scan_res res;
     x->state = STP_IDX_HEAP;
     r = stp_scan_buf((const uint8_t *)data, len, st_journal_seed(x->seq), &cb, &res);

@@ -389,6 +389,9 @@ typedef struct stp_scan_cb {
     void (*corrupt)(void *ctx, uint64_t off, const uint8_t *tag);
     /* the first bad record ends the scan, as a torn tail does */
     bool stop_at_damage;
+    /* the log's last segment: damage in its last group (no later group
+     * committed after it) is a torn tail, a sync a crash interrupted */
+    bool last;
 } stp_scan_cb;
 typedef struct stp_scan_res {
     uint64_t end;     /* the end of the last committed group: the rest is a torn tail */

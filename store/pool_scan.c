@@ -10,7 +10,14 @@
  * valid record: none means a torn tail, cut off at the last COMMIT; one
  * means corruption in the middle, reported with its place, and the scan
  * goes on from there (a group split by the damage is taken with what is
- * left of it: it was acknowledged). Applying the records checks that each
+ * left of it: it was acknowledged). In the log's last segment the damage
+ * must also have a later group committed after it: the last group's pages
+ * reach the disk in any order while its fdatasync runs, so a crash then
+ * can leave a hole with the group's own later records, even its COMMIT,
+ * whole after it. That group was never acknowledged: a torn tail too.
+ * (Only one group is written at a time under `full`; under `interval` and
+ * `none` unsynced groups before it can have holes as well, reported as
+ * corruption.) Applying the records checks that each
  * conversation's events come with the next index: one that misses some is
  * read-only from there on, its valid prefix readable.
  *
@@ -84,6 +91,22 @@ static bool is_commit(const st_rec *r)
     return r->index == STP_IDX_COMMIT && memcmp(r->tag, zero, ST_TAG_LEN) == 0 && r->len == 8;
 }
 
+/* Whether a group that starts after gstart is committed at or after q. */
+static bool later_group(const uint8_t *p, size_t q, size_t len, uint32_t seed, size_t gstart)
+{
+    for (size_t at = q; at < len;) {
+        st_rec rec;
+        if (st_rec_decode(p + at, len - at, true, seed, &rec) != ST_REC_OK) {
+            at = next_valid(p, at + 1, len, seed);
+            continue;
+        }
+        if (is_commit(&rec) && st_get64(rec.payload) > gstart)
+            return true;
+        at += rec.size;
+    }
+    return false;
+}
+
 typedef struct pend {
     st_rec r;
     uint64_t off;
@@ -106,7 +129,7 @@ int stp_scan_buf(const uint8_t *p, size_t len, uint32_t seed, const stp_scan_cb 
             ok = false; /* a COMMIT that is not this group's */
         if (!ok) {
             size_t q = cb->stop_at_damage ? len : next_valid(p, pos + 1, len, seed);
-            if (q >= len)
+            if (q >= len || (cb->last && !later_group(p, q, len, seed, gstart)))
                 break; /* a torn tail */
             res->corrupt++;
             if (cb->corrupt != NULL)
@@ -271,9 +294,10 @@ int stp_seg_prev_end(stp_store *s, uint32_t seq, uint32_t *prev_end)
  * it was durable (else 0); if it does not (a crash left it short, or with
  * holes where pages never reached the disk), *ends: the log ends at its
  * first damage. stop: its successor is unfinished and it may not be
- * durable either: its first damage ends the log. */
-static int recover_seg(stp_store *s, uint32_t seq, uint32_t end, bool stop, bool *ends, char *err,
-                       size_t errlen)
+ * durable either: its first damage ends the log. last: no segment follows
+ * (stp_scan_cb.last). */
+static int recover_seg(stp_store *s, uint32_t seq, uint32_t end, bool stop, bool last, bool *ends,
+                       char *err, size_t errlen)
 {
     char path[4096];
     stp_path(s, seq, "seg", path, sizeof(path));
@@ -299,7 +323,7 @@ static int recover_seg(stp_store *s, uint32_t seq, uint32_t end, bool stop, bool
         free(data);
         return -ENOMEM;
     }
-    stp_scan_cb cb = {&x, on_record, on_corrupt, end != 0 || stop};
+    stp_scan_cb cb = {&x, on_record, on_corrupt, end != 0 || stop, last};
     stp_scan_res res;
     r = stp_scan_buf(p, len, st_journal_seed(seq), &cb, &res);
     *ends = r == 0 && end != 0 && res.end != end;
@@ -408,7 +432,7 @@ int stp_recover(stp_store *s, char *err, size_t errlen)
         stp_path(s, seq, "idx", idx, sizeof(idx));
         bool stop = cut && access(idx, F_OK) != 0;
         bool ends = false;
-        r = recover_seg(s, seq, end, stop, &ends, err, errlen);
+        r = recover_seg(s, seq, end, stop, i + 1 == n, &ends, err, errlen);
         if (r == 1) { /* no gap in the numbers: the next segment takes it */
             r = drop_after(s, seqs + i + 1, n - i - 1, err, errlen);
             n = i;
