@@ -1158,6 +1158,64 @@ START_TEST(test_open_after_crash_marks_last_scanned)
 }
 END_TEST
 
+/* A crash during the last group's fdatasync can leave a hole in that
+ * group with its later records and its COMMIT whole after it (its pages
+ * reach the disk in any order): an open that scans the last segment drops
+ * the group as a torn tail, and the conversation stays writable with the
+ * events acknowledged before it. */
+START_TEST(test_hole_in_the_last_group)
+{
+    char *dir = tst_mkdtemp();
+    st_store *s = open_at(dir, ST_FULL);
+    rt_uuid a;
+    tst_conv_id(1, &a);
+    rt_buf *meta = rt_buf_copy("{}", 2);
+    st_conv *c;
+    ck_assert_int_eq(st_conv_create(s, &a, NULL, meta, &c), 0);
+    rt_buf_unref(meta);
+    uint64_t seed = 11;
+    for (int i = 0; i < 6; i++)
+        ck_assert_int_eq(append_n(c, &seed, 3), 0);
+    st_conv_release(c);
+    st_store_close(s);
+    uint64_t *v;
+    size_t nseg = numbered(dir, "seg", &v);
+    uint64_t last = v[nseg - 1];
+    free(v);
+    /* the last group: events 15-17; a hole where event 16 was */
+    char path[4400];
+    pool_file(dir, last, "idx", path, sizeof(path));
+    char *data;
+    size_t len;
+    ck_assert_int_eq(st_read_file(path, 1 << 30, &data, &len), 0);
+    const stp_ent *e = (const stp_ent *)(data + STP_IDX_HDR);
+    uint64_t hole = 0;
+    for (size_t i = 0; i < (len - stp_idx_file_size(0)) / STP_ENT_BYTES; i++)
+        if (rt_uuid_eq(&e[i].id, &a) && e[i].index == 16)
+            hole = e[i].off;
+    free(data);
+    ck_assert_uint_gt(hole, 0);
+    pool_file(dir, last, "seg", path, sizeof(path));
+    zeros_at(path, hole, ST_JREC_HDR);
+    remove_ext(dir, ".ckpt");
+    remove_ext(dir, ".idx");
+
+    s = open_at(dir, ST_FULL); /* scans every segment */
+    ck_assert_int_eq(st_conv_get(s, &a, &c), 0);
+    st_log *l;
+    st_open_report rep;
+    ck_assert_int_eq(st_conv_log(c, &l, &rep), 0);
+    ck_assert_msg(!rep.corrupt && !st_log_read_only(l), "%s", rep.detail);
+    ck_assert_uint_eq(st_log_count(l), 15);
+    ck_assert_int_eq(append_n(c, &seed, 1), 0);
+    ck_assert_uint_eq(st_log_count(l), 16);
+    st_conv_release(c);
+    st_store_close(s);
+    tst_rmdir(dir);
+    free(dir);
+}
+END_TEST
+
 /* A conversation's space comes back once it is deleted: the segments
  * before the oldest CREATE of a conversation still there go, once a
  * checkpoint that starts after them is written. What is left opens the
@@ -1247,6 +1305,7 @@ int main(void)
     tcase_add_loop_test(tc, test_lazy_roll_short_segment, 0, 4);
     tcase_add_loop_test(tc, test_lazy_roll_unfinished_successor, 0, 3);
     tcase_add_test(tc, test_open_after_crash_marks_last_scanned);
+    tcase_add_test(tc, test_hole_in_the_last_group);
     tcase_add_test(tc, test_deleted_space_is_reclaimed);
     suite_add_tcase(s, tc);
     return ts_run_suite(s);
