@@ -25,8 +25,10 @@
 #include "store_impl.h"
 
 #include "io.h"
+#include "log_impl.h"
 #include "record.h"
 #include "runtime/log.h"
+#include "runtime/uuid.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -282,6 +284,15 @@ static int apply(replay *rp, const st_rec *rec)
     if (rec->index < count) {
         rp->skipped++;
         return 0;
+    }
+    if (rec->index == count && stl_log_read_only(l) && (r = stl_log_cut_damage(l)) < 0) {
+        char hex[33];
+        rt_uuid_hex(&id, hex);
+        rt_log(RT_LOG_ERROR, "store",
+               "journal: event %" PRIu64 " of conversation %s cannot be written again: its "
+               "log is corrupt before it (%s)",
+               rec->index, hex, strerror(-r));
+        return r;
     }
     if (rec->index > count) {
         rp->gaps++; /* cannot happen unless files were lost: say so */

@@ -15,6 +15,7 @@
 
 #include "backend.h"
 #include "io.h"
+#include "runtime/log.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -339,6 +340,7 @@ static int load_segment(st_log *l, st_seg *seg, bool last, uint64_t *count, st_o
     if (r == SCAN_OK)
         return SCAN_OK;
     if (!last || later_record(seg->fd, end + 1, size, *count - 1)) {
+        l->tail_damaged = last && !l->read_only;
         rep->corrupt = true;
         note(rep,
              "corrupt record at %s offset %" PRIu64 " with valid records after it: "
@@ -509,6 +511,28 @@ int st_log_close(st_log *l)
 bool stl_log_read_only(const st_log *l)
 {
     return l->read_only;
+}
+
+int stl_log_cut_damage(st_log *l)
+{
+    st_seg *act = st_log_active(l);
+    if (!l->read_only || !l->tail_damaged || act == NULL)
+        return -EROFS;
+    uint64_t end = atomic_load(&act->end);
+    char path[4096];
+    st_log_path(l, act->first, "seg", path, sizeof(path));
+    int r = ftruncate(act->fd, (off_t)end) == 0 ? 0 : -errno;
+    if (r == 0)
+        r = st_fsync(act->fd);
+    if (r < 0)
+        return r;
+    rt_log(RT_LOG_WARN, "store",
+           "the journal holds event %" PRIu64 " of %s on: cut its damaged tail at offset %" PRIu64
+           " (not synced yet when a crash came) for the journal to write again",
+           l->wcount, path, end);
+    l->read_only = l->tail_damaged = false;
+    l->wend = end;
+    return 0;
 }
 
 size_t stl_log_memory(const st_log *l)

@@ -31,7 +31,8 @@ struct st_log {
     char *dir;
     int lock_fd;
     bool read_only;
-    bool journaled; /* st_log_opts.journaled */
+    bool tail_damaged; /* read-only for damage in the last segment (stl_log_cut_damage) */
+    bool journaled;    /* st_log_opts.journaled */
     uint64_t segment_bytes;
     _Atomic uint64_t count; /* published events */
     st_segs *_Atomic segs;  /* published segments */
@@ -55,6 +56,15 @@ int stl_log_find(st_log *l, const void *id, size_t idlen, uint64_t *index);
 int stl_log_find_key(st_log *l, const void *key, size_t keylen, uint64_t *index);
 size_t stl_log_memory(const st_log *l);
 bool stl_log_read_only(const st_log *l);
+
+/* The journal's replay (journal.c) has the event the log needs next, and
+ * the log is read-only for damage in its last segment: under `full` that
+ * segment is synced only when the journal rotates, so the damage is in
+ * what was not synced yet (a crash left pages of it unwritten). Its tail
+ * is cut off at the damage, as a torn tail is, and the log writes again,
+ * the replay rewriting it. 0, -EROFS if the log is read-only for another
+ * reason, or -errno. */
+int stl_log_cut_damage(st_log *l);
 
 /* Path of a log file, e.g. "<dir>/00000000000000000042.seg". */
 void st_log_path(const st_log *l, uint64_t first, const char *ext, char *out, size_t cap);

@@ -339,14 +339,12 @@ END_TEST
 
 /* The journal holds what the segments may have lost: cut the segment back
  * (as a power cut would have left it) and reopen; replay restores it. */
-START_TEST(test_journal_replay_restores_lost_tail)
+/* A child process opens dir (`full`), creates conversation id and appends
+ * n events to it, and exits without a close: the journal stays, as after a
+ * crash. Then the conversation's first segment loses its index file: seg
+ * gets its path. */
+static void crash_after(const char *dir, const rt_uuid *id, size_t n, char *seg, size_t cap)
 {
-    pool = _i;
-    char *dir = tst_mkdtemp();
-    char conv_dir[4200], seg[4300], idx[4300], hex[33];
-    rt_uuid id = conv_id(5);
-    rt_uuid_hex(&id, hex);
-    snprintf(conv_dir, sizeof(conv_dir), "%s/conversations/%s", dir, hex);
     pid_t pid = fork();
     ck_assert_int_ge(pid, 0);
     if (pid == 0) {
@@ -354,21 +352,30 @@ START_TEST(test_journal_replay_restores_lost_tail)
         st_store *s;
         st_conv *c;
         rt_buf *meta = rt_buf_copy("{}", 2);
-        if (st_store_open(&o, &s, NULL, 0) != 0 || st_conv_create(s, &id, NULL, meta, &c) != 0 ||
-            append_wait(c, 0, 100) != 0)
+        if (st_store_open(&o, &s, NULL, 0) != 0 || st_conv_create(s, id, NULL, meta, &c) != 0 ||
+            append_wait(c, 0, n) != 0)
             _exit(1);
         _exit(0); /* no close: the journal stays */
     }
     int st;
     waitpid(pid, &st, 0);
     ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-    snprintf(seg, sizeof(seg), "%s/%020d.seg", conv_dir, 0);
-    snprintf(idx, sizeof(idx), "%s/%020d.idx", conv_dir, 0);
+    char hex[33], idx[4400];
+    rt_uuid_hex(id, hex);
+    snprintf(seg, cap, "%s/conversations/%s/%020d.seg", dir, hex, 0);
+    snprintf(idx, sizeof(idx), "%s/conversations/%s/%020d.idx", dir, hex, 0);
     unlink(idx);
-    tst_truncate(seg, tst_file_size(seg) / 3);
+}
+
+/* After crash_after(dir, id, 100) and damage: the open's replay gave the
+ * conversation its 100 events back, writable; then 10 more, and after a
+ * clean close nothing is left to replay. dir is removed and freed. */
+static void expect_replayed(char *dir, const rt_uuid *id)
+{
     st_store *s = open_store(dir, ST_FULL, 0);
     st_conv *c;
-    ck_assert_int_eq(st_conv_get(s, &id, &c), 0);
+    ck_assert_int_eq(st_conv_get(s, id, &c), 0);
+    ck_assert(!st_log_read_only(log_of(c)));
     ck_assert_int_eq(tst_verify(log_of(c), 100, 25, BODY), 0);
     ck_assert_int_eq(append_wait(c, 100, 10), 0);
     st_conv_release(c);
@@ -377,12 +384,44 @@ START_TEST(test_journal_replay_restores_lost_tail)
     ck_assert_int_eq(journal_files(dir, ".wal"), 0);
     ck_assert_int_le(journal_files(dir, ".free"), 2);
     s = open_store(dir, ST_FULL, 0);
-    ck_assert_int_eq(st_conv_get(s, &id, &c), 0);
+    ck_assert_int_eq(st_conv_get(s, id, &c), 0);
     ck_assert_int_eq(tst_verify(log_of(c), 110, 100, BODY), 0);
     st_conv_release(c);
     st_store_close(s);
     tst_rmdir(dir);
     free(dir);
+}
+
+START_TEST(test_journal_replay_restores_lost_tail)
+{
+    pool = _i;
+    char *dir = tst_mkdtemp();
+    char seg[4400];
+    rt_uuid id = conv_id(5);
+    crash_after(dir, &id, 100, seg, sizeof(seg));
+    tst_truncate(seg, tst_file_size(seg) / 3);
+    expect_replayed(dir, &id);
+}
+END_TEST
+
+/* The segments are synced only when the journal rotates: a crash can leave
+ * a hole in the last one's unsynced part with valid records after it. Its
+ * log opens read-only (corrupt); the journal holds the events from the
+ * hole on, so the replay cuts the segment there and writes them again. */
+START_TEST(test_journal_replay_restores_a_hole)
+{
+    pool = _i;
+    char *dir = tst_mkdtemp();
+    char seg[4400];
+    rt_uuid id = conv_id(6);
+    crash_after(dir, &id, 100, seg, sizeof(seg));
+    FILE *f = fopen(seg, "r+");
+    ck_assert_ptr_nonnull(f);
+    static const char zeros[64];
+    ck_assert_int_eq(fseek(f, (long)(tst_file_size(seg) / 3), SEEK_SET), 0);
+    ck_assert_uint_eq(fwrite(zeros, 1, sizeof(zeros), f), sizeof(zeros));
+    fclose(f);
+    expect_replayed(dir, &id);
 }
 END_TEST
 
@@ -931,6 +970,7 @@ int main(void)
     tcase_add_loop_test(tc, test_round_trip_none, 0, 2);
     tcase_add_loop_test(tc, test_batch_append, 0, 2);
     tcase_add_test(tc, test_journal_replay_restores_lost_tail);
+    tcase_add_test(tc, test_journal_replay_restores_a_hole);
     tcase_add_test(tc, test_journal_replay_restores_creations);
     tcase_add_loop_test(tc, test_delete_never_resurrects, 0, 2);
     tcase_add_loop_test(tc, test_recycled_journals_replay_nothing_stale, 0, 2);
