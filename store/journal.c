@@ -19,6 +19,9 @@
  * catalog does not have (its files, synced), before its events come. A
  * journal file ends at its first invalid record (the group commit a crash
  * interrupted, never acknowledged, or leftovers of the file's previous use).
+ * A log whose open found a hole in its last segment (read-only: a crash
+ * before the segment was synced) is cut at the hole once the replay holds
+ * the event it lacks (stl_log_cut_damage), and the replay writes the rest.
  * The logs are then synced and checkpointed, and only then are the journal
  * files retired.
  */
