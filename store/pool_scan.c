@@ -10,8 +10,9 @@
  * valid record: none means a torn tail, cut off at the last COMMIT; one
  * means corruption in the middle, reported with its place, and the scan
  * goes on from there (a group split by the damage is taken with what is
- * left of it: it was acknowledged). In the log's last segment the damage
- * must also have a later group committed after it: the last group's pages
+ * left of it: it was acknowledged). In the log's last segment (unless
+ * its index file, written after its sync, is there) the damage must also
+ * have a later group committed after it: the last group's pages
  * reach the disk in any order while its fdatasync runs, so a crash then
  * can leave a hole with the group's own later records, even its COMMIT,
  * whole after it. That group was never acknowledged: a torn tail too.
@@ -295,7 +296,7 @@ int stp_seg_prev_end(stp_store *s, uint32_t seq, uint32_t *prev_end)
  * holes where pages never reached the disk), *ends: the log ends at its
  * first damage. stop: its successor is unfinished and it may not be
  * durable either: its first damage ends the log. last: no segment follows
- * (stp_scan_cb.last). */
+ * and no index file says it was made durable (stp_scan_cb.last). */
 static int recover_seg(stp_store *s, uint32_t seq, uint32_t end, bool stop, bool last, bool *ends,
                        char *err, size_t errlen)
 {
@@ -430,9 +431,9 @@ int stp_recover(stp_store *s, char *err, size_t errlen)
             end = 0;
         char idx[4096];
         stp_path(s, seq, "idx", idx, sizeof(idx));
-        bool stop = cut && access(idx, F_OK) != 0;
+        bool durable = access(idx, F_OK) == 0; /* written after its sync */
         bool ends = false;
-        r = recover_seg(s, seq, end, stop, i + 1 == n, &ends, err, errlen);
+        r = recover_seg(s, seq, end, cut && !durable, i + 1 == n && !durable, &ends, err, errlen);
         if (r == 1) { /* no gap in the numbers: the next segment takes it */
             r = drop_after(s, seqs + i + 1, n - i - 1, err, errlen);
             n = i;

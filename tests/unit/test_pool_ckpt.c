@@ -1162,7 +1162,8 @@ END_TEST
  * group with its later records and its COMMIT whole after it (its pages
  * reach the disk in any order): an open that scans the last segment drops
  * the group as a torn tail, and the conversation stays writable with the
- * events acknowledged before it. */
+ * events acknowledged before it. Unless the segment's index file says it
+ * was synced: corruption then. */
 START_TEST(test_hole_in_the_last_group)
 {
     char *dir = tst_mkdtemp();
@@ -1198,6 +1199,10 @@ START_TEST(test_hole_in_the_last_group)
     pool_file(dir, last, "seg", path, sizeof(path));
     zeros_at(path, hole, ST_JREC_HDR);
     remove_ext(dir, ".ckpt");
+    char *synced = scan_copy(dir), idx[4400], kept[4400];
+    pool_file(dir, last, "idx", idx, sizeof(idx));
+    pool_file(synced, last, "idx", kept, sizeof(kept));
+    copy_file(idx, kept);
     remove_ext(dir, ".idx");
 
     s = open_at(dir, ST_FULL); /* scans every segment */
@@ -1211,7 +1216,18 @@ START_TEST(test_hole_in_the_last_group)
     ck_assert_uint_eq(st_log_count(l), 16);
     st_conv_release(c);
     st_store_close(s);
+    /* with the segment's index file there (written after its sync, here by
+     * the close) the group was durable: the hole is corruption */
+    s = open_at(synced, ST_FULL);
+    ck_assert_int_eq(st_conv_get(s, &a, &c), 0);
+    ck_assert_int_eq(st_conv_log(c, &l, &rep), 0);
+    ck_assert(rep.corrupt && st_log_read_only(l));
+    ck_assert_uint_eq(st_log_count(l), 16);
+    st_conv_release(c);
+    st_store_close(s);
+    tst_rmdir(synced);
     tst_rmdir(dir);
+    free(synced);
     free(dir);
 }
 END_TEST
