@@ -65,19 +65,19 @@ int load_trace_write(const load_run *run, const char *path)
         n += run->shards[i].trace.n;
         dropped += run->shards[i].trace.dropped;
     }
-    load_trace_rec *all = malloc((n > 0 ? n : 1) * sizeof(*all));
-    if (all == NULL) {
+    load_trace_rec *all = n > 0 ? malloc(n * sizeof(*all)) : NULL;
+    if (n > 0 && all == NULL) {
         fprintf(stderr, "parley load: --trace: out of memory for %zu answers\n", n);
         return -1;
     }
     size_t at = 0;
-    for (int i = 0; i < run->cfg.threads; i++) {
+    for (int i = 0; n > 0 && i < run->cfg.threads; i++) {
         const load_trace *t = &run->shards[i].trace;
-        if (t->n > 0)
-            memcpy(all + at, t->r, t->n * sizeof(*all));
-        at += t->n;
+        for (size_t k = 0; k < t->n; k++)
+            all[at++] = t->r[k];
     }
-    qsort(all, n, sizeof(*all), by_sent);
+    if (n > 0)
+        qsort(all, n, sizeof(*all), by_sent);
     FILE *f = fopen(path, "w");
     if (f == NULL) {
         fprintf(stderr, "parley load: --trace %s: %s\n", path, strerror(errno));
