@@ -37,8 +37,10 @@ suite() { # suite DIR LABEL-REGEX CMAKE-ARGS...
 
 suite build '.' -DCMAKE_BUILD_TYPE=RelWithDebInfo
 # without libnats (the store left out), as where it is missing: it builds,
-# and the unit suites pass
-suite build-nonats '^unit/' -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPARLEY_NATS=OFF \
+# and the unit suites pass. In Release, as tools/run.sh (quick start 1)
+# builds: gcc warns about other things at -O3 than at -O2, and a warning
+# there once broke the quick start while every stage here passed.
+suite build-nonats '^unit/' -DCMAKE_BUILD_TYPE=Release -DPARLEY_NATS=OFF \
     -DPARLEY_REQUIRE_NATS=OFF
 if [ $quick -eq 0 ]; then
     suite build-asan '.' -DCMAKE_BUILD_TYPE=Debug -DPARLEY_SANITIZE=address,undefined
