@@ -815,28 +815,42 @@ END_TEST
 
 /* ---- corruption in a segment a checkpoint covers ---------------------------------------- */
 
-/* The offset of conversation k's event `index` in segment seq, from its
- * index file; 0 if not there. */
-static uint64_t event_at(const char *dir, uint64_t seq, unsigned k, uint64_t *index)
+enum { ANY = -1 }; /* ent_of's index: the conversation's first event */
+
+/* Conversation k's event `index` (ANY: its first) in segment seq's index
+ * file, into *out; false if not there. */
+static bool ent_of(const char *dir, uint64_t seq, unsigned k, int64_t index, stp_ent *out)
 {
     char path[4400];
     pool_file(dir, seq, "idx", path, sizeof(path));
     char *data;
     size_t len;
     if (st_read_file(path, 1 << 30, &data, &len) != 0)
-        return 0;
+        return false;
     rt_uuid id;
     tst_conv_id(k, &id);
     size_t n = (len - stp_idx_file_size(0)) / STP_ENT_BYTES;
     const stp_ent *e = (const stp_ent *)(data + STP_IDX_HDR);
-    uint64_t off = 0;
-    for (size_t i = 0; i < n && off == 0; i++)
-        if (rt_uuid_eq(&e[i].id, &id) && e[i].index <= STP_EVENT_MAX) {
-            off = e[i].off + e[i].size - 3; /* in its payload */
-            *index = e[i].index;
+    bool found = false;
+    for (size_t i = 0; i < n && !found; i++)
+        if (rt_uuid_eq(&e[i].id, &id) && e[i].index <= STP_EVENT_MAX &&
+            (index == ANY || e[i].index == (uint64_t)index)) {
+            *out = e[i];
+            found = true;
         }
     free(data);
-    return off;
+    return found;
+}
+
+/* A place in the payload of conversation k's first event in segment seq
+ * (its index into *index); 0 if there is none. */
+static uint64_t event_at(const char *dir, uint64_t seq, unsigned k, uint64_t *index)
+{
+    stp_ent e;
+    if (!ent_of(dir, seq, k, ANY, &e))
+        return 0;
+    *index = e.index;
+    return e.off + e.size - 3;
 }
 
 /* As the local store's checkpoints do, the pool's open does not look for
@@ -1184,20 +1198,11 @@ START_TEST(test_hole_in_the_last_group)
     uint64_t last = v[nseg - 1];
     free(v);
     /* the last group: events 15-17; a hole where event 16 was */
+    stp_ent hole;
+    ck_assert(ent_of(dir, last, 1, 16, &hole));
     char path[4400];
-    pool_file(dir, last, "idx", path, sizeof(path));
-    char *data;
-    size_t len;
-    ck_assert_int_eq(st_read_file(path, 1 << 30, &data, &len), 0);
-    const stp_ent *e = (const stp_ent *)(data + STP_IDX_HDR);
-    uint64_t hole = 0;
-    for (size_t i = 0; i < (len - stp_idx_file_size(0)) / STP_ENT_BYTES; i++)
-        if (rt_uuid_eq(&e[i].id, &a) && e[i].index == 16)
-            hole = e[i].off;
-    free(data);
-    ck_assert_uint_gt(hole, 0);
     pool_file(dir, last, "seg", path, sizeof(path));
-    zeros_at(path, hole, ST_JREC_HDR);
+    zeros_at(path, hole.off, ST_JREC_HDR);
     remove_ext(dir, ".ckpt");
     char *synced = scan_copy(dir), idx[4400], kept[4400];
     pool_file(dir, last, "idx", idx, sizeof(idx));
