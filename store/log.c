@@ -293,6 +293,14 @@ static int scan(st_log *l, st_seg *seg, uint64_t pos, uint64_t size, bool active
     return status;
 }
 
+/* Segment seg ends at end from now on, on the disk too: 0 or -errno. */
+static int cut_at(st_seg *seg, uint64_t end)
+{
+    if (ftruncate(seg->fd, (off_t)end) != 0)
+        return -errno;
+    return st_fsync(seg->fd);
+}
+
 /* Read one segment into the index. Returns SCAN_OK, SCAN_BAD (the log is
  * corrupt here: read-only from now on) or -errno. */
 static int load_segment(st_log *l, st_seg *seg, bool last, uint64_t *count, st_open_report *rep)
@@ -351,13 +359,8 @@ static int load_segment(st_log *l, st_seg *seg, bool last, uint64_t *count, st_o
     rep->truncated_bytes = size - end;
     note(rep, "cut a torn tail of %" PRIu64 " bytes from %s at offset %" PRIu64, size - end, path,
          end);
-    if (!l->read_only) {
-        if (ftruncate(seg->fd, (off_t)end) != 0)
-            return -errno;
-        int fr = st_fsync(seg->fd);
-        if (fr < 0)
-            return fr;
-    }
+    if (!l->read_only && (r = cut_at(seg, end)) < 0)
+        return r;
     return SCAN_OK;
 }
 
@@ -521,9 +524,7 @@ int stl_log_cut_damage(st_log *l)
     uint64_t end = atomic_load(&act->end);
     char path[4096];
     st_log_path(l, act->first, "seg", path, sizeof(path));
-    int r = ftruncate(act->fd, (off_t)end) == 0 ? 0 : -errno;
-    if (r == 0)
-        r = st_fsync(act->fd);
+    int r = cut_at(act, end);
     if (r < 0)
         return r;
     rt_log(RT_LOG_WARN, "store",
