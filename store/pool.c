@@ -24,7 +24,9 @@
  * Records: an event (its dense index), or a catalog record at a reserved
  * index (pool_impl.h): CREATE (parent, meta), META, FILE (a conversation's
  * named file), DELETE. Every group ends with a COMMIT record (tag zero,
- * payload: the group's start offset). A group never spans segments (a
+ * payload: the group's start offset; key: how much of the segment was
+ * durable then, which tells a hole a crash left in unsynced groups from
+ * corruption, pool_scan.c). A group never spans segments (a
  * segment rolls only between groups, past st_opts.segment_bytes), so the
  * unit of recovery is the group: records after the last COMMIT are a group
  * a crash interrupted, never acknowledged, and are cut off whole. A group

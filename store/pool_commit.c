@@ -39,7 +39,7 @@ typedef struct grp {
     uint32_t gen;
     uint64_t start, end; /* the group's bytes in the active segment */
     bool sync;           /* a catalog record that must be durable */
-    uint8_t commit[8];
+    uint8_t commit[8], synced[8]; /* the COMMIT's payload and key */
 } grp;
 
 static int grow(void **p, size_t *cap, size_t need, size_t elem)
@@ -280,7 +280,8 @@ static int write_group(stp_store *s, grp *g, st_req *head)
     if (e < 0 || g->nents == 0)
         return e;
     st_put64(g->commit, g->start);
-    st_item commit = {.id = "commit", .idlen = 6};
+    st_put64(g->synced, g->sync ? g->start : s->act_synced);
+    st_item commit = {.id = "commit", .idlen = 6, .key = g->synced, .keylen = sizeof(g->synced)};
     if ((e = encode(s, g, NULL, STP_IDX_COMMIT, &commit)) < 0)
         return e;
     for (size_t i = 0; i < g->niov; i += 2)
@@ -305,6 +306,8 @@ static int write_group(stp_store *s, grp *g, st_req *head)
     }
     s->act_dirty = !g->sync;
     s->act_size = g->end;
+    if (g->sync)
+        s->act_synced = g->end;
     if (s->act_alloc < s->act_size)
         s->act_alloc = s->act_size;
     /* the next segment, made ahead: only where every group syncs (else
@@ -387,8 +390,10 @@ int stp_sync_written(stp_store *s)
     int r = stp_sync_sealed(s, UINT32_MAX);
     if (r == 0 && s->act_dirty)
         r = st_datasync(s->act_fd);
-    if (r == 0)
+    if (r == 0) {
         s->act_dirty = false;
+        s->act_synced = s->act_size;
+    }
     return r;
 }
 

@@ -30,7 +30,11 @@
 #define STP_IDX_META   (UINT64_MAX - 1) /* payload: the new meta */
 #define STP_IDX_FILE   (UINT64_MAX - 2) /* id: the file's name; payload: its data */
 #define STP_IDX_DELETE (UINT64_MAX - 3)
-#define STP_IDX_COMMIT (UINT64_MAX - 4) /* tag zero; payload: u64 the group's start */
+/* A group's end. Tag zero; payload: u64 the group's start; key: u64 how
+ * many bytes of the segment were durable when it was written (everything
+ * before the group, if the group itself is synced); older files have no
+ * key, and then it is the group's start. */
+#define STP_IDX_COMMIT (UINT64_MAX - 4)
 #define STP_EVENT_MAX  0xfffffffeull
 
 /* Where a record's payload is. */
@@ -143,6 +147,7 @@ struct stp_store {
     uint64_t act_size;
     uint64_t act_alloc; /* its file's size: zeros from act_size up to there */
     bool act_dirty;     /* written since the last sync (interval, none) */
+    uint64_t act_synced; /* its bytes known durable: [0, act_synced) */
     /* sealed segments that may not be durable yet: lazy_lo..lazy_hi (none
      * if lazy_lo is 0); synced by stp_sync_sealed */
     pthread_mutex_t lazy_mu;

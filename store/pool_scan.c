@@ -11,14 +11,14 @@
  * means corruption in the middle, reported with its place, and the scan
  * goes on from there (a group split by the damage is taken with what is
  * left of it: it was acknowledged). In the log's last segment (unless
- * its index file, written after its sync, is there) the damage must also
- * have a later group committed after it: the last group's pages
- * reach the disk in any order while its fdatasync runs, so a crash then
- * can leave a hole with the group's own later records, even its COMMIT,
- * whole after it. That group was never acknowledged: a torn tail too.
- * (Only one group is written at a time under `full`; under `interval` and
- * `none` unsynced groups before it can have holes as well, reported as
- * corruption.) Applying the records checks that each
+ * its index file, written after its sync, is there) a later COMMIT must
+ * also say that the damaged group was durable before it was written:
+ * the pages of what was written since the last sync reach the disk in
+ * any order, so a crash can leave a hole there with later records, even
+ * later groups, whole after it. What was not synced yet is a torn tail
+ * too, cut at the damaged group: under `full` only the last group (never
+ * acknowledged), under `interval` and `none` what those policies may
+ * lose. Applying the records checks that each
  * conversation's events come with the next index: one that misses some is
  * read-only from there on, its valid prefix readable.
  *
@@ -92,7 +92,15 @@ static bool is_commit(const st_rec *r)
     return r->index == STP_IDX_COMMIT && memcmp(r->tag, zero, ST_TAG_LEN) == 0 && r->len == 8;
 }
 
-/* Whether a group that starts after gstart is committed at or after q. */
+/* How many bytes of the segment a COMMIT says were durable when it was
+ * written (pool_impl.h). */
+static uint64_t synced_to(const st_rec *commit)
+{
+    return commit->keylen == 8 ? st_get64(commit->key) : st_get64(commit->payload);
+}
+
+/* Whether a COMMIT at or after q says that the group at gstart was
+ * durable before it was written. */
 static bool later_group(const uint8_t *p, size_t q, size_t len, uint32_t seed, size_t gstart)
 {
     for (size_t at = q; at < len;) {
@@ -101,7 +109,7 @@ static bool later_group(const uint8_t *p, size_t q, size_t len, uint32_t seed, s
             at = next_valid(p, at + 1, len, seed);
             continue;
         }
-        if (is_commit(&rec) && st_get64(rec.payload) > gstart)
+        if (is_commit(&rec) && synced_to(&rec) > gstart)
             return true;
         at += rec.size;
     }

@@ -66,7 +66,7 @@ static void install(stp_store *s, uint32_t seq, int fd, uint64_t alloc)
     if (s->act_fd >= 0)
         close(s->act_fd);
     s->act_fd = fd;
-    s->act_size = ST_FILE_HDR;
+    s->act_size = s->act_synced = ST_FILE_HDR;
     s->act_alloc = alloc;
     s->act_dirty = false;
     s->act = (stp_segidx){.seq = seq};

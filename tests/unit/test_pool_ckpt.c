@@ -1172,6 +1172,59 @@ START_TEST(test_open_after_crash_marks_last_scanned)
 }
 END_TEST
 
+/* Conversation 1, created in s. */
+static st_conv *conv_one(st_store *s)
+{
+    rt_uuid a;
+    tst_conv_id(1, &a);
+    rt_buf *meta = rt_buf_copy("{}", 2);
+    st_conv *c;
+    ck_assert_int_eq(st_conv_create(s, &a, NULL, meta, &c), 0);
+    rt_buf_unref(meta);
+    return c;
+}
+
+/* A crash's hole: conversation 1's event `index`, in the last segment
+ * (zeros over its header); the checkpoints gone, so that the open scans.
+ * Returns that segment's seq. */
+static uint64_t punch_last(const char *dir, uint64_t index)
+{
+    uint64_t *v;
+    size_t nseg = numbered(dir, "seg", &v);
+    uint64_t last = v[nseg - 1];
+    free(v);
+    stp_ent hole;
+    ck_assert(ent_of(dir, last, 1, (int64_t)index, &hole));
+    char path[4400];
+    pool_file(dir, last, "seg", path, sizeof(path));
+    zeros_at(path, hole.off, ST_JREC_HDR);
+    remove_ext(dir, ".ckpt");
+    return last;
+}
+
+/* Conversation 1 after the open: `count` events, and either corrupt and
+ * read-only, or writable (one more appended). */
+static void expect_hole(const char *dir, st_durability d, bool corrupt, uint64_t count,
+                        uint64_t *seed)
+{
+    st_store *s = open_at(dir, d);
+    rt_uuid a;
+    tst_conv_id(1, &a);
+    st_conv *c;
+    ck_assert_int_eq(st_conv_get(s, &a, &c), 0);
+    st_log *l;
+    st_open_report rep;
+    ck_assert_int_eq(st_conv_log(c, &l, &rep), 0);
+    ck_assert_msg(rep.corrupt == corrupt && st_log_read_only(l) == corrupt, "%s", rep.detail);
+    ck_assert_uint_eq(st_log_count(l), count);
+    if (!corrupt) {
+        ck_assert_int_eq(append_n(c, seed, 1), 0);
+        ck_assert_uint_eq(st_log_count(l), count + 1);
+    }
+    st_conv_release(c);
+    st_store_close(s);
+}
+
 /* A crash during the last group's fdatasync can leave a hole in that
  * group with its later records and its COMMIT whole after it (its pages
  * reach the disk in any order): an open that scans the last segment drops
@@ -1182,57 +1235,62 @@ START_TEST(test_hole_in_the_last_group)
 {
     char *dir = tst_mkdtemp();
     st_store *s = open_at(dir, ST_FULL);
-    rt_uuid a;
-    tst_conv_id(1, &a);
-    rt_buf *meta = rt_buf_copy("{}", 2);
-    st_conv *c;
-    ck_assert_int_eq(st_conv_create(s, &a, NULL, meta, &c), 0);
-    rt_buf_unref(meta);
+    st_conv *c = conv_one(s);
     uint64_t seed = 11;
     for (int i = 0; i < 6; i++)
         ck_assert_int_eq(append_n(c, &seed, 3), 0);
     st_conv_release(c);
     st_store_close(s);
-    uint64_t *v;
-    size_t nseg = numbered(dir, "seg", &v);
-    uint64_t last = v[nseg - 1];
-    free(v);
     /* the last group: events 15-17; a hole where event 16 was */
-    stp_ent hole;
-    ck_assert(ent_of(dir, last, 1, 16, &hole));
-    char path[4400];
-    pool_file(dir, last, "seg", path, sizeof(path));
-    zeros_at(path, hole.off, ST_JREC_HDR);
-    remove_ext(dir, ".ckpt");
+    uint64_t last = punch_last(dir, 16);
     char *synced = scan_copy(dir), idx[4400], kept[4400];
     pool_file(dir, last, "idx", idx, sizeof(idx));
     pool_file(synced, last, "idx", kept, sizeof(kept));
     copy_file(idx, kept);
     remove_ext(dir, ".idx");
-
-    s = open_at(dir, ST_FULL); /* scans every segment */
-    ck_assert_int_eq(st_conv_get(s, &a, &c), 0);
-    st_log *l;
-    st_open_report rep;
-    ck_assert_int_eq(st_conv_log(c, &l, &rep), 0);
-    ck_assert_msg(!rep.corrupt && !st_log_read_only(l), "%s", rep.detail);
-    ck_assert_uint_eq(st_log_count(l), 15);
-    ck_assert_int_eq(append_n(c, &seed, 1), 0);
-    ck_assert_uint_eq(st_log_count(l), 16);
-    st_conv_release(c);
-    st_store_close(s);
+    expect_hole(dir, ST_FULL, false, 15, &seed); /* scans every segment */
     /* with the segment's index file there (written after its sync, here by
      * the close) the group was durable: the hole is corruption */
-    s = open_at(synced, ST_FULL);
-    ck_assert_int_eq(st_conv_get(s, &a, &c), 0);
-    ck_assert_int_eq(st_conv_log(c, &l, &rep), 0);
-    ck_assert(rep.corrupt && st_log_read_only(l));
-    ck_assert_uint_eq(st_log_count(l), 16);
-    st_conv_release(c);
-    st_store_close(s);
+    expect_hole(synced, ST_FULL, true, 16, &seed);
     tst_rmdir(synced);
     tst_rmdir(dir);
     free(synced);
+    free(dir);
+}
+END_TEST
+
+/* Under `none` (and `interval`) groups follow each other unsynced, so a
+ * crash can leave a hole in one of them with later groups whole after
+ * it: the open cuts the log at the damaged group (what those policies
+ * may lose), and the conversation stays writable. But if a synced group
+ * (here a meta's) came after the damaged one, the hole was durable, and
+ * is corruption: with a group after the meta's (loop 1) or without
+ * (loop 2: the meta's own COMMIT says so). */
+START_TEST(test_hole_before_unsynced_groups)
+{
+    char *dir = tst_mkdtemp();
+    st_store *s = open_at(dir, ST_NONE);
+    st_conv *c = conv_one(s);
+    uint64_t seed = 12;
+    for (int i = 0; i < 4; i++)
+        ck_assert_int_eq(append_n(c, &seed, 3), 0);
+    if (_i >= 1) {
+        rt_buf *meta = rt_buf_copy("{}", 2);
+        ck_assert_int_eq(st_conv_set_meta(c, meta), 0);
+        rt_buf_unref(meta);
+    }
+    if (_i == 1)
+        ck_assert_int_eq(append_n(c, &seed, 3), 0);
+    st_conv_release(c);
+    st_store_close(s);
+    /* a hole where event 4 was: the second group's, groups after it */
+    punch_last(dir, 4);
+    remove_ext(dir, ".idx");
+    if (_i == 0)
+        expect_hole(dir, ST_NONE, false, 3, &seed);
+    else
+        expect_hole(dir, ST_NONE, true, 4, &seed);
+    tst_rmdir(dir);
     free(dir);
 }
 END_TEST
@@ -1327,6 +1385,7 @@ int main(void)
     tcase_add_loop_test(tc, test_lazy_roll_unfinished_successor, 0, 3);
     tcase_add_test(tc, test_open_after_crash_marks_last_scanned);
     tcase_add_test(tc, test_hole_in_the_last_group);
+    tcase_add_loop_test(tc, test_hole_before_unsynced_groups, 0, 3);
     tcase_add_test(tc, test_deleted_space_is_reclaimed);
     suite_add_tcase(s, tc);
     return ts_run_suite(s);

@@ -3,8 +3,9 @@
  * stp_scan_buf) on segment bytes made in memory, without I/O: records
  * count once their group's COMMIT is there; a torn tail ends at the last
  * COMMIT; a bad record with valid ones after it is reported with its
- * place and the scan goes on, unless it is in the last segment's last
- * group (a crash during its sync): a torn tail then.
+ * place and the scan goes on, unless it is in the last segment and no
+ * later COMMIT says it was durable (a crash before its sync): a torn tail
+ * then.
  */
 #include "store/pool_impl.h"
 #include "support_sync.h"
@@ -19,14 +20,20 @@ typedef struct seg {
     size_t len, gstart;
 } seg;
 
+static void put_key(seg *s, const uint8_t *tag, uint64_t index, const char *id, const void *key,
+                    uint32_t keylen, const void *payload, uint32_t len)
+{
+    uint8_t *h = s->b + s->len;
+    size_t hl = st_rec_encode(h, tag, st_journal_seed(SEQ), index, id, (uint32_t)strlen(id), key,
+                              keylen, payload, len);
+    memcpy(h + hl, payload, len);
+    s->len += hl + len;
+}
+
 static void put(seg *s, const uint8_t *tag, uint64_t index, const char *id, const void *payload,
                 uint32_t len)
 {
-    uint8_t *h = s->b + s->len;
-    size_t hl = st_rec_encode(h, tag, st_journal_seed(SEQ), index, id, (uint32_t)strlen(id), NULL,
-                              0, payload, len);
-    memcpy(h + hl, payload, len);
-    s->len += hl + len;
+    put_key(s, tag, index, id, NULL, 0, payload, len);
 }
 
 static void event(seg *s, uint8_t conv, uint64_t index)
@@ -41,6 +48,17 @@ static void commit(seg *s)
     uint8_t start[8];
     st_put64(start, s->gstart);
     put(s, zero, STP_IDX_COMMIT, "commit", start, 8);
+    s->gstart = s->len;
+}
+
+/* A COMMIT as the pool writes it now: with what was durable (its key) */
+static void commit_synced(seg *s, uint64_t synced)
+{
+    static const uint8_t zero[ST_TAG_LEN];
+    uint8_t start[8], key[8];
+    st_put64(start, s->gstart);
+    st_put64(key, synced);
+    put_key(s, zero, STP_IDX_COMMIT, "commit", key, 8, start, 8);
     s->gstart = s->len;
 }
 
@@ -215,6 +233,21 @@ START_TEST(test_zeros_after_the_last_group)
 }
 END_TEST
 
+/* A scan of the first len bytes finds `records` records up to `end`,
+ * and corruption at corrupt_at (0: none). */
+static void expect_scan(const seg *s, size_t len, bool last, size_t corrupt_at, int records,
+                        size_t end)
+{
+    got g;
+    stp_scan_res res = scan_as(s, len, last, &g);
+    ck_assert_uint_eq(res.corrupt, corrupt_at != 0);
+    ck_assert_int_eq(g.corrupt, corrupt_at != 0);
+    if (corrupt_at != 0)
+        ck_assert_uint_eq(g.corrupt_at, corrupt_at);
+    ck_assert_int_eq(g.records, records);
+    ck_assert_uint_eq(res.end, end);
+}
+
 /* A crash during the last group's fdatasync: a page of it lost (zeros),
  * its later records and its COMMIT whole after the hole. In the log's last
  * segment that group was never acknowledged: a torn tail, dropped whole;
@@ -231,30 +264,40 @@ START_TEST(test_hole_in_the_last_group)
     commit(&s);
     size_t whole = s.len;
     memset(s.b + hole, 0, ST_JREC_HDR + 4); /* a lost page: conv 2's event */
-    got g;
-    stp_scan_res res = scan_as(&s, sizeof(s.b), true, &g);
-    ck_assert_uint_eq(res.corrupt, 0);
-    ck_assert_int_eq(g.corrupt, 0);
-    ck_assert_int_eq(g.records, 1);
-    ck_assert_uint_eq(res.end, end);
+    expect_scan(&s, sizeof(s.b), true, 0, 1, end);
     /* its COMMIT lost too: the same */
-    res = scan_as(&s, whole - 3, true, &g);
-    ck_assert_uint_eq(res.corrupt, 0);
-    ck_assert_uint_eq(res.end, end);
+    expect_scan(&s, whole - 3, true, 0, 1, end);
     /* not the last segment: corruption, the group taken with what is left */
-    res = scan_as(&s, sizeof(s.b), false, &g);
-    ck_assert_uint_eq(res.corrupt, 1);
-    ck_assert_uint_eq(g.corrupt_at, hole);
-    ck_assert_int_eq(g.records, 3);
-    ck_assert_uint_eq(res.end, whole);
+    expect_scan(&s, sizeof(s.b), false, hole, 3, whole);
     /* a group committed after it: the hole was synced, corruption */
     event(&s, 2, 1);
     commit(&s);
-    res = scan_as(&s, sizeof(s.b), true, &g);
-    ck_assert_uint_eq(res.corrupt, 1);
-    ck_assert_uint_eq(g.corrupt_at, hole);
-    ck_assert_int_eq(g.records, 4);
-    ck_assert_uint_eq(res.end, s.len);
+    expect_scan(&s, sizeof(s.b), true, hole, 4, s.len);
+}
+END_TEST
+
+/* Under `interval` and `none` groups follow each other unsynced: a hole
+ * in one with later groups whole after it is a torn tail, cut at the
+ * damaged group, unless a later COMMIT says it was durable. */
+START_TEST(test_hole_before_later_unsynced_groups)
+{
+    seg s;
+    size_t end = first_group(&s);
+    event(&s, 1, 1);
+    size_t hole = s.len;
+    event(&s, 2, 0);
+    commit_synced(&s, end); /* the first group synced: it was a create */
+    event(&s, 1, 2);
+    commit_synced(&s, end);
+    event(&s, 2, 1);
+    commit_synced(&s, end);
+    size_t unsynced = s.len;
+    memset(s.b + hole, 0, ST_JREC_HDR + 4);
+    expect_scan(&s, sizeof(s.b), true, 0, 1, end);
+    /* a sync, then a group: its COMMIT says the hole was durable */
+    event(&s, 1, 3);
+    commit_synced(&s, unsynced);
+    expect_scan(&s, sizeof(s.b), true, hole, 5, s.len);
 }
 END_TEST
 
@@ -268,6 +311,7 @@ int main(void)
     tcase_add_test(tc, test_other_seed_never_validates);
     tcase_add_test(tc, test_zeros_after_the_last_group);
     tcase_add_test(tc, test_hole_in_the_last_group);
+    tcase_add_test(tc, test_hole_before_later_unsynced_groups);
     suite_add_tcase(s, tc);
     return ts_run_suite(s);
 }
