@@ -671,6 +671,14 @@ int stl_conv_log(st_conv *c, st_log **log, st_open_report *rep)
     return r;
 }
 
+int stl_conv_reopen_log(st_conv *c, st_log **log)
+{
+    pthread_mutex_lock(&c->mu);
+    int r = close_log(c);
+    pthread_mutex_unlock(&c->mu);
+    return r < 0 ? r : stl_conv_log(c, log, NULL);
+}
+
 size_t stl_store_count(st_store *s)
 {
     pthread_mutex_lock(&s->cat_mu);

@@ -19,9 +19,10 @@
  * catalog does not have (its files, synced), before its events come. A
  * journal file ends at its first invalid record (the group commit a crash
  * interrupted, never acknowledged, or leftovers of the file's previous use).
- * A log whose open found a hole in its last segment (read-only: a crash
- * before the segment was synced) is cut at the hole once the replay holds
- * the event it lacks (stl_log_cut_damage), and the replay writes the rest.
+ * A log whose open found a hole (read-only: a crash before its segments
+ * were synced) is cut at the hole once the replay holds the event it lacks
+ * (stl_log_cut_damage: later segments go too), opened again, and the
+ * replay writes the rest.
  * The logs are then synced and checkpointed, and only then are the journal
  * files retired.
  */
@@ -288,7 +289,14 @@ static int apply(replay *rp, const st_rec *rec)
         rp->skipped++;
         return 0;
     }
-    if (rec->index == count && stl_log_read_only(l) && (r = stl_log_cut_damage(l)) < 0) {
+    if (rec->index == count && stl_log_read_only(l)) {
+        r = stl_log_cut_damage(l);
+        if (r == 0)
+            r = stl_conv_reopen_log(c, &l);
+        if (r == 0 && (stl_log_read_only(l) || st_log_count(l) != count))
+            r = -EROFS; /* cannot be: the files were cut after event count - 1 */
+    }
+    if (r < 0) {
         char hex[33];
         rt_uuid_hex(&id, hex);
         rt_log(RT_LOG_ERROR, "store",

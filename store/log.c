@@ -348,7 +348,7 @@ static int load_segment(st_log *l, st_seg *seg, bool last, uint64_t *count, st_o
     if (r == SCAN_OK)
         return SCAN_OK;
     if (!last || later_record(seg->fd, end + 1, size, *count - 1)) {
-        l->tail_damaged = last && !l->read_only;
+        l->damaged = !l->read_only;
         rep->corrupt = true;
         note(rep,
              "corrupt record at %s offset %" PRIu64 " with valid records after it: "
@@ -518,21 +518,37 @@ bool stl_log_read_only(const st_log *l)
 
 int stl_log_cut_damage(st_log *l)
 {
-    st_seg *act = st_log_active(l);
-    if (!l->read_only || !l->tail_damaged || act == NULL)
+    st_seg *act = st_log_active(l); /* the damaged one: the open stopped there */
+    if (!l->read_only || !l->damaged || act == NULL)
         return -EROFS;
+    uint64_t *firsts = NULL;
+    size_t n = 0, removed = 0;
+    int r = st_list_numbered(l->dir, "seg", &firsts, &n);
+    /* the last first: a crash meanwhile leaves a prefix, cut again next time */
+    for (size_t i = n; r == 0 && i-- > 0 && firsts[i] > act->first; removed++) {
+        char path[4096];
+        st_log_path(l, firsts[i], "idx", path, sizeof(path));
+        if (unlink(path) != 0 && errno != ENOENT)
+            r = -errno;
+        st_log_path(l, firsts[i], "seg", path, sizeof(path));
+        if (r == 0 && unlink(path) != 0)
+            r = -errno;
+    }
+    free(firsts);
+    if (r == 0 && removed > 0)
+        r = st_fsync_dir(l->dir);
     uint64_t end = atomic_load(&act->end);
-    char path[4096];
-    st_log_path(l, act->first, "seg", path, sizeof(path));
-    int r = cut_at(act, end);
+    if (r == 0)
+        r = cut_at(act, end);
     if (r < 0)
         return r;
+    char path[4096];
+    st_log_path(l, act->first, "seg", path, sizeof(path));
     rt_log(RT_LOG_WARN, "store",
-           "the journal holds event %" PRIu64 " of %s on: cut its damaged tail at offset %" PRIu64
-           " (not synced yet when a crash came) for the journal to write again",
-           l->wcount, path, end);
-    l->read_only = l->tail_damaged = false;
-    l->wend = end;
+           "the journal holds event %" PRIu64 " of %s on: cut the log at offset %" PRIu64
+           "%s (not synced yet when a crash came) for the journal to write again",
+           l->wcount, path, end, removed > 0 ? ", the segments after it removed" : "");
+    l->damaged = false;
     return 0;
 }
 

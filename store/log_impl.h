@@ -31,7 +31,8 @@ struct st_log {
     char *dir;
     int lock_fd;
     bool read_only;
-    bool tail_damaged; /* read-only for damage in the last segment (stl_log_cut_damage) */
+    bool damaged;      /* read-only for a bad record with valid ones after it
+                          (stl_log_cut_damage) */
     bool journaled;    /* st_log_opts.journaled */
     uint64_t segment_bytes;
     _Atomic uint64_t count; /* published events */
@@ -58,12 +59,15 @@ size_t stl_log_memory(const st_log *l);
 bool stl_log_read_only(const st_log *l);
 
 /* The journal's replay (journal.c) has the event the log needs next, and
- * the log is read-only for damage in its last segment: under `full` that
- * segment is synced only when the journal rotates, so the damage is in
- * what was not synced yet (a crash left pages of it unwritten). Its tail
- * is cut off at the damage, as a torn tail is, and the log writes again,
- * the replay rewriting it. 0, -EROFS if the log is read-only for another
- * reason, or -errno. */
+ * the log is read-only for a bad record with valid ones after it: under
+ * `full` segments are synced only when the journal rotates, so the damage
+ * is in what was not synced yet (a crash left pages of it unwritten), and
+ * the journal holds every event from there on. The files are cut there,
+ * as a torn tail is: the segments after the damaged one removed (the last
+ * first), then the damaged one truncated after its last good record. The
+ * log must then be opened again (stl_conv_reopen_log), and the replay
+ * writes the rest. 0, -EROFS if the log is read-only for another reason,
+ * or -errno. */
 int stl_log_cut_damage(st_log *l);
 
 /* Path of a log file, e.g. "<dir>/00000000000000000042.seg". */

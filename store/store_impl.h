@@ -112,6 +112,9 @@ bool stl_conv_parent(const st_conv *c, rt_uuid *parent);
 rt_buf *stl_conv_meta(st_conv *c);
 int stl_conv_set_meta(st_conv *c, rt_buf *meta);
 int stl_conv_log(st_conv *c, st_log **log, st_open_report *rep);
+/* Close c's log and open it again from its files (journal.c, after
+ * stl_log_cut_damage). */
+int stl_conv_reopen_log(st_conv *c, st_log **log);
 int stl_append(st_conv *c, const st_item *items, size_t n, st_done_fn done, void *ctx);
 int stl_conv_put_file(st_conv *c, const char *name, rt_buf *data, bool durable, st_done_fn done,
                       void *ctx);

@@ -15,6 +15,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -339,32 +340,56 @@ END_TEST
 
 /* The journal holds what the segments may have lost: cut the segment back
  * (as a power cut would have left it) and reopen; replay restores it. */
-/* A child process opens dir (`full`), creates conversation id and appends
- * n events to it, and exits without a close: the journal stays, as after a
- * crash. Then the conversation's first segment loses its index file: seg
- * gets its path. */
-static void crash_after(const char *dir, const rt_uuid *id, size_t n, char *seg, size_t cap)
+/* A child process opens dir (`full`, segments of seg_bytes, 0: the
+ * default), creates conversation id and appends n events to it, and exits
+ * without a close: the journal stays, as after a crash. Then the
+ * conversation's segments lose their index files: seg gets the first
+ * one's path. */
+static void crash_after(const char *dir, const rt_uuid *id, size_t n, uint64_t seg_bytes, char *seg,
+                        size_t cap)
 {
     pid_t pid = fork();
     ck_assert_int_ge(pid, 0);
     if (pid == 0) {
-        st_opts o = {.dir = loc(dir), .durability = ST_FULL};
+        st_opts o = {.dir = loc(dir), .durability = ST_FULL, .segment_bytes = seg_bytes};
         st_store *s;
         st_conv *c;
         rt_buf *meta = rt_buf_copy("{}", 2);
-        if (st_store_open(&o, &s, NULL, 0) != 0 || st_conv_create(s, id, NULL, meta, &c) != 0 ||
-            append_wait(c, 0, n) != 0)
+        if (st_store_open(&o, &s, NULL, 0) != 0 || st_conv_create(s, id, NULL, meta, &c) != 0)
             _exit(1);
+        for (size_t i = 0; i < n; i += 20) /* a log rolls between these, when due */
+            if (append_wait(c, i, n - i < 20 ? n - i : 20) != 0)
+                _exit(1);
         _exit(0); /* no close: the journal stays */
     }
     int st;
     waitpid(pid, &st, 0);
     ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-    char hex[33], idx[4400];
+    char hex[33], cdir[4200];
     rt_uuid_hex(id, hex);
-    snprintf(seg, cap, "%s/conversations/%s/%020d.seg", dir, hex, 0);
-    snprintf(idx, sizeof(idx), "%s/conversations/%s/%020d.idx", dir, hex, 0);
-    unlink(idx);
+    snprintf(cdir, sizeof(cdir), "%s/conversations/%s", dir, hex);
+    snprintf(seg, cap, "%.4200s/%020d.seg", cdir, 0);
+    /* the checkpoints lost too, so that the open reads the records */
+    uint64_t *firsts;
+    size_t nidx;
+    ck_assert_int_eq(st_list_numbered(cdir, "idx", &firsts, &nidx), 0);
+    for (size_t i = 0; i < nidx; i++) {
+        char idx[4500];
+        snprintf(idx, sizeof(idx), "%s/%020" PRIu64 ".idx", cdir, firsts[i]);
+        ck_assert_int_eq(unlink(idx), 0);
+    }
+    free(firsts);
+}
+
+/* Zeros over 64 bytes a third into a file. */
+static void hole_in(const char *path)
+{
+    FILE *f = fopen(path, "r+");
+    ck_assert_ptr_nonnull(f);
+    static const char zeros[64];
+    ck_assert_int_eq(fseek(f, (long)(tst_file_size(path) / 3), SEEK_SET), 0);
+    ck_assert_uint_eq(fwrite(zeros, 1, sizeof(zeros), f), sizeof(zeros));
+    fclose(f);
 }
 
 /* After crash_after(dir, id, 100) and damage: the open's replay gave the
@@ -398,7 +423,7 @@ START_TEST(test_journal_replay_restores_lost_tail)
     char *dir = tst_mkdtemp();
     char seg[4400];
     rt_uuid id = conv_id(5);
-    crash_after(dir, &id, 100, seg, sizeof(seg));
+    crash_after(dir, &id, 100, 0, seg, sizeof(seg));
     tst_truncate(seg, tst_file_size(seg) / 3);
     expect_replayed(dir, &id);
 }
@@ -414,13 +439,30 @@ START_TEST(test_journal_replay_restores_a_hole)
     char *dir = tst_mkdtemp();
     char seg[4400];
     rt_uuid id = conv_id(6);
-    crash_after(dir, &id, 100, seg, sizeof(seg));
-    FILE *f = fopen(seg, "r+");
-    ck_assert_ptr_nonnull(f);
-    static const char zeros[64];
-    ck_assert_int_eq(fseek(f, (long)(tst_file_size(seg) / 3), SEEK_SET), 0);
-    ck_assert_uint_eq(fwrite(zeros, 1, sizeof(zeros), f), sizeof(zeros));
-    fclose(f);
+    crash_after(dir, &id, 100, 0, seg, sizeof(seg));
+    hole_in(seg);
+    expect_replayed(dir, &id);
+}
+END_TEST
+
+/* The same in a segment with others after it (rolled since the journal
+ * last rotated, so not synced either): the replay removes the later ones
+ * and cuts the damaged one, and writes the rest again. */
+START_TEST(test_journal_replay_restores_a_hole_before_later_segments)
+{
+    char *dir = tst_mkdtemp();
+    char seg[4400];
+    rt_uuid id = conv_id(7);
+    crash_after(dir, &id, 100, 4096, seg, sizeof(seg));
+    char hex[33], cdir[4400];
+    rt_uuid_hex(&id, hex);
+    snprintf(cdir, sizeof(cdir), "%s/conversations/%s", dir, hex);
+    uint64_t *firsts;
+    size_t n;
+    ck_assert_int_eq(st_list_numbered(cdir, "seg", &firsts, &n), 0);
+    free(firsts);
+    ck_assert_uint_ge(n, 3);
+    hole_in(seg);
     expect_replayed(dir, &id);
 }
 END_TEST
@@ -971,6 +1013,7 @@ int main(void)
     tcase_add_loop_test(tc, test_batch_append, 0, 2);
     tcase_add_test(tc, test_journal_replay_restores_lost_tail);
     tcase_add_test(tc, test_journal_replay_restores_a_hole);
+    tcase_add_test(tc, test_journal_replay_restores_a_hole_before_later_segments);
     tcase_add_test(tc, test_journal_replay_restores_creations);
     tcase_add_loop_test(tc, test_delete_never_resurrects, 0, 2);
     tcase_add_loop_test(tc, test_recycled_journals_replay_nothing_stale, 0, 2);
