@@ -88,6 +88,9 @@ long cli_rss_bytes(void);
 const char *cli_alloc_name(void);
 /* Before anything else in main: the allocator's options (alloc.c). */
 void cli_alloc_init(void);
+/* A fatal signal's report on stderr before the process dies of it
+ * (crash.c). */
+void cli_crash_report_init(void);
 /* Benchmarks: give freed memory back to the kernel; and the heap in use,
  * in bytes (glibc: malloc's count of bytes in use; mimalloc: the process's
  * resident set once trimmed, for mimalloc counts none). */

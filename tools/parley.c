@@ -102,6 +102,7 @@ long cli_rss_bytes(void)
 int main(int argc, char **argv)
 {
     cli_alloc_init();
+    cli_crash_report_init();
     /* A peer that closes while we write must cost an EPIPE on that
      * connection, not the process: every command talks to sockets. */
     signal(SIGPIPE, SIG_IGN);

@@ -81,6 +81,24 @@ for sig in TERM INT; do
     exec {srv_fd}<&-
 done
 
+# a fatal signal (here an abort(), as libraries call it) is reported on
+# stderr, with the thread and a backtrace, and is still the death it was
+# (status 128 + 6, a core dump where enabled); a sanitizer's build leaves
+# that to the sanitizer
+start_serve serve-abrt --data "$TEST_TMP/data-abrt" --log-level warn \
+    --listen 127.0.0.1:0 2>"$TEST_TMP/abrt.err"
+read -r -t 60 -u "$srv_fd" line || fail "serve printed nothing within 60 s"
+kill -ABRT "$srv_pid"
+rc=0
+wait "$srv_pid" || rc=$?
+[ "$rc" -eq 134 ] || fail "serve exited $rc after SIGABRT, wanted 134"
+exec {srv_fd}<&-
+if [ -z "${PARLEY_SANITIZE:-}" ]; then
+    expect_grep '^parley: fatal signal 6 \(ABRT\) in thread [a-z0-9-]+; backtrace:$' \
+        "$TEST_TMP/abrt.err"
+    expect_grep 'parley\(\+0x[0-9a-f]+\)' "$TEST_TMP/abrt.err"
+fi
+
 # a data directory that cannot be created is a clear failure, not a crash
 touch "$TEST_TMP/file"
 expect_status 1 "$PARLEY" serve --data "$TEST_TMP/file/sub"
