@@ -671,7 +671,8 @@ void st_nats_close(st_nats *n)
     kvStore_Destroy(n->pages);
     jsCtx_Destroy(n->js);
     if (n->nc) {
-        natsConnection_Close(n->nc);
+        natsConnection_Close(n->nc); /* its reading thread joined: */
+        stn_replies_free(n);         /* now their subscriptions can go */
         natsConnection_Destroy(n->nc);
     }
     pthread_mutex_destroy(&n->mu);

@@ -26,6 +26,18 @@
 #define STN_H_OWNER   "Parley-Owner"
 #define STN_TAKE_OVER "take-over"
 
+/* Reply inboxes (nats_replies.c): take one for a request's answers, send
+ * the requests with stn_replies_subject(r, i) as their reply subjects,
+ * read with stn_replies_next (answers to earlier uses dropped; *i says
+ * which request it answers), give it back. stn_replies_free destroys them
+ * all, once the connection is closed. */
+typedef struct stn_replies stn_replies;
+natsStatus stn_replies_take(st_nats *n, stn_replies **out);
+void stn_replies_give(st_nats *n, stn_replies *r);
+void stn_replies_subject(const stn_replies *r, size_t i, char *out, size_t cap);
+natsStatus stn_replies_next(stn_replies *r, int64_t timeout_ms, natsMsg **m, size_t *i);
+void stn_replies_free(st_nats *n);
+
 /* A walk back through the chain gives up past this many records: an open
  * page and a closed one, with room for many take-overs. */
 #define STN_WALK_MAX 10000
@@ -41,7 +53,8 @@ struct st_nats {
     char token[33];    /* 32 hex, random per process: this node's lease and forward subject */
     char servers[256]; /* for messages, cut if long */
     pthread_mutex_t mu;
-    unsigned char *ready; /* per shard: its stream was checked or made */
+    unsigned char *ready;        /* per shard: its stream was checked or made */
+    struct stn_replies *replies; /* reply inboxes not in use (nats_replies.c), under mu */
 };
 
 /* A page of the page index (an entry of parley_pages): the stream

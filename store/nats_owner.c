@@ -483,14 +483,14 @@ int stn_forward(st_store *gs, const st_route *to, const rt_uuid *id, const st_fw
     snprintf(subject, sizeof subject, STN_FWD_PREFIX "%s", to->owner);
     rt_uuid_hex(id, hex);
     natsMsg *m = NULL, *reply = NULL;
-    natsInbox *inbox = NULL;
-    natsSubscription *sub = NULL;
+    stn_replies *rep = NULL;
+    char inbox[160];
     bool gone = false;
-    natsStatus ns = natsInbox_Create(&inbox);
-    if (ns == NATS_OK)
-        ns = natsConnection_SubscribeSync(&sub, s->n->nc, inbox);
-    if (ns == NATS_OK)
+    natsStatus ns = stn_replies_take(s->n, &rep);
+    if (ns == NATS_OK) {
+        stn_replies_subject(rep, 0, inbox, sizeof inbox);
         ns = natsMsg_Create(&m, subject, inbox, req->body, (int)len);
+    }
     if (ns == NATS_OK)
         ns = natsMsgHeader_Set(m, STN_H_CONV, hex);
     if (ns == NATS_OK)
@@ -510,7 +510,8 @@ int stn_forward(st_store *gs, const st_route *to, const rt_uuid *id, const st_fw
         if (slice > STN_FWD_SLICE_MS)
             slice = STN_FWD_SLICE_MS;
         int64_t t0 = nats_Now();
-        ns = natsSubscription_NextMsg(&reply, sub, slice);
+        size_t unused;
+        ns = stn_replies_next(rep, slice, &reply, &unused);
         waited += nats_Now() - t0;
         if (ns == NATS_OK && natsMsg_IsNoResponders(reply)) {
             natsMsg_Destroy(reply);
@@ -522,11 +523,7 @@ int stn_forward(st_store *gs, const st_route *to, const rt_uuid *id, const st_fw
         }
     }
     natsMsg_Destroy(m);
-    if (sub != NULL) {
-        natsSubscription_Unsubscribe(sub);
-        natsSubscription_Destroy(sub);
-    }
-    natsInbox_Destroy(inbox);
+    stn_replies_give(s->n, rep);
     if (gone) {
         snprintf(err, errlen,
                  "the owner node %s went away before it answered (it may have served the "

@@ -213,24 +213,13 @@ int stn_get_seq(st_nats_log *l, uint64_t seq, natsMsg **m, st_nats_event *ev)
  * found" names no sequence. What no replica had is asked at the leader. */
 static int fetch(st_nats_log *l, const uint64_t *seqs, size_t n, natsMsg **out, st_nats_event *ev)
 {
-    natsInbox *inbox = NULL;
-    natsSubscription *sub = NULL;
-    char *wild = NULL;
-    natsStatus s = natsInbox_Create(&inbox);
-    size_t ilen = s == NATS_OK ? strlen(inbox) : 0;
-    if (s == NATS_OK && !(wild = malloc(ilen + 32)))
-        s = NATS_NO_MEMORY;
-    if (s == NATS_OK) {
-        snprintf(wild, ilen + 32, "%s.*", inbox);
-        s = natsConnection_SubscribeSync(&sub, l->n->nc, wild);
-    }
-    if (s == NATS_OK)
-        s = natsSubscription_SetPendingLimits(sub, (int)n + 16, -1);
+    stn_replies *rep = NULL;
+    natsStatus s = stn_replies_take(l->n, &rep);
     for (size_t i = 0; s == NATS_OK && i < n; i++) {
-        char body[48];
+        char body[48], reply[160];
         int blen = snprintf(body, sizeof body, "{\"seq\":%llu}", (unsigned long long)seqs[i]);
-        snprintf(wild, ilen + 32, "%s.%zu", inbox, i);
-        s = natsConnection_PublishRequest(l->n->nc, l->direct, wild, body, blen);
+        stn_replies_subject(rep, i, reply, sizeof reply);
+        s = natsConnection_PublishRequest(l->n->nc, l->direct, reply, body, blen);
     }
     size_t got = 0;
     stn_waits("reading records");
@@ -238,16 +227,14 @@ static int fetch(st_nats_log *l, const uint64_t *seqs, size_t n, natsMsg **out, 
     while (s == NATS_OK && got < n) {
         int64_t left = until - stn_now_ms();
         natsMsg *m = NULL;
-        if (left <= 0 || natsSubscription_NextMsg(&m, sub, left) != NATS_OK)
+        size_t i;
+        if (left <= 0 || stn_replies_next(rep, left, &m, &i) != NATS_OK)
             break; /* what is missing is asked at the leader below */
-        const char *rs = natsMsg_GetSubject(m), *dot = strrchr(rs, '.');
-        char *end;
-        unsigned long long i = strtoull(dot ? dot + 1 : "", &end, 10);
         uint64_t seq = 0;
         const char *status = NULL;
         bool found = natsMsgHeader_Get(m, "Status", &status) != NATS_OK &&
                      hdr_u64(m, "Nats-Sequence", &seq) == 0;
-        if (!dot || *end || i >= n || out[i] || (found && seq != seqs[i])) {
+        if (i >= n || out[i] || (found && seq != seqs[i])) {
             natsMsg_Destroy(m);
             continue;
         }
@@ -258,9 +245,7 @@ static int fetch(st_nats_log *l, const uint64_t *seqs, size_t n, natsMsg **out, 
         }
         out[i] = m;
     }
-    natsSubscription_Destroy(sub);
-    natsInbox_Destroy(inbox);
-    free(wild);
+    stn_replies_give(l->n, rep);
     if (s != NATS_OK) {
         int r = stn_errno(s, 0);
         return stn_fail(l, r, "%s: reading %s: %s", stn_what(r), l->subject, stn_last_error(s));

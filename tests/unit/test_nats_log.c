@@ -1008,6 +1008,36 @@ START_TEST(test_stream_leader_killed_under_a_writer)
 }
 END_TEST
 
+/* Reply inboxes (nats_replies.c) are kept and reused: a second take gets
+ * the one given back, and an answer to its earlier use, arriving late, is
+ * dropped; the current use's answer says which request it answers. */
+START_TEST(test_reply_inboxes_reused_late_answers_dropped)
+{
+    st_nats *n = connect_to(0);
+    stn_replies *a, *b;
+    char first[160], late[160], now[160];
+    ck_assert_int_eq(stn_replies_take(n, &a), NATS_OK);
+    stn_replies_subject(a, 3, first, sizeof first);
+    stn_replies_give(n, a);
+    ck_assert_int_eq(stn_replies_take(n, &b), NATS_OK);
+    ck_assert_ptr_eq(a, b);
+    stn_replies_subject(b, 3, late, sizeof late);
+    ck_assert_str_ne(first, late); /* a new generation */
+    stn_replies_subject(b, 7, now, sizeof now);
+    ck_assert_int_eq(natsConnection_PublishString(n->nc, first, "late"), NATS_OK);
+    ck_assert_int_eq(natsConnection_PublishString(n->nc, now, "now"), NATS_OK);
+    natsMsg *m = NULL;
+    size_t i = 0;
+    ck_assert_int_eq(stn_replies_next(b, 5000, &m, &i), NATS_OK);
+    ck_assert_uint_eq(i, 7);
+    ck_assert_str_eq(natsMsg_GetData(m), "now");
+    natsMsg_Destroy(m);
+    ck_assert_int_eq(stn_replies_next(b, 50, &m, &i), NATS_TIMEOUT);
+    stn_replies_give(n, b);
+    done(n);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("nats_log");
@@ -1024,6 +1054,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_bounds_and_errors);
     tcase_add_test(tc, test_split_writers_one_record_per_slot);
     tcase_add_test(tc, test_stream_leader_killed_under_a_writer);
+    tcase_add_test(tc, test_reply_inboxes_reused_late_answers_dropped);
     suite_add_tcase(s, tc);
     return s;
 }
