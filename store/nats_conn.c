@@ -673,6 +673,7 @@ void st_nats_close(st_nats *n)
     if (n->nc) {
         natsConnection_Close(n->nc); /* its reading thread joined: */
         stn_replies_free(n);         /* now their subscriptions can go */
+        stn_subs_free(n);
         natsConnection_Destroy(n->nc);
     }
     pthread_mutex_destroy(&n->mu);

@@ -38,6 +38,15 @@ void stn_replies_subject(const stn_replies *r, size_t i, char *out, size_t cap);
 natsStatus stn_replies_next(stn_replies *r, int64_t timeout_ms, natsMsg **m, size_t *i);
 void stn_replies_free(st_nats *n);
 
+/* Subscriptions given up while the connection lives (nats_subs.c):
+ * stn_sub_retire unsubscribes one and destroys it only once the reading
+ * thread is past it (libnats 3.4.1's race, nats_subs.c says why);
+ * stn_subs_sweep destroys those it is past; stn_subs_free all, once the
+ * connection is closed. */
+void stn_sub_retire(st_nats *n, natsSubscription *sub);
+void stn_subs_sweep(st_nats *n);
+void stn_subs_free(st_nats *n);
+
 /* A walk back through the chain gives up past this many records: an open
  * page and a closed one, with room for many take-overs. */
 #define STN_WALK_MAX 10000
@@ -55,6 +64,7 @@ struct st_nats {
     pthread_mutex_t mu;
     unsigned char *ready;        /* per shard: its stream was checked or made */
     struct stn_replies *replies; /* reply inboxes not in use (nats_replies.c), under mu */
+    struct stn_retired *retired; /* subscriptions given up (nats_subs.c), under mu */
 };
 
 /* A page of the page index (an entry of parley_pages): the stream

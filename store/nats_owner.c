@@ -357,11 +357,8 @@ void stn_owner_stop(stn_store *s)
     if (!s->owner_init || s->nodes == NULL)
         return;
     stn_serve((st_store *)(void *)s, NULL, NULL);
-    if (s->fsub != NULL) {
-        natsSubscription_Unsubscribe(s->fsub);
-        natsSubscription_Destroy(s->fsub);
-        s->fsub = NULL;
-    }
+    stn_sub_retire(s->n, s->fsub);
+    s->fsub = NULL;
     if (s->hstarted) {
         pthread_mutex_lock(&s->hmu);
         s->hstop = true;
@@ -703,10 +700,7 @@ int stn_follow(st_conv *gc, st_follow_fn fn, void *ctx, st_follow **out)
     if (ns == NATS_OK)
         ns = natsSubscription_SetOnCompleteCB(f->sub, follow_free, f);
     if (ns != NATS_OK) {
-        if (f->sub != NULL) {
-            natsSubscription_Unsubscribe(f->sub);
-            natsSubscription_Destroy(f->sub);
-        }
+        stn_sub_retire(c->s->n, f->sub);
         follow_free(f);
         return r < 0 ? r : stn_errno(ns, 0);
     }
@@ -753,7 +747,5 @@ void stn_follow_stop(st_follow *f)
     f->stopped = true;
     pthread_mutex_unlock(&f->mu);
     /* f is freed once the subscription has delivered its last message */
-    natsSubscription *sub = f->sub;
-    natsSubscription_Unsubscribe(sub);
-    natsSubscription_Destroy(sub);
+    stn_sub_retire(f->s->n, f->sub);
 }

@@ -1038,6 +1038,55 @@ START_TEST(test_reply_inboxes_reused_late_answers_dropped)
 }
 END_TEST
 
+static void count_msg(natsConnection *nc, natsSubscription *sub, natsMsg *m, void *ctx)
+{
+    (void)nc;
+    (void)sub;
+    atomic_fetch_add((atomic_int *)ctx, 1);
+    natsMsg_Destroy(m);
+}
+
+/* A subscription given up is unsubscribed at once and destroyed only
+ * after the connection has counted a later message (nats_subs.c). */
+START_TEST(test_retired_subscription_kept_until_a_later_message)
+{
+    st_nats *n = connect_to(0);
+    natsInbox *a_subj = NULL, *b_subj = NULL;
+    ck_assert_int_eq(natsInbox_Create(&a_subj), NATS_OK);
+    ck_assert_int_eq(natsInbox_Create(&b_subj), NATS_OK);
+    atomic_int got = 0;
+    natsSubscription *a = NULL, *b = NULL;
+    ck_assert_int_eq(natsConnection_Subscribe(&a, n->nc, a_subj, count_msg, &got), NATS_OK);
+    ck_assert_int_eq(natsConnection_SubscribeSync(&b, n->nc, b_subj), NATS_OK);
+    ck_assert_int_eq(natsConnection_Flush(n->nc), NATS_OK);
+
+    stn_sub_retire(n, a);
+    ck_assert_ptr_nonnull(n->retired); /* no message counted since */
+    stn_subs_sweep(n);
+    ck_assert_ptr_nonnull(n->retired);
+
+    /* sent after the UNSUB: not delivered to the retired one */
+    ck_assert_int_eq(natsConnection_PublishString(n->nc, a_subj, "after"), NATS_OK);
+    ck_assert_int_eq(natsConnection_PublishString(n->nc, b_subj, "later"), NATS_OK);
+    natsMsg *m = NULL;
+    ck_assert_int_eq(natsSubscription_NextMsg(&m, b, 5000), NATS_OK);
+    natsMsg_Destroy(m);
+    stn_subs_sweep(n);
+    ck_assert_ptr_null(n->retired); /* the reading thread is past it */
+    ck_assert_int_eq(atomic_load(&got), 0);
+
+    /* one left when the store closes: destroyed after the connection */
+    ck_assert_int_eq(natsConnection_Subscribe(&a, n->nc, a_subj, count_msg, &got), NATS_OK);
+    stn_sub_retire(n, a);
+    ck_assert_ptr_nonnull(n->retired);
+    natsSubscription_Unsubscribe(b);
+    natsSubscription_Destroy(b);
+    natsInbox_Destroy(a_subj);
+    natsInbox_Destroy(b_subj);
+    done(n);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("nats_log");
@@ -1055,6 +1104,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_split_writers_one_record_per_slot);
     tcase_add_test(tc, test_stream_leader_killed_under_a_writer);
     tcase_add_test(tc, test_reply_inboxes_reused_late_answers_dropped);
+    tcase_add_test(tc, test_retired_subscription_kept_until_a_later_message);
     suite_add_tcase(s, tc);
     return s;
 }
