@@ -254,7 +254,7 @@ static bool roll_due(stp_store *s)
 {
     if (s->act_size < s->o.segment_bytes || s->act_size <= ST_FILE_HDR)
         return false;
-    return !s->act_dirty || s->act_size >= 2 * s->o.segment_bytes || stp_names_synced(s);
+    return !stp_act_dirty(s) || s->act_size >= 2 * s->o.segment_bytes || stp_names_synced(s);
 }
 
 static int write_group(stp_store *s, grp *g, st_req *head)
@@ -296,18 +296,16 @@ static int write_group(stp_store *s, grp *g, st_req *head)
     if (e < 0)
         return e;
     e = st_write_all(s->act_fd, g->iov, (int)g->niov, (off_t)g->start);
-    if (e == 0 && g->sync) {
-        s->act_dirty = true;
-        e = stp_sync_written(s);
+    if (e == 0) {
+        s->act_size = g->end;
+        if (g->sync)
+            e = stp_sync_written(s); /* act_synced = g->end */
     }
     if (e < 0) {
+        s->act_size = g->start;
         cut_back(s, g, e);
         return e;
     }
-    s->act_dirty = !g->sync;
-    s->act_size = g->end;
-    if (g->sync)
-        s->act_synced = g->end;
     if (s->act_alloc < s->act_size)
         s->act_alloc = s->act_size;
     /* the next segment, made ahead: only where every group syncs (else
@@ -388,12 +386,10 @@ int stp_sync_written(stp_store *s)
     /* before the active one: a prefix; and every segment's name, the
      * active one's too (only this thread makes segments) */
     int r = stp_sync_sealed(s, UINT32_MAX);
-    if (r == 0 && s->act_dirty)
+    if (r == 0 && stp_act_dirty(s))
         r = st_datasync(s->act_fd);
-    if (r == 0) {
-        s->act_dirty = false;
+    if (r == 0)
         s->act_synced = s->act_size;
-    }
     return r;
 }
 
@@ -402,7 +398,7 @@ static bool unsynced(stp_store *s)
     pthread_mutex_lock(&s->lazy_mu);
     bool lazy = s->lazy_lo != 0;
     pthread_mutex_unlock(&s->lazy_mu);
-    return lazy || s->act_dirty;
+    return lazy || stp_act_dirty(s);
 }
 
 /* ---- the thread ------------------------------------------------------------------ */

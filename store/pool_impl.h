@@ -146,8 +146,8 @@ struct stp_store {
     int act_fd;
     uint64_t act_size;
     uint64_t act_alloc; /* its file's size: zeros from act_size up to there */
-    bool act_dirty;     /* written since the last sync (interval, none) */
-    uint64_t act_synced; /* its bytes known durable: [0, act_synced) */
+    uint64_t act_synced; /* its bytes known durable: [0, act_synced); the rest
+                          * up to act_size written since (interval, none) */
     /* sealed segments that may not be durable yet: lazy_lo..lazy_hi (none
      * if lazy_lo is 0); synced by stp_sync_sealed */
     pthread_mutex_t lazy_mu;
@@ -424,6 +424,11 @@ int stp_submit(stp_conv *c, st_req *r, st_done_fn done, void *ctx);
 /* What was written, durable (committer thread, or the close after it):
  * lazily sealed segments, then the active one if dirty. */
 int stp_sync_written(stp_store *s);
+/* Whether the active segment has bytes written since its last sync. */
+static inline bool stp_act_dirty(const stp_store *s)
+{
+    return s->act_synced < s->act_size;
+}
 int stp_append(st_conv *c, const st_item *items, size_t n, st_done_fn done, void *ctx);
 int stp_put_file(st_conv *c, const char *name, rt_buf *data, bool durable, st_done_fn done,
                  void *ctx);

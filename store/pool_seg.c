@@ -68,7 +68,6 @@ static void install(stp_store *s, uint32_t seq, int fd, uint64_t alloc)
     s->act_fd = fd;
     s->act_size = s->act_synced = ST_FILE_HDR;
     s->act_alloc = alloc;
-    s->act_dirty = false;
     s->act = (stp_segidx){.seq = seq};
     stp_ents_free(s->act_prev, s->act_prev_cap, sizeof(*s->act_prev)); /* the last one's links */
     s->act_prev = NULL;
@@ -236,7 +235,7 @@ int stp_seg_roll(stp_store *s)
      * and the next one's header says where it ends. Either way an open
      * keeps a prefix of what was written: a lazy segment found short ends
      * the log there (pool_scan.c). */
-    bool lazy = s->act_dirty;
+    bool lazy = stp_act_dirty(s);
     uint32_t prev_end = lazy ? (uint32_t)s->act_size : 0; /* < 2^32: offsets are 32-bit */
     int fd;
     uint64_t alloc;
@@ -256,10 +255,8 @@ int stp_seg_roll(stp_store *s)
         unlink(path);
         return -ENOMEM;
     }
-    if (lazy) {
+    if (lazy)
         stp_lazy_add(s, seq, seq);
-        s->act_dirty = false;
-    }
     stp_seal_idx(s, seq);
     stp_seal_roll_ckpt(s, seq);
     return 0;
