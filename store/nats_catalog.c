@@ -333,17 +333,17 @@ static void *watch_main(void *arg)
                               (size_t)kvEntry_ValueLen(e), kvEntry_Revision(e));
             kvEntry_Destroy(e);
         }
-        bool stop = stopping(s);
-        if (stop) { /* not before the connection is closed: stn_catalog_stop says why */
+        if (stopping(s)) { /* not before the connection is closed: stn_catalog_stop says why */
             pthread_mutex_lock(&s->wmu);
             while (!s->wclosed)
                 pthread_cond_wait(&s->wcv, &s->wmu);
             pthread_mutex_unlock(&s->wmu);
+            kvWatcher_Destroy(w);
+            continue; /* the loop's top sees wstop */
         }
-        kvWatcher_Destroy(w);
-        if (!stop)
-            rt_log(RT_LOG_WARN, "store", "nats: the watch of %s ended (%s): watching again",
-                   STN_CONVS, stn_last_error(st));
+        stn_watch_retire(s->n, w); /* messages may still be coming to it */
+        rt_log(RT_LOG_WARN, "store", "nats: the watch of %s ended (%s): watching again", STN_CONVS,
+               stn_last_error(st));
     }
     return NULL;
 }

@@ -1,16 +1,18 @@
 /*
  * nats_subs.c - subscriptions given up while the connection lives (a
- * follow stopped, the forward listener at stop): unsubscribed at once,
- * destroyed only once the connection's reading thread is past them.
+ * follow stopped, the forward listener at stop, a catalog watch lost):
+ * unsubscribed at once, destroyed only once the connection's reading
+ * thread is past them.
  *
  * Why: libnats 3.4.1 (Debian 12) looks a message's subscription up under
  * the connection's subscription lock and uses it after letting the lock
  * go (nats.c#637, fixed in 3.6.1). An asynchronous subscription is freed
  * once its user has destroyed it and its delivery thread has exited; if
  * both happen in that window the reading thread locks freed memory, and
- * libnats aborts the process without a word. nats_replies.c keeps the
- * synchronous ones for the connection's life; these are made and given
- * up with follows, so they are kept only as long as it takes.
+ * libnats aborts the process without a word; a synchronous one (a KV
+ * watcher's) is freed at once. nats_replies.c keeps the reply inboxes for
+ * the connection's life; these are made and given up with follows and
+ * watches, so they are kept only as long as it takes.
  *
  * When that is: the reading thread is the only one that parses messages
  * (a reconnection joins the old one before it starts the next), it
@@ -27,7 +29,8 @@
 #include <stdlib.h>
 
 struct stn_retired {
-    natsSubscription *sub;
+    natsSubscription *sub; /* or: */
+    kvWatcher *w;
     uint64_t mark; /* messages the connection had counted when unsubscribed */
     struct stn_retired *next;
 };
@@ -60,31 +63,51 @@ static void sweep(st_nats *n, uint64_t in)
     pthread_mutex_unlock(&n->mu);
     for (struct stn_retired *next; done != NULL; done = next) {
         next = done->next;
-        natsSubscription_Destroy(done->sub);
+        if (done->w != NULL)
+            kvWatcher_Destroy(done->w);
+        else
+            natsSubscription_Destroy(done->sub);
         free(done);
     }
 }
 
-void stn_sub_retire(st_nats *n, natsSubscription *sub)
+static void retire(st_nats *n, natsSubscription *sub, kvWatcher *w)
 {
-    if (sub == NULL)
-        return;
-    natsSubscription_Unsubscribe(sub);
+    if (w != NULL)
+        kvWatcher_Stop(w); /* its subscription's unsubscription */
+    else
+        natsSubscription_Unsubscribe(sub);
     struct stn_retired *r = malloc(sizeof(*r));
     uint64_t in = 0;
     if (r == NULL || !counted(n, &in)) {
-        /* cannot keep or cannot tell: the old way, the race's narrow window */
+        /* cannot keep or cannot tell: the old way, open to the race */
         free(r);
-        natsSubscription_Destroy(sub);
+        if (w != NULL)
+            kvWatcher_Destroy(w);
+        else
+            natsSubscription_Destroy(sub);
         return;
     }
     r->sub = sub;
+    r->w = w;
     r->mark = in;
     pthread_mutex_lock(&n->mu);
     r->next = n->retired;
     n->retired = r;
     pthread_mutex_unlock(&n->mu);
     stn_subs_sweep(n);
+}
+
+void stn_sub_retire(st_nats *n, natsSubscription *sub)
+{
+    if (sub != NULL)
+        retire(n, sub, NULL);
+}
+
+void stn_watch_retire(st_nats *n, kvWatcher *w)
+{
+    if (w != NULL)
+        retire(n, NULL, w);
 }
 
 void stn_subs_sweep(st_nats *n)

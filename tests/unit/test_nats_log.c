@@ -1075,6 +1075,18 @@ START_TEST(test_retired_subscription_kept_until_a_later_message)
     ck_assert_ptr_null(n->retired); /* the reading thread is past it */
     ck_assert_int_eq(atomic_load(&got), 0);
 
+    /* a KV watcher's (synchronous) subscription: the same */
+    kvWatcher *w = NULL;
+    char key[160];
+    snprintf(key, sizeof key, "retire%s", b_subj + strlen("_INBOX"));
+    ck_assert_int_eq(kvStore_Watch(&w, n->pages, key, NULL), NATS_OK);
+    stn_watch_retire(n, w);
+    ck_assert_int_eq(natsConnection_PublishString(n->nc, b_subj, "later"), NATS_OK);
+    ck_assert_int_eq(natsSubscription_NextMsg(&m, b, 5000), NATS_OK);
+    natsMsg_Destroy(m);
+    stn_subs_sweep(n);
+    ck_assert_ptr_null(n->retired);
+
     /* one left when the store closes: destroyed after the connection */
     ck_assert_int_eq(natsConnection_Subscribe(&a, n->nc, a_subj, count_msg, &got), NATS_OK);
     stn_sub_retire(n, a);
