@@ -114,7 +114,7 @@ def start_parley(a, extra=()):
     data = ("local:" if a.local else "") + os.path.join(tmp, "data")
     p = subprocess.Popen([a.parley, "serve", "--data", data,
                           "--listen", "127.0.0.1:0", "--durability", "full",
-                          "--log-level", "warn"] + [str(x) for x in extra],
+                          "--log-level", "warn"] + [str(x) for x in extra] + a.serve_arg,
                          stdout=subprocess.PIPE, text=True)
     line = p.stdout.readline().strip()
     m = re.match(r"listening on http://127\.0\.0\.1:(\d+)$", line)
@@ -560,6 +560,8 @@ def main():
     ap.add_argument("--events", type=int, default=100000, help="events of the paged log")
     ap.add_argument("--idle", type=int, default=2000, help="idle subscriber connections")
     ap.add_argument("--conversations", type=int, default=10000, help="idle conversations")
+    ap.add_argument("--serve-arg", action="append", default=[], metavar="ARG",
+                    help="one more argument to every `parley serve` (repeatable)")
     ap.add_argument("--only", choices=LINES, action="append", help="run only these lines")
     ap.add_argument("--no-bootstrap", action="store_true",
                     help="skip tools/bootstrap.sh --bench (everything is installed)")
