@@ -478,7 +478,7 @@ int stp_recover(stp_store *s, char *err, size_t errlen)
     /* the next segment's file is made by the first group: an open (and a
      * store opened only to read) waits for no fsync */
     s->act = (stp_segidx){.seq = next};
-    s->act_size = s->act_alloc = ST_FILE_HDR;
+    s->act_size = s->act_synced = s->act_alloc = ST_FILE_HDR; /* nothing to sync */
     /* and it says where the last one scanned ends, as after a lazy roll */
     pthread_mutex_lock(&s->seg_mu); /* the sealing thread may be mapping its index */
     const stp_segidx *last = r == 0 && nscanned > 0 ? stp_sealed_of(s, scanned) : NULL;
