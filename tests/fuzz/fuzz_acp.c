@@ -19,7 +19,8 @@
  *    turn's llm_response_id where it carries one: the gate judges the
  *    agent's order, never its shape;
  *  - what is made is bounded by what was sent: no update multiplies its
- *    bytes (at most 4 times the input and 4 KiB an update and an event);
+ *    bytes (at most 4 times the updates' JSON text, and 4 KiB an update
+ *    and an event);
  *  - once the turn ends, no call is left open;
  *  - every event maps out (acp_out_event answers 0) into update objects.
  */
@@ -117,8 +118,12 @@ static json_t *made_update(const uint8_t b[4], char call[8])
 }
 
 /* One update taken or refused as the invariants say; the events checked. */
-static void feed(acp_turn *t, acp_out *o, json_t *u, json_t *evs, size_t *made)
+static void feed(acp_turn *t, acp_out *o, json_t *u, json_t *evs, size_t *made, size_t *sent)
 {
+    char *text = json_dumps(u, JSON_COMPACT | JSON_ENCODE_ANY);
+    CHECK(text != NULL);
+    *sent += strlen(text);
+    free(text);
     size_t before = json_array_size(evs);
     char why[256] = "";
     int r = acp_turn_update(t, u, evs, why, sizeof(why));
@@ -172,7 +177,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     acp_out *o = acp_out_new(&l);
     json_t *evs = json_array();
     CHECK(t != NULL && o != NULL && evs != NULL);
-    size_t made = 0, updates = 0;
+    size_t made = 0, sent = 0, updates = 0;
     const char *p = (const char *)data + 1, *end = (const char *)data + size;
     for (const uint8_t *b = data + 1; (data[0] & 2) && b + 4 <= data + size; b += 4) {
         char call[8];
@@ -181,7 +186,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             acp_turn_close_call(t, call);
             continue;
         }
-        feed(t, o, u, evs, &made);
+        feed(t, o, u, evs, &made, &sent);
         updates++;
         json_decref(u);
     }
@@ -197,7 +202,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         } else {
             json_t *u = json_loadb(p, len, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
             if (u != NULL) {
-                feed(t, o, u, evs, &made);
+                feed(t, o, u, evs, &made, &sent);
                 updates++;
                 json_decref(u);
             }
@@ -208,10 +213,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     acp_turn_end(t, "the fuzz input ended", evs);
     CHECK(acp_turn_open_calls(t) == 0);
     made += check_events(evs, before, o);
-    size_t bound = 4 * size + 4096 * (updates + 1 + json_array_size(evs));
+    size_t bound = 4 * sent + 4096 * (updates + 1 + json_array_size(evs));
     if (made > bound) {
-        fprintf(stderr, "fuzz_acp: %zu bytes of events from %zu of input (%zu updates)\n", made,
-                size, updates);
+        fprintf(stderr, "fuzz_acp: %zu bytes of events from %zu sent (%zu updates)\n", made, sent,
+                updates);
         abort();
     }
     json_decref(evs);
