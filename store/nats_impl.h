@@ -41,9 +41,8 @@ void stn_replies_free(st_nats *n);
 /* Subscriptions given up while the connection lives (nats_subs.c):
  * stn_sub_retire unsubscribes one (stn_watch_retire: a KV watcher's) and
  * destroys it only once the reading thread is past it (libnats 3.4.1's
- * race, nats_subs.c says why);
- * stn_subs_sweep destroys those it is past; stn_subs_free all, once the
- * connection is closed. */
+ * race, nats_subs.c says why); stn_subs_sweep destroys those it is past;
+ * stn_subs_free all, once the connection is closed. */
 void stn_sub_retire(st_nats *n, natsSubscription *sub);
 void stn_watch_retire(st_nats *n, kvWatcher *w);
 void stn_subs_sweep(st_nats *n);

@@ -45,6 +45,14 @@ static bool counted(st_nats *n, uint64_t *in)
     return ok;
 }
 
+static void destroy(natsSubscription *sub, kvWatcher *w)
+{
+    if (w != NULL)
+        kvWatcher_Destroy(w);
+    else
+        natsSubscription_Destroy(sub);
+}
+
 /* Destroys those the reading thread is past; the others stay. */
 static void sweep(st_nats *n, uint64_t in)
 {
@@ -63,10 +71,7 @@ static void sweep(st_nats *n, uint64_t in)
     pthread_mutex_unlock(&n->mu);
     for (struct stn_retired *next; done != NULL; done = next) {
         next = done->next;
-        if (done->w != NULL)
-            kvWatcher_Destroy(done->w);
-        else
-            natsSubscription_Destroy(done->sub);
+        destroy(done->sub, done->w);
         free(done);
     }
 }
@@ -82,10 +87,7 @@ static void retire(st_nats *n, natsSubscription *sub, kvWatcher *w)
     if (r == NULL || !counted(n, &in)) {
         /* cannot keep or cannot tell: the old way, open to the race */
         free(r);
-        if (w != NULL)
-            kvWatcher_Destroy(w);
-        else
-            natsSubscription_Destroy(sub);
+        destroy(sub, w);
         return;
     }
     r->sub = sub;
@@ -95,7 +97,7 @@ static void retire(st_nats *n, natsSubscription *sub, kvWatcher *w)
     r->next = n->retired;
     n->retired = r;
     pthread_mutex_unlock(&n->mu);
-    stn_subs_sweep(n);
+    sweep(n, in); /* the earlier ones the count has passed; not this one */
 }
 
 void stn_sub_retire(st_nats *n, natsSubscription *sub)
