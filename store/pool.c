@@ -72,9 +72,11 @@
  * never join the new one). Space comes back from the oldest end: a
  * checkpoint covers the segments from the oldest CREATE of a conversation
  * still there, and once it is written the segments before it (deleted
- * conversations' records only) are removed (pool_seg.c). A conversation
- * that lives keeps every segment from its creation on, deleted neighbours'
- * records included: no segment is rewritten (compaction is later work).
+ * conversations' records only) are removed (pool_seg.c). So that one old
+ * conversation that lives does not keep every segment written since, the
+ * live conversations created in the oldest segments are carried: written
+ * again at the end, when that frees at least twice what it writes
+ * (pool_carry.c).
  *
  * Blocking calls: create, set_meta, get_file, meta when not cached, the
  * log's open and readers (pread). Appends, put_file and delete queue to
@@ -132,6 +134,7 @@ static void store_free(stp_store *s)
     pthread_cond_destroy(&s->sp_cv);
     pthread_mutex_destroy(&s->idx_mu);
     pthread_mutex_destroy(&s->sl_mu);
+    pthread_mutex_destroy(&s->carry_mu);
     pthread_cond_destroy(&s->sl_cv);
     st_reqq_destroy(&s->q);
     pthread_mutex_destroy(&s->logs_mu);
@@ -184,6 +187,7 @@ static int pool_open(const st_opts *o, st_store **out, char *err, size_t errlen)
     pthread_cond_init(&s->sp_cv, NULL);
     pthread_mutex_init(&s->idx_mu, NULL);
     pthread_mutex_init(&s->sl_mu, NULL);
+    pthread_mutex_init(&s->carry_mu, NULL);
     pthread_cond_init(&s->sl_cv, NULL);
     st_reqq_init(&s->q);
     pthread_mutex_init(&s->logs_mu, NULL);

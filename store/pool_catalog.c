@@ -327,20 +327,51 @@ int stp_create(st_store *st, const rt_uuid *id, const rt_uuid *parent, rt_buf *m
     return 0;
 }
 
-/* Read a payload back: a malloc'd copy, NUL-terminated. */
-static int read_loc(stp_store *s, stp_loc at, char **data)
+/* Where c's meta is (name NULL) or its file `name` is, {0} if it has none
+ * (lock held). */
+static stp_loc where(const stp_conv *c, const char *name)
 {
-    char *b = malloc((size_t)at.len + 1);
-    if (b == NULL)
-        return -ENOMEM;
-    int r = stp_pread(s, at.seq, b, at.len, at.off);
-    if (r < 0) {
+    if (name == NULL)
+        return c->meta_at;
+    const stp_file *f = c->files;
+    while (f != NULL && strcmp(f->name, name) != 0)
+        f = f->next;
+    return f != NULL ? f->at : (stp_loc){0, 0, 0};
+}
+
+/* Read c's meta or file back (see where): a malloc'd copy, NUL-terminated,
+ * or *cached if the meta is in memory. Read outside the lock; if that
+ * fails and it moved meanwhile (a carry, pool_carry.c, whose old segment
+ * went), once more where it is now. */
+static int read_back(stp_conv *c, const char *name, rt_buf **cached, char **data, uint32_t *len)
+{
+    pthread_mutex_lock(stp_lock(c));
+    *cached = name == NULL && c->meta != NULL ? rt_buf_ref(c->meta) : NULL;
+    stp_loc at = where(c, name);
+    pthread_mutex_unlock(stp_lock(c));
+    if (*cached != NULL)
+        return 0;
+    for (int tries = 0;; tries++) {
+        if (at.seq == 0)
+            return -ENOENT;
+        char *b = malloc((size_t)at.len + 1);
+        if (b == NULL)
+            return -ENOMEM;
+        int r = stp_pread(c->s, at.seq, b, at.len, at.off);
+        if (r == 0) {
+            b[at.len] = '\0';
+            *data = b;
+            *len = at.len;
+            return 0;
+        }
         free(b);
-        return r;
+        pthread_mutex_lock(stp_lock(c));
+        stp_loc now = where(c, name);
+        pthread_mutex_unlock(stp_lock(c));
+        if (tries > 0 || memcmp(&now, &at, sizeof(at)) == 0)
+            return r;
+        at = now;
     }
-    b[at.len] = '\0';
-    *data = b;
-    return 0;
 }
 
 static void free_data(void *data, void *ctx)
@@ -352,15 +383,13 @@ static void free_data(void *data, void *ctx)
 rt_buf *stp_meta(st_conv *sc)
 {
     stp_conv *c = (stp_conv *)sc;
-    pthread_mutex_lock(stp_lock(c));
-    rt_buf *m = c->meta != NULL ? rt_buf_ref(c->meta) : NULL;
-    stp_loc at = c->meta_at;
-    pthread_mutex_unlock(stp_lock(c));
+    rt_buf *m = NULL;
+    char *data = NULL;
+    uint32_t len = 0;
+    int r = read_back(c, NULL, &m, &data, &len);
     if (m != NULL)
         return m;
-    char *data = NULL;
-    int r = read_loc(c->s, at, &data);
-    if (r == 0 && (m = rt_buf_wrap(data, at.len, free_data, NULL)) == NULL)
+    if (r == 0 && (m = rt_buf_wrap(data, len, free_data, NULL)) == NULL)
         free(data);
     if (m == NULL) { /* the interface has no error here: say it, answer an empty meta */
         rt_log(RT_LOG_ERROR, "store", "cannot read a conversation's meta: %s",
@@ -387,17 +416,13 @@ int stp_get_file(st_conv *sc, const char *name, char **data, size_t *len)
     stp_conv *c = (stp_conv *)sc;
     if (!st_conv_file_name_ok(name))
         return -EINVAL;
-    pthread_mutex_lock(stp_lock(c));
-    stp_file *f = c->files;
-    while (f != NULL && strcmp(f->name, name) != 0)
-        f = f->next;
-    stp_loc at = f != NULL ? f->at : (stp_loc){0, 0, 0};
-    pthread_mutex_unlock(stp_lock(c));
-    if (f == NULL || atomic_load(&c->gone))
+    if (atomic_load(&c->gone))
         return -ENOENT;
-    int r = read_loc(c->s, at, data);
+    rt_buf *none;
+    uint32_t n = 0;
+    int r = read_back(c, name, &none, data, &n);
     if (r == 0)
-        *len = at.len;
+        *len = n;
     return r;
 }
 

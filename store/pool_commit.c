@@ -159,6 +159,18 @@ static int plan(stp_store *s, grp *g, st_req *r)
         r->status = -ENOENT;
         return 0;
     }
+    if (r->kind == REQ_CARRY) { /* as read, with nothing of it earlier in the group */
+        if (c->broken || c->gpend > 0 || c->count != r->first || stp_carry_print(c) != r->expect) {
+            r->status = -EAGAIN;
+            return 0;
+        }
+        for (size_t i = 0; i < r->n; i++) {
+            int e = encode(s, g, c, stp_carry_index(r, i), &r->items[i]);
+            if (e < 0)
+                return e;
+        }
+        return 0;
+    }
     if (r->kind != REQ_APPEND) {
         g->sync |= r->kind != REQ_FILE || r->durable;
         c->gdel = r->kind == REQ_DELETE;
@@ -179,12 +191,6 @@ static int plan(stp_store *s, grp *g, st_req *r)
     return 0;
 }
 
-static stp_loc payload_at(const stp_store *s, const stp_ent *e, const st_item *it)
-{
-    uint32_t len = it->payload != NULL ? (uint32_t)rt_buf_len(it->payload) : 0;
-    return (stp_loc){s->act.seq, e->off + e->size - len, len};
-}
-
 /* The group is durable: make r's effect visible. */
 static void apply(stp_store *s, grp *g, st_req *r)
 {
@@ -197,7 +203,9 @@ static void apply(stp_store *s, grp *g, st_req *r)
     }
     pthread_mutex_lock(stp_lock(c));
     int err = 0;
-    if (r->kind == REQ_APPEND) {
+    if (r->kind == REQ_CARRY) {
+        stp_carry_apply(s, c, r, e);
+    } else if (r->kind == REQ_APPEND) {
         err = stp_note_run(c, s->act.seq, (uint32_t)r->first);
         if (err == 0 && c->log != NULL && stp_log_add(c->log, e, r->n) < 0) {
             stp_log_free(c->log); /* out of memory: it opens again from the indexes */
@@ -207,11 +215,11 @@ static void apply(stp_store *s, grp *g, st_req *r)
         if (c->log != NULL)
             stp_log_publish(c->log, c->count);
     } else if (r->kind == REQ_FILE) {
-        err = stp_set_file(c, r->name, strlen(r->name), payload_at(s, e, &r->items[0]));
+        err = stp_set_file(c, r->name, strlen(r->name), stp_payload_at(s, e, &r->items[0]));
     } else {
         if (r->kind == REQ_CREATE)
             c->create_seq = s->act.seq;
-        c->meta_at = payload_at(s, e, &r->items[0]);
+        c->meta_at = stp_payload_at(s, e, &r->items[0]);
         rt_buf_unref(c->meta);
         c->meta = rt_buf_ref(r->items[0].payload);
     }
@@ -319,7 +327,10 @@ static int write_group(stp_store *s, grp *g, st_req *head)
             continue; /* the COMMIT */
         uint32_t at = (uint32_t)s->act.n++;
         s->act.e[at] = g->ents[i];
-        s->act_prev[at] = c->act_seq == s->act.seq ? c->act_last : STP_NONE;
+        /* a CREATE begins a chain: what comes before is another
+         * incarnation's, or what a carry copied (pool_carry.c) */
+        bool chained = c->act_seq == s->act.seq && g->ents[i].index != STP_IDX_CREATE;
+        s->act_prev[at] = chained ? c->act_last : STP_NONE;
         c->act_seq = s->act.seq;
         c->act_last = at;
     }
@@ -467,8 +478,10 @@ void stp_committer_stop(stp_store *s)
     while (s->logs != NULL) {
         stp_conv *c = s->logs->c;
         pthread_mutex_unlock(&s->logs_mu);
+        pthread_mutex_lock(stp_lock(c)); /* a carry may be looking (pool_carry.c) */
         stp_log_free(c->log);
         c->log = NULL;
+        pthread_mutex_unlock(stp_lock(c));
         pthread_mutex_lock(&s->logs_mu);
     }
     pthread_mutex_unlock(&s->logs_mu);

@@ -191,6 +191,7 @@ struct stp_store {
     size_t sl_ckpt_len;
     uint32_t sl_ckpt_seq;
     bool no_ckpt; /* the catalog in memory may differ from the records: no checkpoint */
+    pthread_mutex_t carry_mu; /* one carry round at a time (pool_carry.c) */
 };
 
 struct stp_log {
@@ -435,7 +436,33 @@ int stp_put_file(st_conv *c, const char *name, rt_buf *data, bool durable, st_do
 int stp_delete(st_conv *c, st_done_fn done, void *ctx);
 void stp_close_idle(stp_store *s, uint64_t now, uint64_t ttl, bool crowded);
 
+/* Where the payload of item `it`, written as record e of the active
+ * segment, is. */
+static inline stp_loc stp_payload_at(const stp_store *s, const stp_ent *e, const st_item *it)
+{
+    uint32_t len = it->payload != NULL ? (uint32_t)rt_buf_len(it->payload) : 0;
+    return (stp_loc){s->act.seq, e->off + e->size - len, len};
+}
+
+/* pool_carry.c */
+/* One round of carrying: the conversations that keep the oldest segments,
+ * while it pays (pool_carry.c says when); on the sealing thread after a
+ * checkpoint, or any thread (tests). Blocks on the committer. */
+void stp_carry(stp_store *s);
+/* The committer: what a carry request found of c (its meta's and files'
+ * places), to tell whether they moved since. */
+uint64_t stp_carry_print(const stp_conv *c);
+/* The committer: the record index of a carry's item i. */
+uint64_t stp_carry_index(const st_req *r, size_t i);
+/* The committer, the carry's group durable (c's lock held): c's runs,
+ * meta and files name the copy (records e), unless a log opened meanwhile. */
+void stp_carry_apply(stp_store *s, stp_conv *c, st_req *r, const stp_ent *e);
+
 /* pool_log.c */
+/* fn for each event record of c's runs, [0, count), in index order, with
+ * its segment (seg_mu held; sealed indexes ensured first). */
+int stp_conv_each(stp_store *s, const stp_conv *c, const stp_runs *runs, uint64_t count,
+                  int (*fn)(void *ctx, uint32_t seq, const stp_ent *e), void *ctx);
 int stp_conv_log(st_conv *c, st_log **log, st_open_report *rep);
 /* Add events [from, to) of an open log, then publish them (lock held). */
 int stp_log_add(stp_log *l, const stp_ent *e, size_t n);

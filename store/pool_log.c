@@ -82,20 +82,11 @@ enum { AHEAD = 16 };
 
 typedef struct fill {
     stp_log *l;
-    uint64_t after; /* the offset of its CREATE in this segment, if there */
-    uint64_t lo, hi, got;
+    uint64_t got;
     stp_ent q[AHEAD];
     size_t head, nq;
     uint8_t *seen; /* instead of adding: a bit per index found */
 } fill;
-
-static int last_create(void *ctx, const stp_ent *e)
-{
-    fill *f = ctx;
-    if (e->index == STP_IDX_CREATE)
-        f->after = e->off;
-    return 0;
-}
 
 static int add_oldest(fill *f)
 {
@@ -105,11 +96,10 @@ static int add_oldest(fill *f)
     return r;
 }
 
-static int take(void *ctx, const stp_ent *e)
+static int take(void *ctx, uint32_t seq, const stp_ent *e)
 {
+    (void)seq;
     fill *f = ctx;
-    if (e->index < f->lo || e->index >= f->hi || e->off < f->after)
-        return 0;
     if (f->seen != NULL) {
         f->seen[e->index / 8] |= (uint8_t)(1u << (e->index % 8));
         return 0;
@@ -123,29 +113,63 @@ static int take(void *ctx, const stp_ent *e)
     return r;
 }
 
+/* One run of stp_conv_each: its events [lo, hi), after its segment's last
+ * CREATE of the conversation (an earlier incarnation's, or the records a
+ * carry copied, pool_carry.c, are before it). */
+typedef struct run_each {
+    uint32_t seq;
+    uint64_t after, lo, hi;
+    int (*fn)(void *ctx, uint32_t seq, const stp_ent *e);
+    void *ctx;
+} run_each;
+
+static int last_create(void *ctx, const stp_ent *e)
+{
+    run_each *f = ctx;
+    if (e->index == STP_IDX_CREATE)
+        f->after = e->off;
+    return 0;
+}
+
+static int in_run(void *ctx, const stp_ent *e)
+{
+    run_each *f = ctx;
+    if (e->index < f->lo || e->index >= f->hi || e->off < f->after)
+        return 0;
+    return f->fn(f->ctx, f->seq, e);
+}
+
+int stp_conv_each(stp_store *s, const stp_conv *c, const stp_runs *runs, uint64_t count,
+                  int (*fn)(void *ctx, uint32_t seq, const stp_ent *e), void *ctx)
+{
+    int r = 0;
+    for (uint32_t k = 0; r == 0 && runs != NULL && k < runs->n; k++) {
+        run_each f = {.seq = runs->r[k].seq,
+                      .lo = runs->r[k].first,
+                      .hi = k + 1 < runs->n ? runs->r[k + 1].first : count,
+                      .fn = fn,
+                      .ctx = ctx};
+        if (f.seq == s->act.seq) { /* linked from the last CREATE on */
+            r = stp_act_each(s, c, in_run, &f);
+        } else {
+            r = stp_idx_each(s, f.seq, &c->id, last_create, &f);
+            if (r == 0)
+                r = stp_idx_each(s, f.seq, &c->id, in_run, &f);
+        }
+    }
+    return r;
+}
+
 /* Every record of c the indexes of its runs hold (seg_mu held): added to
  * l, or (seen) marked. */
 static int walk(stp_store *s, stp_conv *c, const stp_runs *runs, stp_log *l, uint8_t *seen,
                 uint64_t *got)
 {
-    int r = 0;
-    *got = 0;
-    for (uint32_t k = 0; r == 0 && runs != NULL && k < runs->n; k++) {
-        fill f = {.l = l,
-                  .lo = runs->r[k].first,
-                  .hi = k + 1 < runs->n ? runs->r[k + 1].first : c->count,
-                  .seen = seen};
-        if (runs->r[k].seq == s->act.seq) { /* only this incarnation's records are linked */
-            r = stp_act_each(s, c, take, &f);
-        } else {
-            r = stp_idx_each(s, runs->r[k].seq, &c->id, last_create, &f);
-            if (r == 0)
-                r = stp_idx_each(s, runs->r[k].seq, &c->id, take, &f);
-        }
-        while (r == 0 && f.nq > 0)
-            r = add_oldest(&f);
-        *got += f.got;
-    }
+    fill f = {.l = l, .seen = seen};
+    int r = stp_conv_each(s, c, runs, c->count, take, &f);
+    while (r == 0 && f.nq > 0)
+        r = add_oldest(&f);
+    *got = f.got;
     return r;
 }
 

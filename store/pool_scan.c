@@ -212,7 +212,7 @@ static int on_record(void *ctx, const st_rec *r, uint64_t off)
     switch (r->index) {
     case STP_IDX_CREATE:
         if (c != NULL)
-            stp_remove(s, c); /* cannot happen but after damage */
+            stp_remove(s, c); /* a carry's copy (pool_carry.c) replaces it */
         if ((c = stp_conv_new(s, &e.id)) == NULL)
             return -ENOMEM;
         c->meta_at = at;

@@ -15,6 +15,9 @@
  * Both wait for the segments they describe to be durable: a lazy roll
  * (pool_seg.c) leaves that sync to this thread.
  *
+ * Once a checkpoint is written, the segments before what it covers go,
+ * and a round of carrying (pool_carry.c) may let the next one cover less.
+ *
  * A checkpoint not written yet is replaced by a newer one; a roll while
  * one is being written takes none (the next roll's or the close's covers
  * it). The writes go through the I/O table (io.h), so the fault tests
@@ -104,6 +107,7 @@ static void write_ckpt(stp_store *s, uint32_t seq, uint8_t *b, size_t len)
     }
     stp_ckpt_prune(s);
     stp_seg_drop_before(s, first);
+    stp_carry(s); /* what keeps the oldest segments, for the next one to drop */
 }
 
 static void *seal_main(void *arg)

@@ -15,7 +15,7 @@
 
 #include <pthread.h>
 
-enum { REQ_APPEND, REQ_CREATE, REQ_DELETE, REQ_FILE, REQ_META };
+enum { REQ_APPEND, REQ_CREATE, REQ_DELETE, REQ_FILE, REQ_META, REQ_CARRY };
 
 typedef struct st_req st_req;
 struct st_req {
@@ -32,6 +32,7 @@ struct st_req {
     int status;
     uint64_t first;
     size_t rec0; /* the pool's committer: its first record in the group */
+    uint64_t expect; /* REQ_CARRY: its conversation's stp_carry_print when read */
 };
 
 /* An append of items[0..n) (checked as st_append says: -EINVAL), or a

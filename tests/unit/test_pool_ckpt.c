@@ -1367,6 +1367,152 @@ START_TEST(test_deleted_space_is_reclaimed)
 }
 END_TEST
 
+/* The highest segment number there now. */
+static uint64_t last_seg(const char *dir)
+{
+    uint64_t *v;
+    size_t n = numbered(dir, "seg", &v);
+    uint64_t last = n > 0 ? v[n - 1] : 0;
+    free(v);
+    return last;
+}
+
+/* Where c was created (its lock held: the committer writes it, and the
+ * sealing thread's carries run beside the test). */
+static uint32_t created_in(st_conv *sc)
+{
+    stp_conv *c = (stp_conv *)sc;
+    pthread_mutex_lock(stp_lock(c));
+    uint32_t seq = c->create_seq;
+    pthread_mutex_unlock(stp_lock(c));
+    return seq;
+}
+
+/* A conversation made and deleted: about `rounds` x 10 events of space. */
+static void bulk_deleted(st_store *s, unsigned k, uint64_t *seed, int rounds)
+{
+    rt_uuid id;
+    tst_conv_id(k, &id);
+    st_conv *c;
+    rt_buf *meta = text("{\"bulk\":%llu}", k);
+    ck_assert_int_eq(st_conv_create(s, &id, NULL, meta, &c), 0);
+    rt_buf_unref(meta);
+    for (int i = 0; i < rounds; i++)
+        ck_assert_int_eq(append_n(c, seed, 10), 0);
+    st_waiter w;
+    st_waiter_init(&w);
+    ck_assert_int_eq(st_conv_delete(c, st_waiter_done, &w), 0);
+    ck_assert_int_eq(wait_done(&w), 0);
+}
+
+/* Two old conversations that live (a parent and its child, with events, a
+ * file and a newer meta) keep every segment written since they were made,
+ * a deleted one's included; a carry writes them again at the end, and
+ * the next checkpoint drops what is before. The store looks the same
+ * throughout: on a copy taken before the carry and one taken after it,
+ * before any checkpoint (what a crash leaves), after the drop from the
+ * checkpoint, and by a scan of what is left. A conversation whose log is
+ * open is not carried. */
+START_TEST(test_live_conversations_are_carried)
+{
+    uint64_t seed = 7;
+    char *dir = tst_mkdtemp(), *copy = tst_mkdtemp();
+    tst_rmdir(copy);
+    st_store *s = open_at(dir, ST_FULL);
+    rt_uuid p_id, a_id, c_id;
+    tst_conv_id(1, &p_id);
+    tst_conv_id(2, &a_id);
+    tst_conv_id(4, &c_id);
+    st_conv *p, *a, *c;
+    rt_buf *meta = text("{\"m\":%llu}", 1);
+    ck_assert_int_eq(st_conv_create(s, &p_id, NULL, meta, &p), 0);
+    ck_assert_int_eq(st_conv_create(s, &a_id, &p_id, meta, &a), 0);
+    rt_buf_unref(meta);
+    ck_assert_int_eq(append_n(a, &seed, 10), 0);
+    ck_assert_int_eq(append_n(p, &seed, 3), 0);
+    rt_buf *file = text("{\"f\":%llu}", 9);
+    st_waiter w;
+    st_waiter_init(&w);
+    ck_assert_int_eq(st_conv_put_file(a, "a.json", file, true, st_waiter_done, &w), 0);
+    ck_assert_int_eq(wait_done(&w), 0);
+    rt_buf_unref(file);
+    ck_assert_int_eq(append_n(a, &seed, 10), 0);
+    meta = text("{\"m\":%llu}", 2);
+    ck_assert_int_eq(st_conv_set_meta(a, meta), 0);
+    rt_buf_unref(meta);
+    bulk_deleted(s, 3, &seed, 30); /* about 14 segments of 8 KiB */
+    uint64_t c_at = last_seg(dir);
+    meta = text("{\"m\":%llu}", 3);
+    ck_assert_int_eq(st_conv_create(s, &c_id, NULL, meta, &c), 0);
+    rt_buf_unref(meta);
+    ck_assert_int_eq(append_n(c, &seed, 10), 0);
+    stp_store *ps = (stp_store *)s;
+
+    tst_copydir(dir, copy); /* its view, from a copy: a view opens logs */
+    char *before = view_of(copy);
+    tst_rmdir(copy);
+
+    stp_carry(ps);
+    ck_assert_uint_ge(created_in(a), c_at); /* by this round, or by the sealing thread's */
+    ck_assert_uint_ge(created_in(p), c_at);
+    tst_copydir(dir, copy); /* carried, nothing dropped yet */
+    expect_view(copy, before, "a copy taken after the carry");
+    tst_rmdir(copy);
+
+    bulk_deleted(s, 5, &seed, 8); /* rolls, and their checkpoints drop */
+    char *live = view(s);
+    same_view(before, live, "after the carry, in the store");
+    free(live);
+    st_conv_release(p);
+    st_conv_release(a);
+    st_conv_release(c);
+    st_store_close(s);
+
+    uint64_t *v;
+    ck_assert_uint_gt(numbered(dir, "seg", &v), 0);
+    ck_assert_msg(v[0] >= c_at, "segment %llu, kept by the carried ones, is still there",
+                  (unsigned long long)v[0]);
+    free(v);
+    expect_view(dir, before, "reopened after the drop");
+    char *scanned = scan_view(dir);
+    same_view(before, scanned, "a scan of what is left");
+    free(scanned);
+
+    /* the child's log open: neither is carried (they go together), until
+     * it is closed */
+    s = open_at(dir, ST_FULL);
+    ck_assert_int_eq(st_conv_get(s, &c_id, &c), 0);
+    st_waiter_init(&w);
+    ck_assert_int_eq(st_conv_delete(c, st_waiter_done, &w), 0);
+    ck_assert_int_eq(wait_done(&w), 0);
+    tst_copydir(dir, copy);
+    char *without_c = view_of(copy);
+    tst_rmdir(copy);
+    ck_assert_int_eq(st_conv_get(s, &a_id, &a), 0);
+    st_log *l;
+    ck_assert_int_eq(st_conv_log(a, &l, NULL), 0);
+    uint32_t a_seq = created_in(a);
+    bulk_deleted(s, 6, &seed, 30);
+    stp_carry((stp_store *)s);
+    ck_assert_uint_eq(created_in(a), a_seq);
+    st_conv_release(a);
+    st_store_close(s);
+    expect_view(dir, without_c, "after a carry passed over an open log");
+    s = open_at(dir, ST_FULL);
+    ck_assert_int_eq(st_conv_get(s, &a_id, &a), 0);
+    stp_carry((stp_store *)s);
+    ck_assert_uint_gt(created_in(a), a_seq);
+    st_conv_release(a);
+    st_store_close(s);
+    expect_view(dir, without_c, "carried once its log was closed");
+    free(without_c);
+    free(before);
+    tst_rmdir(dir);
+    free(dir);
+    free(copy);
+}
+END_TEST
+
 /* A store opened after a close or a crash makes its next segment at the
  * first group: closed before any, it has nothing of its own to sync (the
  * close once synced a segment it never opened: EBADF, logged as a failed
@@ -1423,6 +1569,7 @@ int main(void)
     tcase_add_test(tc, test_hole_in_the_last_group);
     tcase_add_loop_test(tc, test_hole_before_unsynced_groups, 0, 3);
     tcase_add_test(tc, test_deleted_space_is_reclaimed);
+    tcase_add_test(tc, test_live_conversations_are_carried);
     tcase_add_loop_test(tc, test_open_then_close_syncs_nothing_missing, 0, 2);
     suite_add_tcase(s, tc);
     return ts_run_suite(s);

@@ -1,0 +1,396 @@
+/*
+ * pool_carry.c - carrying live conversations forward, so that the segments
+ * they keep can go (pool.c).
+ *
+ * Space comes back from the oldest end: a segment goes once no live
+ * conversation was created in it or before it. So one old conversation
+ * that lives keeps every segment written since, its deleted neighbours'
+ * records included. A carry writes such a conversation again at the
+ * active segment's end, in one group: a CREATE (its parent, its meta now),
+ * its events in order, its files: the records its creation and later calls
+ * would have written. An open already takes a CREATE of a known id as a
+ * new incarnation that replaces the old one (pool_scan.c), so a carry needs
+ * no record of its own, and after a crash at any point an open finds
+ * either the old records or the whole copy (a group is cut whole), the
+ * same conversation either way. Once the group is durable the catalog
+ * names the copy (runs, meta, files; create_seq the active segment); the
+ * next checkpoint starts after the segments it no longer needs, and they
+ * go (pool_seg.c).
+ *
+ * When: after each checkpoint (the sealing thread), the conversations
+ * created in the oldest segment still kept are carried together if their
+ * bytes are at most half of what it frees (the segments from theirs up to
+ * the next live conversation's), so every byte written again frees at
+ * least two; then the next oldest, up to ROUND_BYTES a round. Not
+ * carried, and keeping their segments as before: a conversation whose log
+ * is open (its readers hold offsets into the old records without a lock;
+ * it is carried once idle closes it), one read-only after corruption, one
+ * larger than the round's bound. A carry is read here, off the committer,
+ * and the committer writes it only if nothing of the conversation changed
+ * since (its count, its newest meta or file record).
+ */
+#include "pool_impl.h"
+
+#include "runtime/grow.h"
+#include "runtime/log.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A round writes at most ROUND_BYTES (the committer's other groups wait
+ * for each carry's write and sync), for at most PINNERS_MAX conversations. */
+enum { PINNERS_MAX = 1024, ROUND_BYTES = 4 << 20 };
+
+/* ---- the committer's side ------------------------------------------------------ */
+
+static uint64_t place(stp_loc at)
+{
+    return (uint64_t)at.seq << 32 | at.off;
+}
+
+uint64_t stp_carry_print(const stp_conv *c)
+{
+    /* records only append: a new meta or file is at a later place */
+    uint64_t m = place(c->meta_at);
+    for (const stp_file *f = c->files; f != NULL; f = f->next)
+        if (place(f->at) > m)
+            m = place(f->at);
+    return m;
+}
+
+/* A carry's items: the CREATE, events [0, first), then the files. */
+uint64_t stp_carry_index(const st_req *r, size_t i)
+{
+    return i == 0 ? STP_IDX_CREATE : i <= r->first ? i - 1 : STP_IDX_FILE;
+}
+
+void stp_carry_apply(stp_store *s, stp_conv *c, st_req *r, const stp_ent *e)
+{
+    stp_runs *nr = NULL;
+    if (c->log != NULL || (r->first > 0 && (nr = malloc(sizeof(*nr) + sizeof(nr->r[0]))) == NULL)) {
+        /* written and not used: the old records stay, the copy is the
+         * same conversation for the next open */
+        r->status = c->log != NULL ? -EBUSY : -ENOMEM;
+        return;
+    }
+    if (nr != NULL) {
+        nr->n = 1;
+        nr->r[0] = (stp_run){s->act.seq, 0};
+    }
+    free(atomic_exchange_explicit(&c->runs, nr, memory_order_acq_rel)); /* no log: unread */
+    c->create_seq = s->act.seq;
+    c->meta_at = stp_payload_at(s, &e[0], &r->items[0]);
+    for (size_t i = 1 + r->first; i < r->n; i++) /* names it has: nothing allocated */
+        stp_set_file(c, (const char *)r->items[i].id, r->items[i].idlen,
+                     stp_payload_at(s, &e[i], &r->items[i]));
+}
+
+/* ---- reading a conversation ---------------------------------------------------- */
+
+typedef struct found {
+    stp_ent *e;
+    uint32_t *seq;
+    size_t n, cap, scap;
+} found;
+
+static int found_one(void *ctx, uint32_t seq, const stp_ent *e)
+{
+    found *f = ctx;
+    if (e->index != f->n) /* a hole: not ours to mend */
+        return -EBADMSG;
+    if (rt_grow((void **)&f->e, &f->cap, f->n + 1, sizeof(*f->e), 64) < 0 ||
+        rt_grow((void **)&f->seq, &f->scap, f->n + 1, sizeof(*f->seq), 64) < 0)
+        return -ENOMEM;
+    f->e[f->n] = *e;
+    f->seq[f->n++] = seq;
+    return 0;
+}
+
+/* What of c is read under its lock. */
+typedef struct snap {
+    uint32_t count;
+    stp_runs *runs;
+    stp_loc meta_at;
+    bool has_parent;
+    rt_uuid parent;
+    size_t nfiles;
+    stp_file **files; /* copies */
+    uint64_t mark;
+} snap;
+
+static void snap_free(snap *p)
+{
+    free(p->runs);
+    for (size_t i = 0; i < p->nfiles; i++)
+        free(p->files[i]);
+    free(p->files);
+}
+
+/* 1 if c is not to be carried now. */
+static int take_snap(stp_conv *c, snap *p)
+{
+    int r = 0;
+    pthread_mutex_lock(stp_lock(c));
+    if (c->log != NULL || c->broken || atomic_load(&c->gone) || c->meta_at.seq == 0) {
+        pthread_mutex_unlock(stp_lock(c));
+        return 1;
+    }
+    const stp_runs *runs = atomic_load_explicit(&c->runs, memory_order_relaxed);
+    size_t rl = runs != NULL ? sizeof(*runs) + runs->n * sizeof(runs->r[0]) : 0;
+    if (runs != NULL && (p->runs = malloc(rl)) != NULL)
+        memcpy(p->runs, runs, rl);
+    r = runs != NULL && p->runs == NULL ? -ENOMEM : 0;
+    p->count = c->count;
+    p->meta_at = c->meta_at;
+    p->has_parent = c->has_parent;
+    p->parent = c->parent;
+    p->mark = stp_carry_print(c);
+    size_t cap = 0;
+    for (const stp_file *f = c->files; r == 0 && f != NULL; f = f->next) {
+        size_t len = sizeof(*f) + strlen(f->name) + 1;
+        if (rt_grow((void **)&p->files, &cap, p->nfiles + 1, sizeof(*p->files), 8) < 0 ||
+            (p->files[p->nfiles] = malloc(len)) == NULL)
+            r = -ENOMEM;
+        else
+            memcpy(p->files[p->nfiles++], f, len);
+    }
+    pthread_mutex_unlock(stp_lock(c));
+    return r;
+}
+
+static void free_ctx(void *data, void *ctx)
+{
+    (void)data;
+    free(ctx);
+}
+
+/* The bytes at `at` (a payload) as a buffer. */
+static int read_payload(stp_store *s, stp_loc at, rt_buf **out)
+{
+    char *b = malloc((size_t)at.len + 1);
+    if (b == NULL)
+        return -ENOMEM;
+    int r = stp_pread(s, at.seq, b, at.len, at.off);
+    if (r == 0 && (*out = rt_buf_wrap(b, at.len, free_ctx, b)) == NULL)
+        r = -ENOMEM;
+    if (r < 0)
+        free(b);
+    return r;
+}
+
+/* Event record i of c, checked, as an item whose id and key point into
+ * its payload's buffer. */
+static int read_event(stp_store *s, const stp_conv *c, uint32_t seq, const stp_ent *e, st_item *it)
+{
+    uint8_t *b = malloc(e->size);
+    if (b == NULL)
+        return -ENOMEM;
+    st_rec rec;
+    int r = stp_pread(s, seq, b, e->size, e->off);
+    if (r == 0 && (st_rec_decode(b, e->size, true, st_journal_seed(seq), &rec) != ST_REC_OK ||
+                   rec.index != e->index || memcmp(rec.tag, c->id.b, ST_TAG_LEN) != 0))
+        r = -EBADMSG;
+    rt_buf *pl = NULL;
+    if (r == 0 && (pl = rt_buf_wrap((void *)rec.payload, rec.len, free_ctx, b)) == NULL)
+        r = -ENOMEM;
+    if (r < 0) {
+        free(b);
+        return r;
+    }
+    *it = (st_item){
+        .id = rec.id, .idlen = rec.idlen, .key = rec.key, .keylen = rec.keylen, .payload = pl};
+    return 0;
+}
+
+/* Items of the carry: 1 + count + files. */
+static int read_items(stp_store *s, const stp_conv *c, const snap *p, const found *f, st_item *it,
+                      char hex[33])
+{
+    int r = read_payload(s, p->meta_at, &it[0].payload);
+    it[0].id = "create";
+    it[0].idlen = 6;
+    if (p->has_parent) {
+        rt_uuid_hex(&p->parent, hex);
+        it[0].key = hex;
+        it[0].keylen = 32;
+    }
+    for (size_t i = 0; r == 0 && i < f->n; i++)
+        r = read_event(s, c, f->seq[i], &f->e[i], &it[1 + i]);
+    for (size_t i = 0; r == 0 && i < p->nfiles; i++) {
+        st_item *x = &it[1 + f->n + i];
+        x->id = p->files[i]->name;
+        x->idlen = (uint32_t)strlen(p->files[i]->name);
+        r = read_payload(s, p->files[i]->at, &x->payload);
+    }
+    return r;
+}
+
+/* c's carry, read: 0 and *out (its bytes in *bytes), 1 if c is not to be
+ * carried now (or is larger than `most`), or -errno. */
+static int build(stp_store *s, stp_conv *c, uint64_t most, st_req **out, uint64_t *bytes)
+{
+    snap p = {0};
+    found f = {0};
+    int r = take_snap(c, &p);
+    for (uint32_t k = 0; r == 0 && p.runs != NULL && k < p.runs->n; k++)
+        r = stp_idx_ensure(s, p.runs->r[k].seq, NULL, 0);
+    if (r == 0) {
+        pthread_mutex_lock(&s->seg_mu);
+        r = stp_conv_each(s, c, p.runs, p.count, found_one, &f);
+        pthread_mutex_unlock(&s->seg_mu);
+        if (r == -EBADMSG || r == -ENOENT || (r == 0 && f.n != p.count))
+            r = 1; /* a hole, or a segment gone meanwhile */
+    }
+    uint64_t total = p.meta_at.len;
+    for (size_t i = 0; r == 0 && i < f.n; i++)
+        total += f.e[i].size;
+    for (size_t i = 0; r == 0 && i < p.nfiles; i++)
+        total += p.files[i]->at.len;
+    *bytes = total;
+    size_t n = 1 + f.n + p.nfiles;
+    st_item *it = NULL;
+    if (r == 0 && total > most)
+        r = 1;
+    if (r == 0 && (it = calloc(n, sizeof(*it))) == NULL)
+        r = -ENOMEM;
+    char hex[33];
+    if (r == 0)
+        r = read_items(s, c, &p, &f, it, hex);
+    if (r == 0 && (*out = st_req_append(it, n, &r)) != NULL) {
+        (*out)->kind = REQ_CARRY;
+        (*out)->first = p.count;
+        (*out)->expect = p.mark;
+    }
+    for (size_t i = 0; it != NULL && i < n; i++)
+        rt_buf_unref(it[i].payload); /* the request holds its own */
+    free(it);
+    free(f.e);
+    free(f.seq);
+    snap_free(&p);
+    return r;
+}
+
+/* ---- a round ------------------------------------------------------------------- */
+
+/* Where c was created, if durable (else 0); read under its lock, as the
+ * committer writes it. */
+static uint32_t created_in(stp_conv *c)
+{
+    pthread_mutex_lock(stp_lock(c));
+    uint32_t seq = c->meta_at.seq != 0 ? c->create_seq : 0;
+    pthread_mutex_unlock(stp_lock(c));
+    return seq;
+}
+
+/* The live conversations created in the oldest segment kept (held), that
+ * segment (*k) and the next one a live conversation was created in (*k2,
+ * at most the active one). None if they are too many for a round. */
+static size_t pinners(stp_store *s, uint32_t act, stp_conv **v, uint32_t *k, uint32_t *k2)
+{
+    size_t n = 0;
+    *k = *k2 = act;
+    pthread_mutex_lock(&s->cat_mu);
+    for (size_t i = 0; i < s->nbuckets; i++)
+        for (stp_conv *c = s->buckets[i]; c != NULL; c = c->next) {
+            uint32_t q = created_in(c);
+            if (q != 0 && q < *k) {
+                *k2 = *k;
+                *k = q;
+            } else if (q != 0 && q > *k && q < *k2) {
+                *k2 = q;
+            }
+        }
+    for (size_t i = 0; i < s->nbuckets && *k < act; i++)
+        for (stp_conv *c = s->buckets[i]; c != NULL; c = c->next)
+            if (created_in(c) == *k && n < PINNERS_MAX) {
+                atomic_fetch_add(&c->refs, 1);
+                v[n++] = c;
+            } else if (created_in(c) == *k) {
+                *k2 = *k; /* too many */
+            }
+    pthread_mutex_unlock(&s->cat_mu);
+    return n;
+}
+
+/* The bytes of sealed segments [k, k2). */
+static uint64_t freed(stp_store *s, uint32_t k, uint32_t k2)
+{
+    uint64_t b = 0;
+    pthread_mutex_lock(&s->seg_mu);
+    for (size_t i = 0; i < s->nsealed; i++)
+        if (s->sealed[i].seq >= k && s->sealed[i].seq < k2)
+            b += s->sealed[i].end > 0 ? s->sealed[i].end : s->o.segment_bytes;
+    pthread_mutex_unlock(&s->seg_mu);
+    return b;
+}
+
+/* Carry the oldest segment's live conversations: 0 if done, 1 if there is
+ * nothing worth it, -errno. */
+static int carry_oldest(stp_store *s, uint64_t *budget, stp_conv **v, st_req **q)
+{
+    pthread_mutex_lock(&s->seg_mu);
+    uint32_t act = s->act.seq;
+    pthread_mutex_unlock(&s->seg_mu);
+    uint32_t k, k2;
+    size_t n = pinners(s, act, v, &k, &k2);
+    uint64_t gain = k < k2 ? freed(s, k, k2) : 0, total = 0;
+    int r = n > 0 && k < k2 ? 0 : 1;
+    for (size_t i = 0; r == 0 && i < n; i++) {
+        uint64_t bytes = 0;
+        r = build(s, v[i], *budget - total, &q[i], &bytes);
+        total += bytes;
+        if (r == 0 && total > gain / 2)
+            r = 1; /* not worth it */
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (q[i] != NULL && r == 0) {
+            st_waiter w;
+            st_waiter_init(&w);
+            r = stp_submit(v[i], q[i], st_waiter_done, &w); /* takes q[i] */
+            if (r == 0)
+                r = st_waiter_wait(&w);
+            if (r == -EAGAIN || r == -EBUSY || r == -ENOENT)
+                r = 1; /* it changed, or is in use: the next round */
+        } else if (q[i] != NULL) {
+            st_req_free(q[i]);
+        }
+        q[i] = NULL;
+    }
+    for (size_t i = 0; i < n; i++)
+        stp_release((st_conv *)v[i]);
+    if (r == 0) {
+        *budget -= total;
+        rt_log(RT_LOG_INFO, "store",
+               "pool: carried %zu conversation(s) forward (%llu KiB): segments %u-%u can go", n,
+               (unsigned long long)(total >> 10), (unsigned)k, (unsigned)(k2 - 1));
+    }
+    return r;
+}
+
+void stp_carry(stp_store *s)
+{
+    pthread_mutex_lock(&s->q.mu);
+    bool closing = s->q.stop; /* the committer takes no more */
+    pthread_mutex_unlock(&s->q.mu);
+    if (closing)
+        return;
+    stp_conv **v = malloc(PINNERS_MAX * sizeof(*v));
+    st_req **q = calloc(PINNERS_MAX, sizeof(*q));
+    if (v == NULL || q == NULL) {
+        free(v);
+        free(q);
+        return;
+    }
+    pthread_mutex_lock(&s->carry_mu);
+    uint64_t budget = ROUND_BYTES;
+    int r = 0;
+    while (r == 0)
+        r = carry_oldest(s, &budget, v, q);
+    pthread_mutex_unlock(&s->carry_mu);
+    if (r < 0 && r != -ESHUTDOWN)
+        rt_log(RT_LOG_WARN, "store", "pool: carrying conversations forward stopped: %s",
+               strerror(-r));
+    free(v);
+    free(q);
+}
