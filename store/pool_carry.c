@@ -358,7 +358,7 @@ static int carry_oldest(stp_store *s, uint64_t *budget, stp_conv **v, st_req **q
         q[i] = NULL;
     }
     for (size_t i = 0; i < n; i++)
-        stp_release((st_conv *)v[i]);
+        stp_unref(v[i]); /* not a use: an idle log still closes */
     if (r == 0) {
         *budget -= total;
         rt_log(RT_LOG_INFO, "store",

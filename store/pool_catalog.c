@@ -182,8 +182,7 @@ int stp_note_run(stp_conv *c, uint32_t seq, uint32_t index)
     return 0;
 }
 
-/* Drop a reference; the last one frees. */
-static void unref(stp_conv *c)
+void stp_unref(stp_conv *c)
 {
     if (atomic_fetch_sub(&c->refs, 1) == 1)
         stp_conv_free(c);
@@ -201,7 +200,7 @@ void stp_remove(stp_store *s, stp_conv *c)
         c->log = NULL;
     }
     pthread_mutex_unlock(stp_lock(c));
-    unref(c); /* the catalog's: its last holder frees it */
+    stp_unref(c); /* the catalog's: its last holder frees it */
 }
 
 /* ---- store.h: conversations ---------------------------------------------- */
@@ -239,7 +238,7 @@ void stp_release(st_conv *sc)
         c->meta = NULL;
     }
     pthread_mutex_unlock(stp_lock(c));
-    unref(c);
+    stp_unref(c);
 }
 
 const rt_uuid *stp_id(const st_conv *c)
@@ -319,7 +318,7 @@ int stp_create(st_store *st, const rt_uuid *id, const rt_uuid *parent, rt_buf *m
     pthread_mutex_unlock(&s->cat_mu);
     if (r < 0) {
         atomic_store(&c->gone, true);
-        unref(c); /* the catalog's, then the creation's */
+        stp_unref(c); /* the catalog's, then the creation's */
         stp_release((st_conv *)c);
         return r;
     }

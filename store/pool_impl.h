@@ -191,7 +191,8 @@ struct stp_store {
     size_t sl_ckpt_len;
     uint32_t sl_ckpt_seq;
     bool no_ckpt; /* the catalog in memory may differ from the records: no checkpoint */
-    pthread_mutex_t carry_mu; /* one carry round at a time (pool_carry.c) */
+    pthread_mutex_t carry_mu;  /* one carry round at a time (pool_carry.c) */
+    _Atomic bool carry_paused; /* tests: the sealing thread carries nothing */
 };
 
 struct stp_log {
@@ -226,6 +227,10 @@ void stp_remove(stp_store *s, stp_conv *c);
 int stp_create(st_store *s, const rt_uuid *id, const rt_uuid *parent, rt_buf *meta, st_conv **out);
 int stp_get(st_store *s, const rt_uuid *id, st_conv **out);
 void stp_release(st_conv *c);
+/* Drop a reference without it counting as a use (stp_release stamps the
+ * conversation used, which keeps its log from closing idle): a carry's
+ * look. The last one frees. */
+void stp_unref(stp_conv *c);
 const rt_uuid *stp_id(const st_conv *c);
 bool stp_parent(const st_conv *c, rt_uuid *parent);
 rt_buf *stp_meta(st_conv *c);

@@ -107,7 +107,8 @@ static void write_ckpt(stp_store *s, uint32_t seq, uint8_t *b, size_t len)
     }
     stp_ckpt_prune(s);
     stp_seg_drop_before(s, first);
-    stp_carry(s); /* what keeps the oldest segments, for the next one to drop */
+    if (!atomic_load(&s->carry_paused)) /* what keeps the oldest segments, */
+        stp_carry(s);                   /* for the next checkpoint to drop */
 }
 
 static void *seal_main(void *arg)

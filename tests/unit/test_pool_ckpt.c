@@ -1377,6 +1377,14 @@ static uint64_t last_seg(const char *dir)
     return last;
 }
 
+/* Store s, open, looks as `want`. */
+static void expect_live(st_store *s, const char *want, const char *what)
+{
+    char *got = view(s);
+    same_view(want, got, what);
+    free(got);
+}
+
 /* Where c was created (its lock held: the committer writes it, and the
  * sealing thread's carries run beside the test). */
 static uint32_t created_in(st_conv *sc)
@@ -1419,6 +1427,7 @@ START_TEST(test_live_conversations_are_carried)
     char *dir = tst_mkdtemp(), *copy = tst_mkdtemp();
     tst_rmdir(copy);
     st_store *s = open_at(dir, ST_FULL);
+    atomic_store(&((stp_store *)s)->carry_paused, true); /* this test's rounds only */
     rt_uuid p_id, a_id, c_id;
     tst_conv_id(1, &p_id);
     tst_conv_id(2, &a_id);
@@ -1447,22 +1456,33 @@ START_TEST(test_live_conversations_are_carried)
     rt_buf_unref(meta);
     ck_assert_int_eq(append_n(c, &seed, 10), 0);
     stp_store *ps = (stp_store *)s;
+    ck_assert_uint_lt(created_in(a), c_at);
+    uint32_t seq0 = ps->act.seq;
+    uint64_t size0 = ps->act_size;
 
     tst_copydir(dir, copy); /* its view, from a copy: a view opens logs */
     char *before = view_of(copy);
     tst_rmdir(copy);
 
     stp_carry(ps);
-    ck_assert_uint_ge(created_in(a), c_at); /* by this round, or by the sealing thread's */
+    ck_assert_uint_ge(created_in(a), c_at);
     ck_assert_uint_ge(created_in(p), c_at);
-    tst_copydir(dir, copy); /* carried, nothing dropped yet */
-    expect_view(copy, before, "a copy taken after the carry");
-    tst_rmdir(copy);
+    /* a crash anywhere in the carries' two groups (one each), or after:
+     * the same */
+    uint32_t seq1 = ps->act.seq;
+    uint64_t from = seq1 == seq0 ? size0 : ST_FILE_HDR, to = ps->act_size;
+    ck_assert_uint_gt(to, from);
+    for (int k = 0; k <= 8; k++) {
+        tst_copydir(dir, copy);
+        char seg[4400];
+        pool_file(copy, seq1, "seg", seg, sizeof(seg));
+        ck_assert_int_eq(truncate(seg, (off_t)(from + (to - from) * (uint64_t)k / 8)), 0);
+        expect_view(copy, before, "a copy cut in the carry's groups");
+        tst_rmdir(copy);
+    }
 
     bulk_deleted(s, 5, &seed, 8); /* rolls, and their checkpoints drop */
-    char *live = view(s);
-    same_view(before, live, "after the carry, in the store");
-    free(live);
+    expect_live(s, before, "after the carry, in the store");
     st_conv_release(p);
     st_conv_release(a);
     st_conv_release(c);
@@ -1492,6 +1512,7 @@ START_TEST(test_live_conversations_are_carried)
     st_log *l;
     ck_assert_int_eq(st_conv_log(a, &l, NULL), 0);
     uint32_t a_seq = created_in(a);
+    atomic_store(&((stp_store *)s)->carry_paused, true);
     bulk_deleted(s, 6, &seed, 30);
     stp_carry((stp_store *)s);
     ck_assert_uint_eq(created_in(a), a_seq);
@@ -1499,6 +1520,7 @@ START_TEST(test_live_conversations_are_carried)
     st_store_close(s);
     expect_view(dir, without_c, "after a carry passed over an open log");
     s = open_at(dir, ST_FULL);
+    atomic_store(&((stp_store *)s)->carry_paused, true);
     ck_assert_int_eq(st_conv_get(s, &a_id, &a), 0);
     stp_carry((stp_store *)s);
     ck_assert_uint_gt(created_in(a), a_seq);
@@ -1510,6 +1532,85 @@ START_TEST(test_live_conversations_are_carried)
     tst_rmdir(dir);
     free(dir);
     free(copy);
+}
+END_TEST
+
+/* A carry request by hand: the CREATE (meta), then events e0.. with
+ * payloads p0.., as they were appended; read when c had `first` events and
+ * its catalog records' mark was `expect`. */
+static int carry_by_hand(st_conv *c, rt_buf *meta, unsigned n, uint64_t first, uint64_t expect)
+{
+    st_item it[8];
+    rt_buf *b[8];
+    char ids[8][16];
+    it[0] = (st_item){.id = "create", .idlen = 6, .payload = meta};
+    for (unsigned i = 0; i < n; i++) {
+        snprintf(ids[i], sizeof(ids[i]), "e%u", i);
+        b[i] = text("p%llu", i);
+        it[1 + i] = (st_item){.id = ids[i], .idlen = (uint32_t)strlen(ids[i]), .payload = b[i]};
+    }
+    int err;
+    st_req *r = st_req_append(it, 1 + n, &err);
+    for (unsigned i = 0; i < n; i++)
+        rt_buf_unref(b[i]);
+    ck_assert_ptr_nonnull(r);
+    r->kind = REQ_CARRY;
+    r->first = first;
+    r->expect = expect;
+    st_waiter w;
+    st_waiter_init(&w);
+    ck_assert_int_eq(stp_submit((stp_conv *)c, r, st_waiter_done, &w), 0);
+    return wait_done(&w);
+}
+
+/* The committer writes a carry only as it was read: not one read before
+ * an append, nor one whose meta or file records moved since; one read
+ * right but whose conversation's log opened meanwhile is written and not
+ * used. The store looks the same, open and reopened, from its checkpoint
+ * or by a scan (which takes the written copy). */
+START_TEST(test_carry_checked_by_the_committer)
+{
+    char *dir = tst_mkdtemp();
+    st_store *s = open_at(dir, ST_FULL);
+    atomic_store(&((stp_store *)s)->carry_paused, true);
+    rt_uuid id;
+    tst_conv_id(1, &id);
+    st_conv *c;
+    rt_buf *meta = text("{\"m\":%llu}", 1);
+    ck_assert_int_eq(st_conv_create(s, &id, NULL, meta, &c), 0);
+    st_item it[3];
+    rt_buf *b[3];
+    for (unsigned i = 0; i < 3; i++) {
+        b[i] = text("p%llu", i);
+        it[i] = (st_item){.id = i == 0 ? "e0" : i == 1 ? "e1" : "e2", .idlen = 2, .payload = b[i]};
+    }
+    st_waiter w;
+    st_waiter_init(&w);
+    ck_assert_int_eq(st_append(c, it, 3, st_waiter_done, &w), 0);
+    ck_assert_int_eq(wait_done(&w), 0);
+    for (unsigned i = 0; i < 3; i++)
+        rt_buf_unref(b[i]);
+    char *before = view(s); /* its log is open from here on */
+    pthread_mutex_lock(stp_lock((stp_conv *)c));
+    uint64_t mark = stp_carry_print((stp_conv *)c);
+    pthread_mutex_unlock(stp_lock((stp_conv *)c));
+    uint32_t created = created_in(c);
+
+    ck_assert_int_eq(carry_by_hand(c, meta, 2, 2, mark), -EAGAIN);
+    ck_assert_int_eq(carry_by_hand(c, meta, 3, 3, mark + 1), -EAGAIN);
+    ck_assert_int_eq(carry_by_hand(c, meta, 3, 3, mark), -EBUSY);
+    ck_assert_uint_eq(created_in(c), created);
+    expect_live(s, before, "after the refused carries");
+    rt_buf_unref(meta);
+    st_conv_release(c);
+    st_store_close(s);
+    expect_view(dir, before, "reopened");
+    char *scanned = scan_view(dir);
+    same_view(before, scanned, "by a scan, which takes the copy");
+    free(scanned);
+    free(before);
+    tst_rmdir(dir);
+    free(dir);
 }
 END_TEST
 
@@ -1570,6 +1671,7 @@ int main(void)
     tcase_add_loop_test(tc, test_hole_before_unsynced_groups, 0, 3);
     tcase_add_test(tc, test_deleted_space_is_reclaimed);
     tcase_add_test(tc, test_live_conversations_are_carried);
+    tcase_add_test(tc, test_carry_checked_by_the_committer);
     tcase_add_loop_test(tc, test_open_then_close_syncs_nothing_missing, 0, 2);
     suite_add_tcase(s, tc);
     return ts_run_suite(s);
