@@ -22,7 +22,12 @@
  *
  * Both variants run on both directory backends (loop index 0: the local
  * store, 1: the pool, pool:DIR), where the pool's small segments stand in
- * for the journal's rotations.
+ * for the journal's rotations. A third, the pool's alone, kills a child
+ * that only makes, fills and deletes conversations while one old
+ * conversation (made by the parent, never touched again) is carried
+ * forward again and again (store/pool_carry.c) and the segments behind it
+ * go: the old one must read the same after every kill, and must have been
+ * carried.
  *
  * SIGKILL leaves the page cache alone, so this checks the store's logic
  * (framing, ordering, repair, replay), not the disk's: power loss is out of
@@ -30,6 +35,7 @@
  * (the child's timing still varies).
  */
 #include "runtime/log.h"
+#include "store/pool_impl.h"
 #include "store/store.h"
 #include "support_store.h"
 #include "support_sync.h"
@@ -53,12 +59,16 @@ enum {
     INFLIGHT = 8,
     MAX_BATCH = 6,
     MAXLEN = 40 << 10,
-    KILLS = 25, /* per variant: 50 in all */
+    KILLS = 25, /* per variant: 125 in all */
 };
+
+/* The carry variant: its old conversation (24 events of up to 600 bytes)
+ * and the ids of its churn, 100..103. */
+enum { OLD_K = NCONV, OLD_N = 24, OLD_MAX = 600, CHURN_K = 100 };
 
 /* What the child tells the parent: one write(2) of less than PIPE_BUF each,
  * so a report is whole or absent, even when the kill lands mid-write. */
-enum { MSG_OPEN = 1, MSG_ACK, MSG_FAIL };
+enum { MSG_OPEN = 1, MSG_ACK, MSG_FAIL, MSG_BEAT };
 typedef struct msg {
     uint32_t kind;
     uint32_t conv;
@@ -206,12 +216,61 @@ static void child_main(const st_opts *o, int fd, unsigned seed, pid_t parent)
     _exit(6);
 }
 
+/* The carry variant's child: never returns. Conversations made, filled
+ * (8 batches of 6 events) and deleted, one after another; a beat for each
+ * batch acknowledged. */
+static void carry_child_main(const st_opts *o, int fd, pid_t parent)
+{
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent)
+        _exit(5);
+    rt_log_set_level(RT_LOG_WARN);
+    st_store *s;
+    int r = st_store_open(o, &s, NULL, 0);
+    if (r != 0)
+        child_fail(fd, UINT32_MAX, r);
+    msg m = {.kind = MSG_OPEN};
+    send_msg(fd, &m);
+    for (unsigned i = 0;; i++) {
+        unsigned k = CHURN_K + i % 4;
+        rt_uuid id;
+        tst_conv_id(k, &id);
+        rt_buf *meta = meta_for(k);
+        st_conv *c;
+        r = st_conv_create(s, &id, NULL, meta, &c); /* or one a kill left */
+        rt_buf_unref(meta);
+        if (r != 0 && r != -EEXIST)
+            child_fail(fd, k, r);
+        for (uint64_t b = 0; b < 8; b++) {
+            tst_items its;
+            tst_items_make(&its, k, 6 * b, 6, MAXLEN);
+            st_waiter w;
+            st_waiter_init(&w);
+            r = its.v != NULL ? st_append(c, its.v, 6, st_waiter_done, &w) : -ENOMEM;
+            if (r == 0)
+                r = st_waiter_wait(&w);
+            tst_items_free(&its);
+            if (r != 0)
+                child_fail(fd, k, r);
+            m = (msg){.kind = MSG_BEAT, .conv = k};
+            send_msg(fd, &m);
+        }
+        st_waiter w;
+        st_waiter_init(&w);
+        if ((r = st_conv_delete(c, st_waiter_done, &w)) != 0 || (r = st_waiter_wait(&w)) != 0)
+            child_fail(fd, k, r);
+    }
+}
+
 /* ----------------------------------------------------------- the parent --- */
 
 typedef struct run {
     const char *name;
     bool keep; /* one directory for every kill */
     bool pool; /* the pool backend (pool:DIR) */
+    bool carry;       /* the carry variant (pool, kept) */
+    uint32_t old_seq; /* carry: the segment of the old conversation's CREATE, last seen */
+    int carried;      /* carry: how many checks found it moved */
     st_opts o;
     char *dir;
     char where[4200]; /* the location of dir */
@@ -256,6 +315,9 @@ static void take(run *R, pid_t pid, const msg *m)
         if (!R->killed)
             check_busy(R, pid);
         break;
+    case MSG_BEAT:
+        R->acks++;
+        break;
     case MSG_ACK:
         CRASH_REQUIRE(R, m->conv < NCONV && m->n >= 1 && m->n <= MAX_BATCH, "bad report");
         /* a new child starts where the log ends, at or past every ack */
@@ -299,6 +361,66 @@ static bool pump(run *R, pid_t pid, int fd, int timeout_ms, char *buf, size_t *h
     memmove(buf, buf + at, *have - at);
     *have -= at;
     return true;
+}
+
+/* The carry variant's old conversation: all of it, exactly; and whether
+ * it moved since the last check. */
+static void verify_old(run *R, st_store *s)
+{
+    rt_uuid id;
+    tst_conv_id(OLD_K, &id);
+    st_conv *c;
+    CRASH_REQUIRE(R, st_conv_get(s, &id, &c) == 0, "the old conversation is gone");
+    rt_buf *meta = st_conv_meta(c), *want = meta_for(OLD_K);
+    CRASH_REQUIRE(R,
+                  rt_buf_len(meta) == rt_buf_len(want) &&
+                      memcmp(rt_buf_data(meta), rt_buf_data(want), rt_buf_len(want)) == 0,
+                  "the old conversation's meta changed");
+    rt_buf_unref(meta);
+    rt_buf_unref(want);
+    pthread_mutex_lock(stp_lock((stp_conv *)c));
+    uint32_t seq = ((stp_conv *)c)->create_seq;
+    pthread_mutex_unlock(stp_lock((stp_conv *)c));
+    R->carried += seq != R->old_seq;
+    R->old_seq = seq;
+    st_log *l;
+    st_open_report rep;
+    int r = st_conv_log(c, &l, &rep);
+    CRASH_REQUIRE(R, r == 0 && !st_log_read_only(l), "the old conversation's log: %s (%s)",
+                  strerror(-r), rep.detail);
+    CRASH_REQUIRE(R, st_log_count(l) == OLD_N, "the old conversation has %llu events, not %d",
+                  (unsigned long long)st_log_count(l), OLD_N);
+    char why[512];
+    int bad = tst_cverify(l, OLD_K, OLD_N, OLD_MAX, why, sizeof(why));
+    CRASH_REQUIRE(R, bad == 0, "the old conversation: %d bad events: %s", bad, why);
+    R->events_checked += OLD_N;
+    st_conv_release(c);
+}
+
+/* The carry variant: the old conversation, made before the first child. */
+static void make_old(run *R)
+{
+    st_store *s;
+    char err[512] = "";
+    CRASH_REQUIRE(R, st_store_open(&R->o, &s, err, sizeof(err)) == 0, "open: %s", err);
+    rt_uuid id;
+    tst_conv_id(OLD_K, &id);
+    rt_buf *meta = meta_for(OLD_K);
+    st_conv *c;
+    ck_assert_int_eq(st_conv_create(s, &id, NULL, meta, &c), 0);
+    rt_buf_unref(meta);
+    for (uint64_t at = 0; at < OLD_N; at += 6) {
+        tst_items its;
+        tst_items_make(&its, OLD_K, at, 6, OLD_MAX);
+        st_waiter w;
+        st_waiter_init(&w);
+        ck_assert_int_eq(st_append(c, its.v, 6, st_waiter_done, &w), 0);
+        ck_assert_int_eq(st_waiter_wait(&w), 0);
+        tst_items_free(&its);
+    }
+    st_conv_release(c);
+    st_store_close(s);
+    R->old_seq = 1;
 }
 
 static void verify(run *R)
@@ -346,6 +468,8 @@ static void verify(run *R)
         R->unacked += (long)(n - R->acked[k]); /* landed, never acknowledged */
         st_conv_release(c);
     }
+    if (R->carry)
+        verify_old(R, s);
     st_store_close(s);
     if (R->keep)
         tst_rmdir(copy);
@@ -353,12 +477,15 @@ static void verify(run *R)
 
 static void one_kill(run *R)
 {
-    if (!R->keep || R->dir == NULL) {
+    bool fresh = !R->keep || R->dir == NULL;
+    if (fresh) {
         R->dir = tst_mkdtemp();
         memset(R->acked, 0, sizeof(R->acked));
     }
     snprintf(R->where, sizeof(R->where), "%s%s", R->pool ? "pool:" : "local:", R->dir);
     R->o.dir = R->where;
+    if (fresh && R->carry)
+        make_old(R);
     R->opened = R->killed = false;
     int p[2];
     ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
@@ -366,6 +493,8 @@ static void one_kill(run *R)
     ck_assert_int_ge(pid, 0);
     if (pid == 0) {
         close(p[0]);
+        if (R->carry)
+            carry_child_main(&R->o, p[1], parent);
         child_main(&R->o, p[1], R->seed + (unsigned)R->kill * 7919u, parent);
     }
     close(p[1]);
@@ -487,8 +616,11 @@ static void crash_run(run *R)
             (double)(now_us() - t0) / 1e6, R->acks, R->events_checked, R->unacked, R->busy_checks);
     if (R->keep)
         fprintf(stderr, "; %d segments, journal file number %llu", segs, (unsigned long long)jseq);
+    if (R->carry)
+        fprintf(stderr, "; the old conversation found carried %d times", R->carried);
     fprintf(stderr, "\n");
     CRASH_REQUIRE(R, R->acks > 0 && R->busy_checks > 0, "the kills all came too early");
+    CRASH_REQUIRE(R, !R->carry || R->carried > 0, "the old conversation was never carried");
     CRASH_REQUIRE(R, !R->keep || (segs > 2 * NCONV && jseq > 2),
                   "too few segment rolls (%d segments) or journal rotations (file %llu)", segs,
                   (unsigned long long)jseq);
@@ -516,6 +648,17 @@ START_TEST(test_kill_kept_dir)
                    .segment_bytes = 64 << 10,
                    .journal_bytes = 256 << 10,
                    .checkpoint_records = 16}};
+    crash_run(&R);
+}
+END_TEST
+
+START_TEST(test_kill_while_carrying)
+{
+    run R = {.name = "kept directory, pool, carries",
+             .keep = true,
+             .pool = true,
+             .carry = true,
+             .o = {.durability = ST_FULL, .segment_bytes = 64 << 10}};
     crash_run(&R);
 }
 END_TEST
@@ -550,6 +693,7 @@ int main(void)
     tcase_add_loop_test(tc, test_second_open_in_process_is_busy, 0, 2);
     tcase_add_loop_test(tc, test_kill_fresh_dir, 0, 2);
     tcase_add_loop_test(tc, test_kill_kept_dir, 0, 2);
+    tcase_add_test(tc, test_kill_while_carrying);
     suite_add_tcase(s, tc);
     return ts_run_suite(s);
 }
