@@ -88,11 +88,20 @@ int st_write_all(int fd, const struct iovec *iov, int n, off_t off)
 
 rt_hist st_fsync_seconds;
 rt_hist st_nats_append_seconds;
+_Atomic uint64_t st_pool_carried_bytes, st_pool_removed_bytes;
 
 void st_metrics_render(rt_text *t)
 {
     rt_metric_hist(t, "parley_fsync_seconds", "Latency of the store's fdatasync calls.",
                    &st_fsync_seconds);
+    rt_metric_counter(t, "parley_pool_carried_bytes_total",
+                      "Bytes of live conversations the pool wrote again so that the segments "
+                      "before them could be removed.",
+                      rt_metric_get(&st_pool_carried_bytes));
+    rt_metric_counter(t, "parley_pool_removed_bytes_total",
+                      "Bytes of pool segments removed: they held deleted conversations' records "
+                      "only.",
+                      rt_metric_get(&st_pool_removed_bytes));
 #ifdef PARLEY_HAVE_NATS
     rt_metric_hist(t, "parley_nats_append_seconds",
                    "Latency of appending a record to a JetStream log, until acknowledged.",

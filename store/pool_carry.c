@@ -22,12 +22,12 @@
  * bytes are at most half of what it frees (the segments from theirs up to
  * the next live conversation's), so every byte written again frees at
  * least two; then the next oldest, up to ROUND_BYTES a round. Not
- * carried, and keeping their segments as before: a conversation whose log
- * is open (its readers hold offsets into the old records without a lock;
- * it is carried once idle closes it), one read-only after corruption, one
- * larger than the round's bound. A carry is read here, off the committer,
- * and the committer writes it only if nothing of the conversation changed
- * since (its count, its newest meta or file record).
+ * carried, and keeping their segments as before: one read-only after
+ * corruption, one larger than the round's bound. A carry is read here, off
+ * the committer, and the committer writes it only if nothing of the
+ * conversation changed since (its count, its newest meta or file record).
+ * An open log of it gets a new view (pool_log.c: its readers take one
+ * without a lock), unless the views it superseded already hold too much.
  */
 #include "pool_impl.h"
 
@@ -68,17 +68,27 @@ uint64_t stp_carry_index(const st_req *r, size_t i)
 void stp_carry_apply(stp_store *s, stp_conv *c, st_req *r, const stp_ent *e)
 {
     stp_runs *nr = NULL;
-    if (c->log != NULL || (r->first > 0 && (nr = malloc(sizeof(*nr) + sizeof(nr->r[0]))) == NULL)) {
-        /* written and not used: the old records stay, the copy is the
-         * same conversation for the next open */
-        r->status = c->log != NULL ? -EBUSY : -ENOMEM;
-        return;
-    }
+    int err = 0;
+    if (r->first > 0 && (nr = malloc(sizeof(*nr) + sizeof(nr->r[0]))) == NULL)
+        err = -ENOMEM;
     if (nr != NULL) {
         nr->n = 1;
         nr->r[0] = (stp_run){s->act.seq, 0};
     }
-    free(atomic_exchange_explicit(&c->runs, nr, memory_order_acq_rel)); /* no log: unread */
+    if (err == 0 && c->log != NULL) /* its readers: a new view */
+        err = stp_log_move(c->log, e + 1, r->first, nr);
+    if (err < 0) {
+        /* written and not used: the old records stay, the copy is the same
+         * conversation for the next open */
+        free(nr);
+        r->status = err;
+        return;
+    }
+    stp_runs *old = atomic_exchange_explicit(&c->runs, nr, memory_order_acq_rel);
+    if (c->log == NULL)
+        free(old);
+    else if (old != NULL && st_retire(&c->log->retired, old) < 0)
+        rt_log(RT_LOG_WARN, "store", "pool: out of memory: a carried log's old runs are left");
     c->create_seq = s->act.seq;
     c->meta_at = stp_payload_at(s, &e[0], &r->items[0]);
     for (size_t i = 1 + r->first; i < r->n; i++) /* names it has: nothing allocated */
@@ -132,7 +142,7 @@ static int take_snap(stp_conv *c, snap *p)
 {
     int r = 0;
     pthread_mutex_lock(stp_lock(c));
-    if (c->log != NULL || c->broken || atomic_load(&c->gone) || c->meta_at.seq == 0) {
+    if (c->broken || atomic_load(&c->gone) || c->meta_at.seq == 0) {
         pthread_mutex_unlock(stp_lock(c));
         return 1;
     }
@@ -361,6 +371,7 @@ static int carry_oldest(stp_store *s, uint64_t *budget, stp_conv **v, st_req **q
         stp_unref(v[i]); /* not a use: an idle log still closes */
     if (r == 0) {
         *budget -= total;
+        atomic_fetch_add_explicit(&st_pool_carried_bytes, total, memory_order_relaxed);
         rt_log(RT_LOG_INFO, "store",
                "pool: carried %zu conversation(s) forward (%llu KiB): segments %u-%u can go", n,
                (unsigned long long)(total >> 10), (unsigned)k, (unsigned)(k2 - 1));

@@ -195,12 +195,25 @@ struct stp_store {
     _Atomic bool carry_paused; /* tests: the sealing thread carries nothing */
 };
 
+/* Where an open log's events are: per event its record's offset and size
+ * in its segment, and the runs that name the segments. Readers take the
+ * log's view once and read everything from it; a carry (pool_carry.c)
+ * publishes a new one whole, and the one it supersedes stays until the log
+ * closes. Appends fill the current one (below the published count). */
+typedef struct stp_view {
+    st_offsets off, size;
+    stp_runs *_Atomic runs; /* the conversation's, while this view is current */
+    struct stp_view *next;  /* superseded ones */
+} stp_view;
+
 struct stp_log {
     const struct st_backend *be; /* &st_pool_backend */
     stp_conv *c;
     stp_log *lnext, *lprev; /* the store's open logs */
     _Atomic uint64_t count; /* published events */
-    st_offsets off, size;   /* per event: its record's offset and size */
+    stp_view *_Atomic view; /* the committer's to replace */
+    stp_view *old;          /* superseded views */
+    size_t old_bytes;
     st_idtab ids;
     st_retired *retired; /* runs superseded while open */
 };
@@ -460,7 +473,8 @@ uint64_t stp_carry_print(const stp_conv *c);
 /* The committer: the record index of a carry's item i. */
 uint64_t stp_carry_index(const st_req *r, size_t i);
 /* The committer, the carry's group durable (c's lock held): c's runs,
- * meta and files name the copy (records e), unless a log opened meanwhile. */
+ * meta, files and open log name the copy (records e); if that cannot be
+ * (no memory, a log's views), r's status says so and the old records stay. */
 void stp_carry_apply(stp_store *s, stp_conv *c, st_req *r, const stp_ent *e);
 
 /* pool_log.c */
@@ -471,6 +485,10 @@ int stp_conv_each(stp_store *s, const stp_conv *c, const stp_runs *runs, uint64_
 int stp_conv_log(st_conv *c, st_log **log, st_open_report *rep);
 /* Add events [from, to) of an open log, then publish them (lock held). */
 int stp_log_add(stp_log *l, const stp_ent *e, size_t n);
+/* A carry (c's lock held): the log's events [0, n) are now records e, in
+ * segments `runs` (which the conversation takes too): a new view. 0,
+ * -ENOMEM, or -EBUSY if the views it superseded already hold too much. */
+int stp_log_move(stp_log *l, const stp_ent *e, size_t n, stp_runs *runs);
 void stp_log_publish(stp_log *l, uint64_t count);
 void stp_log_free(stp_log *l);
 uint64_t stp_log_count(const st_log *l);

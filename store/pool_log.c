@@ -4,11 +4,15 @@
  * committer, and read on any thread.
  *
  * In memory per event: its record's offset and size in its segment (two
- * st_offsets, 8 bytes) and its id and key in the id table; which segment
- * comes from the conversation's runs. Readers take the published count
- * (acquire) first: the committer fills everything below it before it
- * publishes (release), runs included (a new runs array is published before
- * the events in it, and the old one stays until the log closes).
+ * st_offsets, 8 bytes, in the log's view) and its id and key in the id
+ * table; which segment comes from the view's runs. Readers take the
+ * published count (acquire) first, then the view: the committer fills
+ * everything below the count before it publishes (release), runs included
+ * (a new runs array is published before the events in it, and the old one
+ * stays until the log closes). A carry (pool_carry.c) moves every event:
+ * it publishes a new view before any later count, so a reader's view
+ * always holds what its count covers; a reader that still used the old
+ * one and found its segment gone reads again from the new one.
  */
 #include "pool_impl.h"
 
@@ -38,6 +42,34 @@ static void log_unlist(stp_store *s, stp_log *l)
     pthread_mutex_unlock(&s->logs_mu);
 }
 
+static void view_free(stp_view *v)
+{
+    if (v == NULL)
+        return;
+    st_offsets_free(&v->off);
+    st_offsets_free(&v->size);
+    free(v);
+}
+
+/* A view for n events (runs: the conversation's). */
+static stp_view *view_new(uint64_t n, stp_runs *runs)
+{
+    stp_view *v = calloc(1, sizeof(*v));
+    if (v != NULL && (st_offsets_init(&v->off, n) < 0 || st_offsets_init(&v->size, n) < 0)) {
+        view_free(v);
+        return NULL;
+    }
+    if (v != NULL)
+        atomic_init(&v->runs, runs);
+    return v;
+}
+
+static int view_set(stp_view *v, const stp_ent *e)
+{
+    int r = st_offsets_set(&v->off, e->index, e->off);
+    return r == 0 ? st_offsets_set(&v->size, e->index, e->size) : r;
+}
+
 void stp_log_free(stp_log *l)
 {
     if (l == NULL)
@@ -45,8 +77,11 @@ void stp_log_free(stp_log *l)
     stp_store *s = l->c->s;
     log_unlist(s, l);
     atomic_fetch_sub(&s->open_logs, 1);
-    st_offsets_free(&l->off);
-    st_offsets_free(&l->size);
+    view_free(atomic_load_explicit(&l->view, memory_order_relaxed));
+    for (stp_view *v = l->old, *next; v != NULL; v = next) {
+        next = v->next;
+        view_free(v);
+    }
     st_idtab_free(&l->ids);
     st_retired_free(&l->retired);
     free(l);
@@ -54,17 +89,40 @@ void stp_log_free(stp_log *l)
 
 int stp_log_add(stp_log *l, const stp_ent *e, size_t n)
 {
+    stp_view *v = atomic_load_explicit(&l->view, memory_order_relaxed);
     int r = st_idtab_reserve(&l->ids, 2 * n);
     for (size_t i = 0; r == 0 && i < n; i++) {
-        r = st_offsets_set(&l->off, e[i].index, e[i].off);
-        if (r == 0)
-            r = st_offsets_set(&l->size, e[i].index, e[i].size);
+        r = view_set(v, &e[i]);
         if (r == 0)
             r = st_idtab_add(&l->ids, (uint64_t)e[i].hash << 32, e[i].index);
         if (r == 0 && e[i].khash != 0)
             r = st_idtab_add(&l->ids, (uint64_t)e[i].khash << 32, e[i].index);
     }
     return r;
+}
+
+/* Superseded views past this wait for the log's close: the carry waits. */
+enum { OLD_VIEWS_MAX = 1 << 20 };
+
+int stp_log_move(stp_log *l, const stp_ent *e, size_t n, stp_runs *runs)
+{
+    stp_view *old = atomic_load_explicit(&l->view, memory_order_relaxed);
+    size_t bytes = st_offsets_bytes(&old->off) + st_offsets_bytes(&old->size);
+    if (l->old_bytes + bytes > OLD_VIEWS_MAX)
+        return -EBUSY;
+    stp_view *v = view_new(n, runs);
+    int r = v != NULL ? 0 : -ENOMEM;
+    for (size_t i = 0; r == 0 && i < n; i++)
+        r = view_set(v, &e[i]);
+    if (r < 0) {
+        view_free(v);
+        return r;
+    }
+    old->next = l->old;
+    l->old = old;
+    l->old_bytes += bytes;
+    atomic_store_explicit(&l->view, v, memory_order_release);
+    return 0;
 }
 
 void stp_log_publish(stp_log *l, uint64_t count)
@@ -208,10 +266,10 @@ int stp_conv_log(st_conv *sc, st_log **out, st_open_report *rep)
         l->be = &st_pool_backend;
         l->c = c;
         atomic_init(&l->count, 0);
-        if ((r = st_offsets_init(&l->off, c->count)) == 0 &&
-            (r = st_offsets_init(&l->size, c->count)) == 0)
-            r = st_idtab_init(&l->ids, c->count);
         stp_runs *runs = atomic_load_explicit(&c->runs, memory_order_relaxed);
+        stp_view *v = view_new(c->count, runs);
+        atomic_init(&l->view, v);
+        r = v != NULL ? st_idtab_init(&l->ids, c->count) : -ENOMEM;
         uint64_t got = 0, valid = c->count;
         /* sealed indexes not used since the open: mapped (or rebuilt) first */
         for (uint32_t k = 0; r == 0 && runs != NULL && k < runs->n; k++)
@@ -287,10 +345,10 @@ typedef struct span {
     uint64_t from, to, at; /* bytes in the segment; where they go in the page */
 } span;
 
-int stp_log_read(st_log *sl, uint64_t first, uint32_t max, st_page **out)
+/* Events [first, first + max) of those counted, as view v places them. */
+static int read_view(stp_log *l, const stp_view *v, uint64_t count, uint64_t first, uint32_t max,
+                     st_page **out)
 {
-    stp_log *l = (stp_log *)sl;
-    uint64_t count = stp_log_count(sl);
     uint32_t n = first < count ? (uint32_t)(count - first < max ? count - first : max) : 0;
     st_page *p = malloc(sizeof(*p) + n * sizeof(p->ev[0]));
     span *sp = malloc((n ? n : 1) * sizeof(*sp));
@@ -300,13 +358,13 @@ int stp_log_read(st_log *sl, uint64_t first, uint32_t max, st_page **out)
         p->n = 0;
         p->bytes = NULL;
     }
-    const stp_runs *runs = atomic_load_explicit(&l->c->runs, memory_order_acquire);
+    const stp_runs *runs = atomic_load_explicit(&v->runs, memory_order_acquire);
     size_t nsp = 0;
     uint64_t total = 0;
     uint32_t k = 0;
     for (uint32_t j = 0; r == 0 && j < n; j++) {
-        uint64_t i = first + j, off = st_offsets_get(&l->off, i);
-        uint64_t end = off + st_offsets_get(&l->size, i);
+        uint64_t i = first + j, off = st_offsets_get(&v->off, i);
+        uint64_t end = off + st_offsets_get(&v->size, i);
         uint32_t seq = run_at(runs, i, &k);
         span *last = nsp > 0 ? &sp[nsp - 1] : NULL;
         if (last != NULL && last->seq == seq && off >= last->to && off - last->to <= GAP &&
@@ -326,9 +384,9 @@ int stp_log_read(st_log *sl, uint64_t first, uint32_t max, st_page **out)
         r = stp_pread(l->c->s, sp[i].seq, base + sp[i].at, (size_t)(sp[i].to - sp[i].from),
                       sp[i].from);
     for (uint32_t j = 0; r == 0 && j < n; j++) {
-        uint64_t i = first + j, size = st_offsets_get(&l->size, i);
+        uint64_t i = first + j, size = st_offsets_get(&v->size, i);
         const span *s = &sp[which[j]];
-        const uint8_t *rp = base + s->at + (st_offsets_get(&l->off, i) - s->from);
+        const uint8_t *rp = base + s->at + (st_offsets_get(&v->off, i) - s->from);
         st_rec rec;
         if (st_rec_decode(rp, (size_t)size, true, st_journal_seed(s->seq), &rec) != ST_REC_OK ||
             rec.size != size || rec.index != i || memcmp(rec.tag, l->c->id.b, ST_TAG_LEN) != 0) {
@@ -353,8 +411,22 @@ int stp_log_read(st_log *sl, uint64_t first, uint32_t max, st_page **out)
     return 0;
 }
 
+int stp_log_read(st_log *sl, uint64_t first, uint32_t max, st_page **out)
+{
+    stp_log *l = (stp_log *)sl;
+    uint64_t count = stp_log_count(sl);
+    /* after the count: a view at least as new as the events it counts */
+    const stp_view *v = atomic_load_explicit(&l->view, memory_order_acquire);
+    int r = read_view(l, v, count, first, max, out);
+    const stp_view *now = atomic_load_explicit(&l->view, memory_order_acquire);
+    if (r < 0 && now != v) /* a carry moved them, and the old segments went meanwhile */
+        r = read_view(l, now, count, first, max, out);
+    return r;
+}
+
 typedef struct find_ctx {
     stp_log *l;
+    const stp_view *v;
     const stp_runs *runs;
     const void *want;
     size_t len;
@@ -367,9 +439,9 @@ static bool matches(void *arg, uint64_t index)
     find_ctx *f = arg;
     uint32_t k = 0, seq = run_at(f->runs, index, &k);
     uint8_t hdr[ST_REC_HDR_MAX];
-    uint64_t size = st_offsets_get(&f->l->size, index);
+    uint64_t size = st_offsets_get(&f->v->size, index);
     size_t want = size < sizeof(hdr) ? (size_t)size : sizeof(hdr);
-    if (stp_pread(f->l->c->s, seq, hdr, want, st_offsets_get(&f->l->off, index)) != 0 ||
+    if (stp_pread(f->l->c->s, seq, hdr, want, st_offsets_get(&f->v->off, index)) != 0 ||
         want < ST_JREC_HDR)
         return false;
     size_t idlen = hdr[ST_JREC_HDR - 1];
@@ -388,9 +460,15 @@ static int find(stp_log *l, const void *what, size_t len, bool key, uint64_t *in
     uint64_t count = stp_log_count((st_log *)l);
     if (count == 0)
         return -ENOENT;
-    find_ctx f = {l, atomic_load_explicit(&l->c->runs, memory_order_acquire), what, len, key};
     uint64_t hash = key ? (uint64_t)st_key_hash_hi(what, len) << 32 : st_id_hash(what, len);
-    uint64_t i = st_idtab_find(&l->ids, hash, count, matches, &f);
+    const stp_view *v = atomic_load_explicit(&l->view, memory_order_acquire), *before = NULL;
+    uint64_t i = UINT64_MAX;
+    while (i == UINT64_MAX && v != before) { /* again if a carry moved them meanwhile */
+        find_ctx f = {l, v, atomic_load_explicit(&v->runs, memory_order_acquire), what, len, key};
+        i = st_idtab_find(&l->ids, hash, count, matches, &f);
+        before = v;
+        v = atomic_load_explicit(&l->view, memory_order_acquire);
+    }
     if (i == UINT64_MAX)
         return -ENOENT;
     *index = i;
@@ -410,8 +488,9 @@ int stp_log_find_key(st_log *l, const void *key, size_t keylen, uint64_t *index)
 size_t stp_log_memory(const st_log *sl)
 {
     const stp_log *l = (const stp_log *)sl;
-    return sizeof(*l) + st_offsets_bytes(&l->off) + st_offsets_bytes(&l->size) +
-           st_idtab_bytes(&l->ids);
+    const stp_view *v = atomic_load_explicit(&l->view, memory_order_acquire);
+    return sizeof(*l) + sizeof(*v) + st_offsets_bytes(&v->off) + st_offsets_bytes(&v->size) +
+           l->old_bytes + st_idtab_bytes(&l->ids);
 }
 
 bool stp_log_read_only(const st_log *sl)

@@ -320,6 +320,7 @@ void stp_seg_drop_before(stp_store *s, uint32_t first)
         stp_path(s, q, "idx", path, sizeof(path));
         unlink(path);
     }
+    atomic_fetch_add_explicit(&st_pool_removed_bytes, bytes, memory_order_relaxed);
     rt_log(RT_LOG_INFO, "store",
            "pool: segments %" PRIu32 "-%" PRIu32
            " held only deleted conversations: removed (%" PRIu64 " MiB)",

@@ -322,6 +322,10 @@ extern rt_hist st_nats_append_seconds;
  * loop's conversations for a round trip. 0 unless a path that should run
  * in the thread pool or on a worker does not (issue 22). */
 extern _Atomic uint64_t st_nats_loop_requests;
+/* The pool's space: bytes of live conversations written again so that the
+ * segments before them could go (pool_carry.c), and bytes of segments
+ * removed. */
+extern _Atomic uint64_t st_pool_carried_bytes, st_pool_removed_bytes;
 /* The store's figures, as Prometheus text. */
 void st_metrics_render(rt_text *t);
 
