@@ -188,6 +188,7 @@ static int pool_open(const st_opts *o, st_store **out, char *err, size_t errlen)
     pthread_mutex_init(&s->idx_mu, NULL);
     pthread_mutex_init(&s->sl_mu, NULL);
     pthread_mutex_init(&s->carry_mu, NULL);
+    s->carry_seen = UINT64_MAX; /* the first round looks */
     pthread_cond_init(&s->sl_cv, NULL);
     st_reqq_init(&s->q);
     pthread_mutex_init(&s->logs_mu, NULL);

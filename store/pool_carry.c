@@ -336,7 +336,7 @@ static uint64_t freed(stp_store *s, uint32_t k, uint32_t k2)
 }
 
 /* Carry the oldest segment's live conversations: 0 if done, 1 if there is
- * nothing worth it, -errno. */
+ * nothing worth it, 2 if one changed meanwhile, -errno. */
 static int carry_oldest(stp_store *s, uint64_t *budget, stp_conv **v, st_req **q)
 {
     pthread_mutex_lock(&s->seg_mu);
@@ -349,6 +349,8 @@ static int carry_oldest(stp_store *s, uint64_t *budget, stp_conv **v, st_req **q
     for (size_t i = 0; r == 0 && i < n; i++) {
         uint64_t bytes = 0;
         r = build(s, v[i], *budget - total, &q[i], &bytes);
+        if (r == 1 && bytes > *budget - total && bytes <= ROUND_BYTES)
+            r = 2; /* for the next round's bytes */
         total += bytes;
         if (r == 0 && total > gain / 2)
             r = 1; /* not worth it */
@@ -361,7 +363,7 @@ static int carry_oldest(stp_store *s, uint64_t *budget, stp_conv **v, st_req **q
             if (r == 0)
                 r = st_waiter_wait(&w);
             if (r == -EAGAIN || r == -EBUSY || r == -ENOENT)
-                r = 1; /* it changed, or is in use: the next round */
+                r = 2; /* it changed, or is in use: the next round */
         } else if (q[i] != NULL) {
             st_req_free(q[i]);
         }
@@ -394,10 +396,15 @@ void stp_carry(stp_store *s)
         return;
     }
     pthread_mutex_lock(&s->carry_mu);
+    /* only a deletion makes space worth carrying for: after a round that
+     * found nothing, the catalog is not looked at again until one */
+    uint64_t deletes = atomic_load_explicit(&s->deletes, memory_order_relaxed);
     uint64_t budget = ROUND_BYTES;
-    int r = 0;
+    int r = deletes != s->carry_seen ? 0 : 1;
     while (r == 0)
         r = carry_oldest(s, &budget, v, q);
+    if (r == 1)
+        s->carry_seen = deletes;
     pthread_mutex_unlock(&s->carry_mu);
     if (r < 0 && r != -ESHUTDOWN)
         rt_log(RT_LOG_WARN, "store", "pool: carrying conversations forward stopped: %s",

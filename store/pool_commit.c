@@ -200,6 +200,7 @@ static void apply(stp_store *s, grp *g, st_req *r)
     if (r->kind == REQ_DELETE) {
         stp_remove(s, c);
         st_dir_remove_workspace(s->dir, &c->id);
+        atomic_fetch_add_explicit(&s->deletes, 1, memory_order_relaxed); /* pool_carry.c */
         return;
     }
     pthread_mutex_lock(stp_lock(c));

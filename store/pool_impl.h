@@ -193,6 +193,8 @@ struct stp_store {
     bool no_ckpt; /* the catalog in memory may differ from the records: no checkpoint */
     pthread_mutex_t carry_mu;  /* one carry round at a time (pool_carry.c) */
     _Atomic bool carry_paused; /* tests: the sealing thread carries nothing */
+    _Atomic uint64_t deletes;  /* conversations deleted since the open */
+    uint64_t carry_seen;       /* carry_mu: deletes when a round last found nothing */
 };
 
 /* Where an open log's events are: per event its record's offset and size
@@ -213,7 +215,7 @@ struct stp_log {
     _Atomic uint64_t count; /* published events */
     stp_view *_Atomic view; /* the committer's to replace */
     stp_view *old;          /* superseded views */
-    size_t old_bytes;
+    _Atomic size_t old_bytes;
     st_idtab ids;
     st_retired *retired; /* runs superseded while open */
 };

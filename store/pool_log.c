@@ -108,7 +108,8 @@ int stp_log_move(stp_log *l, const stp_ent *e, size_t n, stp_runs *runs)
 {
     stp_view *old = atomic_load_explicit(&l->view, memory_order_relaxed);
     size_t bytes = st_offsets_bytes(&old->off) + st_offsets_bytes(&old->size);
-    if (l->old_bytes + bytes > OLD_VIEWS_MAX)
+    size_t held = atomic_load_explicit(&l->old_bytes, memory_order_relaxed);
+    if (held + bytes > OLD_VIEWS_MAX)
         return -EBUSY;
     stp_view *v = view_new(n, runs);
     int r = v != NULL ? 0 : -ENOMEM;
@@ -120,7 +121,7 @@ int stp_log_move(stp_log *l, const stp_ent *e, size_t n, stp_runs *runs)
     }
     old->next = l->old;
     l->old = old;
-    l->old_bytes += bytes;
+    atomic_store_explicit(&l->old_bytes, held + bytes, memory_order_relaxed); /* for reports */
     atomic_store_explicit(&l->view, v, memory_order_release);
     return 0;
 }
@@ -490,7 +491,7 @@ size_t stp_log_memory(const st_log *sl)
     const stp_log *l = (const stp_log *)sl;
     const stp_view *v = atomic_load_explicit(&l->view, memory_order_acquire);
     return sizeof(*l) + sizeof(*v) + st_offsets_bytes(&v->off) + st_offsets_bytes(&v->size) +
-           l->old_bytes + st_idtab_bytes(&l->ids);
+           atomic_load_explicit(&l->old_bytes, memory_order_relaxed) + st_idtab_bytes(&l->ids);
 }
 
 bool stp_log_read_only(const st_log *sl)
