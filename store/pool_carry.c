@@ -237,7 +237,8 @@ static int read_items(stp_store *s, const stp_conv *c, const snap *p, const foun
 }
 
 /* c's carry, read: 0 and *out (its bytes in *bytes), 1 if c is not to be
- * carried now (or is larger than `most`), or -errno. */
+ * carried now (or is larger than `most`), or -errno. out NULL: only its
+ * bytes, from the indexes (nothing read). */
 static int build(stp_store *s, stp_conv *c, uint64_t most, st_req **out, uint64_t *bytes)
 {
     snap p = {0};
@@ -262,12 +263,12 @@ static int build(stp_store *s, stp_conv *c, uint64_t most, st_req **out, uint64_
     st_item *it = NULL;
     if (r == 0 && total > most)
         r = 1;
-    if (r == 0 && (it = calloc(n, sizeof(*it))) == NULL)
+    if (r == 0 && out != NULL && (it = calloc(n, sizeof(*it))) == NULL)
         r = -ENOMEM;
     char hex[33];
-    if (r == 0)
+    if (r == 0 && out != NULL)
         r = read_items(s, c, &p, &f, it, hex);
-    if (r == 0 && (*out = st_req_append(it, n, &r)) != NULL) {
+    if (r == 0 && out != NULL && (*out = st_req_append(it, n, &r)) != NULL) {
         (*out)->kind = REQ_CARRY;
         (*out)->first = p.count;
         (*out)->expect = p.mark;
@@ -346,14 +347,20 @@ static int carry_oldest(stp_store *s, uint64_t *budget, stp_conv **v, st_req **q
     size_t n = pinners(s, act, v, &k, &k2);
     uint64_t gain = k < k2 ? freed(s, k, k2) : 0, total = 0;
     int r = n > 0 && k < k2 ? 0 : 1;
+    /* measured first, from their indexes: nothing is read unless it pays */
     for (size_t i = 0; r == 0 && i < n; i++) {
         uint64_t bytes = 0;
-        r = build(s, v[i], *budget - total, &q[i], &bytes);
+        r = build(s, v[i], *budget - total, NULL, &bytes);
         if (r == 1 && bytes > *budget - total && bytes <= ROUND_BYTES)
             r = 2; /* for the next round's bytes */
         total += bytes;
         if (r == 0 && total > gain / 2)
             r = 1; /* not worth it */
+    }
+    for (size_t i = 0; r == 0 && i < n; i++) {
+        uint64_t bytes;
+        if ((r = build(s, v[i], ROUND_BYTES, &q[i], &bytes)) == 1)
+            r = 2; /* it changed since */
     }
     for (size_t i = 0; i < n; i++) {
         if (q[i] != NULL && r == 0) {
