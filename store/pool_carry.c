@@ -178,14 +178,10 @@ static void free_ctx(void *data, void *ctx)
 /* The bytes at `at` (a payload) as a buffer. */
 static int read_payload(stp_store *s, stp_loc at, rt_buf **out)
 {
-    char *b = malloc((size_t)at.len + 1);
-    if (b == NULL)
-        return -ENOMEM;
-    int r = stp_pread(s, at.seq, b, at.len, at.off);
-    if (r == 0 && (*out = rt_buf_wrap(b, at.len, free_ctx, b)) == NULL)
+    char *b;
+    int r = stp_read_at(s, at, &b);
+    if (r == 0 && (*out = rt_buf_take(b, at.len)) == NULL)
         r = -ENOMEM;
-    if (r < 0)
-        free(b);
     return r;
 }
 
@@ -313,13 +309,16 @@ static size_t pinners(stp_store *s, uint32_t act, stp_conv **v, uint32_t *k, uin
             }
         }
     for (size_t i = 0; i < s->nbuckets && *k < act; i++)
-        for (stp_conv *c = s->buckets[i]; c != NULL; c = c->next)
-            if (created_in(c) == *k && n < PINNERS_MAX) {
-                atomic_fetch_add(&c->refs, 1);
-                v[n++] = c;
-            } else if (created_in(c) == *k) {
+        for (stp_conv *c = s->buckets[i]; c != NULL; c = c->next) {
+            if (created_in(c) != *k)
+                continue;
+            if (n == PINNERS_MAX) {
                 *k2 = *k; /* too many */
+                continue;
             }
+            atomic_fetch_add(&c->refs, 1);
+            v[n++] = c;
+        }
     pthread_mutex_unlock(&s->cat_mu);
     return n;
 }

@@ -329,6 +329,21 @@ int stp_create(st_store *st, const rt_uuid *id, const rt_uuid *parent, rt_buf *m
     return 0;
 }
 
+int stp_read_at(stp_store *s, stp_loc at, char **data)
+{
+    char *b = malloc((size_t)at.len + 1);
+    if (b == NULL)
+        return -ENOMEM;
+    int r = stp_pread(s, at.seq, b, at.len, at.off);
+    if (r < 0) {
+        free(b);
+        return r;
+    }
+    b[at.len] = '\0';
+    *data = b;
+    return 0;
+}
+
 /* Where c's meta is (name NULL) or its file `name` is, {0} if it has none
  * (lock held). */
 static stp_loc where(const stp_conv *c, const char *name)
@@ -356,17 +371,11 @@ static int read_back(stp_conv *c, const char *name, rt_buf **cached, char **data
     for (int tries = 0;; tries++) {
         if (at.seq == 0)
             return -ENOENT;
-        char *b = malloc((size_t)at.len + 1);
-        if (b == NULL)
-            return -ENOMEM;
-        int r = stp_pread(c->s, at.seq, b, at.len, at.off);
+        int r = stp_read_at(c->s, at, data);
         if (r == 0) {
-            b[at.len] = '\0';
-            *data = b;
             *len = at.len;
             return 0;
         }
-        free(b);
         pthread_mutex_lock(stp_lock(c));
         stp_loc now = where(c, name);
         pthread_mutex_unlock(stp_lock(c));
@@ -374,12 +383,6 @@ static int read_back(stp_conv *c, const char *name, rt_buf **cached, char **data
             return r;
         at = now;
     }
-}
-
-static void free_data(void *data, void *ctx)
-{
-    (void)ctx;
-    free(data);
 }
 
 rt_buf *stp_meta(st_conv *sc)
@@ -391,8 +394,8 @@ rt_buf *stp_meta(st_conv *sc)
     int r = read_back(c, NULL, &m, &data, &len);
     if (m != NULL)
         return m;
-    if (r == 0 && (m = rt_buf_wrap(data, len, free_data, NULL)) == NULL)
-        free(data);
+    if (r == 0)
+        m = rt_buf_take(data, len);
     if (m == NULL) { /* the interface has no error here: say it, answer an empty meta */
         rt_log(RT_LOG_ERROR, "store", "cannot read a conversation's meta: %s",
                strerror(r < 0 ? -r : ENOMEM));

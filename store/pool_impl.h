@@ -242,6 +242,8 @@ void stp_remove(stp_store *s, stp_conv *c);
 int stp_create(st_store *s, const rt_uuid *id, const rt_uuid *parent, rt_buf *meta, st_conv **out);
 int stp_get(st_store *s, const rt_uuid *id, st_conv **out);
 void stp_release(st_conv *c);
+/* The payload at `at` read back: a malloc'd copy, NUL-terminated. */
+int stp_read_at(stp_store *s, stp_loc at, char **data);
 /* Drop a reference without it counting as a use (stp_release stamps the
  * conversation used, which keeps its log from closing idle): a carry's
  * look. The last one frees. */
