@@ -280,12 +280,11 @@ static int build(stp_store *s, stp_conv *c, uint64_t most, st_req **out, uint64_
 
 /* ---- a round ------------------------------------------------------------------- */
 
-/* Where c was created, if durable (else 0); read under its lock, as the
- * committer writes it. */
+/* stp_created_in off the committer. */
 static uint32_t created_in(stp_conv *c)
 {
     pthread_mutex_lock(stp_lock(c));
-    uint32_t seq = c->meta_at.seq != 0 ? c->create_seq : 0;
+    uint32_t seq = stp_created_in(c);
     pthread_mutex_unlock(stp_lock(c));
     return seq;
 }

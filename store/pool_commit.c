@@ -56,7 +56,9 @@ int stp_submit(stp_conv *c, st_req *r, st_done_fn done, void *ctx)
     r->conv = (st_conv *)c;
     r->done = done;
     r->ctx = ctx;
-    int e = st_reqq_push(&c->s->q, r);
+    /* a carry goes in a group of its own, so that its bytes never fail
+     * the others' group (a disk nearly full) */
+    int e = r->kind == REQ_CARRY ? st_reqq_put_aside(&c->s->q, r) : st_reqq_push(&c->s->q, r);
     if (e < 0) {
         if (r->kind != REQ_DELETE)
             atomic_fetch_sub(&c->refs, 1);
@@ -360,26 +362,6 @@ static void run_group(stp_store *s, grp *g, st_req *head)
     }
 }
 
-/* The carries of a batch (pool_carry.c), taken out of it: they go in a
- * group of their own, so that their bytes never fail the others' group
- * (a disk nearly full). */
-static st_req *take_carries(st_req **batch)
-{
-    st_req *carries = NULL, **tail = &carries;
-    for (st_req **p = batch; *p != NULL;) {
-        st_req *r = *p;
-        if (r->kind != REQ_CARRY) {
-            p = &r->next;
-            continue;
-        }
-        *p = r->next;
-        r->next = NULL;
-        *tail = r;
-        tail = &r->next;
-    }
-    return carries;
-}
-
 /* ---- idle logs ---------------------------------------------------------------- */
 
 void stp_close_idle(stp_store *s, uint64_t now, uint64_t ttl, bool crowded)
@@ -445,7 +427,7 @@ static void *committer_main(void *arg)
     uint64_t next_crowd = 0; /* too many logs open: when to look for idle ones again */
     for (;;) {
         pthread_mutex_lock(&s->q.mu);
-        while (s->q.head == NULL && !s->q.stop) {
+        while (s->q.head == NULL && s->q.aside == NULL && !s->q.stop) {
             uint64_t now = st_now_ms(), until = next_sweep;
             if (s->o.durability == ST_INTERVAL && next_sync < until && unsynced(s))
                 until = next_sync;
@@ -453,15 +435,14 @@ static void *committer_main(void *arg)
                 break;
             st_reqq_wait(&s->q, until - now);
         }
-        st_req *batch = s->q.head;
-        s->q.head = s->q.tail = NULL;
+        st_req *batch = s->q.head, *aside = s->q.aside;
+        s->q.head = s->q.tail = s->q.aside = NULL;
         bool stop = s->q.stop;
         pthread_mutex_unlock(&s->q.mu);
-        st_req *carries = batch != NULL ? take_carries(&batch) : NULL;
         if (batch != NULL)
             run_group(s, &g, batch);
-        if (carries != NULL)
-            run_group(s, &g, carries);
+        if (aside != NULL)
+            run_group(s, &g, aside);
         uint64_t now = st_now_ms();
         if (s->o.durability == ST_INTERVAL && now >= next_sync) {
             int r = stp_sync_written(s);
@@ -480,7 +461,7 @@ static void *committer_main(void *arg)
             stp_close_idle(s, now, s->o.idle_ttl_ms, false);
             next_sweep = now + 1000;
         }
-        if (stop && batch == NULL && carries == NULL)
+        if (stop && batch == NULL && aside == NULL)
             break;
     }
     free(g.iov);

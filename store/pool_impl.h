@@ -267,8 +267,12 @@ int stp_seg_create(stp_store *s, uint32_t seq);
  * close (stp_sync_sealed). The next segment's header says where a lazy
  * one ends, so that an open can tell a segment a crash left short. */
 int stp_seg_roll(stp_store *s);
+/* The segment c's CREATE is in once durable (else 0): no segment from
+ * this one on goes while c lives. On the committer, which writes what it
+ * reads, or under c's lock. */
+uint32_t stp_created_in(const stp_conv *c);
 /* The oldest segment a checkpoint of the catalog now must keep (cat_mu
- * held): the lowest create_seq of a durable conversation, at most `seq`.
+ * held, on the committer): the lowest stp_created_in, at most `seq`.
  * Every record of a conversation is at or after its CREATE, so the
  * segments before hold only deleted conversations' records. */
 uint32_t stp_keep_from(stp_store *s, uint32_t seq);

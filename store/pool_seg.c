@@ -274,13 +274,22 @@ void stp_seal_active(stp_store *s)
         stp_seal_idx(s, seq);
 }
 
+uint32_t stp_created_in(const stp_conv *c)
+{
+    if (c->meta_at.seq == 0)
+        return 0;                                 /* not durable yet */
+    return c->create_seq > 0 ? c->create_seq : 1; /* 0: not known, keep all */
+}
+
 uint32_t stp_keep_from(stp_store *s, uint32_t seq)
 {
     uint32_t keep = seq;
     for (size_t i = 0; i < s->nbuckets; i++)
-        for (stp_conv *c = s->buckets[i]; c != NULL; c = c->next)
-            if (c->meta_at.seq != 0 && c->create_seq < keep) /* durable; 0: unknown, keep all */
-                keep = c->create_seq > 0 ? c->create_seq : 1;
+        for (stp_conv *c = s->buckets[i]; c != NULL; c = c->next) {
+            uint32_t q = stp_created_in(c);
+            if (q != 0 && q < keep)
+                keep = q;
+        }
     return keep;
 }
 

@@ -94,7 +94,7 @@ void st_reqq_init(st_reqq *q)
 {
     pthread_mutex_init(&q->mu, NULL);
     pthread_cond_init(&q->cv, NULL);
-    q->head = q->tail = NULL;
+    q->head = q->tail = q->aside = NULL;
     q->stop = false;
 }
 
@@ -120,6 +120,19 @@ int st_reqq_push(st_reqq *q, st_req *r)
     pthread_cond_signal(&q->cv);
     pthread_mutex_unlock(&q->mu);
     return 0;
+}
+
+int st_reqq_put_aside(st_reqq *q, st_req *r)
+{
+    pthread_mutex_lock(&q->mu);
+    int e = q->stop ? -ESHUTDOWN : q->aside != NULL ? -EBUSY : 0;
+    if (e == 0) {
+        r->next = NULL;
+        q->aside = r;
+        pthread_cond_signal(&q->cv);
+    }
+    pthread_mutex_unlock(&q->mu);
+    return e;
 }
 
 void st_reqq_wait(st_reqq *q, uint64_t ms)

@@ -46,17 +46,22 @@ st_req *st_req_one(int kind, const char *id, const void *key, uint32_t keylen, r
 /* Give back the payloads and the request. */
 void st_req_free(st_req *r);
 
-/* The committer's queue: any thread pushes, the committer takes it all. */
+/* The committer's queue: any thread pushes, the committer takes it all;
+ * and one request set aside, for a group of its own. */
 typedef struct st_reqq {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     st_req *head, *tail;
+    st_req *aside;
     bool stop;
 } st_reqq;
 void st_reqq_init(st_reqq *q);
 void st_reqq_destroy(st_reqq *q);
 /* Queue r and wake the committer; -ESHUTDOWN once stopping. */
 int st_reqq_push(st_reqq *q, st_req *r);
+/* Set r aside and wake the committer; -EBUSY if one is already, -ESHUTDOWN
+ * once stopping. */
+int st_reqq_put_aside(st_reqq *q, st_req *r);
 /* The committer, q->mu held: wait for a push, a stop, or ms to pass. */
 void st_reqq_wait(st_reqq *q, uint64_t ms);
 /* Ask the committer to stop once the queue is empty. */
