@@ -21,9 +21,12 @@
  * created in the oldest segment still kept are carried together if their
  * bytes are at most half of what it frees (the segments from theirs up to
  * the next live conversation's), so every byte written again frees at
- * least two; then the next oldest, up to ROUND_BYTES a round. Not
- * carried, and keeping their segments as before: one read-only after
- * corruption, one larger than the round's bound. A carry is read here, off
+ * least two; then the next oldest, up to a quarter segment a round. The
+ * first carry of a round may be larger, up to four segments (64 MiB by
+ * default): a conversation that grew large still moves, once its
+ * neighbours' deletions free twice its size, and the appends wait for
+ * its write and sync then. Not carried, and keeping their segments as
+ * before: one read-only after corruption, one larger than that. A carry is read here, off
  * the committer, and the committer writes it only if nothing of the
  * conversation changed since (its count, its newest meta or file record).
  * An open log of it gets a new view (pool_log.c: its readers take one
@@ -38,9 +41,23 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A round writes at most ROUND_BYTES (the committer's other groups wait
- * for each carry's write and sync), for at most PINNERS_MAX conversations. */
-enum { PINNERS_MAX = 1024, ROUND_BYTES = 4 << 20 };
+/* A round carries at most PINNERS_MAX conversations. */
+enum { PINNERS_MAX = 1024 };
+
+/* A round writes at most a quarter segment (the committer's other groups
+ * wait for each carry's write and sync), or, as its first carry, the
+ * conversations of one segment up to four segments' bytes: at most 256
+ * MiB, so that a segment's 32-bit offsets hold it (pool.c). */
+static uint64_t round_bytes(const stp_store *s)
+{
+    return s->o.segment_bytes / 4;
+}
+
+static uint64_t first_bytes(const stp_store *s)
+{
+    uint64_t b = 4 * s->o.segment_bytes;
+    return b < (256u << 20) ? b : 256u << 20;
+}
 
 /* ---- the committer's side ------------------------------------------------------ */
 
@@ -344,20 +361,23 @@ static int carry_oldest(stp_store *s, uint64_t *budget, stp_conv **v, st_req **q
     uint32_t k, k2;
     size_t n = pinners(s, act, v, &k, &k2);
     uint64_t gain = k < k2 ? freed(s, k, k2) : 0, total = 0;
+    /* a round's whole budget: nothing carried yet in it */
+    uint64_t most = *budget == round_bytes(s) ? first_bytes(s) : *budget;
     int r = n > 0 && k < k2 ? 0 : 1;
     /* measured first, from their indexes: nothing is read unless it pays */
     for (size_t i = 0; r == 0 && i < n; i++) {
         uint64_t bytes = 0;
-        r = build(s, v[i], *budget - total, NULL, &bytes);
-        if (r == 1 && bytes > *budget - total && bytes <= ROUND_BYTES)
-            r = 2; /* for the next round's bytes */
+        r = build(s, v[i], most - total, NULL, &bytes);
+        if (r == 1 && bytes > most - total && most < first_bytes(s) &&
+            total + bytes <= first_bytes(s))
+            r = 2; /* the first carry of the next round */
         total += bytes;
         if (r == 0 && total > gain / 2)
             r = 1; /* not worth it */
     }
     for (size_t i = 0; r == 0 && i < n; i++) {
         uint64_t bytes;
-        if ((r = build(s, v[i], ROUND_BYTES, &q[i], &bytes)) == 1)
+        if ((r = build(s, v[i], most, &q[i], &bytes)) == 1)
             r = 2; /* it changed since */
     }
     for (size_t i = 0; i < n; i++) {
@@ -377,7 +397,7 @@ static int carry_oldest(stp_store *s, uint64_t *budget, stp_conv **v, st_req **q
     for (size_t i = 0; i < n; i++)
         stp_unref(v[i]); /* not a use: an idle log still closes */
     if (r == 0) {
-        *budget -= total;
+        *budget = total < *budget ? *budget - total : 0;
         atomic_fetch_add_explicit(&st_pool_carried_bytes, total, memory_order_relaxed);
         rt_log(RT_LOG_INFO, "store",
                "pool: carried %zu conversation(s) forward (%llu KiB): segments %u-%u can go", n,
@@ -404,7 +424,7 @@ void stp_carry(stp_store *s)
     /* only a deletion makes space worth carrying for: after a round that
      * found nothing, the catalog is not looked at again until one */
     uint64_t deletes = atomic_load_explicit(&s->deletes, memory_order_relaxed);
-    uint64_t budget = ROUND_BYTES;
+    uint64_t budget = round_bytes(s);
     int r = deletes != s->carry_seen ? 0 : 1;
     while (r == 0)
         r = carry_oldest(s, &budget, v, q);

@@ -1676,6 +1676,65 @@ START_TEST(test_carry_checked_by_the_committer)
 }
 END_TEST
 
+/* A conversation larger than a round's bound (a quarter segment, 2 KiB
+ * here) is carried alone, as a round's first carry, once the deletions
+ * after it free twice its size; one larger than four segments (32 KiB)
+ * stays, and keeps the segments from its creation on. */
+START_TEST(test_large_conversation_carried_alone)
+{
+    uint64_t seed = 11;
+    char *dir = tst_mkdtemp(), *copy = tst_mkdtemp();
+    tst_rmdir(copy);
+    st_store *s = open_at(dir, ST_FULL);
+    stp_store *ps = (stp_store *)s;
+    atomic_store(&ps->carry_paused, true);
+    rt_uuid big_id, huge_id;
+    tst_conv_id(1, &big_id);
+    tst_conv_id(2, &huge_id);
+    st_conv *big, *huge;
+    rt_buf *meta = text("{\"m\":%llu}", 1);
+    ck_assert_int_eq(st_conv_create(s, &big_id, NULL, meta, &big), 0);
+    for (int i = 0; i < 6; i++) /* about 24 KiB */
+        ck_assert_int_eq(append_n(big, &seed, 10), 0);
+    bulk_deleted(s, 3, &seed, 30);
+    ck_assert_int_eq(st_conv_create(s, &huge_id, NULL, meta, &huge), 0);
+    rt_buf_unref(meta);
+    for (int i = 0; i < 12; i++) /* about 48 KiB */
+        ck_assert_int_eq(append_n(huge, &seed, 10), 0);
+    bulk_deleted(s, 4, &seed, 60);
+    uint32_t big_at = created_in(big), huge_at = created_in(huge);
+    ck_assert_uint_lt(big_at, huge_at);
+    tst_copydir(dir, copy);
+    char *before = view_of(copy);
+    tst_rmdir(copy);
+
+    uint64_t carried = atomic_load(&st_pool_carried_bytes);
+    stp_carry(ps);
+    uint64_t moved = atomic_load(&st_pool_carried_bytes) - carried;
+    ck_assert_uint_gt(moved, (uint64_t)SEG); /* a round's bound four times over, at once */
+    ck_assert_uint_lt(moved, (uint64_t)SEG * 4);
+    ck_assert_uint_gt(created_in(big), huge_at);
+    ck_assert_uint_eq(created_in(huge), huge_at); /* worth it, but too large */
+    bulk_deleted(s, 5, &seed, 8);                 /* rolls, and their checkpoints drop */
+    expect_live(s, before, "after the large carry, in the store");
+    st_conv_release(big);
+    st_conv_release(huge);
+    st_store_close(s);
+    uint64_t *v;
+    ck_assert_uint_gt(numbered(dir, "seg", &v), 0);
+    ck_assert_uint_eq(v[0], huge_at);
+    free(v);
+    expect_view(dir, before, "reopened");
+    char *scanned = scan_view(dir);
+    same_view(before, scanned, "by a scan");
+    free(scanned);
+    free(before);
+    tst_rmdir(dir);
+    free(dir);
+    free(copy);
+}
+END_TEST
+
 /* A store opened after a close or a crash makes its next segment at the
  * first group: closed before any, it has nothing of its own to sync (the
  * close once synced a segment it never opened: EBADF, logged as a failed
@@ -1734,6 +1793,7 @@ int main(void)
     tcase_add_test(tc, test_deleted_space_is_reclaimed);
     tcase_add_test(tc, test_live_conversations_are_carried);
     tcase_add_test(tc, test_carry_checked_by_the_committer);
+    tcase_add_test(tc, test_large_conversation_carried_alone);
     tcase_add_loop_test(tc, test_open_then_close_syncs_nothing_missing, 0, 2);
     suite_add_tcase(s, tc);
     return ts_run_suite(s);
