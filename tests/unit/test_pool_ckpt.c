@@ -518,6 +518,19 @@ static char *scan_view(const char *dir)
     return v;
 }
 
+/* The store at dir, closed, looks as `want` opened (from its checkpoint)
+ * and by a scan of its segments. */
+static void expect_reopened(const char *dir, const char *want, const char *what)
+{
+    char buf[200];
+    snprintf(buf, sizeof(buf), "%s: reopened", what);
+    expect_view(dir, want, buf);
+    char *scanned = scan_view(dir);
+    snprintf(buf, sizeof(buf), "%s: by a scan", what);
+    same_view(want, scanned, buf);
+    free(scanned);
+}
+
 /* A store after a workload, closed: its view (from the checkpoint). It
  * has two checkpoints: a close writes one, while the sealing thread may
  * have written none of the rolls' (each replaces one not yet written), so
@@ -1551,10 +1564,7 @@ START_TEST(test_live_conversations_are_carried)
                   (unsigned long long)v[0]);
     ck_assert_uint_ge(atomic_load(&st_pool_removed_bytes) - removed, (c_at - 1) * (SEG / 2));
     free(v);
-    expect_view(dir, before, "reopened after the drop");
-    char *scanned = scan_view(dir);
-    same_view(before, scanned, "a scan of what is left");
-    free(scanned);
+    expect_reopened(dir, before, "after the drop");
 
     /* the child's log open, a reader reading it all over and over: carried
      * twice under it, and it reads the same throughout */
@@ -1666,10 +1676,7 @@ START_TEST(test_carry_checked_by_the_committer)
     rt_buf_unref(meta);
     st_conv_release(c);
     st_store_close(s);
-    expect_view(dir, before, "reopened");
-    char *scanned = scan_view(dir);
-    same_view(before, scanned, "by a scan");
-    free(scanned);
+    expect_reopened(dir, before, "after the carries");
     free(before);
     tst_rmdir(dir);
     free(dir);
@@ -1724,10 +1731,7 @@ START_TEST(test_large_conversation_carried_alone)
     ck_assert_uint_gt(numbered(dir, "seg", &v), 0);
     ck_assert_uint_eq(v[0], huge_at);
     free(v);
-    expect_view(dir, before, "reopened");
-    char *scanned = scan_view(dir);
-    same_view(before, scanned, "by a scan");
-    free(scanned);
+    expect_reopened(dir, before, "after the large carry");
     free(before);
     tst_rmdir(dir);
     free(dir);
