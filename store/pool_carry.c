@@ -106,6 +106,8 @@ void stp_carry_apply(stp_store *s, stp_conv *c, st_req *r, const stp_ent *e)
         free(old);
     else if (old != NULL && st_retire(&c->log->retired, old) < 0)
         rt_log(RT_LOG_WARN, "store", "pool: out of memory: a carried log's old runs are left");
+    if (c->log != NULL)
+        stp_log_release(c->log); /* the view and runs it superseded, unless read now */
     c->create_seq = s->act.seq;
     c->meta_at = stp_payload_at(s, &e[0], &r->items[0]);
     for (size_t i = 1 + r->first; i < r->n; i++) /* names it has: nothing allocated */

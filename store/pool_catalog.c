@@ -177,9 +177,10 @@ int stp_note_run(stp_conv *c, uint32_t seq, uint32_t index)
     nr->r[n] = (stp_run){seq, index};
     nr->n = n + 1;
     atomic_store_explicit(&c->runs, nr, memory_order_release);
-    if (c->log != NULL) /* its readers take the runs from its view */
-        atomic_store_explicit(&atomic_load_explicit(&c->log->view, memory_order_relaxed)->runs, nr,
-                              memory_order_release);
+    if (c->log != NULL) { /* its readers take the runs from its view */
+        atomic_store(&atomic_load_explicit(&c->log->view, memory_order_relaxed)->runs, nr);
+        stp_log_release(c->log);
+    }
     if (old != NULL && c->log == NULL) /* no log: nobody reads them */
         free(old);
     return 0;

@@ -200,8 +200,9 @@ struct stp_store {
 /* Where an open log's events are: per event its record's offset and size
  * in its segment, and the runs that name the segments. Readers take the
  * log's view once and read everything from it; a carry (pool_carry.c)
- * publishes a new one whole, and the one it supersedes stays until the log
- * closes. Appends fill the current one (below the published count). */
+ * publishes a new one whole, and the one it supersedes stays while a read
+ * may hold it (stp_log_release). Appends fill the current one (below the
+ * published count). */
 typedef struct stp_view {
     st_offsets off, size;
     stp_runs *_Atomic runs; /* the conversation's, while this view is current */
@@ -216,6 +217,7 @@ struct stp_log {
     stp_view *_Atomic view; /* the committer's to replace */
     stp_view *old;          /* superseded views */
     _Atomic size_t old_bytes;
+    _Atomic uint32_t readers; /* reads in progress (pool_log.c, view_take) */
     st_idtab ids;
     st_retired *retired; /* runs superseded while open */
 };
@@ -497,6 +499,10 @@ int stp_log_add(stp_log *l, const stp_ent *e, size_t n);
  * segments `runs` (which the conversation takes too): a new view. 0,
  * -ENOMEM, or -EBUSY if the views it superseded already hold too much. */
 int stp_log_move(stp_log *l, const stp_ent *e, size_t n, stp_runs *runs);
+/* The committer, after it superseded a view or runs (c's lock held): if
+ * no read is in progress, free the superseded ones (no later read can
+ * reach them). */
+void stp_log_release(stp_log *l);
 void stp_log_publish(stp_log *l, uint64_t count);
 void stp_log_free(stp_log *l);
 uint64_t stp_log_count(const st_log *l);

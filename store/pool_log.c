@@ -12,7 +12,9 @@
  * stays until the log closes). A carry (pool_carry.c) moves every event:
  * it publishes a new view before any later count, so a reader's view
  * always holds what its count covers; a reader that still used the old
- * one and found its segment gone reads again from the new one.
+ * one and found its segment gone reads again from the new one. Reads are
+ * counted while they hold a view, so that superseded views and runs go
+ * as soon as none does.
  */
 #include "pool_impl.h"
 
@@ -70,6 +72,38 @@ static int view_set(stp_view *v, const stp_ent *e)
     return r == 0 ? st_offsets_set(&v->size, e->index, e->size) : r;
 }
 
+/* A read's view, counted until view_drop. Sequentially consistent, as
+ * the committer's store of a new view and its look at the count
+ * (stp_log_release): either the committer sees this read, or this read
+ * takes the new view. */
+static const stp_view *view_take(stp_log *l)
+{
+    atomic_fetch_add(&l->readers, 1);
+    return atomic_load(&l->view);
+}
+
+static void view_drop(stp_log *l)
+{
+    atomic_fetch_sub_explicit(&l->readers, 1, memory_order_release);
+}
+
+static void free_superseded(stp_log *l)
+{
+    for (stp_view *v = l->old, *next; v != NULL; v = next) {
+        next = v->next;
+        view_free(v);
+    }
+    l->old = NULL;
+    atomic_store_explicit(&l->old_bytes, 0, memory_order_relaxed);
+    st_retired_free(&l->retired);
+}
+
+void stp_log_release(stp_log *l)
+{
+    if ((l->old != NULL || l->retired != NULL) && atomic_load(&l->readers) == 0)
+        free_superseded(l);
+}
+
 void stp_log_free(stp_log *l)
 {
     if (l == NULL)
@@ -78,12 +112,8 @@ void stp_log_free(stp_log *l)
     log_unlist(s, l);
     atomic_fetch_sub(&s->open_logs, 1);
     view_free(atomic_load_explicit(&l->view, memory_order_relaxed));
-    for (stp_view *v = l->old, *next; v != NULL; v = next) {
-        next = v->next;
-        view_free(v);
-    }
+    free_superseded(l);
     st_idtab_free(&l->ids);
-    st_retired_free(&l->retired);
     free(l);
 }
 
@@ -101,11 +131,13 @@ int stp_log_add(stp_log *l, const stp_ent *e, size_t n)
     return r;
 }
 
-/* Superseded views past this wait for the log's close: the carry waits. */
+/* Superseded views past this, kept by reads in progress at every carry,
+ * wait for a carry that finds none: the carry waits. */
 enum { OLD_VIEWS_MAX = 1 << 20 };
 
 int stp_log_move(stp_log *l, const stp_ent *e, size_t n, stp_runs *runs)
 {
+    stp_log_release(l);
     stp_view *old = atomic_load_explicit(&l->view, memory_order_relaxed);
     size_t bytes = st_offsets_bytes(&old->off) + st_offsets_bytes(&old->size);
     size_t held = atomic_load_explicit(&l->old_bytes, memory_order_relaxed);
@@ -122,7 +154,7 @@ int stp_log_move(stp_log *l, const stp_ent *e, size_t n, stp_runs *runs)
     old->next = l->old;
     l->old = old;
     atomic_store_explicit(&l->old_bytes, held + bytes, memory_order_relaxed); /* for reports */
-    atomic_store_explicit(&l->view, v, memory_order_release);
+    atomic_store(&l->view, v); /* sequentially consistent: stp_log_release */
     return 0;
 }
 
@@ -359,7 +391,7 @@ static int read_view(stp_log *l, const stp_view *v, uint64_t count, uint64_t fir
         p->n = 0;
         p->bytes = NULL;
     }
-    const stp_runs *runs = atomic_load_explicit(&v->runs, memory_order_acquire);
+    const stp_runs *runs = atomic_load(&v->runs); /* as view_take's */
     size_t nsp = 0;
     uint64_t total = 0;
     uint32_t k = 0;
@@ -417,11 +449,12 @@ int stp_log_read(st_log *sl, uint64_t first, uint32_t max, st_page **out)
     stp_log *l = (stp_log *)sl;
     uint64_t count = stp_log_count(sl);
     /* after the count: a view at least as new as the events it counts */
-    const stp_view *v = atomic_load_explicit(&l->view, memory_order_acquire);
+    const stp_view *v = view_take(l);
     int r = read_view(l, v, count, first, max, out);
-    const stp_view *now = atomic_load_explicit(&l->view, memory_order_acquire);
+    const stp_view *now = atomic_load(&l->view);
     if (r < 0 && now != v) /* a carry moved them, and the old segments went meanwhile */
         r = read_view(l, now, count, first, max, out);
+    view_drop(l);
     return r;
 }
 
@@ -462,14 +495,15 @@ static int find(stp_log *l, const void *what, size_t len, bool key, uint64_t *in
     if (count == 0)
         return -ENOENT;
     uint64_t hash = key ? (uint64_t)st_key_hash_hi(what, len) << 32 : st_id_hash(what, len);
-    const stp_view *v = atomic_load_explicit(&l->view, memory_order_acquire), *before = NULL;
+    const stp_view *v = view_take(l), *before = NULL;
     uint64_t i = UINT64_MAX;
     while (i == UINT64_MAX && v != before) { /* again if a carry moved them meanwhile */
-        find_ctx f = {l, v, atomic_load_explicit(&v->runs, memory_order_acquire), what, len, key};
+        find_ctx f = {l, v, atomic_load(&v->runs), what, len, key};
         i = st_idtab_find(&l->ids, hash, count, matches, &f);
         before = v;
-        v = atomic_load_explicit(&l->view, memory_order_acquire);
+        v = atomic_load(&l->view);
     }
+    view_drop(l);
     if (i == UINT64_MAX)
         return -ENOENT;
     *index = i;
@@ -488,10 +522,12 @@ int stp_log_find_key(st_log *l, const void *key, size_t keylen, uint64_t *index)
 
 size_t stp_log_memory(const st_log *sl)
 {
-    const stp_log *l = (const stp_log *)sl;
-    const stp_view *v = atomic_load_explicit(&l->view, memory_order_acquire);
-    return sizeof(*l) + sizeof(*v) + st_offsets_bytes(&v->off) + st_offsets_bytes(&v->size) +
-           atomic_load_explicit(&l->old_bytes, memory_order_relaxed) + st_idtab_bytes(&l->ids);
+    stp_log *l = (stp_log *)sl;
+    const stp_view *v = view_take(l);
+    size_t b = sizeof(*l) + sizeof(*v) + st_offsets_bytes(&v->off) + st_offsets_bytes(&v->size) +
+               atomic_load_explicit(&l->old_bytes, memory_order_relaxed) + st_idtab_bytes(&l->ids);
+    view_drop(l);
+    return b;
 }
 
 bool stp_log_read_only(const st_log *sl)

@@ -1595,6 +1595,20 @@ START_TEST(test_live_conversations_are_carried)
     ck_assert_msg(rd.bad == NULL, "a read under the carries: %s", rd.bad ? rd.bad : "");
     ck_assert_int_gt(rd.reads, 0);
     fprintf(stderr, "carried twice under an open log, read whole %ld times meanwhile\n", rd.reads);
+    /* carried with no read in progress: what it superseded goes at once */
+    uint32_t a_seq = created_in(a);
+    bulk_deleted(s, 9, &seed, 30);
+    stp_carry((stp_store *)s);
+    ck_assert_uint_gt(created_in(a), a_seq);
+    stp_log *al = (stp_log *)rd.l;
+    pthread_mutex_lock(stp_lock((stp_conv *)a));
+    ck_assert_ptr_null(al->old);
+    ck_assert_ptr_null(al->retired);
+    ck_assert_uint_eq(atomic_load(&al->old_bytes), 0);
+    pthread_mutex_unlock(stp_lock((stp_conv *)a));
+    char *again = log_text(rd.l);
+    ck_assert_str_eq(again, rd.want);
+    free(again);
     free(rd.want);
     st_conv_release(a);
     st_store_close(s);
