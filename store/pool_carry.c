@@ -26,11 +26,12 @@
  * default): a conversation that grew large still moves, once its
  * neighbours' deletions free twice its size, and the appends wait for
  * its write and sync then. Not carried, and keeping their segments as
- * before: one read-only after corruption, one larger than that. A carry is read here, off
- * the committer, and the committer writes it only if nothing of the
- * conversation changed since (its count, its newest meta or file record).
- * An open log of it gets a new view (pool_log.c: its readers take one
- * without a lock), unless the views it superseded already hold too much.
+ * before: one read-only after corruption, one larger than that. A carry
+ * is read here, off the committer, and the committer writes it only if
+ * nothing of the conversation changed since (its count, its newest meta
+ * or file record). An open log of it gets a new view (pool_log.c: its
+ * readers take one without a lock), unless the views it superseded and
+ * reads still hold are already too much.
  */
 #include "pool_impl.h"
 

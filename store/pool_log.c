@@ -9,7 +9,7 @@
  * published count (acquire) first, then the view: the committer fills
  * everything below the count before it publishes (release), runs included
  * (a new runs array is published before the events in it, and the old one
- * stays until the log closes). A carry (pool_carry.c) moves every event:
+ * stays while a read may hold it). A carry (pool_carry.c) moves every event:
  * it publishes a new view before any later count, so a reader's view
  * always holds what its count covers; a reader that still used the old
  * one and found its segment gone reads again from the new one. Reads are
