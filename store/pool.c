@@ -221,6 +221,9 @@ static int pool_open(const st_opts *o, st_store **out, char *err, size_t errlen)
         snprintf(err, errlen, "cannot start the sealing thread: %s", strerror(-r));
     if (r == 0)
         r = stp_recover(s, err, errlen);
+    /* for the log line: once the committer runs, a carry may make a segment */
+    uint32_t act = s->act.seq;
+    size_t count = s->count;
     if (r == 0 && (r = stp_committer_start(s)) < 0)
         snprintf(err, errlen, "cannot start the committer: %s", strerror(-r));
     if (r < 0) {
@@ -231,7 +234,7 @@ static int pool_open(const st_opts *o, st_store **out, char *err, size_t errlen)
     }
     rt_log(RT_LOG_INFO, "store",
            "opened pool dir=%s conversations=%zu segment=%" PRIu32 " durability=%s", s->dir,
-           s->count, s->act.seq, st_durability_name(s->o.durability));
+           count, act, st_durability_name(s->o.durability));
     *out = (st_store *)s;
     return 0;
 }
