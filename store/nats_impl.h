@@ -49,8 +49,10 @@ void stn_subs_sweep(st_nats *n);
 void stn_subs_free(st_nats *n);
 
 /* A walk back through the chain gives up past this many records: an open
- * page and a closed one, with room for many take-overs. */
+ * page and a closed one, with room for many take-overs. A variable only
+ * so that tests reach it with short logs. */
 #define STN_WALK_MAX 10000
+extern int stn_walk_max;
 
 struct st_nats {
     natsConnection *nc;

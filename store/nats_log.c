@@ -206,9 +206,9 @@ static int resolve(st_nats_log *l, const rec *c, uint64_t *seq)
         uint64_t prev = cur.prev, slot = cur.slot;
         natsMsg_Destroy(m);
         m = NULL;
-        if (hops >= STN_WALK_MAX)
+        if (hops >= stn_walk_max)
             r = stn_fail(l, -EIO, "%s: slot %llu is more than %d records back", l->subject,
-                         (unsigned long long)c->slot, STN_WALK_MAX);
+                         (unsigned long long)c->slot, stn_walk_max);
         else if (prev == 0 || (r = stn_get_seq(l, prev, &m, &cur)) == 0) {
             if (prev == 0 || cur.slot + 1 != slot)
                 r = stn_fail(l, -EBADMSG, "%s: the chain breaks before slot %llu", l->subject,

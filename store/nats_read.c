@@ -301,9 +301,9 @@ int stn_collect(st_nats_log *l, natsMsg *m, const st_nats_event *from, uint64_t 
         /* what comes before holds only events below limit */
         if (r || limit <= lo || cur.prev == 0)
             break;
-        if (hops >= STN_WALK_MAX) {
+        if (hops >= stn_walk_max) {
             r = stn_fail(l, -EIO, "walking back %s: more than %d records", l->subject,
-                         STN_WALK_MAX);
+                         stn_walk_max);
             break;
         }
         uint64_t slot = cur.slot, prev = cur.prev;
@@ -395,6 +395,28 @@ int stn_get_page(st_nats_log *l, uint64_t page, stn_page *pg)
     }
 }
 
+int stn_walk_max = STN_WALK_MAX;
+
+/* The first record of the nearest page after `page` that has its entry,
+ * among those closed below `count` and within a walk's reach: 0 and *m
+ * (NULL if there is none), or an error. An entry is missing where its
+ * writer could not store it (the bucket unreachable meanwhile) and no
+ * reader walked it again: a walk from the last record could then be
+ * longer than any walk may be. */
+static int later_page_start(st_nats_log *l, uint64_t page, uint64_t count, natsMsg **m,
+                            st_nats_event *ev)
+{
+    *m = NULL;
+    uint64_t reach = (uint64_t)stn_walk_max / ST_NATS_PAGE;
+    for (uint64_t k = page + 1; (k + 1) * ST_NATS_PAGE <= count && k - page <= reach; k++) {
+        stn_page next;
+        int r = stn_get_page(l, k, &next);
+        if (r != -ENOENT)
+            return r == 0 ? stn_get_seq(l, next.seq[0], m, ev) : r;
+    }
+    return 0;
+}
+
 int stn_page_get(st_nats_log *l, uint64_t page, stn_page *pg, uint32_t *have, bool *closed)
 {
     if (l->owner && !l->fenced && l->page_known && page == l->page_no) {
@@ -422,15 +444,17 @@ int stn_page_get(st_nats_log *l, uint64_t page, stn_page *pg, uint32_t *have, bo
     uint64_t lo = page * ST_NATS_PAGE, hi = lo + ST_NATS_PAGE;
     if (hi > count)
         hi = count;
-    if (lo < hi) {
-        r = stn_collect(l, m, &last, lo, hi, pg);
-        if (r == 0) {
-            *have = (uint32_t)(hi - lo);
-            *closed = *have == ST_NATS_PAGE;
-            if (*closed)
-                stn_put_page(l, page, pg); /* best effort: the next reader walks again */
-        }
+    natsMsg *from = NULL;
+    st_nats_event at;
+    if (lo < hi && (r = later_page_start(l, page, count, &from, &at)) == 0)
+        r = stn_collect(l, from != NULL ? from : m, from != NULL ? &at : &last, lo, hi, pg);
+    if (lo < hi && r == 0) {
+        *have = (uint32_t)(hi - lo);
+        *closed = *have == ST_NATS_PAGE;
+        if (*closed)
+            stn_put_page(l, page, pg); /* best effort: the next reader walks again */
     }
+    natsMsg_Destroy(from);
     natsMsg_Destroy(m);
     return r;
 }

@@ -569,6 +569,17 @@ START_TEST(test_unknown_outcome_settled_by_take_over)
 }
 END_TEST
 
+/* The end of a test of page entries: the bucket's handle, the raw
+ * connection, the reader, the writer, the store. */
+static void entries_done(kvStore *kv, raw *c, st_nats_log *r, st_nats_log *l, st_nats *n)
+{
+    kvStore_Destroy(kv);
+    raw_close(c);
+    st_nats_log_close(r);
+    st_nats_log_close(l);
+    done(n);
+}
+
 START_TEST(test_missing_page_entry_rebuilt)
 {
     st_nats *n = connect_to(-1);
@@ -602,11 +613,34 @@ START_TEST(test_missing_page_entry_rebuilt)
     verify(fresh, "ev", 310, 100, 0);
     check_find(fresh, 310); /* from entries that walks rebuilt */
     st_nats_log_close(fresh);
-    kvStore_Destroy(kv);
-    raw_close(&c);
-    st_nats_log_close(r);
-    st_nats_log_close(l);
-    done(n);
+    entries_done(kv, &c, r, l, n);
+}
+END_TEST
+
+/* A page entry lost while later ones were stored (its writer could not
+ * reach the bucket as the page closed, e.g. with its leader killed): a
+ * reader walks from the next page's first record, not from the log's
+ * end, which may be further back than a walk may go. */
+START_TEST(test_lost_page_entry_walked_from_the_next_page)
+{
+    st_nats *n = connect_to(-1);
+    rt_uuid id;
+    st_nats_log *l = new_writer(n, &id);
+    for (uint64_t i = 0; i < 350; i++) /* a record each */
+        ck_assert_msg(append_range(l, "ev", i, 1) == 0, "%s", st_nats_log_error(l));
+    char key[64];
+    raw c = raw_connect(0);
+    kvStore *kv = NULL;
+    ck_assert_int_eq(js_KeyValue(&kv, c.js, ST_NATS_PAGES), NATS_OK);
+    rt_uuid_hex(&id, key);
+    snprintf(key + 32, sizeof key - 32, ".0");
+    delete_entry(&c, kv, key);
+    stn_walk_max = 150; /* from page 1: 100 records back; from the end: 350 */
+    st_nats_log *r = open_log(n, &id);
+    verify(r, "ev", 350, 100, 1);
+    stn_walk_max = STN_WALK_MAX;
+    ck_assert(entry_stored(c.js, key)); /* written again */
+    entries_done(kv, &c, r, l, n);
 }
 END_TEST
 
@@ -1111,6 +1145,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_batch_cut_short_left_behind);
     tcase_add_test(tc, test_unknown_outcome_settled_by_take_over);
     tcase_add_test(tc, test_missing_page_entry_rebuilt);
+    tcase_add_test(tc, test_lost_page_entry_walked_from_the_next_page);
     tcase_add_test(tc, test_shard_count_is_the_clusters);
     tcase_add_test(tc, test_bounds_and_errors);
     tcase_add_test(tc, test_split_writers_one_record_per_slot);
