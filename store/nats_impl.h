@@ -54,6 +54,13 @@ void stn_subs_free(st_nats *n);
 #define STN_WALK_MAX 10000
 extern int stn_walk_max;
 
+/* The writer keeps this many page entries it could not store (the bucket
+ * out of reach as their pages closed) and stores them after the next
+ * entry it can; readers rebuild any other by a walk. */
+#define STN_OWED 8
+/* Tests only: this many of the next page entries' puts fail. */
+extern int stn_fail_page_puts;
+
 struct st_nats {
     natsConnection *nc;
     jsCtx *js;
@@ -107,6 +114,12 @@ struct st_nats_log {
     uint32_t page_fill;
     bool page_known;
     stn_page page;
+    /* closed pages whose entries are owed, oldest first (page_store) */
+    struct stn_owed {
+        uint64_t page;
+        stn_page pg;
+    } * owed;
+    uint32_t nowed;
     /* st_nats_log_find's index of events [0, covered) */
     stn_table ids, keys;
     uint64_t covered;

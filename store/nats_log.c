@@ -41,6 +41,7 @@ void st_nats_log_close(st_nats_log *l)
     if (!l)
         return;
     stn_index_free(l);
+    free(l->owed);
     free(l);
 }
 
@@ -320,6 +321,38 @@ static int publish(st_nats_log *l, const rec *c, natsMsg *m, uint64_t *seq)
     }
 }
 
+/* Store closed page `page`'s entry; on success the ones owed too (oldest
+ * first, until one fails), on failure owe it: the writer tries again
+ * after the next entry it stores, so a bucket out of reach for a while
+ * costs readers no walks once it is back. At most STN_OWED are kept
+ * (the oldest go: a reader rebuilds one by a walk from the next page),
+ * in memory held only while some are owed. */
+static void page_store(st_nats_log *l, uint64_t page, const stn_page *pg)
+{
+    if (stn_put_page(l, page, pg) == 0) {
+        uint32_t paid = 0;
+        while (paid < l->nowed && stn_put_page(l, l->owed[paid].page, &l->owed[paid].pg) == 0)
+            paid++;
+        if (paid == 0)
+            return;
+        l->nowed -= paid;
+        if (l->nowed > 0) {
+            memmove(l->owed, l->owed + paid, l->nowed * sizeof(*l->owed));
+        } else {
+            free(l->owed);
+            l->owed = NULL;
+        }
+        return;
+    }
+    if (l->nowed == STN_OWED)
+        memmove(l->owed, l->owed + 1, --l->nowed * sizeof(*l->owed));
+    struct stn_owed *o = realloc(l->owed, (l->nowed + 1) * sizeof(*o));
+    if (o == NULL)
+        return; /* a walk, then */
+    l->owed = o;
+    o[l->nowed++] = (struct stn_owed){page, *pg};
+}
+
 /* Record e (events e->index .. + e->count, message m) was appended: note
  * its events in the open page and the find index, and when one closes the
  * page, store the page's entry. A writer that took over in the middle of a
@@ -340,9 +373,8 @@ static void page_note(st_nats_log *l, natsMsg *m, const st_nats_event *e)
         }
         if (at != ST_NATS_PAGE - 1)
             continue;
-        /* best effort: a missing entry is rebuilt from the chain by readers */
         if (l->page_known || stn_collect(l, m, e, lo, lo + ST_NATS_PAGE, &l->page) == 0)
-            stn_put_page(l, page, &l->page);
+            page_store(l, page, &l->page);
         l->page_no = page + 1;
         l->page_fill = 0;
         l->page_known = true;

@@ -343,8 +343,15 @@ static uint64_t get_le(const unsigned char *p, int bytes)
     return v;
 }
 
+int stn_fail_page_puts;
+
 int stn_put_page(st_nats_log *l, uint64_t page, const stn_page *pg)
 {
+    if (stn_fail_page_puts > 0) {
+        stn_fail_page_puts--;
+        return stn_fail(l, -EIO, "page entry of page %llu: failed as the test asks",
+                        (unsigned long long)page);
+    }
     unsigned char v[STN_ENTRY_BYTES];
     for (int i = 0; i < ST_NATS_PAGE; i++) {
         put_le(v + i * 8, pg->seq[i], 8);

@@ -644,6 +644,51 @@ START_TEST(test_lost_page_entry_walked_from_the_next_page)
 }
 END_TEST
 
+/* Whether page `page`'s entry of log id is stored. */
+static bool page_stored(jsCtx *js, const rt_uuid *id, int page)
+{
+    char key[64];
+    rt_uuid_hex(id, key);
+    snprintf(key + 32, sizeof key - 32, ".%d", page);
+    return entry_stored(js, key);
+}
+
+/* Page entries the writer could not store as their pages closed (the
+ * bucket out of reach) are stored after the next one it can: the newest
+ * STN_OWED of them; readers walk for the others. */
+START_TEST(test_failed_page_entries_stored_later)
+{
+    st_nats *n = connect_to(-1);
+    rt_uuid id;
+    st_nats_log *l = new_writer(n, &id);
+    raw c = raw_connect(0);
+    stn_fail_page_puts = 1;
+    ck_assert_int_eq(append_range(l, "ev", 0, 100), 0);
+    ck_assert(!page_stored(c.js, &id, 0));
+    ck_assert_int_eq(append_range(l, "ev", 100, 100), 0);
+    ck_assert(page_stored(c.js, &id, 1));
+    ck_assert(page_stored(c.js, &id, 0)); /* owed, stored after page 1's */
+    /* more fail than are kept: pages 2 .. STN_OWED + 3 */
+    int last = STN_OWED + 4;
+    stn_fail_page_puts = STN_OWED + 2;
+    for (int p = 2; p < last; p++)
+        ck_assert_int_eq(append_range(l, "ev", (uint64_t)p * 100, 100), 0);
+    for (int p = 2; p < last; p++)
+        ck_assert_msg(!page_stored(c.js, &id, p), "page %d not stored yet", p);
+    ck_assert_int_eq(append_range(l, "ev", (uint64_t)last * 100, 100), 0);
+    ck_assert_int_eq(stn_fail_page_puts, 0);
+    for (int p = 2; p <= last; p++)
+        ck_assert_msg(page_stored(c.js, &id, p) == (p >= 4), "page %d: stored %d", p, p >= 4);
+    st_nats_log *r = open_log(n, &id);
+    verify(r, "ev", (uint64_t)(last + 1) * 100, 100, 1);
+    ck_assert(page_stored(c.js, &id, 2) && page_stored(c.js, &id, 3)); /* the reader's walks */
+    raw_close(&c);
+    st_nats_log_close(r);
+    st_nats_log_close(l);
+    done(n);
+}
+END_TEST
+
 /* The shard count is the cluster's: recorded by the first open, taken by
  * an open that gives none, refused to an open that gives another. */
 START_TEST(test_shard_count_is_the_clusters)
@@ -1146,6 +1191,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_unknown_outcome_settled_by_take_over);
     tcase_add_test(tc, test_missing_page_entry_rebuilt);
     tcase_add_test(tc, test_lost_page_entry_walked_from_the_next_page);
+    tcase_add_test(tc, test_failed_page_entries_stored_later);
     tcase_add_test(tc, test_shard_count_is_the_clusters);
     tcase_add_test(tc, test_bounds_and_errors);
     tcase_add_test(tc, test_split_writers_one_record_per_slot);
