@@ -569,6 +569,13 @@ START_TEST(test_unknown_outcome_settled_by_take_over)
 }
 END_TEST
 
+/* The bucket key of page `page`'s entry of log id (64 bytes). */
+static void entry_key(const rt_uuid *id, int page, char *key)
+{
+    rt_uuid_hex(id, key);
+    snprintf(key + 32, 64 - 32, ".%d", page);
+}
+
 /* The end of a test of page entries: the bucket's handle, the raw
  * connection, the reader, the writer, the store. */
 static void entries_done(kvStore *kv, raw *c, st_nats_log *r, st_nats_log *l, st_nats *n)
@@ -592,9 +599,8 @@ START_TEST(test_missing_page_entry_rebuilt)
     raw c = raw_connect(0);
     kvStore *kv = NULL;
     ck_assert_int_eq(js_KeyValue(&kv, c.js, ST_NATS_PAGES), NATS_OK);
-    rt_uuid_hex(&id, key);
     for (int page = 0; page < 2; page++) {
-        snprintf(key + 32, sizeof key - 32, ".%d", page);
+        entry_key(&id, page, key);
         delete_entry(&c, kv, key);
     }
     st_nats_log *r = open_log(n, &id);
@@ -607,7 +613,7 @@ START_TEST(test_missing_page_entry_rebuilt)
     ck_assert(entry_stored(c.js, key));
     /* and, having walked, it knows its open page: it closes it itself */
     ck_assert_int_eq(append_range(r, "ev", 230, 80), 0);
-    snprintf(key + 32, sizeof key - 32, ".2");
+    entry_key(&id, 2, key);
     ck_assert(entry_stored(c.js, key));
     st_nats_log *fresh = open_log(n, &id);
     verify(fresh, "ev", 310, 100, 0);
@@ -632,8 +638,7 @@ START_TEST(test_lost_page_entry_walked_from_the_next_page)
     raw c = raw_connect(0);
     kvStore *kv = NULL;
     ck_assert_int_eq(js_KeyValue(&kv, c.js, ST_NATS_PAGES), NATS_OK);
-    rt_uuid_hex(&id, key);
-    snprintf(key + 32, sizeof key - 32, ".0");
+    entry_key(&id, 0, key);
     delete_entry(&c, kv, key);
     stn_walk_max = 150; /* from page 1: 100 records back; from the end: 350 */
     st_nats_log *r = open_log(n, &id);
@@ -648,8 +653,7 @@ END_TEST
 static bool page_stored(jsCtx *js, const rt_uuid *id, int page)
 {
     char key[64];
-    rt_uuid_hex(id, key);
-    snprintf(key + 32, sizeof key - 32, ".%d", page);
+    entry_key(id, page, key);
     return entry_stored(js, key);
 }
 
