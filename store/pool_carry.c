@@ -25,8 +25,9 @@
  * first carry of a round may be larger, up to four segments (64 MiB by
  * default): a conversation that grew large still moves, once its
  * neighbours' deletions free twice its size, and the appends wait for
- * its write and sync then. Not carried, and keeping their segments as
- * before: one read-only after corruption, one larger than that. A carry
+ * its write and sync then. One larger than that moves alone as a round's
+ * first carry, in several groups (below). Not carried, and keeping their
+ * segments as before: one read-only after corruption. A carry
  * is read here, off the committer, and the committer writes it only if
  * nothing of the conversation changed since (its count, its newest meta
  * or file record). An open log of it gets a new view (pool_log.c: its
@@ -49,7 +50,7 @@ enum { PINNERS_MAX = 1024 };
  * wait for each carry's write and sync), or, as its first carry, the
  * conversations of one segment up to four segments' bytes: at most 256
  * MiB, so that a segment's 32-bit offsets hold it (pool.c). */
-static uint64_t round_bytes(const stp_store *s)
+uint64_t stp_carry_round_bytes(const stp_store *s)
 {
     return s->o.segment_bytes / 4;
 }
@@ -110,6 +111,7 @@ void stp_carry_apply(stp_store *s, stp_conv *c, st_req *r, const stp_ent *e)
     if (c->log != NULL)
         stp_log_release(c->log); /* the view and runs it superseded, unless read now */
     c->create_seq = s->act.seq;
+    c->tag = c->id; /* a carry in one group writes under the id */
     c->meta_at = stp_payload_at(s, &e[0], &r->items[0]);
     for (size_t i = 1 + r->first; i < r->n; i++) /* names it has: nothing allocated */
         stp_set_file(c, (const char *)r->items[i].id, r->items[i].idlen,
@@ -118,17 +120,16 @@ void stp_carry_apply(stp_store *s, stp_conv *c, st_req *r, const stp_ent *e)
 
 /* ---- reading a conversation ---------------------------------------------------- */
 
-typedef struct found {
-    stp_ent *e;
-    uint32_t *seq;
-    size_t n, cap, scap;
-} found;
-
-static int found_one(void *ctx, uint32_t seq, const stp_ent *e)
+int stp_found_one(void *ctx, uint32_t seq, const stp_ent *e)
 {
-    found *f = ctx;
-    if (e->index != f->n) /* a hole: not ours to mend */
+    stp_found *f = ctx;
+    if (e->index < f->base)
+        return 0;
+    if (e->index != f->base + f->n) /* a hole: not ours to mend */
         return -EBADMSG;
+    if (f->n > 0 && f->bytes + e->size > f->most)
+        return 1; /* enough for one group */
+    f->bytes += e->size;
     if (rt_grow((void **)&f->e, &f->cap, f->n + 1, sizeof(*f->e), 64) < 0 ||
         rt_grow((void **)&f->seq, &f->scap, f->n + 1, sizeof(*f->seq), 64) < 0)
         return -ENOMEM;
@@ -137,19 +138,7 @@ static int found_one(void *ctx, uint32_t seq, const stp_ent *e)
     return 0;
 }
 
-/* What of c is read under its lock. */
-typedef struct snap {
-    uint32_t count;
-    stp_runs *runs;
-    stp_loc meta_at;
-    bool has_parent;
-    rt_uuid parent;
-    size_t nfiles;
-    stp_file **files; /* copies */
-    uint64_t mark;
-} snap;
-
-static void snap_free(snap *p)
+void stp_snap_free(stp_snap *p)
 {
     free(p->runs);
     for (size_t i = 0; i < p->nfiles; i++)
@@ -158,7 +147,7 @@ static void snap_free(snap *p)
 }
 
 /* 1 if c is not to be carried now. */
-static int take_snap(stp_conv *c, snap *p)
+int stp_snap_take(stp_conv *c, stp_snap *p)
 {
     int r = 0;
     pthread_mutex_lock(stp_lock(c));
@@ -171,6 +160,7 @@ static int take_snap(stp_conv *c, snap *p)
     if (runs != NULL && (p->runs = malloc(rl)) != NULL)
         memcpy(p->runs, runs, rl);
     r = runs != NULL && p->runs == NULL ? -ENOMEM : 0;
+    p->tag = c->tag;
     p->count = c->count;
     p->meta_at = c->meta_at;
     p->has_parent = c->has_parent;
@@ -196,7 +186,7 @@ static void free_ctx(void *data, void *ctx)
 }
 
 /* The bytes at `at` (a payload) as a buffer. */
-static int read_payload(stp_store *s, stp_loc at, rt_buf **out)
+int stp_read_payload(stp_store *s, stp_loc at, rt_buf **out)
 {
     char *b;
     int r = stp_read_at(s, at, &b);
@@ -205,9 +195,9 @@ static int read_payload(stp_store *s, stp_loc at, rt_buf **out)
     return r;
 }
 
-/* Event record i of c, checked, as an item whose id and key point into
- * its payload's buffer. */
-static int read_event(stp_store *s, const stp_conv *c, uint32_t seq, const stp_ent *e, st_item *it)
+/* An event record of c (its records' tag), checked, as an item whose id
+ * and key point into its payload's buffer. */
+static int read_event(stp_store *s, const rt_uuid *tag, uint32_t seq, const stp_ent *e, st_item *it)
 {
     uint8_t *b = malloc(e->size);
     if (b == NULL)
@@ -215,7 +205,7 @@ static int read_event(stp_store *s, const stp_conv *c, uint32_t seq, const stp_e
     st_rec rec;
     int r = stp_pread(s, seq, b, e->size, e->off);
     if (r == 0 && (st_rec_decode(b, e->size, true, st_journal_seed(seq), &rec) != ST_REC_OK ||
-                   rec.index != e->index || memcmp(rec.tag, c->id.b, ST_TAG_LEN) != 0))
+                   rec.index != e->index || memcmp(rec.tag, tag->b, ST_TAG_LEN) != 0))
         r = -EBADMSG;
     rt_buf *pl = NULL;
     if (r == 0 && (pl = rt_buf_wrap((void *)rec.payload, rec.len, free_ctx, b)) == NULL)
@@ -229,11 +219,20 @@ static int read_event(stp_store *s, const stp_conv *c, uint32_t seq, const stp_e
     return 0;
 }
 
+/* The events f found as items it[0..f->n) (their payloads held). */
+int stp_read_found(stp_store *s, const stp_snap *p, const stp_found *f, st_item *it)
+{
+    int r = 0;
+    for (size_t i = 0; r == 0 && i < f->n; i++)
+        r = read_event(s, &p->tag, f->seq[i], &f->e[i], &it[i]);
+    return r;
+}
+
 /* Items of the carry: 1 + count + files. */
-static int read_items(stp_store *s, const stp_conv *c, const snap *p, const found *f, st_item *it,
+static int read_items(stp_store *s, const stp_snap *p, const stp_found *f, st_item *it,
                       char hex[33])
 {
-    int r = read_payload(s, p->meta_at, &it[0].payload);
+    int r = stp_read_payload(s, p->meta_at, &it[0].payload);
     it[0].id = "create";
     it[0].idlen = 6;
     if (p->has_parent) {
@@ -241,13 +240,13 @@ static int read_items(stp_store *s, const stp_conv *c, const snap *p, const foun
         it[0].key = hex;
         it[0].keylen = 32;
     }
-    for (size_t i = 0; r == 0 && i < f->n; i++)
-        r = read_event(s, c, f->seq[i], &f->e[i], &it[1 + i]);
+    if (r == 0)
+        r = stp_read_found(s, p, f, it + 1);
     for (size_t i = 0; r == 0 && i < p->nfiles; i++) {
         st_item *x = &it[1 + f->n + i];
         x->id = p->files[i]->name;
         x->idlen = (uint32_t)strlen(p->files[i]->name);
-        r = read_payload(s, p->files[i]->at, &x->payload);
+        r = stp_read_payload(s, p->files[i]->at, &x->payload);
     }
     return r;
 }
@@ -257,14 +256,14 @@ static int read_items(stp_store *s, const stp_conv *c, const snap *p, const foun
  * bytes, from the indexes (nothing read). */
 static int build(stp_store *s, stp_conv *c, uint64_t most, st_req **out, uint64_t *bytes)
 {
-    snap p = {0};
-    found f = {0};
-    int r = take_snap(c, &p);
+    stp_snap p = {0};
+    stp_found f = {.most = UINT64_MAX};
+    int r = stp_snap_take(c, &p);
     for (uint32_t k = 0; r == 0 && p.runs != NULL && k < p.runs->n; k++)
         r = stp_idx_ensure(s, p.runs->r[k].seq, NULL, 0);
     if (r == 0) {
         pthread_mutex_lock(&s->seg_mu);
-        r = stp_conv_each(s, c, p.runs, p.count, found_one, &f);
+        r = stp_conv_each(s, c, p.runs, p.count, stp_found_one, &f);
         pthread_mutex_unlock(&s->seg_mu);
         if (r == -EBADMSG || r == -ENOENT || (r == 0 && f.n != p.count))
             r = 1; /* a hole, or a segment gone meanwhile */
@@ -283,7 +282,7 @@ static int build(stp_store *s, stp_conv *c, uint64_t most, st_req **out, uint64_
         r = -ENOMEM;
     char hex[33];
     if (r == 0 && out != NULL)
-        r = read_items(s, c, &p, &f, it, hex);
+        r = read_items(s, &p, &f, it, hex);
     if (r == 0 && out != NULL && (*out = st_req_append(it, n, &r)) != NULL) {
         (*out)->kind = REQ_CARRY;
         (*out)->first = p.count;
@@ -294,7 +293,7 @@ static int build(stp_store *s, stp_conv *c, uint64_t most, st_req **out, uint64_
     free(it);
     free(f.e);
     free(f.seq);
-    snap_free(&p);
+    stp_snap_free(&p);
     return r;
 }
 
@@ -365,20 +364,31 @@ static int carry_oldest(stp_store *s, uint64_t *budget, stp_conv **v, st_req **q
     size_t n = pinners(s, act, v, &k, &k2);
     uint64_t gain = k < k2 ? freed(s, k, k2) : 0, total = 0;
     /* a round's whole budget: nothing carried yet in it */
-    uint64_t most = *budget == round_bytes(s) ? first_bytes(s) : *budget;
+    uint64_t most = *budget == stp_carry_round_bytes(s) ? first_bytes(s) : *budget;
     int r = n > 0 && k < k2 ? 0 : 1;
     /* measured first, from their indexes: nothing is read unless it pays */
+    stp_conv *big = NULL; /* one too large for one group */
+    uint64_t big_bytes = 0;
     for (size_t i = 0; r == 0 && i < n; i++) {
         uint64_t bytes = 0;
-        r = build(s, v[i], most - total, NULL, &bytes);
-        if (r == 1 && bytes > most - total && most < first_bytes(s) &&
-            total + bytes <= first_bytes(s))
-            r = 2; /* the first carry of the next round */
+        r = build(s, v[i], UINT64_MAX, NULL, &bytes);
         total += bytes;
-        if (r == 0 && total > gain / 2)
-            r = 1; /* not worth it */
+        if (r == 0 && bytes > first_bytes(s) && big == NULL) {
+            big = v[i];
+            big_bytes = bytes;
+        }
     }
-    for (size_t i = 0; r == 0 && i < n; i++) {
+    if (r == 0 && total > gain / 2)
+        r = 1;                      /* not worth it */
+    else if (r == 0 && big != NULL) /* in several groups, as a round's first carry */
+        r = most == first_bytes(s) ? stp_carry_big(s, big) : 2;
+    else if (r == 0 && total > most)
+        r = most < first_bytes(s) && total <= first_bytes(s) ? 2
+                                                             : 1; /* 2: the next round's first */
+    bool alone = r == 0 && big != NULL; /* the others of its segment: the next round */
+    if (alone)
+        total = *budget = big_bytes;
+    for (size_t i = 0; r == 0 && !alone && i < n; i++) {
         uint64_t bytes;
         if ((r = build(s, v[i], most, &q[i], &bytes)) == 1)
             r = 2; /* it changed since */
@@ -403,8 +413,9 @@ static int carry_oldest(stp_store *s, uint64_t *budget, stp_conv **v, st_req **q
         *budget = total < *budget ? *budget - total : 0;
         atomic_fetch_add_explicit(&st_pool_carried_bytes, total, memory_order_relaxed);
         rt_log(RT_LOG_INFO, "store",
-               "pool: carried %zu conversation(s) forward (%llu KiB): segments %u-%u can go", n,
-               (unsigned long long)(total >> 10), (unsigned)k, (unsigned)(k2 - 1));
+               "pool: carried %zu conversation(s) forward (%llu KiB%s): segments %u-%u can go",
+               alone ? (size_t)1 : n, (unsigned long long)(total >> 10),
+               alone ? ", in several groups" : "", (unsigned)k, (unsigned)(k2 - 1));
     }
     return r;
 }
@@ -427,7 +438,7 @@ void stp_carry(stp_store *s)
     /* only a deletion makes space worth carrying for: after a round that
      * found nothing, the catalog is not looked at again until one */
     uint64_t deletes = atomic_load_explicit(&s->deletes, memory_order_relaxed);
-    uint64_t budget = round_bytes(s);
+    uint64_t budget = stp_carry_round_bytes(s);
     int r = deletes != s->carry_seen ? 0 : 1;
     while (r == 0)
         r = carry_oldest(s, &budget, v, q);

@@ -110,7 +110,7 @@ stp_conv *stp_conv_new(stp_store *s, const rt_uuid *id)
         return NULL;
     c->be = &st_pool_backend;
     c->s = s;
-    c->id = *id;
+    c->id = c->tag = *id;
     atomic_init(&c->refs, 1); /* the catalog's, once in it: stp_remove drops it */
     atomic_init(&c->runs, NULL);
     atomic_init(&c->used, st_coarse_ms());

@@ -7,9 +7,10 @@
  * committer's, between groups; the file is written by pool_seal.c's
  * thread: temp file, fsync, rename, directory fsync), after an open that
  * had to scan, and at close. The newest two are kept. A checkpoint holds,
- * per durable conversation: its id, parent, event count, the segment of
- * its CREATE, whether it is read-only (corruption found), where its meta
- * and files are and its runs;
+ * per durable conversation: its id, parent, its records' tag if not its
+ * id (pool_carry.c), event count, the segment of its CREATE, whether it
+ * is read-only (corruption found), where its meta and files are and its
+ * runs;
  * and for the pool: the segments it covers and where each one's last
  * group ends, and what corruption was found. Deleted conversations are
  * simply absent (a DELETE after it is applied by the scan, as is a
@@ -48,7 +49,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-enum { HDR = 28, F_PARENT = 1, F_BROKEN = 2 };
+enum { HDR = 28, F_PARENT = 1, F_BROKEN = 2, F_TAG = 4 };
 
 /* ---- encoding (pure) ---------------------------------------------------------- */
 
@@ -129,10 +130,14 @@ int stp_ckpt_encode(const stp_ckpt *h, stp_conv *const *v, size_t n, uint8_t **o
     for (size_t i = 0; i < n; i++) {
         const stp_conv *c = v[i];
         put_bytes(&w, c->id.b, sizeof(c->id.b));
-        uint8_t flags = (uint8_t)((c->has_parent ? F_PARENT : 0) | (c->broken ? F_BROKEN : 0));
+        bool tagged = !rt_uuid_eq(&c->tag, &c->id);
+        uint8_t flags = (uint8_t)((c->has_parent ? F_PARENT : 0) | (c->broken ? F_BROKEN : 0) |
+                                  (tagged ? F_TAG : 0));
         put_bytes(&w, &flags, 1);
         if (c->has_parent)
             put_bytes(&w, c->parent.b, sizeof(c->parent.b));
+        if (tagged)
+            put_bytes(&w, c->tag.b, sizeof(c->tag.b));
         put32(&w, c->count);
         put32(&w, c->create_seq);
         put_loc(&w, c->meta_at);
@@ -227,6 +232,9 @@ static stp_conv *get_conv(rbuf *r, stp_store *s, int *err)
     const uint8_t *pa = c->has_parent ? take(r, 16) : NULL;
     if (pa != NULL)
         memcpy(c->parent.b, pa, sizeof(c->parent.b));
+    const uint8_t *tag = (*flags & F_TAG) != 0 ? take(r, 16) : NULL;
+    if (tag != NULL)
+        memcpy(c->tag.b, tag, sizeof(c->tag.b));
     c->count = get32(r);
     c->create_seq = r->v1_first != 0 ? r->v1_first : get32(r);
     c->meta_at = get_loc(r);
@@ -270,8 +278,10 @@ int stp_ckpt_decode(const uint8_t *p, size_t len, stp_ckpt *h, stp_store *s,
     memset(h, 0, sizeof(*h));
     uint64_t seq;
     bool v1 = len >= HDR + 8 && st_file_header_ok(p, STP_CKPT_MAGIC_V1, &seq);
-    if (len < HDR + 8 || !(v1 || st_file_header_ok(p, STP_CKPT_MAGIC, &seq)) || seq >= UINT32_MAX ||
-        st_crc32c(0, p, len - 4) != st_get32(p + len - 4))
+    if (len < HDR + 8 ||
+        !(v1 || st_file_header_ok(p, STP_CKPT_MAGIC, &seq) ||
+          st_file_header_ok(p, STP_CKPT_MAGIC_V2, &seq)) ||
+        seq >= UINT32_MAX || st_crc32c(0, p, len - 4) != st_get32(p + len - 4))
         return -EBADMSG;
     rbuf r = {p, len - 4, HDR, false, 0};
     h->seq = (uint32_t)seq;

@@ -58,7 +58,8 @@ int stp_submit(stp_conv *c, st_req *r, st_done_fn done, void *ctx)
     r->ctx = ctx;
     /* a carry goes in a group of its own, so that its bytes never fail
      * the others' group (a disk nearly full) */
-    int e = r->kind == REQ_CARRY ? st_reqq_put_aside(&c->s->q, r) : st_reqq_push(&c->s->q, r);
+    bool alone = r->alone || r->kind == REQ_CARRY || r->kind == REQ_ADOPT;
+    int e = alone ? st_reqq_put_aside(&c->s->q, r) : st_reqq_push(&c->s->q, r);
     if (e < 0) {
         if (r->kind != REQ_DELETE)
             atomic_fetch_sub(&c->refs, 1);
@@ -105,11 +106,13 @@ int stp_delete(st_conv *sc, st_done_fn done, void *ctx)
 
 /* ---- a group ------------------------------------------------------------------- */
 
-/* One record of the group: its header into g->hdr, its iovecs, its entry. */
-static int encode(stp_store *s, grp *g, stp_conv *c, uint64_t index, const st_item *it)
+/* One record of the group under c's tag: its header into g->hdr, its
+ * iovecs, its entry. c NULL: the COMMIT. */
+static int encode_as(stp_store *s, grp *g, stp_conv *c, const rt_uuid *as, uint64_t index,
+                     const st_item *it)
 {
     static const uint8_t zero[ST_TAG_LEN];
-    const uint8_t *tag = c != NULL ? c->id.b : zero;
+    const uint8_t *tag = as != NULL ? as->b : zero;
     const void *payload = it->payload != NULL ? rt_buf_data(it->payload) : g->commit;
     uint32_t len = it->payload != NULL ? (uint32_t)rt_buf_len(it->payload) : 0;
     if (index == STP_IDX_COMMIT)
@@ -138,11 +141,14 @@ static int encode(stp_store *s, grp *g, stp_conv *c, uint64_t index, const st_it
     return g->end > UINT32_MAX ? -EFBIG : 0;
 }
 
+static int encode(stp_store *s, grp *g, stp_conv *c, uint64_t index, const st_item *it)
+{
+    return encode_as(s, g, c, c != NULL ? &c->tag : NULL, index, it);
+}
+
 static const uint64_t index_of[] = {
-    [REQ_CREATE] = STP_IDX_CREATE,
-    [REQ_META] = STP_IDX_META,
-    [REQ_FILE] = STP_IDX_FILE,
-    [REQ_DELETE] = STP_IDX_DELETE,
+    [REQ_CREATE] = STP_IDX_CREATE, [REQ_META] = STP_IDX_META, [REQ_FILE] = STP_IDX_FILE,
+    [REQ_DELETE] = STP_IDX_DELETE, [REQ_COPY] = STP_IDX_COPY,
 };
 
 /* Plan r: its status if it cannot be, else its records. A negative return
@@ -162,17 +168,24 @@ static int plan(stp_store *s, grp *g, st_req *r)
         r->status = -ENOENT;
         return 0;
     }
-    if (r->kind == REQ_CARRY) { /* as read, and nothing of it before in the group */
-        if (!c_first || c->broken || c->count != r->first || stp_carry_print(c) != r->expect) {
+    if (r->kind == REQ_CARRY || r->kind == REQ_ADOPT) {
+        /* as read, and nothing of it before in the group */
+        stp_adopt *a = r->adopt;
+        uint64_t count = r->kind == REQ_CARRY ? r->first : r->first + a->nev;
+        if (!c_first || c->broken || c->count != count || stp_carry_print(c) != r->expect ||
+            (a != NULL && a->h->count != r->first)) {
             r->status = -EAGAIN;
             return 0;
         }
         for (size_t i = 0; i < r->n; i++) {
-            int e = encode(s, g, c, stp_carry_index(r, i), &r->items[i]);
+            /* a carry in one group writes under the conversation's id, one
+             * in several under the copy's tag, which its chain follows */
+            int e = a == NULL ? encode_as(s, g, c, &c->id, stp_carry_index(r, i), &r->items[i])
+                              : encode(s, g, a->h, stp_adopt_index(r, i), &r->items[i]);
             if (e < 0)
                 return e;
         }
-        return 0;
+        return a == NULL ? 0 : stp_adopt_prepare(s, c, r, &g->ents[r->rec0]);
     }
     if (r->kind != REQ_APPEND) {
         g->sync |= r->kind != REQ_FILE || r->durable;
@@ -209,6 +222,8 @@ static void apply(stp_store *s, grp *g, st_req *r)
     int err = 0;
     if (r->kind == REQ_CARRY) {
         stp_carry_apply(s, c, r, e);
+    } else if (r->kind == REQ_ADOPT) {
+        stp_adopt_apply(s, c, r, e);
     } else if (r->kind == REQ_APPEND) {
         err = stp_note_run(c, s->act.seq, (uint32_t)r->first);
         if (err == 0 && c->log != NULL && stp_log_add(c->log, e, r->n) < 0) {
@@ -221,7 +236,7 @@ static void apply(stp_store *s, grp *g, st_req *r)
     } else if (r->kind == REQ_FILE) {
         err = stp_set_file(c, r->name, strlen(r->name), stp_payload_at(s, e, &r->items[0]));
     } else {
-        if (r->kind == REQ_CREATE)
+        if (r->kind == REQ_CREATE || r->kind == REQ_COPY)
             c->create_seq = s->act.seq;
         c->meta_at = stp_payload_at(s, e, &r->items[0]);
         rt_buf_unref(c->meta);

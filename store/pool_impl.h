@@ -5,7 +5,8 @@
  * files, their descriptors and record indexes), pool_idx.c (a sealed
  * segment's index file), pool_ckpt.c (the catalog's checkpoint),
  * pool_seal.c (the thread that writes both), pool_scan.c (recovery at
- * open) and pool_log.c (a conversation's log and its readers).
+ * open), pool_log.c (a conversation's log and its readers), pool_carry.c
+ * and pool_copy.c (carrying live conversations forward).
  */
 #ifndef ST_POOL_IMPL_H
 #define ST_POOL_IMPL_H
@@ -35,6 +36,14 @@
  * before the group, if the group itself is synced); older files have no
  * key, and then it is the group's start. */
 #define STP_IDX_COMMIT (UINT64_MAX - 4)
+/* A carry in several groups (pool_carry.c), under a tag of its own: COPY
+ * begins it (key: the conversation's id, 32 hex, then its parent's if it
+ * has one; payload: its meta), the copy's events, META and files follow,
+ * and ADOPT ends it: from there on the copy is the conversation, and its
+ * records carry the copy's tag. */
+#define STP_IDX_COPY   (UINT64_MAX - 5)
+#define STP_IDX_ADOPT  (UINT64_MAX - 6)
+#define STP_IDX_LOWEST STP_IDX_ADOPT /* of the reserved ones */
 #define STP_EVENT_MAX  0xfffffffeull
 
 /* Where a record's payload is. */
@@ -65,6 +74,8 @@ typedef struct stp_conv {
     stp_store *s;
     struct stp_conv *next, *knext; /* by id, by parent id (cat_mu) */
     rt_uuid id, parent;
+    rt_uuid tag;      /* its records': its id, or since a carry in several groups
+                         the copy's (the committer changes it, c's lock held) */
     _Atomic int refs; /* the catalog's while listed, and each holder's: 1 is idle */
     _Atomic bool gone;
     bool has_parent; /* set at creation, never changed */
@@ -195,7 +206,21 @@ struct stp_store {
     _Atomic bool carry_paused; /* tests: the sealing thread carries nothing */
     _Atomic uint64_t deletes;  /* conversations deleted since the open */
     uint64_t carry_seen;       /* carry_mu: deletes when a round last found nothing */
+    /* a carry in several groups is under way: no checkpoint at rolls (one
+     * would name neither the copy begun nor, once adopted, the copy) */
+    _Atomic bool copying;
 };
+
+/* A carry's last group in several (REQ_ADOPT, r->adopt): the copy, and
+ * what the committer makes ready before it writes (so that applying it,
+ * once durable, cannot fail). */
+typedef struct stp_adopt {
+    stp_conv *h;           /* the copy: a conversation outside the catalog */
+    uint32_t nev;          /* the group's events: [r->first, r->first + nev) */
+    uint32_t nfiles;       /* then META, the files, ADOPT */
+    stp_runs *runs;        /* the conversation's, adopted */
+    struct stp_view *view; /* its open log's, adopted */
+} stp_adopt;
 
 /* Where an open log's events are: per event its record's offset and size
  * in its segment, and the runs that name the segments. Readers take the
@@ -205,6 +230,7 @@ struct stp_store {
  * published count). */
 typedef struct stp_view {
     st_offsets off, size;
+    rt_uuid tag;            /* of the records it names */
     stp_runs *_Atomic runs; /* the conversation's, while this view is current */
     struct stp_view *next;  /* superseded ones */
 } stp_view;
@@ -359,7 +385,8 @@ void stp_idx_dontneed(stp_store *s, uint32_t seq);
 
 /* pool_ckpt.c: the catalog's checkpoint, DIR/pool/<seq>.ckpt: the
  * conversations as of the end of segment seq. */
-#define STP_CKPT_MAGIC    "PLCKPT\0\2" /* with each conversation's create_seq */
+#define STP_CKPT_MAGIC    "PLCKPT\0\3" /* with a conversation's tag, if not its id */
+#define STP_CKPT_MAGIC_V2 "PLCKPT\0\2" /* read: no tags */
 #define STP_CKPT_MAGIC_V1 "PLCKPT\0\1" /* read: create_seq taken as the first segment */
 typedef struct stp_ckpt {
     uint32_t first, seq; /* covers segments [first, seq] */
@@ -473,6 +500,39 @@ static inline stp_loc stp_payload_at(const stp_store *s, const stp_ent *e, const
 }
 
 /* pool_carry.c */
+/* What a carry reads of a conversation under its lock. */
+typedef struct stp_snap {
+    rt_uuid tag; /* its records' */
+    uint32_t count;
+    stp_runs *runs;
+    stp_loc meta_at;
+    bool has_parent;
+    rt_uuid parent;
+    size_t nfiles;
+    stp_file **files; /* copies */
+    uint64_t mark;
+} stp_snap;
+/* A conversation's event records, from its indexes (stp_conv_each). */
+typedef struct stp_found {
+    stp_ent *e;
+    uint32_t *seq;
+    size_t n, cap, scap;
+    uint64_t base;        /* the first event wanted */
+    uint64_t bytes, most; /* their records' bytes; past `most`, the rest is left */
+} stp_found;
+/* 1 if c is not to be carried now (gone, read-only, not durable yet). */
+int stp_snap_take(stp_conv *c, stp_snap *p);
+void stp_snap_free(stp_snap *p);
+/* stp_conv_each's fn: records from f->base on, in order (-EBADMSG: a
+ * hole), until they pass f->most bytes (1). */
+int stp_found_one(void *ctx, uint32_t seq, const stp_ent *e);
+/* The events f found as items it[0..f->n), read and checked (their
+ * payloads held). */
+int stp_read_found(stp_store *s, const stp_snap *p, const stp_found *f, st_item *it);
+/* The bytes at `at` (a payload) as a buffer. */
+int stp_read_payload(stp_store *s, stp_loc at, rt_buf **out);
+/* A round's bound: a quarter segment. */
+uint64_t stp_carry_round_bytes(const stp_store *s);
 /* One round of carrying: the conversations that keep the oldest segments,
  * while it pays (pool_carry.c says when); on the sealing thread after a
  * checkpoint, or any thread (tests). Blocks on the committer. */
@@ -487,6 +547,24 @@ uint64_t stp_carry_index(const st_req *r, size_t i);
  * (no memory, a log's views), r's status says so and the old records stay. */
 void stp_carry_apply(stp_store *s, stp_conv *c, st_req *r, const stp_ent *e);
 
+/* pool_copy.c */
+/* Carry x alone, in several groups: 0, 2 if it changed or went meanwhile
+ * (the next round), or -errno. */
+int stp_carry_big(stp_store *s, stp_conv *x);
+/* Tests: called on the carrying thread between the groups of a carry in
+ * several (where 0: a group of its events is durable; 1: its last group
+ * is read and about to be submitted). */
+extern void (*stp_carry_hook)(stp_store *s, int where);
+/* The committer: the record index of a REQ_ADOPT's item i: its events,
+ * META, its files, ADOPT. */
+uint64_t stp_adopt_index(const st_req *r, size_t i);
+/* The committer, r's records planned (entries e) and not yet written: the
+ * runs and the open log's view x takes once r is durable. 0, or -ENOMEM,
+ * -EBUSY (the log's superseded views hold too much): r is not written. */
+int stp_adopt_prepare(stp_store *s, stp_conv *x, st_req *r, const stp_ent *e);
+/* The committer, r durable (x's lock held): x is the copy now. */
+void stp_adopt_apply(stp_store *s, stp_conv *x, st_req *r, const stp_ent *e);
+
 /* pool_log.c */
 /* fn for each event record of c's runs, [0, count), in index order, with
  * its segment (seg_mu held; sealed indexes ensured first). */
@@ -499,6 +577,13 @@ int stp_log_add(stp_log *l, const stp_ent *e, size_t n);
  * segments `runs` (which the conversation takes too): a new view. 0,
  * -ENOMEM, or -EBUSY if the views it superseded already hold too much. */
 int stp_log_move(stp_log *l, const stp_ent *e, size_t n, stp_runs *runs);
+/* stp_log_move in steps, for a carry in several groups: a view of n
+ * events in `runs` under `tag` (-EBUSY as above, -ENOMEM), its events
+ * set one by one, then put in place (c's lock held), or freed. */
+int stp_log_view_new(stp_log *l, uint64_t n, stp_runs *runs, const rt_uuid *tag, stp_view **out);
+int stp_log_view_set(stp_view *v, const stp_ent *e);
+void stp_log_view_put(stp_log *l, stp_view *v);
+void stp_log_view_free(stp_view *v);
 /* The committer, after it superseded a view or runs (c's lock held): if
  * no read is in progress, free the superseded ones (no later read can
  * reach them). */

@@ -53,16 +53,18 @@ static void view_free(stp_view *v)
     free(v);
 }
 
-/* A view for n events (runs: the conversation's). */
-static stp_view *view_new(uint64_t n, stp_runs *runs)
+/* A view for n events (runs: the conversation's; tag: their records'). */
+static stp_view *view_new(uint64_t n, stp_runs *runs, const rt_uuid *tag)
 {
     stp_view *v = calloc(1, sizeof(*v));
     if (v != NULL && (st_offsets_init(&v->off, n) < 0 || st_offsets_init(&v->size, n) < 0)) {
         view_free(v);
         return NULL;
     }
-    if (v != NULL)
+    if (v != NULL) {
         atomic_init(&v->runs, runs);
+        v->tag = *tag;
+    }
     return v;
 }
 
@@ -135,26 +137,50 @@ int stp_log_add(stp_log *l, const stp_ent *e, size_t n)
  * wait for a carry that finds none: the carry waits. */
 enum { OLD_VIEWS_MAX = 1 << 20 };
 
-int stp_log_move(stp_log *l, const stp_ent *e, size_t n, stp_runs *runs)
+int stp_log_view_new(stp_log *l, uint64_t n, stp_runs *runs, const rt_uuid *tag, stp_view **out)
 {
-    stp_log_release(l);
-    stp_view *old = atomic_load_explicit(&l->view, memory_order_relaxed);
+    const stp_view *old = atomic_load_explicit(&l->view, memory_order_relaxed);
     size_t bytes = st_offsets_bytes(&old->off) + st_offsets_bytes(&old->size);
     size_t held = atomic_load_explicit(&l->old_bytes, memory_order_relaxed);
     if (held + bytes > OLD_VIEWS_MAX)
         return -EBUSY;
-    stp_view *v = view_new(n, runs);
-    int r = v != NULL ? 0 : -ENOMEM;
+    *out = view_new(n, runs, tag);
+    return *out != NULL ? 0 : -ENOMEM;
+}
+
+int stp_log_view_set(stp_view *v, const stp_ent *e)
+{
+    return view_set(v, e);
+}
+
+void stp_log_view_free(stp_view *v)
+{
+    view_free(v);
+}
+
+void stp_log_view_put(stp_log *l, stp_view *v)
+{
+    stp_view *old = atomic_load_explicit(&l->view, memory_order_relaxed);
+    size_t bytes = st_offsets_bytes(&old->off) + st_offsets_bytes(&old->size);
+    old->next = l->old;
+    l->old = old;
+    size_t held = atomic_load_explicit(&l->old_bytes, memory_order_relaxed);
+    atomic_store_explicit(&l->old_bytes, held + bytes, memory_order_relaxed); /* for reports */
+    atomic_store(&l->view, v); /* sequentially consistent: stp_log_release */
+}
+
+int stp_log_move(stp_log *l, const stp_ent *e, size_t n, stp_runs *runs)
+{
+    stp_log_release(l);
+    stp_view *v = NULL;
+    int r = stp_log_view_new(l, n, runs, &l->c->id, &v); /* a carry writes under its id */
     for (size_t i = 0; r == 0 && i < n; i++)
         r = view_set(v, &e[i]);
     if (r < 0) {
         view_free(v);
         return r;
     }
-    old->next = l->old;
-    l->old = old;
-    atomic_store_explicit(&l->old_bytes, held + bytes, memory_order_relaxed); /* for reports */
-    atomic_store(&l->view, v); /* sequentially consistent: stp_log_release */
+    stp_log_view_put(l, v);
     return 0;
 }
 
@@ -243,9 +269,9 @@ int stp_conv_each(stp_store *s, const stp_conv *c, const stp_runs *runs, uint64_
         if (f.seq == s->act.seq) { /* linked from the last CREATE on */
             r = stp_act_each(s, c, in_run, &f);
         } else {
-            r = stp_idx_each(s, f.seq, &c->id, last_create, &f);
+            r = stp_idx_each(s, f.seq, &c->tag, last_create, &f);
             if (r == 0)
-                r = stp_idx_each(s, f.seq, &c->id, in_run, &f);
+                r = stp_idx_each(s, f.seq, &c->tag, in_run, &f);
         }
     }
     return r;
@@ -300,7 +326,7 @@ int stp_conv_log(st_conv *sc, st_log **out, st_open_report *rep)
         l->c = c;
         atomic_init(&l->count, 0);
         stp_runs *runs = atomic_load_explicit(&c->runs, memory_order_relaxed);
-        stp_view *v = view_new(c->count, runs);
+        stp_view *v = view_new(c->count, runs, &c->tag);
         atomic_init(&l->view, v);
         r = v != NULL ? st_idtab_init(&l->ids, c->count) : -ENOMEM;
         uint64_t got = 0, valid = c->count;
@@ -422,7 +448,7 @@ static int read_view(stp_log *l, const stp_view *v, uint64_t count, uint64_t fir
         const uint8_t *rp = base + s->at + (st_offsets_get(&v->off, i) - s->from);
         st_rec rec;
         if (st_rec_decode(rp, (size_t)size, true, st_journal_seed(s->seq), &rec) != ST_REC_OK ||
-            rec.size != size || rec.index != i || memcmp(rec.tag, l->c->id.b, ST_TAG_LEN) != 0) {
+            rec.size != size || rec.index != i || memcmp(rec.tag, v->tag.b, ST_TAG_LEN) != 0) {
             r = -EBADMSG;
             break;
         }

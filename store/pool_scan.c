@@ -20,7 +20,11 @@
  * acknowledged), under `interval` and `none` what those policies may
  * lose. Applying the records checks that each
  * conversation's events come with the next index: one that misses some is
- * read-only from there on, its valid prefix readable.
+ * read-only from there on, its valid prefix readable. A record names its
+ * conversation by its tag: the conversation's id, or, after a carry in
+ * several groups (pool_carry.c), the copy's tag, which COPY introduces
+ * and ADOPT gives the conversation (as a CREATE of it would); a copy
+ * without its ADOPT is passed over.
  *
  * A segment sealed lazily (pool_seg.c: its successor's header says where
  * it ends) may have been short, or had holes, when a crash came, and
@@ -48,7 +52,7 @@
 
 static bool plausible_index(uint64_t index)
 {
-    return index <= STP_EVENT_MAX || index >= STP_IDX_COMMIT;
+    return index <= STP_EVENT_MAX || index >= STP_IDX_LOWEST;
 }
 
 /* The first byte at or after `from` that is not zero, or len. */
@@ -178,12 +182,145 @@ stp_ent stp_ent_of(const st_rec *r, uint64_t off)
     return e;
 }
 
+/* What the scan knows of tags that are not a conversation's id: carries
+ * in several groups begun and not yet adopted (pool_carry.c: a copy, a
+ * conversation outside the catalog), and the conversations that adopted
+ * one (their tag's id). */
+typedef struct copy_pend {
+    rt_uuid of;  /* the conversation copied */
+    stp_conv *h; /* the copy: id and tag its tag */
+} copy_pend;
+typedef struct alias {
+    rt_uuid tag, id; /* tag zero: free */
+} alias;
+typedef struct tags {
+    copy_pend *pend;
+    size_t npend, pcap;
+    alias *al; /* open addressing, at most half full */
+    size_t nal, acap;
+} tags;
+
+static const rt_uuid no_tag;
+
+static size_t alias_slot(const alias *al, size_t cap, const rt_uuid *tag)
+{
+    uint64_t h;
+    memcpy(&h, tag->b, sizeof(h)); /* tags are random */
+    size_t i = (size_t)h & (cap - 1);
+    while (!rt_uuid_eq(&al[i].tag, tag) && !rt_uuid_eq(&al[i].tag, &no_tag))
+        i = (i + 1) & (cap - 1);
+    return i;
+}
+
+static int alias_put(tags *t, const rt_uuid *tag, const rt_uuid *id)
+{
+    if (2 * (t->nal + 1) > t->acap) {
+        size_t cap = t->acap ? 2 * t->acap : 64;
+        alias *al = calloc(cap, sizeof(*al));
+        if (al == NULL)
+            return -ENOMEM;
+        for (size_t i = 0; i < t->acap; i++)
+            if (!rt_uuid_eq(&t->al[i].tag, &no_tag))
+                al[alias_slot(al, cap, &t->al[i].tag)] = t->al[i];
+        free(t->al);
+        t->al = al;
+        t->acap = cap;
+    }
+    alias *a = &t->al[alias_slot(t->al, t->acap, tag)];
+    if (!rt_uuid_eq(&a->tag, tag))
+        t->nal++;
+    *a = (alias){*tag, *id};
+    return 0;
+}
+
+static copy_pend *pending(tags *t, const rt_uuid *tag)
+{
+    for (size_t i = 0; i < t->npend; i++)
+        if (rt_uuid_eq(&t->pend[i].h->tag, tag))
+            return &t->pend[i];
+    return NULL;
+}
+
+static void tags_free(tags *t)
+{
+    for (size_t i = 0; i < t->npend; i++)
+        stp_conv_free(t->pend[i].h);
+    if (t->npend > 0)
+        rt_log(RT_LOG_INFO, "store",
+               "pool: %zu carry(s) a close or a crash interrupted: their copies are passed over",
+               t->npend);
+    free(t->pend);
+    free(t->al);
+}
+
+/* The conversation whose records carry `tag` now: a copy under way, one
+ * with its own id as its tag, or one that adopted a copy. */
+static stp_conv *conv_of(stp_store *s, tags *t, const rt_uuid *tag)
+{
+    copy_pend *p = pending(t, tag);
+    if (p != NULL)
+        return p->h;
+    stp_conv *c = stp_lookup(s, tag);
+    if (c != NULL && rt_uuid_eq(&c->tag, tag))
+        return c;
+    alias *a = t->acap > 0 ? &t->al[alias_slot(t->al, t->acap, tag)] : NULL;
+    c = a != NULL && rt_uuid_eq(&a->tag, tag) ? stp_lookup(s, &a->id) : NULL;
+    return c != NULL && rt_uuid_eq(&c->tag, tag) ? c : NULL;
+}
+
 typedef struct rctx {
     stp_store *s;
     uint32_t seq;
     stp_segidx *x;
     uint64_t gaps;
+    tags *t;
 } rctx;
+
+/* COPY: a copy of a conversation begins, outside the catalog. */
+static int copy_begin(rctx *x, const st_rec *r, const rt_uuid *tag, stp_loc at)
+{
+    rt_uuid of;
+    if (r->keylen < 32 || !rt_uuid_parse((const char *)r->key, 32, &of))
+        return 0; /* not one of ours: passed over */
+    stp_conv *h = stp_conv_new(x->s, tag);
+    tags *t = x->t;
+    if (h == NULL || (pending(t, tag) == NULL && rt_grow((void **)&t->pend, &t->pcap, t->npend + 1,
+                                                         sizeof(*t->pend), 8) < 0)) {
+        free(h);
+        return -ENOMEM;
+    }
+    h->meta_at = at;
+    h->create_seq = x->seq;
+    h->has_parent = r->keylen == 64 && rt_uuid_parse((const char *)r->key + 32, 32, &h->parent);
+    copy_pend *p = pending(t, tag); /* tags are random: none */
+    if (p != NULL)
+        stp_conv_free(p->h);
+    else
+        p = &t->pend[t->npend++];
+    *p = (copy_pend){of, h};
+    return 0;
+}
+
+/* ADOPT: the copy is the conversation, as a CREATE of it would be. */
+static int adopt(rctx *x, const rt_uuid *tag)
+{
+    tags *t = x->t;
+    copy_pend *p = pending(t, tag);
+    if (p == NULL)
+        return 0; /* its COPY is not there: not one of ours */
+    copy_pend got = *p;
+    *p = t->pend[--t->npend];
+    stp_conv *old = stp_lookup(x->s, &got.of);
+    if (old != NULL)
+        stp_remove(x->s, old);
+    got.h->id = got.of;
+    int e = stp_insert(x->s, got.h);
+    if (e < 0) {
+        stp_conv_free(got.h);
+        return e;
+    }
+    return alias_put(t, tag, &got.of);
+}
 
 static void broken(rctx *x, stp_conv *c, const char *why, uint64_t off)
 {
@@ -208,8 +345,13 @@ static int on_record(void *ctx, const st_rec *r, uint64_t off)
     if (err < 0)
         return err;
     stp_loc at = {x->seq, (uint32_t)(r->payload - (r->tag - 8) + off), r->len};
-    stp_conv *c = stp_lookup(s, &e.id);
+    /* a CREATE is under its conversation's id */
+    stp_conv *c = r->index == STP_IDX_CREATE ? stp_lookup(s, &e.id) : conv_of(s, x->t, &e.id);
     switch (r->index) {
+    case STP_IDX_COPY:
+        return copy_begin(x, r, &e.id, at);
+    case STP_IDX_ADOPT:
+        return adopt(x, &e.id);
     case STP_IDX_CREATE:
         if (c != NULL)
             stp_remove(s, c); /* a carry's copy (pool_carry.c) replaces it */
@@ -250,7 +392,7 @@ static void on_corrupt(void *ctx, uint64_t off, const uint8_t *tag)
     stp_conv *c = NULL;
     if (tag != NULL) {
         memcpy(id.b, tag, sizeof(id.b));
-        c = stp_lookup(x->s, &id);
+        c = conv_of(x->s, x->t, &id);
     }
     broken(x, c, "a corrupt record with valid records after it", off);
 }
@@ -305,8 +447,8 @@ int stp_seg_prev_end(stp_store *s, uint32_t seq, uint32_t *prev_end)
  * first damage. stop: its successor is unfinished and it may not be
  * durable either: its first damage ends the log. last: no segment follows
  * and no index file says it was made durable (stp_scan_cb.last). */
-static int recover_seg(stp_store *s, uint32_t seq, uint32_t end, bool stop, bool last, bool *ends,
-                       char *err, size_t errlen)
+static int recover_seg(stp_store *s, tags *t, uint32_t seq, uint32_t end, bool stop, bool last,
+                       bool *ends, char *err, size_t errlen)
 {
     char path[4096];
     stp_path(s, seq, "seg", path, sizeof(path));
@@ -327,7 +469,7 @@ static int recover_seg(stp_store *s, uint32_t seq, uint32_t end, bool stop, bool
         return r;
     }
     const uint8_t *p = (const uint8_t *)data;
-    rctx x = {s, seq, stp_sealed_add(s, seq), 0};
+    rctx x = {s, seq, stp_sealed_add(s, seq), 0, t};
     if (x.x == NULL) {
         free(data);
         return -ENOMEM;
@@ -427,6 +569,11 @@ int stp_recover(stp_store *s, char *err, size_t errlen)
         }
     if (r == 0 && (r = stp_ckpt_load(s, seqs, n, &covered)) < 0)
         snprintf(err, errlen, "cannot load the pool's checkpoint: %s", strerror(-r));
+    tags t = {0}; /* the checkpoint's adopted tags first */
+    for (size_t i = 0; r == 0 && i < s->nbuckets; i++)
+        for (stp_conv *c = s->buckets[i]; r == 0 && c != NULL; c = c->next)
+            if (!rt_uuid_eq(&c->tag, &c->id))
+                r = alias_put(&t, &c->tag, &c->id);
     for (size_t i = 0; r == 0 && i < n; i++) {
         if (seqs[i] <= covered)
             continue;
@@ -441,7 +588,8 @@ int stp_recover(stp_store *s, char *err, size_t errlen)
         stp_path(s, seq, "idx", idx, sizeof(idx));
         bool durable = access(idx, F_OK) == 0; /* written after its sync */
         bool ends = false;
-        r = recover_seg(s, seq, end, cut && !durable, i + 1 == n && !durable, &ends, err, errlen);
+        r = recover_seg(s, &t, seq, end, cut && !durable, i + 1 == n && !durable, &ends, err,
+                        errlen);
         if (r == 1) { /* no gap in the numbers: the next segment takes it */
             r = drop_after(s, seqs + i + 1, n - i - 1, err, errlen);
             n = i;
@@ -464,6 +612,7 @@ int stp_recover(stp_store *s, char *err, size_t errlen)
         stp_lazy_add(s, (uint32_t)(covered + 1), scanned);
     uint32_t next = n > 0 ? (uint32_t)seqs[n - 1] + 1 : 1;
     free(seqs);
+    tags_free(&t);
     /* their index files, anew (this scan is the truth): queued once the
      * scan is over, as it grows the array of sealed indexes unlocked */
     for (size_t k = 0; r == 0 && k < s->nsealed; k++)

@@ -203,7 +203,7 @@ void stp_seal_roll_ckpt(stp_store *s, uint32_t seq)
     uint8_t *b;
     size_t len;
     s->ckpt_since += s->o.segment_bytes; /* about what a roll wrote */
-    if (writing || s->no_ckpt || s->ckpt_since < s->ckpt_every ||
+    if (writing || s->no_ckpt || s->ckpt_since < s->ckpt_every || atomic_load(&s->copying) ||
         stp_ckpt_snapshot(s, seq, &b, &len) < 0)
         return;
     s->ckpt_since = 0;

@@ -15,7 +15,9 @@
 
 #include <pthread.h>
 
-enum { REQ_APPEND, REQ_CREATE, REQ_DELETE, REQ_FILE, REQ_META, REQ_CARRY };
+/* REQ_COPY and REQ_ADOPT: the pool's carry of a large conversation in
+ * several groups (pool_carry.c). */
+enum { REQ_APPEND, REQ_CREATE, REQ_DELETE, REQ_FILE, REQ_META, REQ_CARRY, REQ_COPY, REQ_ADOPT };
 
 typedef struct st_req st_req;
 struct st_req {
@@ -24,6 +26,7 @@ struct st_req {
     st_req *gnext; /* the next request of the same conversation in the group */
     int kind;
     bool durable;  /* REQ_FILE: synced (else st_write_file_replace) */
+    bool alone;    /* the pool's committer: in a group of its own */
     st_conv *conv; /* held */
     size_t n;
     st_item *items; /* ids and keys copied after the struct */
@@ -32,7 +35,8 @@ struct st_req {
     int status;
     uint64_t first;
     size_t rec0; /* the pool's committer: its first record in the group */
-    uint64_t expect; /* REQ_CARRY: its conversation's stp_carry_print when read */
+    uint64_t expect; /* REQ_CARRY, REQ_ADOPT: its conversation's stp_carry_print when read */
+    void *adopt;     /* REQ_ADOPT: the pool's stp_adopt */
 };
 
 /* An append of items[0..n) (checked as st_append says: -EINVAL), or a

@@ -1463,6 +1463,14 @@ static void *read_loop(void *arg)
     return NULL;
 }
 
+/* A store whose sealing thread carries nothing: the test's rounds only. */
+static st_store *open_paused(const char *dir)
+{
+    st_store *s = open_at(dir, ST_FULL);
+    atomic_store(&((stp_store *)s)->carry_paused, true);
+    return s;
+}
+
 /* A conversation made and deleted: about `rounds` x 10 events of space. */
 static void bulk_deleted(st_store *s, unsigned k, uint64_t *seed, int rounds)
 {
@@ -1493,8 +1501,7 @@ START_TEST(test_live_conversations_are_carried)
     uint64_t seed = 7;
     char *dir = tst_mkdtemp(), *copy = tst_mkdtemp();
     tst_rmdir(copy);
-    st_store *s = open_at(dir, ST_FULL);
-    atomic_store(&((stp_store *)s)->carry_paused, true); /* this test's rounds only */
+    st_store *s = open_paused(dir);
     rt_uuid p_id, a_id, c_id;
     tst_conv_id(1, &p_id);
     tst_conv_id(2, &a_id);
@@ -1568,8 +1575,7 @@ START_TEST(test_live_conversations_are_carried)
 
     /* the child's log open, a reader reading it all over and over: carried
      * twice under it, and it reads the same throughout */
-    s = open_at(dir, ST_FULL);
-    atomic_store(&((stp_store *)s)->carry_paused, true);
+    s = open_paused(dir);
     ck_assert_int_eq(st_conv_get(s, &c_id, &c), 0);
     st_waiter_init(&w);
     ck_assert_int_eq(st_conv_delete(c, st_waiter_done, &w), 0);
@@ -1656,8 +1662,7 @@ static int carry_by_hand(st_conv *c, rt_buf *meta, unsigned n, uint64_t first, u
 START_TEST(test_carry_checked_by_the_committer)
 {
     char *dir = tst_mkdtemp();
-    st_store *s = open_at(dir, ST_FULL);
-    atomic_store(&((stp_store *)s)->carry_paused, true);
+    st_store *s = open_paused(dir);
     rt_uuid id;
     tst_conv_id(1, &id);
     st_conv *c;
@@ -1699,16 +1704,17 @@ END_TEST
 
 /* A conversation larger than a round's bound (a quarter segment, 2 KiB
  * here) is carried alone, as a round's first carry, once the deletions
- * after it free twice its size; one larger than four segments (32 KiB)
- * stays, and keeps the segments from its creation on. */
+ * after it free twice its size; one larger than four segments (32 KiB),
+ * in one group with nothing else, waits for a round of its own (where it
+ * moves in several: test_large_conversation_carried_in_groups), and keeps
+ * the segments from its creation on until then. */
 START_TEST(test_large_conversation_carried_alone)
 {
     uint64_t seed = 11;
     char *dir = tst_mkdtemp(), *copy = tst_mkdtemp();
     tst_rmdir(copy);
-    st_store *s = open_at(dir, ST_FULL);
+    st_store *s = open_paused(dir);
     stp_store *ps = (stp_store *)s;
-    atomic_store(&ps->carry_paused, true);
     rt_uuid big_id, huge_id;
     tst_conv_id(1, &big_id);
     tst_conv_id(2, &huge_id);
@@ -1735,7 +1741,7 @@ START_TEST(test_large_conversation_carried_alone)
     ck_assert_uint_gt(moved, (uint64_t)SEG); /* a round's bound four times over, at once */
     ck_assert_uint_lt(moved, (uint64_t)SEG * 4);
     ck_assert_uint_gt(created_in(big), huge_at);
-    ck_assert_uint_eq(created_in(huge), huge_at); /* worth it, but too large */
+    ck_assert_uint_eq(created_in(huge), huge_at); /* worth it: the next round's */
     bulk_deleted(s, 5, &seed, 8);                 /* rolls, and their checkpoints drop */
     expect_live(s, before, "after the large carry, in the store");
     st_conv_release(big);
@@ -1746,6 +1752,158 @@ START_TEST(test_large_conversation_carried_alone)
     ck_assert_uint_eq(v[0], huge_at);
     free(v);
     expect_reopened(dir, before, "after the large carry");
+    free(before);
+    tst_rmdir(dir);
+    free(dir);
+    free(copy);
+}
+END_TEST
+
+/* The carry's hook: appends to the conversation carried, once after its
+ * first group of events and once after its last group is read (which the
+ * committer then refuses: read again, then taken). */
+static st_conv *hook_conv;
+static int hook_calls[2];
+static uint64_t hook_seed;
+
+static void append_in_carry(stp_store *s, int where)
+{
+    (void)s;
+    if (hook_calls[where]++ == 0)
+        ck_assert_int_eq(append_n(hook_conv, &hook_seed, where == 0 ? 10 : 3), 0);
+}
+
+/* A parent and its child of about 48 KiB (a file, a newer meta), more
+ * than one group may hold (four segments, 32 KiB here), made before a
+ * large deleted one. */
+static void large_child(st_store *s, uint64_t *seed, st_conv **p, st_conv **c)
+{
+    rt_uuid p_id, c_id;
+    tst_conv_id(1, &p_id);
+    tst_conv_id(2, &c_id);
+    rt_buf *meta = text("{\"m\":%llu}", 1);
+    ck_assert_int_eq(st_conv_create(s, &p_id, NULL, meta, p), 0);
+    ck_assert_int_eq(st_conv_create(s, &c_id, &p_id, meta, c), 0);
+    rt_buf_unref(meta);
+    ck_assert_int_eq(append_n(*p, seed, 3), 0);
+    for (int i = 0; i < 12; i++)
+        ck_assert_int_eq(append_n(*c, seed, 10), 0);
+    rt_buf *file = text("{\"f\":%llu}", 9);
+    st_waiter w;
+    st_waiter_init(&w);
+    ck_assert_int_eq(st_conv_put_file(*c, "a.json", file, true, st_waiter_done, &w), 0);
+    ck_assert_int_eq(wait_done(&w), 0);
+    rt_buf_unref(file);
+    meta = text("{\"m\":%llu}", 2);
+    ck_assert_int_eq(st_conv_set_meta(*c, meta), 0);
+    rt_buf_unref(meta);
+    bulk_deleted(s, 3, seed, 60); /* about 220 KiB */
+}
+
+/* One larger than a group may hold is carried in several, under a tag of
+ * its own, while it is appended to (the last group read again once) and
+ * its log is open; the next round carries its parent, and the segments
+ * before go. The store reads the same live, reopened from its checkpoint
+ * and by a scan of what is left (its first CREATE gone: the ADOPT creates
+ * it). */
+START_TEST(test_large_conversation_carried_in_groups)
+{
+    uint64_t seed = 13;
+    char *dir = tst_mkdtemp();
+    st_store *s = open_paused(dir);
+    stp_store *ps = (stp_store *)s;
+    st_conv *p, *c;
+    large_child(s, &seed, &p, &c);
+    uint32_t at = created_in(c);
+    st_log *l;
+    ck_assert_int_eq(st_conv_log(c, &l, NULL), 0);
+    char *before = log_text(l);
+    uint64_t count = st_log_count(l);
+
+    hook_conv = c;
+    hook_seed = 99;
+    hook_calls[0] = hook_calls[1] = 0;
+    stp_carry_hook = append_in_carry;
+    uint64_t carried = atomic_load(&st_pool_carried_bytes);
+    stp_carry(ps);
+    stp_carry_hook = NULL;
+    ck_assert_int_ge(hook_calls[0], 16); /* groups of at most 2 KiB */
+    ck_assert_int_eq(hook_calls[1], 2);
+    ck_assert_uint_gt(atomic_load(&st_pool_carried_bytes) - carried, (uint64_t)SEG * 4);
+    ck_assert_uint_gt(created_in(c), at);
+    ck_assert_uint_eq(created_in(p), at); /* the next round's */
+    ck_assert_int_eq(memcmp(((stp_conv *)c)->tag.b, ((stp_conv *)c)->id.b, 16) != 0, 1);
+    /* its open log: the same events, then the 13 appended meanwhile */
+    ck_assert_uint_eq(st_log_count(l), count + 13);
+    char *after = log_text(l);
+    ck_assert_int_eq(strncmp(after, before, strlen(before)), 0);
+    free(after);
+    free(before);
+    stp_carry(ps);
+    ck_assert_uint_gt(created_in(p), at);
+    char *live = view(s);
+    bulk_deleted(s, 5, &seed, 8); /* rolls, and their checkpoints drop */
+    expect_live(s, live, "after the carry in groups, in the store");
+    st_conv_release(p);
+    st_conv_release(c);
+    st_store_close(s);
+    uint64_t *v;
+    ck_assert_uint_gt(numbered(dir, "seg", &v), 0);
+    ck_assert_uint_gt(v[0], at);
+    free(v);
+    expect_reopened(dir, live, "after the carry in groups");
+    free(live);
+    tst_rmdir(dir);
+    free(dir);
+}
+END_TEST
+
+/* A crash anywhere in a carry in several groups: cut at 13 points of the
+ * bytes it wrote (the segments after the cut gone, with the index files
+ * from the cut's on), the store reads as before. */
+START_TEST(test_carry_in_groups_cut)
+{
+    uint64_t seed = 17;
+    char *dir = tst_mkdtemp(), *copy = tst_mkdtemp();
+    tst_rmdir(copy);
+    st_store *s = open_paused(dir);
+    stp_store *ps = (stp_store *)s;
+    st_conv *p, *c;
+    large_child(s, &seed, &p, &c);
+    uint32_t at = created_in(c);
+    tst_copydir(dir, copy);
+    char *before = view_of(copy);
+    tst_rmdir(copy);
+    uint64_t seq0 = ps->act.seq, size0 = ps->act_size;
+    stp_carry(ps);
+    ck_assert_uint_gt(created_in(c), at);
+    uint64_t seq1 = ps->act.seq, size1 = ps->act_size;
+    ck_assert_uint_gt(seq1, seq0 + 4);
+    for (unsigned k = 0; k <= 12; k++) {
+        uint64_t seg = seq0 + (seq1 - seq0) * k / 12;
+        uint64_t from = seg == seq0 ? size0 : ST_FILE_HDR, to = seg == seq1 ? size1 : SEG;
+        uint64_t cut = from + (to - from) * ((k * 5) % 8) / 8;
+        tst_copydir(dir, copy);
+        char path[4400];
+        pool_file(copy, seg, "seg", path, sizeof(path));
+        ck_assert_int_eq(truncate(path, (off_t)cut), 0);
+        for (uint64_t q = seg; q <= seq1 + 1; q++) {
+            pool_file(copy, q, "idx", path, sizeof(path));
+            unlink(path);
+            pool_file(copy, q, "seg", path, sizeof(path));
+            if (q > seg)
+                unlink(path);
+        }
+        expect_view(copy, before, "a copy cut in a carry in groups");
+        char *scanned = scan_view(copy);
+        same_view(before, scanned, "a copy cut in a carry in groups, by a scan");
+        free(scanned);
+        tst_rmdir(copy);
+    }
+    st_conv_release(p);
+    st_conv_release(c);
+    st_store_close(s);
+    expect_reopened(dir, before, "after the carry in groups");
     free(before);
     tst_rmdir(dir);
     free(dir);
@@ -1791,7 +1949,7 @@ END_TEST
 
 int main(void)
 {
-    rt_log_set_level(RT_LOG_ERROR);
+    rt_log_set_level(getenv("TST_INFO") ? RT_LOG_INFO : RT_LOG_ERROR);
     Suite *s = suite_create("pool_ckpt");
     TCase *tc = tcase_create("pool_ckpt");
     tcase_add_test(tc, test_idx_encoding);
@@ -1812,6 +1970,8 @@ int main(void)
     tcase_add_test(tc, test_live_conversations_are_carried);
     tcase_add_test(tc, test_carry_checked_by_the_committer);
     tcase_add_test(tc, test_large_conversation_carried_alone);
+    tcase_add_test(tc, test_large_conversation_carried_in_groups);
+    tcase_add_test(tc, test_carry_in_groups_cut);
     tcase_add_loop_test(tc, test_open_then_close_syncs_nothing_missing, 0, 2);
     suite_add_tcase(s, tc);
     return ts_run_suite(s);
