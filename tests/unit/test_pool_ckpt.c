@@ -114,6 +114,8 @@ static stp_conv *make_conv(unsigned k, bool parent, uint32_t nruns, int nfiles)
     if (parent)
         tst_conv_id(k + 100, &c->parent);
     c->broken = k % 2 == 1;
+    if (k % 3 == 0) /* records under a copy's tag (pool_copy.c) */
+        tst_conv_id(k + 200, &c->tag);
     c->count = 10 * nruns;
     c->create_seq = k + 1;
     c->meta_at = (stp_loc){k, 16 + k, 30};
@@ -130,6 +132,7 @@ static stp_conv *make_conv(unsigned k, bool parent, uint32_t nruns, int nfiles)
 static void same_conv(const stp_conv *a, const stp_conv *b)
 {
     ck_assert(rt_uuid_eq(&a->id, &b->id));
+    ck_assert(rt_uuid_eq(&a->tag, &b->tag));
     ck_assert_int_eq(a->has_parent, b->has_parent);
     if (a->has_parent)
         ck_assert(rt_uuid_eq(&a->parent, &b->parent));
