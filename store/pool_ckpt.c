@@ -379,15 +379,15 @@ static void catalog_clear(stp_store *s)
     s->count = 0;
 }
 
-/* Are the segments h covers all there, each as long as it says? */
-static bool segments_ok(stp_store *s, const stp_ckpt *h, const uint64_t *seqs, size_t n, char *why,
-                        size_t cap)
+/* Are the segments h covers all there, each as long as it says? Those
+ * before them (*older of them) are not its business. */
+static bool segments_ok(stp_store *s, const stp_ckpt *h, const uint64_t *seqs, size_t n,
+                        size_t *older, char *why, size_t cap)
 {
     size_t i = 0;
-    if (n > 0 && seqs[0] < h->first) {
-        snprintf(why, cap, "segment %" PRIu64 " is older than it knows of", seqs[0]);
-        return false;
-    }
+    while (i < n && seqs[i] < h->first)
+        i++;
+    *older = i;
     for (uint32_t q = h->first; q <= h->seq; q++, i++) {
         char path[4096];
         struct stat st;
@@ -402,6 +402,30 @@ static bool segments_ok(stp_store *s, const stp_ckpt *h, const uint64_t *seqs, s
         }
     }
     return true;
+}
+
+/* Segments before a checkpoint's first hold only deleted conversations'
+ * records: once it was written they were being removed, in ascending
+ * order (pool_seg.c), when the store stopped. The open finishes that,
+ * rather than scan them (and, under `none`, every later segment, as
+ * neither checkpoint could be used). */
+static void drop_older(stp_store *s, const uint64_t *seqs, size_t older)
+{
+    for (size_t i = 0; i < older; i++) {
+        char path[4096];
+        stp_path(s, (uint32_t)seqs[i], "seg", path, sizeof(path));
+        if (unlink(path) < 0 && errno != ENOENT)
+            rt_log(RT_LOG_WARN, "store", "pool: cannot remove %s: %s", path, strerror(errno));
+        stp_path(s, (uint32_t)seqs[i], "idx", path, sizeof(path));
+        unlink(path);
+    }
+    if (older > 0) {
+        st_fsync_dir(s->pool_dir);
+        rt_log(RT_LOG_INFO, "store",
+               "pool: segments %" PRIu64 "-%" PRIu64
+               " held only deleted conversations (their removal was cut short): removed",
+               seqs[0], seqs[older - 1]);
+    }
 }
 
 int stp_ckpt_load(stp_store *s, const uint64_t *seqs, size_t n, uint32_t *covered)
@@ -423,7 +447,8 @@ int stp_ckpt_load(stp_store *s, const uint64_t *seqs, size_t n, uint32_t *covere
             e = stp_ckpt_decode((const uint8_t *)data, len, &h, s, add_conv, s);
             free(data);
         }
-        if (e == 0 && (h.seq != ck[i] || !segments_ok(s, &h, seqs, n, why, sizeof(why))))
+        size_t older = 0;
+        if (e == 0 && (h.seq != ck[i] || !segments_ok(s, &h, seqs, n, &older, why, sizeof(why))))
             e = -EBADMSG;
         for (uint32_t q = h.first; e == 0 && q <= h.seq; q++) {
             stp_segidx *x = stp_sealed_add(s, q);
@@ -437,6 +462,7 @@ int stp_ckpt_load(stp_store *s, const uint64_t *seqs, size_t n, uint32_t *covere
         if (e == 0) {
             snprintf(s->corrupt, sizeof(s->corrupt), "%s", h.corrupt);
             *covered = h.seq;
+            drop_older(s, seqs, older);
         } else {
             if (e == -ENOMEM)
                 r = e;
