@@ -62,9 +62,10 @@ enum {
     KILLS = 25, /* per variant: 125 in all */
 };
 
-/* The carry variant: its old conversation (24 events of up to 600 bytes)
- * and the ids of its churn, 100..103. */
-enum { OLD_K = NCONV, OLD_N = 24, OLD_MAX = 600, CHURN_K = 100 };
+/* The carry variant: its old conversation (24 events of up to 600 bytes;
+ * the large one, 360, more than one group may hold: carried in several,
+ * store/pool_copy.c) and the ids of its churn, 100..103. */
+enum { OLD_K = NCONV, OLD_N = 24, OLD_BIG_N = 360, OLD_MAX = 600, CHURN_K = 100 };
 
 /* What the child tells the parent: one write(2) of less than PIPE_BUF each,
  * so a report is whole or absent, even when the kill lands mid-write. */
@@ -219,7 +220,7 @@ static void child_main(const st_opts *o, int fd, unsigned seed, pid_t parent)
 /* The carry variant's child: never returns. Conversations made, filled
  * (8 batches of 6 events) and deleted, one after another; a beat for each
  * batch acknowledged. */
-static void carry_child_main(const st_opts *o, int fd, pid_t parent)
+static void carry_child_main(const st_opts *o, size_t churn_max, int fd, pid_t parent)
 {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent)
@@ -243,7 +244,7 @@ static void carry_child_main(const st_opts *o, int fd, pid_t parent)
             child_fail(fd, k, r);
         for (uint64_t b = 0; b < 8; b++) {
             tst_items its;
-            tst_items_make(&its, k, 6 * b, 6, MAXLEN);
+            tst_items_make(&its, k, 6 * b, 6, churn_max);
             st_waiter w;
             st_waiter_init(&w);
             r = its.v != NULL ? st_append(c, its.v, 6, st_waiter_done, &w) : -ENOMEM;
@@ -269,6 +270,9 @@ typedef struct run {
     bool keep; /* one directory for every kill */
     bool pool; /* the pool backend (pool:DIR) */
     bool carry;       /* the carry variant (pool, kept) */
+    unsigned old_n;   /* carry: the old conversation's events */
+    size_t churn_max; /* carry: the churn's events are at most this long */
+    int most_acks;    /* a kill after at most this many acknowledgements */
     uint32_t old_seq; /* carry: the segment of the old conversation's CREATE, last seen */
     int carried;      /* carry: how many checks found it moved */
     st_opts o;
@@ -388,12 +392,12 @@ static void verify_old(run *R, st_store *s)
     int r = st_conv_log(c, &l, &rep);
     CRASH_REQUIRE(R, r == 0 && !st_log_read_only(l), "the old conversation's log: %s (%s)",
                   strerror(-r), rep.detail);
-    CRASH_REQUIRE(R, st_log_count(l) == OLD_N, "the old conversation has %llu events, not %d",
-                  (unsigned long long)st_log_count(l), OLD_N);
+    CRASH_REQUIRE(R, st_log_count(l) == R->old_n, "the old conversation has %llu events, not %u",
+                  (unsigned long long)st_log_count(l), R->old_n);
     char why[512];
-    int bad = tst_cverify(l, OLD_K, OLD_N, OLD_MAX, why, sizeof(why));
+    int bad = tst_cverify(l, OLD_K, R->old_n, OLD_MAX, why, sizeof(why));
     CRASH_REQUIRE(R, bad == 0, "the old conversation: %d bad events: %s", bad, why);
-    R->events_checked += OLD_N;
+    R->events_checked += R->old_n;
     st_conv_release(c);
 }
 
@@ -409,7 +413,7 @@ static void make_old(run *R)
     st_conv *c;
     ck_assert_int_eq(st_conv_create(s, &id, NULL, meta, &c), 0);
     rt_buf_unref(meta);
-    for (uint64_t at = 0; at < OLD_N; at += 6) {
+    for (uint64_t at = 0; at < R->old_n; at += 6) {
         tst_items its;
         tst_items_make(&its, OLD_K, at, 6, OLD_MAX);
         st_waiter w;
@@ -494,7 +498,7 @@ static void one_kill(run *R)
     if (pid == 0) {
         close(p[0]);
         if (R->carry)
-            carry_child_main(&R->o, p[1], parent);
+            carry_child_main(&R->o, R->churn_max, p[1], parent);
         child_main(&R->o, p[1], R->seed + (unsigned)R->kill * 7919u, parent);
     }
     close(p[1]);
@@ -508,7 +512,7 @@ static void one_kill(run *R)
         delay_us = (uint64_t)(rand_r(&R->rng) % 15000);
         R->early_kills++;
     } else {
-        want = 1 + rand_r(&R->rng) % (R->keep ? 40 : 100);
+        want = 1 + rand_r(&R->rng) % (R->most_acks ? R->most_acks : R->keep ? 40 : 100);
         delay_us = (uint64_t)(rand_r(&R->rng) % 3000);
     }
     char buf[64 * sizeof(msg)];
@@ -654,11 +658,19 @@ END_TEST
 
 START_TEST(test_kill_while_carrying)
 {
-    run R = {.name = "kept directory, pool, carries",
+    run R = {.name = _i ? "kept directory, pool, carries in several groups"
+                        : "kept directory, pool, carries",
              .keep = true,
              .pool = true,
              .carry = true,
-             .o = {.durability = ST_FULL, .segment_bytes = 64 << 10}};
+             .old_n = _i ? OLD_BIG_N : OLD_N,
+             /* the large one (~100 KiB, at most 64 KiB in one group at 16
+              * KiB segments) goes in some 30 groups, beside one of the
+              * churn's each: a child lives for up to 100 of its batches,
+              * of smaller events (segments roll about as often) */
+             .churn_max = _i ? 4 << 10 : MAXLEN,
+             .most_acks = _i ? 100 : 0,
+             .o = {.durability = ST_FULL, .segment_bytes = _i ? 16 << 10 : 64 << 10}};
     crash_run(&R);
 }
 END_TEST
@@ -693,7 +705,7 @@ int main(void)
     tcase_add_loop_test(tc, test_second_open_in_process_is_busy, 0, 2);
     tcase_add_loop_test(tc, test_kill_fresh_dir, 0, 2);
     tcase_add_loop_test(tc, test_kill_kept_dir, 0, 2);
-    tcase_add_test(tc, test_kill_while_carrying);
+    tcase_add_loop_test(tc, test_kill_while_carrying, 0, 2);
     suite_add_tcase(s, tc);
     return ts_run_suite(s);
 }
