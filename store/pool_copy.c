@@ -274,10 +274,10 @@ static int copy_adopt(stp_store *s, stp_conv *x, stp_conv *h)
         y->idlen = (uint32_t)strlen(p.files[i]->name);
         r = stp_read_payload(s, p.files[i]->at, &y->payload);
     }
-    if (r == 0 && (it[n - 1].payload = rt_buf_copy(hex, 32)) == NULL)
-        r = -ENOMEM;
-    it[n - 1].id = "adopt";
-    it[n - 1].idlen = 5;
+    if (r == 0) {
+        it[n - 1] = (st_item){.id = "adopt", .idlen = 5, .payload = rt_buf_copy(hex, 32)};
+        r = it[n - 1].payload != NULL ? 0 : -ENOMEM;
+    }
     st_req *q = r == 0 ? st_req_append(it, n, &r) : NULL;
     if (q != NULL) {
         q->kind = REQ_ADOPT;
