@@ -378,13 +378,15 @@ static int carry_oldest(stp_store *s, uint64_t *budget, stp_conv **v, st_req **q
             big_bytes = bytes;
         }
     }
+    /* not worth it (1); in several groups, as a round's first carry; more
+     * than this round may write: the next round's first carry (2), or
+     * more than any one group may hold (1) */
     if (r == 0 && total > gain / 2)
-        r = 1;                      /* not worth it */
-    else if (r == 0 && big != NULL) /* in several groups, as a round's first carry */
+        r = 1;
+    else if (r == 0 && big != NULL)
         r = most == first_bytes(s) ? stp_carry_big(s, big) : 2;
     else if (r == 0 && total > most)
-        r = most < first_bytes(s) && total <= first_bytes(s) ? 2
-                                                             : 1; /* 2: the next round's first */
+        r = most < first_bytes(s) && total <= first_bytes(s) ? 2 : 1;
     bool alone = r == 0 && big != NULL; /* the others of its segment: the next round */
     if (alone)
         total = *budget = big_bytes;
