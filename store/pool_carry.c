@@ -25,14 +25,15 @@
  * first carry of a round may be larger, up to four segments (64 MiB by
  * default): a conversation that grew large still moves, once its
  * neighbours' deletions free twice its size, and the appends wait for
- * its write and sync then. One larger than that moves alone as a round's
- * first carry, in several groups (below). Not carried, and keeping their
- * segments as before: one read-only after corruption. A carry
- * is read here, off the committer, and the committer writes it only if
- * nothing of the conversation changed since (its count, its newest meta
- * or file record). An open log of it gets a new view (pool_log.c: its
- * readers take one without a lock), unless the views it superseded and
- * reads still hold are already too much.
+ * its write and sync then; of several together larger than that, those
+ * that fit (the others in the next rounds). One larger than that moves
+ * alone as a round's first carry, in several groups (pool_copy.c). Not
+ * carried, and keeping their segments as before: one read-only after
+ * corruption. A carry is read here, off the committer, and the committer
+ * writes it only if nothing of the conversation changed since (its count,
+ * its newest meta or file record). An open log of it gets a new view
+ * (pool_log.c: its readers take one without a lock), unless the views it
+ * superseded and reads still hold are already too much.
  */
 #include "pool_impl.h"
 
@@ -368,7 +369,8 @@ static int carry_oldest(stp_store *s, uint64_t *budget, stp_conv **v, st_req **q
     int r = n > 0 && k < k2 ? 0 : 1;
     /* measured first, from their indexes: nothing is read unless it pays */
     stp_conv *big = NULL; /* one too large for one group */
-    uint64_t big_bytes = 0;
+    uint64_t big_bytes = 0, fit = 0;
+    size_t m = 0; /* the first m fit in `most` (fit bytes) */
     for (size_t i = 0; r == 0 && i < n; i++) {
         uint64_t bytes = 0;
         r = build(s, v[i], UINT64_MAX, NULL, &bytes);
@@ -377,20 +379,27 @@ static int carry_oldest(stp_store *s, uint64_t *budget, stp_conv **v, st_req **q
             big = v[i];
             big_bytes = bytes;
         }
+        if (r == 0 && m == i && fit + bytes <= most) {
+            fit += bytes;
+            m++;
+        }
     }
-    /* not worth it (1); in several groups, as a round's first carry; more
-     * than this round may write: the next round's first carry (2), or
-     * more than any one group may hold (1) */
+    /* not worth it (1); one in several groups, as a round's first carry,
+     * or the next round's (2); more than this round may write: the next
+     * round's first carry (2); else all, or as a round's first carry those
+     * that fit, the others in the next rounds */
     if (r == 0 && total > gain / 2)
         r = 1;
     else if (r == 0 && big != NULL)
         r = most == first_bytes(s) ? stp_carry_big(s, big) : 2;
-    else if (r == 0 && total > most)
-        r = most < first_bytes(s) && total <= first_bytes(s) ? 2 : 1;
-    bool alone = r == 0 && big != NULL; /* the others of its segment: the next round */
+    else if (r == 0 && total > most && most < first_bytes(s))
+        r = 2;
+    bool alone = r == 0 && big != NULL;
+    size_t moved = alone ? 1 : m;
     if (alone)
-        total = *budget = big_bytes;
-    for (size_t i = 0; r == 0 && !alone && i < n; i++) {
+        *budget = big_bytes;
+    total = alone ? big_bytes : fit;
+    for (size_t i = 0; r == 0 && !alone && i < m; i++) {
         uint64_t bytes;
         if ((r = build(s, v[i], most, &q[i], &bytes)) == 1)
             r = 2; /* it changed since */
@@ -415,9 +424,10 @@ static int carry_oldest(stp_store *s, uint64_t *budget, stp_conv **v, st_req **q
         *budget = total < *budget ? *budget - total : 0;
         atomic_fetch_add_explicit(&st_pool_carried_bytes, total, memory_order_relaxed);
         rt_log(RT_LOG_INFO, "store",
-               "pool: carried %zu conversation(s) forward (%llu KiB%s): segments %u-%u can go",
-               alone ? (size_t)1 : n, (unsigned long long)(total >> 10),
-               alone ? ", in several groups" : "", (unsigned)k, (unsigned)(k2 - 1));
+               "pool: carried %zu of the %zu conversation(s) that keep segments %u-%u forward "
+               "(%llu KiB%s)%s",
+               moved, n, (unsigned)k, (unsigned)(k2 - 1), (unsigned long long)(total >> 10),
+               alone ? ", in several groups" : "", moved == n ? ": they can go" : "");
     }
     return r;
 }

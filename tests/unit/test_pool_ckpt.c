@@ -1781,6 +1781,59 @@ START_TEST(test_large_conversation_carried_alone)
 }
 END_TEST
 
+/* Three live conversations made in one segment, more together than one
+ * round's first carry may write (32 KiB here) though each is less: one
+ * round carries those that fit, the next rounds the others (before, none
+ * moved, and they kept every segment from theirs on). */
+START_TEST(test_conversations_carried_over_rounds)
+{
+    uint64_t seed = 19;
+    char *dir = tst_mkdtemp();
+    st_store *s = open_paused(dir);
+    stp_store *ps = (stp_store *)s;
+    st_conv *c[3];
+    rt_buf *meta = text("{\"m\":%llu}", 1);
+    for (unsigned i = 0; i < 3; i++) {
+        rt_uuid id;
+        tst_conv_id(1 + i, &id);
+        ck_assert_int_eq(st_conv_create(s, &id, NULL, meta, &c[i]), 0);
+    }
+    rt_buf_unref(meta);
+    uint32_t at = created_in(c[0]);
+    for (unsigned i = 0; i < 3; i++) {
+        ck_assert_uint_eq(created_in(c[i]), at);
+        for (int k = 0; k < 5; k++) /* about 18 KiB each */
+            ck_assert_int_eq(append_n(c[i], &seed, 10), 0);
+    }
+    bulk_deleted(s, 9, &seed, 60);
+    char *before = view(s);
+    unsigned moved = 0;
+    for (int round = 0; round < 3; round++) {
+        stp_carry(ps);
+        unsigned now = 0;
+        for (unsigned i = 0; i < 3; i++)
+            now += created_in(c[i]) != at;
+        ck_assert_uint_gt(now, moved); /* some, each round */
+        ck_assert(round > 0 || now < 3);
+        moved = now;
+    }
+    ck_assert_uint_eq(moved, 3);
+    bulk_deleted(s, 10, &seed, 8); /* rolls, and their checkpoints drop */
+    expect_live(s, before, "after carries over rounds");
+    for (unsigned i = 0; i < 3; i++)
+        st_conv_release(c[i]);
+    st_store_close(s);
+    uint64_t *v;
+    ck_assert_uint_gt(numbered(dir, "seg", &v), 0);
+    ck_assert_uint_gt(v[0], at);
+    free(v);
+    expect_reopened(dir, before, "after carries over rounds");
+    free(before);
+    tst_rmdir(dir);
+    free(dir);
+}
+END_TEST
+
 /* The carry's hook: appends to the conversation carried, once after its
  * first group of events and once after its last group is read (which the
  * committer then refuses: read again, then taken). */
@@ -1992,6 +2045,7 @@ int main(void)
     tcase_add_test(tc, test_live_conversations_are_carried);
     tcase_add_test(tc, test_carry_checked_by_the_committer);
     tcase_add_test(tc, test_large_conversation_carried_alone);
+    tcase_add_test(tc, test_conversations_carried_over_rounds);
     tcase_add_test(tc, test_large_conversation_carried_in_groups);
     tcase_add_test(tc, test_carry_in_groups_cut);
     tcase_add_loop_test(tc, test_open_then_close_syncs_nothing_missing, 0, 2);
