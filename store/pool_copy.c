@@ -118,7 +118,7 @@ void stp_adopt_apply(stp_store *s, stp_conv *x, st_req *r, const stp_ent *e)
             rt_log(RT_LOG_WARN, "store", "pool: out of memory: a carried log's old runs are left");
         stp_log_release(x->log); /* the view and runs it superseded, unless read now */
     } else {
-        free(old); /* (its log is open: the carry holds it) */
+        free(old); /* no log reads them (not seen: the carry keeps its log open) */
     }
     x->create_seq = h->create_seq;
     x->meta_at = stp_payload_at(s, &e[a->nev], &r->items[a->nev]);
