@@ -104,17 +104,25 @@ void stp_carry_apply(stp_store *s, stp_conv *c, st_req *r, const stp_ent *e)
         r->status = err;
         return;
     }
-    stp_runs *old = atomic_exchange_explicit(&c->runs, nr, memory_order_acq_rel);
+    /* a carry in one group writes under the id */
+    stp_carry_take(s, c, nr, s->act.seq, &c->id, r, e, 0, 1 + r->first, r->n);
+}
+
+void stp_carry_take(stp_store *s, stp_conv *c, stp_runs *runs, uint32_t create_seq,
+                    const rt_uuid *tag, const st_req *r, const stp_ent *e, size_t meta,
+                    size_t files, size_t files_end)
+{
+    stp_runs *old = atomic_exchange_explicit(&c->runs, runs, memory_order_acq_rel);
     if (c->log == NULL)
         free(old);
     else if (old != NULL && st_retire(&c->log->retired, old) < 0)
         rt_log(RT_LOG_WARN, "store", "pool: out of memory: a carried log's old runs are left");
     if (c->log != NULL)
         stp_log_release(c->log); /* the view and runs it superseded, unless read now */
-    c->create_seq = s->act.seq;
-    c->tag = c->id; /* a carry in one group writes under the id */
-    c->meta_at = stp_payload_at(s, &e[0], &r->items[0]);
-    for (size_t i = 1 + r->first; i < r->n; i++) /* names it has: nothing allocated */
+    c->create_seq = create_seq;
+    c->tag = *tag;
+    c->meta_at = stp_payload_at(s, &e[meta], &r->items[meta]);
+    for (size_t i = files; i < files_end; i++) /* names it has: nothing allocated */
         stp_set_file(c, (const char *)r->items[i].id, r->items[i].idlen,
                      stp_payload_at(s, &e[i], &r->items[i]));
 }
@@ -137,6 +145,19 @@ int stp_found_one(void *ctx, uint32_t seq, const stp_ent *e)
     f->e[f->n] = *e;
     f->seq[f->n++] = seq;
     return 0;
+}
+
+int stp_found_walk(stp_store *s, stp_conv *c, const stp_runs *runs, uint64_t count, stp_found *f)
+{
+    int r = 0;
+    for (uint32_t k = 0; r == 0 && runs != NULL && k < runs->n; k++)
+        r = stp_idx_ensure(s, runs->r[k].seq, NULL, 0);
+    if (r == 0) {
+        pthread_mutex_lock(&s->seg_mu);
+        r = stp_conv_each(s, c, runs, count, stp_found_one, f);
+        pthread_mutex_unlock(&s->seg_mu);
+    }
+    return r;
 }
 
 void stp_snap_free(stp_snap *p)
@@ -260,12 +281,8 @@ static int build(stp_store *s, stp_conv *c, uint64_t most, st_req **out, uint64_
     stp_snap p = {0};
     stp_found f = {.most = UINT64_MAX};
     int r = stp_snap_take(c, &p);
-    for (uint32_t k = 0; r == 0 && p.runs != NULL && k < p.runs->n; k++)
-        r = stp_idx_ensure(s, p.runs->r[k].seq, NULL, 0);
     if (r == 0) {
-        pthread_mutex_lock(&s->seg_mu);
-        r = stp_conv_each(s, c, p.runs, p.count, stp_found_one, &f);
-        pthread_mutex_unlock(&s->seg_mu);
+        r = stp_found_walk(s, c, p.runs, p.count, &f);
         if (r == -EBADMSG || r == -ENOENT || (r == 0 && f.n != p.count))
             r = 1; /* a hole, or a segment gone meanwhile */
     }

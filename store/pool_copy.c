@@ -108,24 +108,13 @@ void stp_adopt_apply(stp_store *s, stp_conv *x, st_req *r, const stp_ent *e)
 {
     stp_adopt *a = r->adopt;
     stp_conv *h = a->h;
-    stp_runs *old = atomic_exchange_explicit(&x->runs, a->runs, memory_order_acq_rel);
-    a->runs = NULL;
-    if (x->log != NULL) {
+    if (x->log != NULL) { /* its readers: the new view (the carry keeps the log open) */
         stp_log_release(x->log);
         stp_log_view_put(x->log, a->view);
         a->view = NULL;
-        if (old != NULL && st_retire(&x->log->retired, old) < 0)
-            rt_log(RT_LOG_WARN, "store", "pool: out of memory: a carried log's old runs are left");
-        stp_log_release(x->log); /* the view and runs it superseded, unless read now */
-    } else {
-        free(old); /* no log reads them (not seen: the carry keeps its log open) */
     }
-    x->create_seq = h->create_seq;
-    x->meta_at = stp_payload_at(s, &e[a->nev], &r->items[a->nev]);
-    for (size_t i = a->nev + 1; i + 1 < r->n; i++) /* names it has: nothing allocated */
-        stp_set_file(x, (const char *)r->items[i].id, r->items[i].idlen,
-                     stp_payload_at(s, &e[i], &r->items[i]));
-    x->tag = h->tag;
+    stp_carry_take(s, x, a->runs, h->create_seq, &h->tag, r, e, a->nev, a->nev + 1, r->n - 1);
+    a->runs = NULL;
     pthread_mutex_lock(&s->seg_mu); /* its records in the active segment: the copy's */
     x->act_seq = h->act_seq;
     x->act_last = h->act_last;
@@ -167,14 +156,7 @@ static int events_from(stp_store *s, stp_conv *x, const stp_snap *p, uint64_t fr
     stp_runs *runs = runs_from(p->runs, from);
     if (runs == NULL)
         return -ENOMEM;
-    int r = 0;
-    for (uint32_t k = 0; r == 0 && k < runs->n; k++)
-        r = stp_idx_ensure(s, runs->r[k].seq, NULL, 0);
-    if (r == 0 && from < p->count) {
-        pthread_mutex_lock(&s->seg_mu);
-        r = stp_conv_each(s, x, runs, p->count, stp_found_one, f);
-        pthread_mutex_unlock(&s->seg_mu);
-    }
+    int r = from < p->count ? stp_found_walk(s, x, runs, p->count, f) : 0;
     free(runs);
     if (r == 1)
         r = 0; /* enough for one group */

@@ -520,6 +520,9 @@ typedef struct stp_found {
     uint64_t base;        /* the first event wanted */
     uint64_t bytes, most; /* their records' bytes; past `most`, the rest is left */
 } stp_found;
+/* stp_found_one over c's event records [0, count) in `runs` (their
+ * sealed indexes made usable first): stp_conv_each's result. */
+int stp_found_walk(stp_store *s, stp_conv *c, const stp_runs *runs, uint64_t count, stp_found *f);
 /* 1 if c is not to be carried now (gone, read-only, not durable yet). */
 int stp_snap_take(stp_conv *c, stp_snap *p);
 void stp_snap_free(stp_snap *p);
@@ -546,6 +549,14 @@ uint64_t stp_carry_index(const st_req *r, size_t i);
  * meta, files and open log name the copy (records e); if that cannot be
  * (no memory, a log's views), r's status says so and the old records stay. */
 void stp_carry_apply(stp_store *s, stp_conv *c, st_req *r, const stp_ent *e);
+/* The committer, a carry's last group durable and its open log's view
+ * replaced (c's lock held): c's records are the copy's: its runs (the old
+ * ones retired into its log, or freed), the segment it begins in, its
+ * tag, and its meta and files at items meta and [files, files_end) of r
+ * (records e). */
+void stp_carry_take(stp_store *s, stp_conv *c, stp_runs *runs, uint32_t create_seq,
+                    const rt_uuid *tag, const st_req *r, const stp_ent *e, size_t meta,
+                    size_t files, size_t files_end);
 
 /* pool_copy.c */
 /* Carry x alone, in several groups: 0, 2 if it changed or went meanwhile
