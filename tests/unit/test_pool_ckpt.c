@@ -456,6 +456,19 @@ static char *view_of(const char *dir)
     return v;
 }
 
+/* The view of a running store at dir, from a copy of it (a view opens
+ * logs; the copy is what a crash leaves). */
+static char *running_view(const char *dir)
+{
+    char *copy = tst_mkdtemp();
+    tst_rmdir(copy);
+    tst_copydir(dir, copy);
+    char *v = view_of(copy);
+    tst_rmdir(copy);
+    free(copy);
+    return v;
+}
+
 /* Open dir: it looks as `want`. */
 static void expect_view(const char *dir, const char *want, const char *what)
 {
@@ -1325,6 +1338,25 @@ static void expect_live(st_store *s, const char *want, const char *what)
     free(got);
 }
 
+/* The lowest segment number there now (there is one). */
+static uint64_t first_seg(const char *dir)
+{
+    uint64_t *v;
+    ck_assert_uint_gt(numbered(dir, "seg", &v), 0);
+    uint64_t first = v[0];
+    free(v);
+    return first;
+}
+
+static uint64_t last_seg(const char *dir)
+{
+    uint64_t *v;
+    size_t n = numbered(dir, "seg", &v);
+    uint64_t last = n > 0 ? v[n - 1] : 0;
+    free(v);
+    return last;
+}
+
 START_TEST(test_deleted_space_is_reclaimed)
 {
     uint64_t seed = 42;
@@ -1339,10 +1371,7 @@ START_TEST(test_deleted_space_is_reclaimed)
     ck_assert_int_eq(st_conv_create(s, &a_id, NULL, meta, &a), 0);
     for (int i = 0; i < 30; i++) /* about 14 segments of 8 KiB */
         ck_assert_int_eq(append_n(a, &seed, 10), 0);
-    uint64_t *v;
-    size_t n = numbered(dir, "seg", &v);
-    uint64_t b_at = v[n - 1]; /* B's CREATE goes in the active segment, or after it */
-    free(v);
+    uint64_t b_at = last_seg(dir); /* B's CREATE goes in the active segment, or after it */
     ck_assert_uint_ge(b_at, 8);
     ck_assert_int_eq(st_conv_create(s, &b_id, NULL, meta, &b), 0);
     rt_buf_unref(meta);
@@ -1359,10 +1388,9 @@ START_TEST(test_deleted_space_is_reclaimed)
     st_conv_release(b);
     st_store_close(s); /* the close's checkpoint drops them, if no roll's did */
 
-    n = numbered(dir, "seg", &v);
-    ck_assert_msg(v[0] >= b_at, "segment %llu of the deleted conversation is still there",
-                  (unsigned long long)v[0]);
-    free(v);
+    uint64_t first = first_seg(dir);
+    ck_assert_msg(first >= b_at, "segment %llu of the deleted conversation is still there",
+                  (unsigned long long)first);
     uint64_t *x;
     size_t nx = numbered(dir, "idx", &x);
     ck_assert(nx == 0 || x[0] >= b_at); /* and their index files */
@@ -1387,18 +1415,14 @@ START_TEST(test_deleted_space_is_reclaimed)
     ck_assert_int_eq(ps->sealed[0].state, STP_IDX_LAZY);
     expect_live(s, live, "reopened after a drop cut short behind its checkpoint");
     st_store_close(s);
-    n = numbered(dir, "seg", &v);
-    ck_assert_uint_ge(v[0], b_at);
-    free(v);
+    ck_assert_uint_ge(first_seg(dir), b_at);
 
     /* a drop cut short (the first of its segments gone) after a crash:
      * no checkpoint covers what is left, every segment there is scanned */
     pool_file(crash, 1, "seg", seg, sizeof(seg));
     ck_assert_int_eq(unlink(seg), 0);
     expect_view(crash, deleted, "after a drop cut short");
-    n = numbered(crash, "seg", &v);
-    ck_assert_uint_ge(v[0], b_at); /* that open's checkpoint finished the drop */
-    free(v);
+    ck_assert_uint_ge(first_seg(crash), b_at); /* that open's checkpoint finished the drop */
     expect_view(crash, deleted, "after a drop cut short, reopened");
     free(deleted);
     free(scanned);
@@ -1411,14 +1435,6 @@ START_TEST(test_deleted_space_is_reclaimed)
 END_TEST
 
 /* The highest segment number there now. */
-static uint64_t last_seg(const char *dir)
-{
-    uint64_t *v;
-    size_t n = numbered(dir, "seg", &v);
-    uint64_t last = n > 0 ? v[n - 1] : 0;
-    free(v);
-    return last;
-}
 
 /* Where c was created (its lock held: the committer writes it, and the
  * sealing thread's carries run beside the test). */
@@ -1556,9 +1572,7 @@ START_TEST(test_live_conversations_are_carried)
     uint32_t seq0 = ps->act.seq;
     uint64_t size0 = ps->act_size;
 
-    tst_copydir(dir, copy); /* its view, from a copy: a view opens logs */
-    char *before = view_of(copy);
-    tst_rmdir(copy);
+    char *before = running_view(dir);
 
     uint64_t carried = atomic_load(&st_pool_carried_bytes);
     uint64_t removed = atomic_load(&st_pool_removed_bytes);
@@ -1602,9 +1616,7 @@ START_TEST(test_live_conversations_are_carried)
     st_waiter_init(&w);
     ck_assert_int_eq(st_conv_delete(c, st_waiter_done, &w), 0);
     ck_assert_int_eq(wait_done(&w), 0);
-    tst_copydir(dir, copy);
-    char *without_c = view_of(copy);
-    tst_rmdir(copy);
+    char *without_c = running_view(dir);
     ck_assert_int_eq(st_conv_get(s, &a_id, &a), 0);
     reader rd = {.c = a};
     ck_assert_int_eq(st_conv_log(a, &rd.l, NULL), 0);
@@ -1733,8 +1745,7 @@ END_TEST
 START_TEST(test_large_conversation_carried_alone)
 {
     uint64_t seed = 11;
-    char *dir = tst_mkdtemp(), *copy = tst_mkdtemp();
-    tst_rmdir(copy);
+    char *dir = tst_mkdtemp();
     st_store *s = open_paused(dir);
     stp_store *ps = (stp_store *)s;
     rt_uuid big_id, huge_id;
@@ -1753,9 +1764,7 @@ START_TEST(test_large_conversation_carried_alone)
     bulk_deleted(s, 4, &seed, 60);
     uint32_t big_at = created_in(big), huge_at = created_in(huge);
     ck_assert_uint_lt(big_at, huge_at);
-    tst_copydir(dir, copy);
-    char *before = view_of(copy);
-    tst_rmdir(copy);
+    char *before = running_view(dir);
 
     uint64_t carried = atomic_load(&st_pool_carried_bytes);
     stp_carry(ps);
@@ -1769,15 +1778,11 @@ START_TEST(test_large_conversation_carried_alone)
     st_conv_release(big);
     st_conv_release(huge);
     st_store_close(s);
-    uint64_t *v;
-    ck_assert_uint_gt(numbered(dir, "seg", &v), 0);
-    ck_assert_uint_eq(v[0], huge_at);
-    free(v);
+    ck_assert_uint_eq(first_seg(dir), huge_at);
     expect_reopened(dir, before, "after the large carry");
     free(before);
     tst_rmdir(dir);
     free(dir);
-    free(copy);
 }
 END_TEST
 
@@ -1823,10 +1828,7 @@ START_TEST(test_conversations_carried_over_rounds)
     for (unsigned i = 0; i < 3; i++)
         st_conv_release(c[i]);
     st_store_close(s);
-    uint64_t *v;
-    ck_assert_uint_gt(numbered(dir, "seg", &v), 0);
-    ck_assert_uint_gt(v[0], at);
-    free(v);
+    ck_assert_uint_gt(first_seg(dir), at);
     expect_reopened(dir, before, "after carries over rounds");
     free(before);
     tst_rmdir(dir);
@@ -1922,10 +1924,7 @@ START_TEST(test_large_conversation_carried_in_groups)
     st_conv_release(p);
     st_conv_release(c);
     st_store_close(s);
-    uint64_t *v;
-    ck_assert_uint_gt(numbered(dir, "seg", &v), 0);
-    ck_assert_uint_gt(v[0], at);
-    free(v);
+    ck_assert_uint_gt(first_seg(dir), at);
     expect_reopened(dir, live, "after the carry in groups");
     free(live);
     tst_rmdir(dir);
@@ -1946,9 +1945,7 @@ START_TEST(test_carry_in_groups_cut)
     st_conv *p, *c;
     large_child(s, &seed, &p, &c);
     uint32_t at = created_in(c);
-    tst_copydir(dir, copy);
-    char *before = view_of(copy);
-    tst_rmdir(copy);
+    char *before = running_view(dir);
     uint64_t seq0 = ps->act.seq, size0 = ps->act_size;
     stp_carry(ps);
     ck_assert_uint_gt(created_in(c), at);
