@@ -411,14 +411,8 @@ static bool segments_ok(stp_store *s, const stp_ckpt *h, const uint64_t *seqs, s
  * neither checkpoint could be used). */
 static void drop_older(stp_store *s, const uint64_t *seqs, size_t older)
 {
-    for (size_t i = 0; i < older; i++) {
-        char path[4096];
-        stp_path(s, (uint32_t)seqs[i], "seg", path, sizeof(path));
-        if (unlink(path) < 0 && errno != ENOENT)
-            rt_log(RT_LOG_WARN, "store", "pool: cannot remove %s: %s", path, strerror(errno));
-        stp_path(s, (uint32_t)seqs[i], "idx", path, sizeof(path));
-        unlink(path);
-    }
+    for (size_t i = 0; i < older; i++)
+        stp_seg_remove(s, (uint32_t)seqs[i]);
     if (older > 0) {
         st_fsync_dir(s->pool_dir);
         rt_log(RT_LOG_INFO, "store",

@@ -310,6 +310,8 @@ uint32_t stp_keep_from(stp_store *s, uint32_t seq);
  * run of segments, which an open scans correctly (records of conversations
  * whose CREATE is gone are of deleted ones, and are passed over). */
 void stp_seg_drop_before(stp_store *s, uint32_t first);
+/* Remove segment seq's file and its index file: the bytes it had. */
+uint64_t stp_seg_remove(stp_store *s, uint32_t seq);
 /* Make sealed segments up to seq durable that may not be yet (their
  * fdatasync, in order), then the names of segments made since the last
  * sync of the directory (stp_sync_names); 0 or the first failure's -errno. */

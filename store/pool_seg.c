@@ -293,6 +293,21 @@ uint32_t stp_keep_from(stp_store *s, uint32_t seq)
     return keep;
 }
 
+uint64_t stp_seg_remove(stp_store *s, uint32_t seq)
+{
+    char path[4096];
+    struct stat st;
+    uint64_t bytes = 0;
+    stp_path(s, seq, "seg", path, sizeof(path));
+    if (stat(path, &st) == 0)
+        bytes = (uint64_t)st.st_size;
+    if (unlink(path) < 0 && errno != ENOENT)
+        rt_log(RT_LOG_WARN, "store", "pool: cannot remove %s: %s", path, strerror(errno));
+    stp_path(s, seq, "idx", path, sizeof(path));
+    unlink(path);
+    return bytes;
+}
+
 void stp_seg_drop_before(stp_store *s, uint32_t first)
 {
     pthread_mutex_lock(&s->idx_mu); /* no lazy index load meanwhile (stp_idx_ensure) */
@@ -318,17 +333,8 @@ void stp_seg_drop_before(stp_store *s, uint32_t first)
         }
     pthread_mutex_unlock(&s->fd_mu);
     uint64_t bytes = 0;
-    for (uint32_t q = lo; q <= hi; q++) {
-        char path[4096];
-        struct stat st;
-        stp_path(s, q, "seg", path, sizeof(path));
-        if (stat(path, &st) == 0)
-            bytes += (uint64_t)st.st_size;
-        if (unlink(path) < 0 && errno != ENOENT)
-            rt_log(RT_LOG_WARN, "store", "pool: cannot remove %s: %s", path, strerror(errno));
-        stp_path(s, q, "idx", path, sizeof(path));
-        unlink(path);
-    }
+    for (uint32_t q = lo; q <= hi; q++)
+        bytes += stp_seg_remove(s, q);
     atomic_fetch_add_explicit(&st_pool_removed_bytes, bytes, memory_order_relaxed);
     rt_log(RT_LOG_INFO, "store",
            "pool: segments %" PRIu32 "-%" PRIu32
