@@ -115,13 +115,20 @@ static void *seal_main(void *arg)
 {
     stp_store *s = arg;
     pthread_setname_np(pthread_self(), "parley-seal");
+    bool last_idx = false;
     pthread_mutex_lock(&s->sl_mu);
     for (;;) {
         while (!s->sl_stop && s->sl_n == 0 && s->sl_ckpt == NULL)
             pthread_cond_wait(&s->sl_cv, &s->sl_mu);
         if (s->sl_n == 0 && s->sl_ckpt == NULL)
-            break;              /* stopped, and nothing is left */
-        bool idx = s->sl_n > 0; /* indexes first: they are what the memory waits for */
+            break; /* stopped, and nothing is left */
+        /* indexes first (they are what the memory waits for), but a waiting
+         * checkpoint goes after one of them: when segments roll faster
+         * than their indexes are written, the queue never empties, and a
+         * checkpoint behind it would wait for the load to ease, with every
+         * removal and carry (a missing index is rebuilt at open) */
+        bool idx = s->sl_n > 0 && (s->sl_ckpt == NULL || !last_idx);
+        last_idx = idx;
         uint32_t seq = idx ? s->sl_seqs[0] : s->sl_ckpt_seq;
         uint8_t *b = idx ? NULL : s->sl_ckpt;
         size_t len = s->sl_ckpt_len;

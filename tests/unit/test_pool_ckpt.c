@@ -773,15 +773,20 @@ static struct {
     long failed;
 } fl = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
+/* The path fd was opened at ("" if unknown). */
+static void fd_path(int fd, char *path, size_t cap)
+{
+    char link[64];
+    snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(link, path, cap - 1);
+    path[n > 0 ? n : 0] = '\0';
+}
+
 /* Is fd a file of ours (an index or a checkpoint, or its temp file)? */
 static bool ours(int fd)
 {
-    char link[64], path[4096];
-    snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
-    ssize_t n = readlink(link, path, sizeof(path) - 1);
-    if (n <= 0)
-        return false;
-    path[n] = '\0';
+    char path[4096];
+    fd_path(fd, path, sizeof(path));
     return fl.ext != NULL ? strstr(path, fl.ext) != NULL
                           : strstr(path, ".idx") != NULL || strstr(path, ".ckpt") != NULL;
 }
@@ -2019,6 +2024,77 @@ START_TEST(test_open_then_close_syncs_nothing_missing)
 }
 END_TEST
 
+/* ---- a checkpoint behind many indexes ------------------------------------------------- */
+
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool held, release;
+    char order[64]; /* 'i' or 'c' for each index or checkpoint written */
+    size_t n;
+} hold = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+
+/* The first index file's fsync waits for the test; each is noted. */
+static int held_fsync(int fd)
+{
+    char path[4096];
+    fd_path(fd, path, sizeof(path));
+    bool idx = strstr(path, ".idx") != NULL, ckpt = strstr(path, ".ckpt") != NULL;
+    pthread_mutex_lock(&hold.mu);
+    if ((idx || ckpt) && hold.n + 1 < sizeof(hold.order))
+        hold.order[hold.n++] = idx ? 'i' : 'c';
+    if (idx && !hold.held) {
+        hold.held = true;
+        pthread_cond_broadcast(&hold.cv);
+        while (!hold.release)
+            pthread_cond_wait(&hold.cv, &hold.mu);
+    }
+    pthread_mutex_unlock(&hold.mu);
+    return fsync(fd);
+}
+
+static const st_io held = {pwritev, fdatasync, held_fsync, NULL};
+
+/* Segments rolled faster than their indexes are written: the sealing
+ * thread's queue holds several indexes and a checkpoint. The checkpoint
+ * goes after the index being written and one more at most, not after the
+ * whole queue (which, under a load that never eases, is never). */
+START_TEST(test_checkpoint_not_starved_by_indexes)
+{
+    char *dir = tst_mkdtemp();
+    hold.held = hold.release = false;
+    hold.n = 0;
+    st_io_set(&held);
+    st_store *s = open_paused(dir);
+    st_conv *c = conv_one(s);
+    uint64_t seed = 17;
+    pthread_mutex_lock(&hold.mu);
+    while (!hold.held) { /* until the first roll's index is being written */
+        pthread_mutex_unlock(&hold.mu);
+        ck_assert_int_eq(append_n(c, &seed, 10), 0);
+        pthread_mutex_lock(&hold.mu);
+        while (!hold.held && last_seg(dir) > 1)
+            pthread_cond_wait(&hold.cv, &hold.mu);
+    }
+    pthread_mutex_unlock(&hold.mu);
+    uint64_t from = last_seg(dir);
+    while (last_seg(dir) < from + 4) /* four more indexes and a checkpoint queued */
+        ck_assert_int_eq(append_n(c, &seed, 10), 0);
+    pthread_mutex_lock(&hold.mu);
+    hold.release = true;
+    pthread_cond_broadcast(&hold.cv);
+    pthread_mutex_unlock(&hold.mu);
+    st_conv_release(c);
+    st_store_close(s); /* the sealing thread finishes its queue */
+    st_io_set(NULL);
+    hold.order[hold.n] = '\0';
+    const char *ck = strchr(hold.order, 'c');
+    ck_assert_msg(ck != NULL && ck - hold.order <= 2, "written in the order %s", hold.order);
+    tst_rmdir(dir);
+    free(dir);
+}
+END_TEST
+
 int main(void)
 {
     rt_log_set_level(RT_LOG_ERROR);
@@ -2032,6 +2108,7 @@ int main(void)
     tcase_add_loop_test(tc, test_checkpoint_of_missing_segment, 0, 2);
     tcase_add_loop_test(tc, test_bad_index_is_rebuilt, 0, 5);
     tcase_add_loop_test(tc, test_faults_in_their_writes, 0, 6);
+    tcase_add_test(tc, test_checkpoint_not_starved_by_indexes);
     tcase_add_test(tc, test_corruption_under_checkpoint);
     tcase_add_loop_test(tc, test_lazy_roll_short_segment, 0, 4);
     tcase_add_loop_test(tc, test_lazy_roll_unfinished_successor, 0, 3);
