@@ -451,7 +451,8 @@ static const char usage[] =
     "  --runs N          runs per figure (default 5)\n"
     "  --dir DIR         where to work (default: a new directory under $TMPDIR or /tmp)\n"
     "  --events N        events per path run (default 160000)\n"
-    "  --open-events N   events in the conversation that is opened (default 1000000)\n"
+    "  --open-events N   events in the conversation that is opened (default 1000000,\n"
+    "                    at least 4096: its checkpoint is from 1022 events before the end)\n"
     "  --json            print one JSON object: events_per_s, gate_fraction,\n"
     "                    open_1m_ms, open_pending_ok\n"
     "  -h, --help        show this help\n";
@@ -462,7 +463,7 @@ int bench_conversation(int argc, char **argv)
     bool json = false;
     const char *base = NULL;
     const cli_int_opt ints[] = {{"--events", &events, 1600, 100000000},
-                                {"--open-events", &open_events, 1000, 100000000}};
+                                {"--open-events", &open_events, 4096, 100000000}};
     int st = cli_bench_args("bench conversation", usage, argc, argv, &runs, &json, &base, ints, 2);
     if (st >= 0)
         return st;
