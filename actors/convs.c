@@ -41,6 +41,11 @@ static int loop_of(const convs *s, const rt_uuid *id)
     return (int)(h % (uint64_t)loops);
 }
 
+int convs_home(const convs *c, const rt_uuid *id)
+{
+    return loop_of(c, id);
+}
+
 int convs_new(rt_runtime *rt, st_store *store, const conv_opts *o, convs **out)
 {
     convs *s = calloc(1, sizeof(*s));

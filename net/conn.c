@@ -1,7 +1,8 @@
 /*
  * conn.c - one HTTP/1.1 connection: read, parse, hand over, answer, repeat.
  *
- * A connection lives on the loop that accepted it. Bytes read (decrypted
+ * A connection lives on the loop that accepted it, or on the loop of the
+ * conversations it asks, once it has moved there (below). Bytes read (decrypted
  * first, with TLS) go to the strict parser one request at a time; a
  * complete request goes to the API, and the next one is parsed only once
  * this one is answered, so answers leave in request order (pipelining)
@@ -26,10 +27,12 @@
 #include "runtime/tbuf.h"
 #include "runtime/text.h"
 
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef struct out_req {
     uv_write_t w;
@@ -41,6 +44,9 @@ typedef struct out_req {
 
 static void conn_process(net_conn *c);
 static void conn_close(net_conn *c);
+static void arm_timer(net_conn *c);
+static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *b);
+static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b);
 
 static uint64_t now_ms(const net_conn *c)
 {
@@ -73,6 +79,33 @@ static void on_handle_closed(uv_handle_t *h)
 
 static void tls_flush(net_conn *c);
 
+/* Join nl's connections (accepted, or moved in): how many the server has. */
+static unsigned conn_attach(net_conn *c, net_loop *nl)
+{
+    c->nl = nl;
+    c->prev = NULL;
+    c->next = nl->conns;
+    if (nl->conns != NULL)
+        nl->conns->prev = c;
+    nl->conns = c;
+    nl->nconns++;
+    return atomic_fetch_add(&nl->srv->conns, 1) + 1;
+}
+
+/* Leave them (closing, or moving out). */
+static void conn_detach(net_conn *c)
+{
+    net_loop *nl = c->nl;
+    if (c->prev != NULL)
+        c->prev->next = c->next;
+    else
+        nl->conns = c->next;
+    if (c->next != NULL)
+        c->next->prev = c->prev;
+    c->nl = NULL;
+    net_loop_conn_gone(nl);
+}
+
 static void conn_close(net_conn *c)
 {
     if (c->closed)
@@ -83,15 +116,7 @@ static void conn_close(net_conn *c)
     if (c->ws != NULL)
         net_conn_ws_closed(c);
     if (c->nl != NULL) {
-        net_loop *nl = c->nl;
-        if (c->prev != NULL)
-            c->prev->next = c->next;
-        else
-            nl->conns = c->next;
-        if (c->next != NULL)
-            c->next->prev = c->prev;
-        c->nl = NULL;
-        net_loop_conn_gone(nl);
+        conn_detach(c);
         net_metrics_conn(-1);
     }
     uv_close((uv_handle_t *)&c->timer, on_handle_closed);
@@ -377,6 +402,126 @@ static void conn_fail(net_conn *c, int status, const char *fmt, ...)
         conn_close(c);
 }
 
+/* ---- moving to the conversations' loop -------------------------------------- */
+
+/* A request to a conversation that lives on another loop than its
+ * connection's is a message there and its answer one back: a wake-up of
+ * each loop, and a share of the answer's wait. A plain keep-alive
+ * connection whose last MOVE_AFTER requests all asked conversations of the
+ * same other loop moves there, between two requests (nothing read and not
+ * answered, nothing to write): its socket is handed over (a dup, as the
+ * handles close here), and that loop's listener takes it in. With TLS or
+ * after an upgrade a connection stays where it is. A producer of one
+ * conversation thus costs no hop after its first requests; a client of
+ * many conversations on every loop seldom moves. */
+enum { MOVE_AFTER = 4 };
+
+typedef struct conn_moving {
+    net_conn *c; /* NULL once taken in */
+} conn_moving;
+
+static void note_home(net_conn *c, const net_req *r)
+{
+    net_loop *nl = c->nl;
+    int home = r->route.has_conv && nl != NULL && r->api->convs != NULL
+                   ? convs_home(r->api->convs, &r->route.conv)
+                   : -1;
+    if (home < 0 || home == nl->index || home >= nl->srv->nloops || nl->srv->actors[home] == NULL) {
+        c->home_n = 0;
+        return;
+    }
+    c->home_n = home == c->home ? c->home_n + 1 : 1;
+    c->home = home;
+}
+
+static bool may_move(const net_conn *c)
+{
+    return c->home_n >= MOVE_AFTER && c->nl != NULL && !c->nl->draining && !c->closed &&
+           !c->closing && !c->busy && !c->started && !c->eof && !c->in_process && !c->in_borrowed &&
+           c->in_off == c->in_len && c->ws == NULL && c->tls == NULL && c->writes == 0 &&
+           c->tcp.write_queue_size == 0;
+}
+
+/* Dropped on the way (the loop stopped): the connection ends. */
+static void moving_dropped(void *data, void *ctx)
+{
+    (void)ctx;
+    conn_moving *m = data;
+    if (m->c != NULL) {
+        close(m->c->moved_fd);
+        net_metrics_conn(-1);
+        conn_unref(m->c); /* the move's, the last */
+    }
+    free(m);
+}
+
+/* Both handles are closed: the other loop may take the connection. */
+static void on_moved_out(uv_handle_t *h)
+{
+    net_conn *c = h->data;
+    conn_unref(c); /* the handle's (the move's keeps it) */
+    if (--c->moving > 0)
+        return;
+    rt_buf *b = c->move_buf;
+    rt_actor *to = c->move_to;
+    c->move_buf = NULL;
+    c->move_to = NULL;
+    if (rt_send(to, NET_CONN_MOVE, 0, b) < 0)
+        rt_buf_unref(b); /* it ends: moving_dropped */
+    rt_actor_unref(to);
+}
+
+static void conn_move(net_conn *c)
+{
+    uv_os_fd_t fd;
+    conn_moving *m = malloc(sizeof(*m));
+    rt_buf *b = m != NULL ? rt_buf_wrap(m, sizeof(*m), moving_dropped, NULL) : NULL;
+    if (b == NULL || uv_fileno((uv_handle_t *)&c->tcp, &fd) != 0 ||
+        (c->moved_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0)) < 0) {
+        if (b != NULL) {
+            m->c = NULL;
+            rt_buf_unref(b);
+        } else {
+            free(m);
+        }
+        c->home_n = 0; /* it stays, until MOVE_AFTER more */
+        return;
+    }
+    m->c = c;
+    c->move_buf = b;
+    c->move_to = rt_actor_ref(c->nl->srv->actors[c->home]);
+    c->home_n = 0;
+    c->reading = false;
+    conn_detach(c);
+    net_metrics_conn_moved();
+    c->refs++; /* the move's, until taken in or dropped */
+    c->moving = 2;
+    uv_close((uv_handle_t *)&c->timer, on_moved_out);
+    uv_close((uv_handle_t *)&c->tcp, on_moved_out);
+}
+
+void net_conn_adopt(net_loop *nl, rt_buf *b)
+{
+    conn_moving *m = (conn_moving *)(void *)rt_buf_wdata(b);
+    if (nl->draining || m->c == NULL)
+        return; /* it ends when the message goes */
+    net_conn *c = m->c;
+    m->c = NULL;
+    uv_tcp_init(nl->uv, &c->tcp);
+    uv_timer_init(nl->uv, &c->timer);
+    c->tcp.data = c->timer.data = c;
+    c->refs += 2; /* the handles' */
+    conn_attach(c, nl);
+    if (uv_tcp_open(&c->tcp, c->moved_fd) != 0) {
+        close(c->moved_fd);
+        conn_close(c);
+    } else {
+        c->reading = uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) == 0;
+        arm_timer(c);
+    }
+    conn_unref(c); /* the move's */
+}
+
 /* ---- answering the API's requests ------------------------------------------ */
 
 void net_reply(net_req *r, int status, rt_buf *body, const char *ctype, const char *extra)
@@ -401,8 +546,11 @@ void net_reply(net_req *r, int status, rt_buf *body, const char *ctype, const ch
     else
         rt_buf_unref(body);
     c->busy = false;
+    note_home(c, r);
     if (!c->in_process && !c->closed)
         conn_process(c);
+    if (may_move(c))
+        conn_move(c);
     conn_unref(c);
 }
 
@@ -428,10 +576,6 @@ void net_reply_error(net_req *r, int status, const char *fmt, ...)
 }
 
 /* ---- reading ---------------------------------------------------------------- */
-
-static void arm_timer(net_conn *c);
-static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *b);
-static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b);
 
 static void dispatch(net_conn *c)
 {
@@ -733,14 +877,8 @@ void net_conn_accept(net_loop *nl)
     uv_timer_init(nl->uv, &c->timer);
     c->tcp.data = c->timer.data = c;
     c->refs = 2;
-    c->nl = nl;
-    c->next = nl->conns;
-    if (nl->conns != NULL)
-        nl->conns->prev = c;
-    nl->conns = c;
-    nl->nconns++;
+    unsigned n = conn_attach(c, nl);
     net_metrics_conn(1);
-    unsigned n = atomic_fetch_add(&s->conns, 1) + 1;
     if (uv_accept((uv_stream_t *)nl->listener, (uv_stream_t *)&c->tcp) < 0) {
         conn_close(c);
         return;

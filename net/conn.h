@@ -43,6 +43,14 @@ struct net_conn {
     bool abandoned; /* answered 503 at a forced stop: the API's answer is dropped */
     uint64_t t0;    /* when the current request's first byte came (ms) */
     uint64_t quiet_since; /* when it was last armed not busy (ms): idleness, a body's silence */
+    /* the loop of the conversations its last requests asked, when another
+     * (home_n requests in a row): it moves there (conn.c) */
+    int home;
+    unsigned home_n;
+    int moving;       /* handles still closing before it moves */
+    int moved_fd;     /* the socket, while it moves */
+    rt_buf *move_buf; /* NET_CONN_MOVE's, and its destination */
+    rt_actor *move_to;
 };
 
 /* conn.c */

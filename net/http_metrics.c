@@ -14,6 +14,7 @@ enum { NCODES = sizeof(codes) / sizeof(codes[0]) };
 static _Atomic uint64_t requests[NET_R_COUNT][NCODES];
 static _Atomic uint64_t accepted;
 static _Atomic int64_t open_conns;
+static _Atomic uint64_t moved;
 
 void net_metrics_request(net_route_id route, int status)
 {
@@ -29,6 +30,11 @@ void net_metrics_conn(int delta)
     if (delta > 0)
         atomic_fetch_add_explicit(&accepted, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&open_conns, delta, memory_order_relaxed);
+}
+
+void net_metrics_conn_moved(void)
+{
+    atomic_fetch_add_explicit(&moved, 1, memory_order_relaxed);
 }
 
 void net_metrics_render(rt_text *t)
@@ -57,7 +63,12 @@ void net_metrics_render(rt_text *t)
                    "# TYPE parley_http_connections_total counter\n"
                    "parley_http_connections_total %" PRIu64 "\n"
                    "# HELP parley_http_connections Connections open.\n"
-                   "# TYPE parley_http_connections gauge\nparley_http_connections %" PRId64 "\n",
+                   "# TYPE parley_http_connections gauge\nparley_http_connections %" PRId64 "\n"
+                   "# HELP parley_http_connections_moved_total Connections moved to the loop of "
+                   "the conversations they ask.\n"
+                   "# TYPE parley_http_connections_moved_total counter\n"
+                   "parley_http_connections_moved_total %" PRIu64 "\n",
                    atomic_load_explicit(&accepted, memory_order_relaxed),
-                   atomic_load_explicit(&open_conns, memory_order_relaxed));
+                   atomic_load_explicit(&open_conns, memory_order_relaxed),
+                   atomic_load_explicit(&moved, memory_order_relaxed));
 }

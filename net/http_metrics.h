@@ -11,6 +11,7 @@
 
 void net_metrics_request(net_route_id route, int status);
 void net_metrics_conn(int delta); /* +1 accepted, -1 closed */
+void net_metrics_conn_moved(void); /* moved to its conversations' loop (conn.c) */
 void net_metrics_render(rt_text *t);
 
 #endif

@@ -117,6 +117,8 @@ static int listener_handle(rt_actor *self, void *state, rt_msg *m)
     net_loop *nl = state;
     if (m->kind == NET_FWD_SERVE && m->buf != NULL)
         net_forward_start(nl, m->buf);
+    if (m->kind == NET_CONN_MOVE && m->buf != NULL)
+        net_conn_adopt(nl, m->buf);
     if (m->kind == NET_DRAIN || m->kind == NET_FORCE) {
         nl->draining = true;
         close_listener(nl, false);

@@ -20,6 +20,7 @@ enum {
     NET_DRAIN = RT_KIND_RANGE(5), /* stop taking connections; report when none is left */
     NET_FORCE,                    /* the same, closing every connection at once */
     NET_FWD_SERVE,                /* buf: a request another node forwarded (api_forward.c) */
+    NET_CONN_MOVE,                /* buf: a connection that moves to this loop (conn.c) */
 };
 
 struct net_server {
@@ -54,6 +55,9 @@ struct net_loop {
 
 /* conn.c */
 void net_conn_accept(net_loop *nl);
+/* Take in a connection that moved here (NET_CONN_MOVE's buf, borrowed):
+ * what the buf holds is closed when it goes if it is not taken. */
+void net_conn_adopt(net_loop *nl, rt_buf *b);
 /* Close connections that are between requests now, the others once
  * answered (draining); or every one at once (force). */
 void net_conns_close(net_loop *nl, bool force);

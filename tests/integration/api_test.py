@@ -15,12 +15,14 @@ Timestamps: the servers and this script run with TZ at UTC+05:30, so that
 the tz-aware timestamp filters are really converted to server-local time.
 """
 
+import http.client
 import json
 import os
 import re
 import select
 import sys
 import time
+import uuid
 from datetime import datetime, timezone
 from urllib.parse import urlencode
 
@@ -1600,6 +1602,71 @@ def restart_keeps_everything(srv):
           [e["id"] for e in evs])
 
 
+# ------------------------------------------------------------- connections ---
+
+def home_loop(cid, loops):
+    """The worker loop a conversation lives on, as actors/convs.c's loop_of
+    says: its id's first 8 bytes (little-endian), folded, modulo the loops."""
+    h = int.from_bytes(bytes.fromhex(cid.replace("-", ""))[:8], "little")
+    return (h ^ (h >> 31)) % loops
+
+
+def connection_moves_to_its_conversations(c, srv):
+    """A keep-alive connection whose requests ask conversations of another
+    loop moves there between two requests (net/conn.c), as often as they
+    change loop; none of its requests is lost, repeated or refused, and
+    the connection stays open throughout."""
+    loops = c.expect("GET", "/server_info", 200)["workers"]
+    check(loops >= 2, "the server runs several worker loops", loops)
+    by_loop = {}
+    for _ in range(1000):  # ids whose conversations live on loops 0 and 1
+        cid = str(uuid.uuid4())
+        by_loop.setdefault(home_loop(cid, loops), cid)
+        if 0 in by_loop and 1 in by_loop:
+            break
+    x, y = by_loop[0], by_loop[1]
+    for cid in (x, y):
+        c.expect("POST", "/api/conversations", 201, {"conversation_id": cid})
+    moved = metric(c.get("/metrics").raw.decode(), "parley_http_connections_moved_total")
+    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=30)
+    sent = {x: [], y: []}
+    try:
+        for rnd, cid in enumerate((x, y, x)):  # 5 in a row each: it moves after 4
+            for i in range(5):
+                eid = "mv-%d-%d" % (rnd, i)
+                conn.request("POST", conv_path(cid, "/events/append"),
+                             body=json.dumps(user_msg(eid)),
+                             headers={"Content-Type": "application/json"})
+                r = conn.getresponse()
+                body = r.read()
+                check(r.status == 201 and not r.will_close,
+                      "append %s on the moving connection: 201, kept open" % eid,
+                      (r.status, body[:200]))
+                sent[cid].append(eid)
+        # a pipelined pair on it, once it has moved
+        path = conv_path(x, "/events/count")
+        conn.sock.sendall(("GET %s HTTP/1.1\r\nHost: x\r\n\r\n" % path).encode() * 2)
+        f = conn.sock.makefile("rb")
+        for _ in range(2):
+            status = f.readline().split()[1]
+            length = 0
+            for line in iter(f.readline, b"\r\n"):
+                name, _, value = line.decode().partition(":")
+                if name.lower() == "content-length":
+                    length = int(value)
+            body = f.read(length)
+            check(status == b"200" and json.loads(body) == 10, "a pipelined count",
+                  (status, body))
+        f.close()
+    finally:
+        conn.close()
+    after = metric(c.get("/metrics").raw.decode(), "parley_http_connections_moved_total")
+    check(after >= moved + 2, "it moved to x's loop, y's, then x's again", (moved, after))
+    for cid, want in sent.items():
+        check(log_ids(c, cid) == want, "each conversation has its appends once, in order",
+              (log_ids(c, cid), want))
+
+
 # ------------------------------------------------------------------ runner ---
 
 def metric(text, name):
@@ -1676,6 +1743,8 @@ def main():
         run("retries_beyond_the_tail", retries_beyond_the_tail, c, srv)
         run("refused_never_seen", refused_never_seen, c)
         run("patch_concurrent", patch_concurrent, srv)
+        run("connection_moves_to_its_conversations", connection_moves_to_its_conversations, c,
+            srv)
 
     run("sigterm_answers_held_append", sigterm_answers_held_append)
 
