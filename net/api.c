@@ -252,6 +252,7 @@ void net_json_free(void *j)
 int net_conv_call(net_req *r, const rt_uuid *id, uint32_t kind, uint64_t arg, rt_buf *buf,
                   rt_reply_cb cb, void *ctx)
 {
+    r->asked = convs_home(r->api->convs, id);
     int e = convs_call(r->api->convs, id, RT_LOOP_ANY, kind, arg, buf, net_call_ms(r), cb, ctx);
     if (e == 0)
         return 0;

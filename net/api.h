@@ -49,6 +49,7 @@ typedef struct net_req {
     net_query query;
     uint64_t t0_ns;
     void *data;      /* the handler's own state while it waits */
+    int asked;       /* the loop of the conversation it asked (net_conv_call), or -1 */
     net_fwd_in *fwd; /* another node forwarded it (api_forward.c): no connection; the
                         answer goes back to that node, and it is never forwarded again */
 } net_req;

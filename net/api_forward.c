@@ -240,8 +240,12 @@ void net_forward_start(net_loop *nl, rt_buf *b)
                         .keep_alive = true,
                         .minor = 1};
     net_req *r = &fi->req;
-    *r = (net_req){
-        .api = &nl->srv->api, .loop = nl->uv, .http = &fi->http, .t0_ns = uv_hrtime(), .fwd = fi};
+    *r = (net_req){.api = &nl->srv->api,
+                   .loop = nl->uv,
+                   .http = &fi->http,
+                   .t0_ns = uv_hrtime(),
+                   .fwd = fi,
+                   .asked = -1};
     net_api_handle(r);
 }
 

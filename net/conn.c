@@ -404,9 +404,12 @@ static void conn_fail(net_conn *c, int status, const char *fmt, ...)
 
 /* ---- moving to the conversations' loop -------------------------------------- */
 
-/* A request to a conversation that lives on another loop than its
- * connection's is a message there and its answer one back: a wake-up of
- * each loop, and a share of the answer's wait. A plain keep-alive
+/* A request that asks a conversation (net_conv_call: appends, posts,
+ * changes) that lives on another loop than its connection's is a message
+ * there and its answer one back: a wake-up of each loop, and a share of the
+ * answer's wait. Reads of its log are served where the connection is
+ * (conv_read.h), with no message: they do not count, so that the readers
+ * of one conversation stay spread over the loops. A plain keep-alive
  * connection whose last MOVE_AFTER requests all asked conversations of the
  * same other loop moves there, between two requests (nothing read and not
  * answered, nothing to write): its socket is handed over (a dup, as the
@@ -423,9 +426,7 @@ typedef struct conn_moving {
 static void note_home(net_conn *c, const net_req *r)
 {
     net_loop *nl = c->nl;
-    int home = r->route.has_conv && nl != NULL && r->api->convs != NULL
-                   ? convs_home(r->api->convs, &r->route.conv)
-                   : -1;
+    int home = nl != NULL ? r->asked : -1;
     if (home < 0 || home == nl->index || home >= nl->srv->nloops || nl->srv->actors[home] == NULL) {
         c->home_n = 0;
         return;
@@ -585,6 +586,7 @@ static void dispatch(net_conn *c)
     }
     net_req *r = c->req;
     memset(r, 0, sizeof(*r));
+    r->asked = -1;
     r->api = &c->nl->srv->api;
     r->conn = c;
     r->loop = c->tcp.loop;

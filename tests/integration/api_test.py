@@ -1613,9 +1613,9 @@ def home_loop(cid, loops):
 
 def connection_moves_to_its_conversations(c, srv):
     """A keep-alive connection whose requests ask conversations of another
-    loop moves there between two requests (net/conn.c), as often as they
-    change loop; none of its requests is lost, repeated or refused, and
-    the connection stays open throughout."""
+    loop (appends, not reads) moves there between two requests
+    (net/conn.c), as often as they change loop; none of its requests is
+    lost, repeated or refused, and the connection stays open throughout."""
     loops = c.expect("GET", "/server_info", 200)["workers"]
     check(loops >= 2, "the server runs several worker loops", loops)
     by_loop = {}
@@ -1629,6 +1629,14 @@ def connection_moves_to_its_conversations(c, srv):
         c.expect("POST", "/api/conversations", 201, {"conversation_id": cid})
     moved = metric(c.get("/metrics").raw.decode(), "parley_http_connections_moved_total")
     conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=30)
+    for cid in (x, y):  # reads are served where the connection is: they never move it
+        for _ in range(6):
+            conn.request("GET", conv_path(cid, "/events/search?limit=5"))
+            r = conn.getresponse()
+            check(r.status == 200, "a read on the connection", (r.status, r.read()[:200]))
+            r.read()
+    after = metric(c.get("/metrics").raw.decode(), "parley_http_connections_moved_total")
+    check(after == moved, "reads did not move it", (moved, after))
     sent = {x: [], y: []}
     try:
         for rnd, cid in enumerate((x, y, x)):  # 5 in a row each: it moves after 4
