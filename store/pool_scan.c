@@ -613,26 +613,31 @@ int stp_recover(stp_store *s, char *err, size_t errlen)
     uint32_t next = n > 0 ? (uint32_t)seqs[n - 1] + 1 : 1;
     free(seqs);
     tags_free(&t);
+    /* the next segment's file is made by the first group: an open (and a
+     * store opened only to read) waits for no fsync; set before the
+     * sealing thread is given work below (a checkpoint it writes may start
+     * a carry, which reads it) */
+    pthread_mutex_lock(&s->seg_mu);
+    s->act = (stp_segidx){.seq = next};
+    s->act_size = s->act_synced = s->act_alloc = ST_FILE_HDR; /* nothing to sync */
+    /* and it says where the last one scanned ends, as after a lazy roll */
+    const stp_segidx *last = r == 0 && nscanned > 0 ? stp_sealed_of(s, scanned) : NULL;
+    s->open_prev_end = last != NULL && scanned + 1 == next ? (uint32_t)last->end : 0;
+    pthread_mutex_unlock(&s->seg_mu);
     /* their index files, anew (this scan is the truth): queued once the
-     * scan is over, as it grows the array of sealed indexes unlocked */
+     * scan is over, as it grows the array of sealed indexes unlocked; the
+     * first may be written (its entry swapped) while the next are queued */
+    pthread_mutex_lock(&s->seg_mu);
     for (size_t k = 0; r == 0 && k < s->nsealed; k++)
         if (s->sealed[k].seq > covered && s->sealed[k].n > 0)
             stp_seal_idx(s, s->sealed[k].seq);
+    pthread_mutex_unlock(&s->seg_mu);
     if (r == 0 && records && !s->no_ckpt) { /* so that the next open scans none of it */
         uint8_t *b;
         size_t len;
         if (stp_ckpt_snapshot(s, scanned, &b, &len) == 0)
             stp_seal_ckpt(s, scanned, b, len);
     }
-    /* the next segment's file is made by the first group: an open (and a
-     * store opened only to read) waits for no fsync */
-    s->act = (stp_segidx){.seq = next};
-    s->act_size = s->act_synced = s->act_alloc = ST_FILE_HDR; /* nothing to sync */
-    /* and it says where the last one scanned ends, as after a lazy roll */
-    pthread_mutex_lock(&s->seg_mu); /* the sealing thread may be mapping its index */
-    const stp_segidx *last = r == 0 && nscanned > 0 ? stp_sealed_of(s, scanned) : NULL;
-    s->open_prev_end = last != NULL && scanned + 1 == next ? (uint32_t)last->end : 0;
-    pthread_mutex_unlock(&s->seg_mu);
     if (r == 0 && covered > 0)
         rt_log(RT_LOG_INFO, "store",
                "pool: opened from the checkpoint of segment %" PRIu32 ", %" PRIu32
