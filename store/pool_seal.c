@@ -111,24 +111,26 @@ static void write_ckpt(stp_store *s, uint32_t seq, uint8_t *b, size_t len)
         stp_carry(s);                   /* for the next checkpoint to drop */
 }
 
+enum { SEAL_BACKLOG = 8 };
+
 static void *seal_main(void *arg)
 {
     stp_store *s = arg;
     pthread_setname_np(pthread_self(), "parley-seal");
-    bool last_idx = false;
     pthread_mutex_lock(&s->sl_mu);
     for (;;) {
         while (!s->sl_stop && s->sl_n == 0 && s->sl_ckpt == NULL)
             pthread_cond_wait(&s->sl_cv, &s->sl_mu);
         if (s->sl_n == 0 && s->sl_ckpt == NULL)
             break; /* stopped, and nothing is left */
-        /* indexes first (they are what the memory waits for), but a waiting
-         * checkpoint goes after one of them: when segments roll faster
-         * than their indexes are written, the queue never empties, and a
-         * checkpoint behind it would wait for the load to ease, with every
-         * removal and carry (a missing index is rebuilt at open) */
-        bool idx = s->sl_n > 0 && (s->sl_ckpt == NULL || !last_idx);
-        last_idx = idx;
+        /* indexes first: they are what the memory waits for, and a
+         * checkpoint written before the index of a segment it covers
+         * makes an open after a crash scan that segment again. But when
+         * segments roll faster than their indexes are written the queue
+         * never empties, and a checkpoint behind it would wait for the
+         * load to ease, with every removal and carry: past SEAL_BACKLOG
+         * indexes waiting, a waiting checkpoint goes next. */
+        bool idx = s->sl_n > 0 && (s->sl_ckpt == NULL || s->sl_n <= SEAL_BACKLOG);
         uint32_t seq = idx ? s->sl_seqs[0] : s->sl_ckpt_seq;
         uint8_t *b = idx ? NULL : s->sl_ckpt;
         size_t len = s->sl_ckpt_len;
