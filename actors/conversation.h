@@ -153,6 +153,7 @@ const struct acp_registry *convs_agents(const convs *c);
 
 /* The loop a conversation's actors live on, open or not (its id decides). */
 int convs_home(const convs *c, const rt_uuid *id);
+
 /* The conversation actor of an existing conversation, started on first use
  * (a held reference: rt_actor_unref it). -ENOENT if the store has no such
  * conversation. Any thread. */
