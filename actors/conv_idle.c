@@ -102,9 +102,7 @@ void conv_pass_on(conv *c, rt_msg *m)
         return;
     }
     rt_buf *b = m->buf != NULL ? rt_buf_ref(m->buf) : NULL;
-    if (rt_ask(a, m->kind, m->arg, b, p.to) == 0) {
-        rt_actor_unref(p.to); /* the new tree answers it */
-    } else {
+    if (rt_promise_forward(&p, a, m->kind, m->arg, b) != 0) { /* else the new tree answers */
         rt_buf_unref(b);
         rt_promise_fail(&p, RT_ECLOSED);
     }

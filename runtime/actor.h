@@ -125,11 +125,18 @@ int rt_reply(rt_msg *req, uint32_t kind, int32_t status, uint64_t arg, rt_buf *b
 typedef struct rt_promise {
     rt_actor *to;
     uint32_t req_kind;
+    uint64_t tag; /* the request's, for its reply (call.c) */
 } rt_promise;
 
 rt_promise rt_msg_promise(rt_msg *req);
 int rt_promise_reply(rt_promise *p, uint32_t kind, int32_t status, uint64_t arg, rt_buf *buf);
 void rt_promise_fail(rt_promise *p, int32_t status);
+
+/* Pass a request on: `to` gets it as a request of p's asker, and its answer
+ * reaches that asker as an answer to the first request would (an rt_call's
+ * callback included). Completes p on success; on failure (as rt_ask) p and
+ * buf stay the caller's. */
+int rt_promise_forward(rt_promise *p, rt_actor *to, uint32_t kind, uint64_t arg, rt_buf *buf);
 
 /* Fail the running handler if cond is false: the actor exits with
  * RT_EASSERT and its supervisor decides as for any failure. Only inside a

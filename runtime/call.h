@@ -3,10 +3,12 @@
  *
  * An HTTP handler runs in a libuv callback on some loop, not inside an actor.
  * rt_call lets it ask an actor on any loop and get the answer back on its own
- * loop: it spawns a one-shot reply actor there, sends the request with that
- * actor as reply address, and runs `cb` on that loop with whatever comes
+ * loop: the request goes with that loop's calls actor as reply address and
+ * a tag of its own, and `cb` runs in that actor's turn with whatever comes
  * back: the reply, or an RT_KIND_ERROR message whose status says why not
- * (RT_ECLOSED, RT_ENOREPLY, RT_ETIMEDOUT, ...).
+ * (RT_ECLOSED, RT_ENOREPLY, RT_ETIMEDOUT, ...). One caller's requests reach
+ * their actors in the order they were made. An actor that passes such a
+ * request on uses rt_promise_forward, so that the tag goes with it.
  *
  * If rt_call returns 0, cb runs exactly once, even when the request could not
  * be delivered (closed target, full mailbox: an RT_KIND_ERROR with that

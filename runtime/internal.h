@@ -27,6 +27,14 @@ enum rt_status {
     RT_A_CLOSED,  /* for good: sends refused, mailbox drained */
 };
 
+/* Kinds of the runtime's own messages to a loop's calls actor (call.c):
+ * above RT_KIND_ERROR, so that its handler gets them, and below any kind a
+ * reply can have. */
+enum {
+    RT__CALL_BEGIN = RT_KIND_ERROR + 1, /* a call made on another thread: its record */
+    RT__CALL_DUE = RT_KIND_ERROR + 2,   /* the loop's call timer fired */
+};
+
 /* rt_msg.flags */
 enum {
     RT_MSGF_COUNTED = 1, /* counted against a bounded mailbox */
@@ -63,6 +71,21 @@ struct rt_actor {
     rt_timer_rec *timers;     /* (home) */
 };
 
+/* A loop's calls in flight (call.c), all (home) but the actor pointer,
+ * fixed at start, and the tag counter. */
+typedef struct rt_call_rec rt_call_rec;
+typedef struct rt_calls {
+    rt_actor *actor;           /* their reply address; the loop holds a reference */
+    _Atomic uint64_t last_tag; /* (any) tags are handed out once each, from 1 */
+    rt_call_rec **tab;         /* by tag: open addressing, linear probing */
+    uint32_t cap, n;           /* slots (a power of two, or 0), calls in them */
+    bool stopping;             /* the actor's stop has begun: no new calls */
+    rt_call_rec *first;        /* calls with a deadline, earliest first */
+    rt_call_rec *last;
+    uv_timer_t timer; /* set for `armed` */
+    uint64_t armed;   /* a deadline (uv_now ms), 0: the timer is not set */
+} rt_calls;
+
 struct rt_loop {
     uv_loop_t uv;
     uv_async_t wake;
@@ -79,6 +102,7 @@ struct rt_loop {
     size_t run_len;
     rt_actor *root;   /* root supervisor */
     rt_msg *stop_msg; /* the root's STOP, ready before it is needed */
+    rt_calls calls;
 };
 
 struct rt_runtime {
@@ -108,7 +132,9 @@ void rt__loop_close_all(rt_runtime *rt);
 rt_msg *rt__msg_new(uint32_t kind, uint64_t arg, rt_buf *buf);
 int rt__deliver(rt_actor *to, rt_msg *m);
 void rt__msg_finish(rt_msg *m, int32_t status);
-void rt__error_reply(rt_actor *to, uint32_t req_kind, int32_t status);
+void rt__error_reply(rt_actor *to, uint32_t req_kind, int32_t status, uint64_t tag);
+int rt__ask_tagged(rt_actor *to, uint32_t kind, uint64_t arg, rt_buf *buf, rt_actor *reply_to,
+                   uint64_t tag);
 bool rt__outside(const rt_runtime *rt);
 
 /* actor.c */
@@ -125,6 +151,11 @@ extern const rt_behaviour rt__sup_behaviour;
 bool rt__sup_adopt(rt_actor *sup, rt_actor *child);
 void rt__sup_unlink(rt_actor *sup, rt_actor *child);
 int rt__sup_new_root(rt_loop *l);
+
+/* call.c */
+int rt__calls_start(rt_loop *l);
+void rt__calls_close(rt_loop *l);
+void rt__calls_free(rt_loop *l);
 
 /* timer.c */
 void rt__timers_cancel(rt_actor *a);

@@ -111,6 +111,7 @@ static void loop_close(rt_loop *l)
     uv_close((uv_handle_t *)&l->wake, on_closed);
     uv_close((uv_handle_t *)&l->prepare, on_closed);
     uv_close((uv_handle_t *)&l->idle, on_closed);
+    rt__calls_close(l);
 }
 
 static void on_wake(uv_async_t *h)

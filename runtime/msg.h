@@ -57,6 +57,7 @@ typedef struct rt_msg {
     rt_buf *buf;               /* payload or NULL; the message holds one reference */
     uint32_t epoch;            /* runtime use: the incarnation a timer message belongs to */
     uint32_t flags;            /* runtime use */
+    uint64_t tag;              /* runtime use: which rt_call a request is, copied into its reply */
 } rt_msg;
 
 #endif

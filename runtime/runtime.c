@@ -58,6 +58,8 @@ int rt_runtime_new(const rt_opts *o, rt_runtime **out)
             r = rt__sup_new_root(l);
         if (r == 0 && (l->stop_msg = rt__msg_new(RT_SYS_STOP, 0, NULL)) == NULL)
             r = RT_ENOMEM;
+        if (r == 0)
+            r = rt__calls_start(l); /* the root's first child: stopped last */
         if (r < 0) {
             /* nothing runs yet: at this size a failure is fatal */
             rt_log(RT_LOG_ERROR, "runtime", "cannot create loop %d: %s", i, rt_strerror(r));
@@ -110,6 +112,7 @@ void rt_runtime_free(rt_runtime *rt)
         rt_loop *l = &rt->loops[i];
         if (uv_loop_close(&l->uv) != 0)
             rt_log(RT_LOG_WARN, "runtime", "loop %d closed with handles still open", i);
+        rt__calls_free(l);
         rt_actor_unref(l->root);
     }
     free(rt->loops);

@@ -32,6 +32,7 @@ rt_msg *rt__msg_new(uint32_t kind, uint64_t arg, rt_buf *buf)
     m->buf = buf;
     m->epoch = 0;
     m->flags = 0;
+    m->tag = 0;
     return m;
 }
 
@@ -79,25 +80,26 @@ int rt__deliver(rt_actor *to, rt_msg *m)
 void rt__msg_finish(rt_msg *m, int32_t status)
 {
     if (m->reply_to != NULL) {
-        rt__error_reply(m->reply_to, m->kind, status);
+        rt__error_reply(m->reply_to, m->kind, status, m->tag);
         rt_actor_unref(m->reply_to);
     }
     rt_buf_unref(m->buf);
     free(m);
 }
 
-void rt__error_reply(rt_actor *to, uint32_t req_kind, int32_t status)
+void rt__error_reply(rt_actor *to, uint32_t req_kind, int32_t status, uint64_t tag)
 {
     rt_msg *m = rt__msg_new(RT_KIND_ERROR, req_kind, NULL);
     if (m == NULL)
         return;
     m->status = status;
+    m->tag = tag;
     if (deliver(to, m, false) < 0)
         free(m);
 }
 
 static int post(rt_actor *to, uint32_t kind, uint64_t arg, rt_buf *buf, rt_actor *reply_to,
-                bool bounded, int32_t status)
+                bool bounded, int32_t status, uint64_t tag)
 {
     if (to == NULL)
         return RT_EINVAL;
@@ -105,6 +107,7 @@ static int post(rt_actor *to, uint32_t kind, uint64_t arg, rt_buf *buf, rt_actor
     if (m == NULL)
         return RT_ENOMEM;
     m->status = status;
+    m->tag = tag;
     m->reply_to = reply_to != NULL ? rt_actor_ref(reply_to) : NULL;
     int r = deliver(to, m, bounded);
     if (r < 0) {
@@ -119,31 +122,37 @@ int rt_send(rt_actor *to, uint32_t kind, uint64_t arg, rt_buf *buf)
 {
     if (kind < RT_KIND_USER)
         return RT_EINVAL;
-    return post(to, kind, arg, buf, NULL, true, 0);
+    return post(to, kind, arg, buf, NULL, true, 0, 0);
 }
 
 int rt_notify(rt_actor *to, uint32_t kind, uint64_t arg, rt_buf *buf)
 {
     if (kind < RT_KIND_USER)
         return RT_EINVAL;
-    return post(to, kind, arg, buf, NULL, false, 0);
+    return post(to, kind, arg, buf, NULL, false, 0, 0);
 }
 
 int rt_ask(rt_actor *to, uint32_t kind, uint64_t arg, rt_buf *buf, rt_actor *reply_to)
 {
     if (kind < RT_KIND_USER || reply_to == NULL)
         return RT_EINVAL;
-    return post(to, kind, arg, buf, reply_to, true, 0);
+    return post(to, kind, arg, buf, reply_to, true, 0, 0);
+}
+
+int rt__ask_tagged(rt_actor *to, uint32_t kind, uint64_t arg, rt_buf *buf, rt_actor *reply_to,
+                   uint64_t tag)
+{
+    return post(to, kind, arg, buf, reply_to, true, 0, tag);
 }
 
 int rt_actor_stop(rt_actor *a)
 {
-    return post(a, RT_SYS_STOP, 0, NULL, NULL, false, 0);
+    return post(a, RT_SYS_STOP, 0, NULL, NULL, false, 0, 0);
 }
 
 rt_promise rt_msg_promise(rt_msg *req)
 {
-    rt_promise p = {req->reply_to, req->kind};
+    rt_promise p = {req->reply_to, req->kind, req->tag};
     req->reply_to = NULL;
     return p;
 }
@@ -152,9 +161,21 @@ int rt_promise_reply(rt_promise *p, uint32_t kind, int32_t status, uint64_t arg,
 {
     if (p->to == NULL)
         return RT_EINVAL;
-    int r = post(p->to, kind, arg, buf, NULL, false, status);
+    int r = post(p->to, kind, arg, buf, NULL, false, status, p->tag);
     rt_actor_unref(p->to);
     p->to = NULL;
+    return r;
+}
+
+int rt_promise_forward(rt_promise *p, rt_actor *to, uint32_t kind, uint64_t arg, rt_buf *buf)
+{
+    if (p->to == NULL || kind < RT_KIND_USER)
+        return RT_EINVAL;
+    int r = post(to, kind, arg, buf, p->to, true, 0, p->tag);
+    if (r == 0) {
+        rt_actor_unref(p->to); /* the new request holds its own */
+        *p = (rt_promise){0};
+    }
     return r;
 }
 
@@ -162,7 +183,7 @@ void rt_promise_fail(rt_promise *p, int32_t status)
 {
     if (p->to == NULL)
         return;
-    rt__error_reply(p->to, p->req_kind, status < 0 ? status : RT_EFAIL);
+    rt__error_reply(p->to, p->req_kind, status < 0 ? status : RT_EFAIL, p->tag);
     rt_actor_unref(p->to);
     p->to = NULL;
 }

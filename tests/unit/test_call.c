@@ -813,6 +813,193 @@ START_TEST(test_call_timeout_then_late_reply_dropped)
 }
 END_TEST
 
+/* Deadlines in any order: the loop's one timer is set again for a call
+ * made later with a shorter timeout, which then times out first while
+ * the other still waits (and is answered later, once). */
+START_TEST(test_call_shorter_timeout_made_later_fires_first)
+{
+    rt_runtime *rt = rtt_start(2, NULL);
+    server s[2] = {{0}, {0}};
+    rt_actor *srv[2];
+    call_rec r[2];
+    for (int i = 0; i < 2; i++) {
+        srv[i] = rtt_spawn(rt, &server_beh, &s[i], 0, RT_TEMPORARY, 0);
+        call_rec_init(&r[i]);
+    }
+    ck_assert_int_eq(rt_call(rt, 1, srv[0], K_REQ, M_PROMISE, NULL, 600000, record_cb, &r[0]), 0);
+    ck_assert(ts_log_wait("s:promise kept", 1));
+    ck_assert_int_eq(rt_call(rt, 1, srv[1], K_REQ, M_PROMISE, NULL, 20, record_cb, &r[1]), 0);
+    ck_assert(ts_counter_wait(&r[1].done, 1));
+    ck_assert_int_eq(atomic_load(&r[1].kind), RT_KIND_ERROR);
+    ck_assert_int_eq(atomic_load(&r[1].status), RT_ETIMEDOUT);
+    ck_assert_int_eq(atomic_load(&r[0].calls), 0);
+    ck_assert_int_eq(rt_send(srv[0], K_COMPLETE, 0, NULL), 0);
+    ck_assert(ts_counter_wait(&r[0].done, 1));
+    ck_assert_int_eq(atomic_load(&r[0].kind), K_REP);
+    ck_assert_uint_eq(atomic_load(&r[0].arg), 77);
+    ck_assert_int_eq(atomic_load(&r[0].loop), 1);
+    for (int i = 0; i < 2; i++)
+        rt_actor_unref(srv[i]);
+    rtt_free(rt);
+    ck_assert_int_eq(atomic_load(&r[0].calls), 1);
+    ck_assert_int_eq(atomic_load(&r[1].calls), 1);
+}
+END_TEST
+
+/* A callback that calls again (as convs_call's retry does): the new call
+ * is made inside the turn that answers the first, on the same loop, and
+ * gets its own answer. */
+typedef struct chain {
+    rt_runtime *rt;
+    rt_actor *server;
+    int left;
+    call_rec rec;
+} chain;
+
+static void chain_cb(void *ctx, rt_msg *reply)
+{
+    chain *c = ctx;
+    TS_CHECK(reply->kind == K_REP);
+    if (--c->left > 0) {
+        int rc = rt_call(c->rt, RT_LOOP_ANY, c->server, K_REQ, M_REPLY, NULL, 1000, chain_cb, c);
+        TS_CHECK_MSG(rc == 0, "rt_call: %s", rt_strerror(rc));
+        return;
+    }
+    record_cb(&c->rec, reply);
+}
+
+START_TEST(test_call_from_its_callback)
+{
+    rt_runtime *rt = rtt_start(2, NULL);
+    server s = {0};
+    static chain c;
+    c.rt = rt;
+    c.server = rtt_spawn(rt, &server_beh, &s, 0, RT_TEMPORARY, 0);
+    c.left = 5;
+    call_rec_init(&c.rec);
+    ck_assert_int_eq(rt_call(rt, 1, c.server, K_REQ, M_REPLY, NULL, 1000, chain_cb, &c), 0);
+    ck_assert(ts_counter_wait(&c.rec.done, 1));
+    ck_assert_int_eq(atomic_load(&c.rec.loop), 1);
+    ck_assert_int_eq(atomic_load(&c.rec.kind), K_REP);
+    rt_actor_unref(c.server);
+    rtt_free(rt);
+    ts_assert_clean();
+    ck_assert_int_eq(atomic_load(&c.rec.calls), 1);
+    ck_assert_int_eq(c.left, 0);
+}
+END_TEST
+
+/* A request passed on (rt_promise_forward, as a retiring conversation
+ * does): the second actor's answer reaches the call's callback. */
+static int forward_handle(rt_actor *self, void *state, rt_msg *m)
+{
+    (void)self;
+    rt_promise p = rt_msg_promise(m);
+    int rc = rt_promise_forward(&p, state, K_REQ, M_REPLY, NULL);
+    TS_CHECK_MSG(rc == 0, "rt_promise_forward: %s", rt_strerror(rc));
+    TS_CHECK(p.to == NULL); /* completed */
+    return 0;
+}
+
+START_TEST(test_call_answered_by_the_actor_it_was_passed_to)
+{
+    static const rt_behaviour fwd_beh = {.name = "forwarder", .handle = forward_handle};
+    rt_runtime *rt = rtt_start(2, NULL);
+    server s = {0};
+    rt_actor *srv = rtt_spawn(rt, &server_beh, &s, 1, RT_TEMPORARY, 0);
+    rt_actor *fwd = rtt_spawn(rt, &fwd_beh, srv, 0, RT_TEMPORARY, 0);
+    call_rec r;
+    call_rec_init(&r);
+    ck_assert_int_eq(rt_call(rt, 1, fwd, K_REQ, 0, NULL, 60000, record_cb, &r), 0);
+    ck_assert(ts_counter_wait(&r.done, 1));
+    ck_assert_int_eq(atomic_load(&r.kind), K_REP);
+    ck_assert_int_eq(atomic_load(&r.status), 3);
+    ck_assert(atomic_load(&r.buf_ok));
+    rt_actor_unref(fwd);
+    rt_actor_unref(srv);
+    rtt_free(rt);
+    ts_assert_clean();
+    ck_assert_int_eq(atomic_load(&r.calls), 1);
+}
+END_TEST
+
+/* Many calls waiting on one loop, answered in a scrambled order: each
+ * reply finds its own call in the loop's table, whatever left it before
+ * (the table's deletions move calls around). */
+enum { KEPT = 500 };
+
+typedef struct keeper {
+    rt_promise p[KEPT];
+    uint64_t arg[KEPT];
+    int n;
+} keeper;
+
+static int keeper_handle(rt_actor *self, void *state, rt_msg *m)
+{
+    (void)self;
+    keeper *k = state;
+    if (m->kind == K_REQ && k->n < KEPT) {
+        k->arg[k->n] = m->arg;
+        k->p[k->n++] = rt_msg_promise(m);
+        return 0;
+    }
+    if (m->kind == K_COMPLETE) {
+        uint32_t x = 12345;
+        for (int i = k->n - 1; i > 0; i--) { /* Fisher-Yates, a fixed LCG */
+            x = x * 1103515245u + 12345u;
+            int j = (int)((x >> 8) % (uint32_t)(i + 1));
+            rt_promise tp = k->p[i];
+            uint64_t ta = k->arg[i];
+            k->p[i] = k->p[j], k->arg[i] = k->arg[j];
+            k->p[j] = tp, k->arg[j] = ta;
+        }
+        for (int i = 0; i < k->n; i++)
+            TS_CHECK(rt_promise_reply(&k->p[i], K_REP, 0, k->arg[i], NULL) == 0);
+        k->n = 0;
+    }
+    return 0;
+}
+
+typedef struct kept_call {
+    uint64_t arg;
+    call_rec *rec;
+    atomic_int *wrong;
+} kept_call;
+
+static void kept_cb(void *ctx, rt_msg *reply)
+{
+    kept_call *c = ctx;
+    if (reply->kind != K_REP || reply->arg != c->arg)
+        atomic_fetch_add(c->wrong, 1);
+    record_cb(c->rec, reply);
+}
+
+START_TEST(test_calls_answered_in_any_order)
+{
+    static const rt_behaviour keeper_beh = {.name = "keeper", .handle = keeper_handle};
+    rt_runtime *rt = rtt_start(2, NULL);
+    static keeper k;
+    static kept_call c[KEPT];
+    atomic_int wrong;
+    atomic_init(&wrong, 0);
+    call_rec r;
+    call_rec_init(&r);
+    rt_actor *srv = rtt_spawn(rt, &keeper_beh, &k, 0, RT_TEMPORARY, 0);
+    for (int i = 0; i < KEPT; i++) {
+        c[i] = (kept_call){M_ECHO + (uint64_t)i, &r, &wrong};
+        /* half with a deadline, half without: both kinds leave the table */
+        ck_assert_int_eq(
+            rt_call(rt, 1, srv, K_REQ, c[i].arg, NULL, i % 2 ? 600000 : 0, kept_cb, &c[i]), 0);
+    }
+    ck_assert_int_eq(rt_send(srv, K_COMPLETE, 0, NULL), 0);
+    ck_assert(ts_counter_wait(&r.done, KEPT));
+    rt_actor_unref(srv);
+    rtt_free(rt);
+    ck_assert_int_eq(atomic_load(&r.calls), KEPT);
+    ck_assert_int_eq(atomic_load(&wrong), 0);
+}
+END_TEST
+
 START_TEST(test_call_no_reply_is_enoreply)
 {
     rt_runtime *rt = rtt_start(2, NULL);
@@ -998,6 +1185,10 @@ int main(void)
     tcase_add_test(tc, test_call_loop_any_from_outside);
     tcase_add_test(tc, test_call_from_uv_callback_answers_on_its_loop);
     tcase_add_test(tc, test_call_timeout_then_late_reply_dropped);
+    tcase_add_test(tc, test_call_shorter_timeout_made_later_fires_first);
+    tcase_add_test(tc, test_call_from_its_callback);
+    tcase_add_test(tc, test_call_answered_by_the_actor_it_was_passed_to);
+    tcase_add_test(tc, test_calls_answered_in_any_order);
     tcase_add_test(tc, test_call_no_reply_is_enoreply);
     tcase_add_test(tc, test_call_to_closed_actor);
     tcase_add_test(tc, test_call_bad_arguments);

@@ -498,7 +498,7 @@ END_TEST
 /* A call still waiting for its answer when the runtime stops: the server's
  * stop fails the promise it holds (as the contract asks), and rt_call
  * having returned 0, the callback runs exactly once, with an error, even
- * if the reply actor is stopped before the server. */
+ * if the loop it answers on stops before the server's. */
 typedef struct holder {
     rt_promise p[2];
     int n;
