@@ -21,6 +21,7 @@
 #include "runtime/uuid.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -179,6 +180,42 @@ static char *put_digits(char *p, unsigned long v, int width)
     return p + width;
 }
 
+/* "YYYY-MM-DDTHH:MM:SS" of a second in local time into out (20 bytes);
+ * false for a year out of 0..9999, which no clock gives. Every event is
+ * stamped: the digits by hand (printf costs ten times more), and the last
+ * second's text kept per thread, since localtime_r (its time zone lock and
+ * conversion, ~470 instructions) was most of a stamp's cost. The zone's
+ * offset (`timezone`, which tzset sets) is part of what is kept. */
+static bool format_second(long long sec, char out[20])
+{
+    static _Thread_local long long last = LLONG_MIN;
+    static _Thread_local long last_zone;
+    static _Thread_local char text[20];
+    if (sec != last || timezone != last_zone) {
+        time_t t = (time_t)sec;
+        struct tm tm;
+        if (localtime_r(&t, &tm) == NULL || tm.tm_year + 1900 < 0 || tm.tm_year + 1900 > 9999)
+            return false;
+        char *p = text;
+        p = put_digits(p, (unsigned long)tm.tm_year + 1900, 4);
+        *p++ = '-';
+        p = put_digits(p, (unsigned long)tm.tm_mon + 1, 2);
+        *p++ = '-';
+        p = put_digits(p, (unsigned long)tm.tm_mday, 2);
+        *p++ = 'T';
+        p = put_digits(p, (unsigned long)tm.tm_hour, 2);
+        *p++ = ':';
+        p = put_digits(p, (unsigned long)tm.tm_min, 2);
+        *p++ = ':';
+        p = put_digits(p, (unsigned long)tm.tm_sec, 2);
+        *p = '\0';
+        last = sec;
+        last_zone = timezone;
+    }
+    memcpy(out, text, sizeof(text));
+    return true;
+}
+
 void ev_format_timestamp(long long sec, long usec, char out[32])
 {
     /* Callers hand over whatever their clock gave; carry so that the
@@ -189,38 +226,24 @@ void ev_format_timestamp(long long sec, long usec, char out[32])
         usec += 1000000;
         sec--;
     }
-    time_t t = (time_t)sec;
-    struct tm tm;
-    if (localtime_r(&t, &tm) == NULL) {
-        snprintf(out, 32, "1970-01-01T00:00:00");
-        return;
-    }
-    int year = tm.tm_year + 1900;
-    if (year < 0 || year > 9999) { /* not a time any clock gives; printf copes */
-        int n = snprintf(out, 32, "%04d-%02d-%02dT%02d:%02d:%02d", year, tm.tm_mon + 1, tm.tm_mday,
-                         tm.tm_hour, tm.tm_min, tm.tm_sec);
+    if (!format_second(sec, out)) { /* printf copes */
+        time_t t = (time_t)sec;
+        struct tm tm;
+        if (localtime_r(&t, &tm) == NULL) {
+            snprintf(out, 32, "1970-01-01T00:00:00");
+            return;
+        }
+        int n = snprintf(out, 32, "%04d-%02d-%02dT%02d:%02d:%02d", tm.tm_year + 1900, tm.tm_mon + 1,
+                         tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
         if (usec != 0 && n > 0 && n < 32)
             snprintf(out + n, 32 - (size_t)n, ".%06ld", usec);
         return;
     }
-    /* every event is stamped: digits by hand, printf costs ten times more */
-    char *p = out;
-    p = put_digits(p, (unsigned long)year, 4);
-    *p++ = '-';
-    p = put_digits(p, (unsigned long)tm.tm_mon + 1, 2);
-    *p++ = '-';
-    p = put_digits(p, (unsigned long)tm.tm_mday, 2);
-    *p++ = 'T';
-    p = put_digits(p, (unsigned long)tm.tm_hour, 2);
-    *p++ = ':';
-    p = put_digits(p, (unsigned long)tm.tm_min, 2);
-    *p++ = ':';
-    p = put_digits(p, (unsigned long)tm.tm_sec, 2);
     if (usec != 0) {
-        *p++ = '.';
-        p = put_digits(p, (unsigned long)usec, 6);
+        out[19] = '.';
+        put_digits(out + 20, (unsigned long)usec, 6);
+        out[26] = '\0';
     }
-    *p = '\0';
 }
 
 int ev_set_parent(ev *e, const char *parent_id)
