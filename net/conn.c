@@ -413,7 +413,8 @@ static void conn_fail(net_conn *c, int status, const char *fmt, ...)
  * connection whose last MOVE_AFTER requests all asked conversations of the
  * same other loop moves there, between two requests (nothing read and not
  * answered, nothing to write): its socket is handed over (a dup, as the
- * handles close here), and that loop's listener takes it in. With TLS or
+ * handles close here), and that loop's listener takes it in. A TLS session
+ * goes with it when it holds nothing between two records (net_tls_idle);
  * after an upgrade a connection stays where it is. A producer of one
  * conversation thus costs no hop after its first requests; a client of
  * many conversations on every loop seldom moves. */
@@ -439,8 +440,8 @@ static bool may_move(const net_conn *c)
 {
     return c->home_n >= MOVE_AFTER && c->nl != NULL && !c->nl->draining && !c->closed &&
            !c->closing && !c->busy && !c->started && !c->eof && !c->in_process && !c->in_borrowed &&
-           c->in_off == c->in_len && c->ws == NULL && c->tls == NULL && c->writes == 0 &&
-           c->tcp.write_queue_size == 0;
+           c->in_off == c->in_len && c->ws == NULL && (c->tls == NULL || net_tls_idle(c->tls)) &&
+           c->writes == 0 && c->tcp.write_queue_size == 0;
 }
 
 /* Dropped on the way (the loop stopped): the connection ends. */

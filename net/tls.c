@@ -642,6 +642,13 @@ bool net_tls_handshake_done(const net_tls *t)
     return t != NULL && t->done;
 }
 
+bool net_tls_idle(const net_tls *t)
+{
+    return t != NULL && t->done && t->err == 0 && !t->closing && !t->peer_closed &&
+           t->in_off == t->in_len && t->out.len == 0 && mbedtls_ssl_get_bytes_avail(&t->ssl) == 0 &&
+           mbedtls_ssl_check_pending(&t->ssl) == 0;
+}
+
 const char *net_tls_error(const net_tls *t)
 {
     return t != NULL ? t->msg : "";

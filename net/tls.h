@@ -84,6 +84,13 @@ int net_tls_take_output(net_tls *t, rt_buf **out);
 size_t net_tls_pending_output(const net_tls *t);
 
 bool net_tls_handshake_done(const net_tls *t);
+
+/* Between two records: the handshake over, no error, no close, and nothing
+ * held, in either direction (input not read, plaintext not taken, output
+ * not taken). Such a session may go on on another thread: the connection
+ * moves to its conversations' loop (net/conn.c). */
+bool net_tls_idle(const net_tls *t);
+
 /* The last error in one line ("" when none). */
 const char *net_tls_error(const net_tls *t);
 

@@ -71,7 +71,7 @@ stop() {
     fi
 }
 
-start main --tls-cert c.pem --tls-key k.pem
+start main --tls-cert c.pem --tls-key k.pem --workers 2
 MAIN_PID=$PID MAIN_PORT=$PORT
 URL=https://127.0.0.1:$MAIN_PORT
 

@@ -6,7 +6,8 @@
 PORT is `parley serve --tls-cert/--tls-key` with default limits, SLOW_PORT
 the same with --header-timeout 300ms --idle-timeout 500ms. Checks plain
 HTTP on the TLS port, close_notify before the server closes, keep-alive
-and pipelining over TLS, a request cut into one-byte records, a large
+and pipelining over TLS, a TLS connection moving to its conversations'
+loop (PORT runs 2 worker loops), a request cut into one-byte records, a large
 body, a forged record after the handshake, and a handshake trickled one
 byte at a time (it must not outlive the time limits). Every case runs;
 the failures are listed at the end (exit 1). Standard library only; every
@@ -19,6 +20,7 @@ import socket
 import ssl
 import sys
 import time
+import uuid
 
 PORT, SLOW_PORT, CAFILE = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 WAIT = 20.0
@@ -156,6 +158,72 @@ def keep_alive_and_pipelining():
     s.close()
 
 
+def ask(s, r, method, path, body=None):
+    """One request on a kept-alive TLS socket; (status, body)."""
+    data = json.dumps(body).encode() if body is not None else b""
+    s.sendall(f"{method} {path} HTTP/1.1\r\nHost: localhost\r\n"
+              f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n"
+              .encode() + data)
+    st, _, got = r.response()
+    return st, got
+
+
+def moved_so_far():
+    s = tls()
+    st, got = ask(s, Reader(s), "GET", "/metrics")
+    s.close()
+    check(st == 200, f"GET /metrics: {st}")
+    for line in got.decode().splitlines():
+        if line.startswith("parley_http_connections_moved_total "):
+            return float(line.split()[-1])
+    return 0.0
+
+
+def home_loop(cid, loops):
+    """The loop a conversation lives on (actors/convs.c's loop_of, as in
+    api_test.py): its id's first 8 bytes (little-endian), folded."""
+    h = int.from_bytes(bytes.fromhex(cid.replace("-", ""))[:8], "little")
+    return (h ^ (h >> 31)) % loops
+
+
+def connection_moves_over_tls():
+    """A TLS connection appending to conversations of another loop moves
+    there between two requests, its session with it (net/conn.c), as
+    often as they change loop: every append answered 201 on the one
+    connection, each log holding its appends once, in order."""
+    s = tls()
+    r = Reader(s)
+    st, got = ask(s, r, "GET", "/server_info")
+    check(st == 200 and json.loads(got)["workers"] >= 2, f"two loops or more: {st} {got!r}")
+    loops = json.loads(got)["workers"]
+    by_loop = {}
+    while len(by_loop) < 2:
+        cid = str(uuid.uuid4())
+        if home_loop(cid, loops) < 2:
+            by_loop.setdefault(home_loop(cid, loops), cid)
+    x, y = by_loop[0], by_loop[1]
+    for cid in (x, y):
+        st, got = ask(s, r, "POST", "/api/conversations", {"conversation_id": cid})
+        check(st == 201, f"create {cid}: {st} {got[:200]!r}")
+    before = moved_so_far()
+    sent = {x: [], y: []}
+    for rnd, cid in enumerate((x, y, x)):  # 5 in a row each: it moves after 4
+        for i in range(5):
+            eid = f"tls-mv-{rnd}-{i}"
+            msg = {"id": eid, "source": "user", "kind": "MessageEvent",
+                   "llm_message": {"role": "user", "content": [{"type": "text", "text": eid}]}}
+            st, got = ask(s, r, "POST", f"/api/conversations/{cid}/events/append", msg)
+            check(st == 201, f"append {eid} on the moving TLS connection: {st} {got[:200]!r}")
+            sent[cid].append(eid)
+    after = moved_so_far()
+    check(after >= before + 2, f"moved to x's loop, y's, then x's again: {before} -> {after}")
+    for cid, want in sent.items():
+        st, got = ask(s, r, "GET", f"/api/conversations/{cid}/events/search?limit=100")
+        ids = [e["id"] for e in json.loads(got)["items"]] if st == 200 else None
+        check(ids == want, f"{cid}'s log: {ids} (wanted {want})")
+    s.close()
+
+
 def one_byte_records():
     s = tls()
     for b in b"GET /alive HTTP/1.1\r\nHost: localhost\r\n\r\n":
@@ -233,8 +301,8 @@ def silent_tls_client():
 
 
 CASES = [plain_http_on_tls_port, close_notify_on_connection_close, close_notify_on_error,
-         keep_alive_and_pipelining, one_byte_records, large_body, forged_record,
-         slow_handshake, silent_tls_client]
+         keep_alive_and_pipelining, connection_moves_over_tls, one_byte_records, large_body,
+         forged_record, slow_handshake, silent_tls_client]
 
 
 def main():
