@@ -1000,6 +1000,44 @@ START_TEST(test_calls_answered_in_any_order)
 }
 END_TEST
 
+/* A callback that fails an RT_ASSERT ends alone: a call waiting on the
+ * same loop is still answered with its own reply (not RT_ECLOSED), and
+ * the loop takes new calls. */
+static void asserting_cb(void *ctx, rt_msg *reply)
+{
+    record_cb(ctx, reply);
+    RT_ASSERT(reply->kind == RT_KIND_ERROR); /* it is a K_REP */
+}
+
+START_TEST(test_call_failed_callback_ends_alone)
+{
+    rt_runtime *rt = rtt_start(2, NULL);
+    server s[2] = {{0}, {0}};
+    rt_actor *holder = rtt_spawn(rt, &server_beh, &s[0], 0, RT_TEMPORARY, 0);
+    rt_actor *srv = rtt_spawn(rt, &server_beh, &s[1], 0, RT_TEMPORARY, 0);
+    call_rec r[3];
+    for (int i = 0; i < 3; i++)
+        call_rec_init(&r[i]);
+    ck_assert_int_eq(rt_call(rt, 1, holder, K_REQ, M_PROMISE, NULL, 600000, record_cb, &r[0]), 0);
+    ck_assert(ts_log_wait("s:promise kept", 1));
+    ck_assert_int_eq(rt_call(rt, 1, srv, K_REQ, M_REPLY, NULL, 0, asserting_cb, &r[1]), 0);
+    ck_assert(ts_counter_wait(&r[1].done, 1));
+    ck_assert_int_eq(rt_call(rt, 1, srv, K_REQ, M_REPLY, NULL, 0, record_cb, &r[2]), 0);
+    ck_assert(ts_counter_wait(&r[2].done, 1));
+    ck_assert_int_eq(atomic_load(&r[2].kind), K_REP);
+    ck_assert_int_eq(atomic_load(&r[0].calls), 0); /* still waiting */
+    ck_assert_int_eq(rt_send(holder, K_COMPLETE, 0, NULL), 0);
+    ck_assert(ts_counter_wait(&r[0].done, 1));
+    ck_assert_int_eq(atomic_load(&r[0].kind), K_REP);
+    ck_assert_uint_eq(atomic_load(&r[0].arg), 77);
+    rt_actor_unref(holder);
+    rt_actor_unref(srv);
+    rtt_free(rt);
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(atomic_load(&r[i].calls), 1);
+}
+END_TEST
+
 START_TEST(test_call_no_reply_is_enoreply)
 {
     rt_runtime *rt = rtt_start(2, NULL);
@@ -1189,6 +1227,7 @@ int main(void)
     tcase_add_test(tc, test_call_from_its_callback);
     tcase_add_test(tc, test_call_answered_by_the_actor_it_was_passed_to);
     tcase_add_test(tc, test_calls_answered_in_any_order);
+    tcase_add_test(tc, test_call_failed_callback_ends_alone);
     tcase_add_test(tc, test_call_no_reply_is_enoreply);
     tcase_add_test(tc, test_call_to_closed_actor);
     tcase_add_test(tc, test_call_bad_arguments);
