@@ -171,17 +171,16 @@ static void finish(rt_loop *l, rt_call_rec *c, rt_msg *m)
     free(c);
 }
 
-static void answer_error(rt_call_rec *c, int32_t status)
+/* The answer a call gets when it gets none from its actor. */
+static rt_msg error_of(const rt_call_rec *c, int32_t status)
 {
-    rt_msg m = {.kind = RT_KIND_ERROR, .status = status, .arg = c->kind, .tag = c->tag};
-    run_cb(c, &m);
+    return (rt_msg){.kind = RT_KIND_ERROR, .status = status, .arg = c->kind, .tag = c->tag};
 }
 
 static void fail(rt_loop *l, rt_call_rec *c, int32_t status)
 {
-    remove_rec(&l->calls, c);
-    answer_error(c, status);
-    free(c);
+    rt_msg m = error_of(c, status);
+    finish(l, c, &m);
 }
 
 /* On the loop's thread: into the table, with its deadline. */
@@ -247,8 +246,9 @@ static int calls_handle(rt_actor *self, void *state, rt_msg *m)
     return 0;
 }
 
-/* Shutdown (or a failed callback: the actor is then started again): every
- * call still waiting is answered RT_ECLOSED. */
+/* Shutdown (or a restart, were the actor itself to fail: a callback's
+ * failure stays in run_cb): every call still waiting is answered
+ * RT_ECLOSED. */
 static void calls_stop(rt_actor *self, void *state)
 {
     (void)self;
@@ -305,7 +305,8 @@ static void begin_released(void *data, void *ctx)
     (void)ctx;
     rt_call_rec *c = *(rt_call_rec **)data;
     if (c != NULL && !c->taken) {
-        answer_error(c, RT_ECLOSED);
+        rt_msg m = error_of(c, RT_ECLOSED);
+        run_cb(c, &m);
         free(c);
     }
     free(data);

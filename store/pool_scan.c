@@ -623,11 +623,9 @@ int stp_recover(stp_store *s, char *err, size_t errlen)
     /* and it says where the last one scanned ends, as after a lazy roll */
     const stp_segidx *last = r == 0 && nscanned > 0 ? stp_sealed_of(s, scanned) : NULL;
     s->open_prev_end = last != NULL && scanned + 1 == next ? (uint32_t)last->end : 0;
-    pthread_mutex_unlock(&s->seg_mu);
     /* their index files, anew (this scan is the truth): queued once the
      * scan is over, as it grows the array of sealed indexes unlocked; the
      * first may be written (its entry swapped) while the next are queued */
-    pthread_mutex_lock(&s->seg_mu);
     for (size_t k = 0; r == 0 && k < s->nsealed; k++)
         if (s->sealed[k].seq > covered && s->sealed[k].n > 0)
             stp_seal_idx(s, s->sealed[k].seq);
