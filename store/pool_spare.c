@@ -33,10 +33,15 @@
  * committer's fdatasyncs, which then took 25-35 ms instead of 0.3, twice
  * a segment: every append in flight waited for them (measured on this
  * project's 2-core VM, 64 appenders: the ack latency's maximum 39-215 ms
- * and p99 10.0-11.5 ms; paced, 16-24 and 8.4-10.2 ms). A chunk is 2 MiB:
- * in 256 KiB chunks each pushed chunk cost a sync of the committer's
- * more, and the single appender lost a third of its rate (3.6-3.9k
- * against 5.2-6.4k events/s, bench store); in 2 MiB it keeps it.
+ * and p99 10.0-11.5 ms; paced, 16-24 and 8.4-10.2 ms). A chunk is 512
+ * KiB. A chunk's write still slows the syncs it overlaps: in 2 MiB
+ * chunks (1.3 ms p50, up to 6 ms to push each) two thirds of the
+ * committer's syncs over 2.5 ms overlapped one, and with 64 appenders the
+ * p99 of an append was 7.5-8.4 ms; in 512 KiB, 5.3-6.8 ms, the single
+ * appender's rate unchanged within noise (5.9k against 6.1k events/s,
+ * medians of five bench store sets; side_by_side's append line, 2026-11-29).
+ * Smaller is not better: 128 KiB gave 6.4-7.1 ms, and in 256 KiB chunks
+ * an earlier version lost a third of the single appender's rate.
  * Once a roll has found no spare ready (the disk is slower than the
  * appends) the rest is written at once. A spare left by an
  * earlier run is taken at open. Every call here is a plain system call,
@@ -58,7 +63,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-enum { CHUNK = 2 << 20 };
+enum { CHUNK = 512 << 10 };
 
 static void spare_path(const stp_store *s, const char *name, char *out, size_t cap)
 {
