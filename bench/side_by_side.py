@@ -14,7 +14,8 @@ the ratio parley/other as a Markdown table (stdout; progress on stderr):
              clients C on libuv, so that neither side's figure is its
              client's (wrk's p99 on parley is ~25 ms, parley load's ~3.5);
              the servers' CPU per append, and the clients' (they share
-             the cores)
+             the cores), and the machine's by kind, with what the VM's
+             host took (steal)
   fanout     1 producer (arrays / pipelines of 50 events with 100 bytes of
              text, as fast as acknowledged) -> 1,000 subscribers: parley's
              WebSocket and node ws (bench/ws_broadcast.js), both driven by
@@ -198,7 +199,7 @@ def machine_jiffies():
         v = [int(x) for x in f.readline().split()[1:9]]
     user, nice, system, idle, iowait, irq, softirq, steal = v
     return {"user": user + nice, "system": system, "softirq": irq + softirq,
-            "idle": idle + iowait + steal}
+            "idle": idle + iowait, "steal": steal}
 
 
 class MachineWindow:
@@ -322,7 +323,7 @@ def line_append(a, res):
 
 def machine_med(runs):
     """The medians of the runs' machine-wide CPU per append, by kind."""
-    kinds = ("user", "system", "softirq", "idle")
+    kinds = ("user", "system", "softirq", "idle", "steal")
     if not all(r.get("machine") for r in runs):
         return {}
     return {f"machine_{k}_us": med(r["machine"][k] for r in runs) for k in kinds}
@@ -518,6 +519,10 @@ def table(res, a):
         row("  machine CPU per append: softirq, us", "append", "machine_softirq_us", "us",
             False)
         row("  machine CPU per append: idle, us", "append", "machine_idle_us", "us", None)
+        # a VM's cores taken by its host meanwhile: a side's run that met
+        # more of it was slowed by its neighbours, not by its own work
+        row("  machine CPU per append: stolen by the host, us", "append", "machine_steal_us",
+            "us", None)
     if "fanout" in res["parley"]:
         row(f"fan-out 1 -> {a.subscribers:,}, deliveries/s", "fanout", "per_s", "n", True, True)
         row("  producer events/s (batches of 50)", "fanout", "events_per_s", "n", True, True)
