@@ -36,12 +36,13 @@
  * and p99 10.0-11.5 ms; paced, 16-24 and 8.4-10.2 ms). A chunk is 512
  * KiB. A chunk's write still slows the syncs it overlaps: in 2 MiB
  * chunks (1.3 ms p50, up to 6 ms to push each) two thirds of the
- * committer's syncs over 2.5 ms overlapped one, and with 64 appenders the
- * p99 of an append was 7.5-8.4 ms; in 512 KiB, 5.3-6.8 ms, the single
- * appender's rate unchanged within noise (5.9k against 6.1k events/s,
- * medians of five bench store sets; side_by_side's append line, 2026-11-29).
- * Smaller is not better: 128 KiB gave 6.4-7.1 ms, and in 256 KiB chunks
- * an earlier version lost a third of the single appender's rate.
+ * committer's syncs over 2.5 ms overlapped one, and with 64 appenders
+ * (side_by_side's append load, 2026-11-29) the p99 of an append was
+ * 7.5-8.4 ms; in 512 KiB chunks 5.3-6.8 ms, and the single appender's
+ * rate the same within noise (bench store, medians of five sets: 5.9k
+ * events/s against 6.1k in 2 MiB). Smaller is not better: 128 KiB gave
+ * 6.4-7.1 ms, and in 256 KiB chunks an earlier version lost a third of
+ * the single appender's rate.
  * Once a roll has found no spare ready (the disk is slower than the
  * appends) the rest is written at once. A spare left by an
  * earlier run is taken at open. Every call here is a plain system call,
