@@ -6,8 +6,9 @@
  * A call is a record in the loop's table (rt_calls), found again by the tag
  * its request carries and every reply to it copies (rt_msg.tag). Tags are
  * never handed out twice, so a late reply, to a call that timed out, finds
- * nothing and is dropped. Calls with a timeout wait in order of deadline,
- * and one libuv timer per loop, set for the earliest, wakes the actor to
+ * nothing and is dropped. Calls with a timeout wait in order of deadline
+ * (one list per timeout), and one libuv timer per loop, set for the
+ * earliest, wakes the actor to
  * fail those that are due. The callback runs in the actor's turn with
  * whatever comes first: the reply, an error reply, RT_ETIMEDOUT, or
  * RT_ECLOSED when the actor stops (runtime shutdown): exactly once.
@@ -36,7 +37,8 @@ struct rt_call_rec {
     bool taken; /* in the table (RT__CALL_BEGIN: else the release answers) */
     uint64_t timeout_ms;
     uint64_t due;             /* uv_now ms; 0: waits for ever */
-    rt_call_rec *prev, *next; /* in the deadline list, when due != 0 */
+    uint8_t lane;             /* its deadline list, when due != 0 */
+    rt_call_rec *prev, *next; /* in that list */
 };
 
 /* ------------------------------------------------------------ the table --- */
@@ -106,33 +108,76 @@ static void drop(rt_calls *k, const rt_call_rec *c)
 
 static void on_timer(uv_timer_t *t);
 
+/* ------------------------------------------------------- the deadlines --- */
+
+/* A deadline is the loop's clock, which never goes back, plus the call's
+ * timeout, so the calls of one timeout come in order of deadline: each
+ * timeout has a list of its own (a lane), and a call joins its lane at the
+ * tail. One list for all made a call with a shorter timeout than those in
+ * flight (a listing's asks among appends) walk back past every one of
+ * them. A timeout that finds every lane taken by others shares the last,
+ * put in its place from the tail. The earliest deadline is the earliest of
+ * the lanes' heads. */
+static struct rt_call_lane *lane_of(rt_calls *k, const rt_call_rec *c)
+{
+    return &k->lane[c->lane];
+}
+
+static uint8_t lane_for(const rt_calls *k, uint64_t timeout_ms)
+{
+    uint8_t empty = RT__CALL_LANES - 1;
+    for (uint8_t i = RT__CALL_LANES; i-- > 0;) {
+        if (k->lane[i].first == NULL)
+            empty = i; /* the first empty one, when the loop is done */
+        else if (k->lane[i].timeout_ms == timeout_ms)
+            return i;
+    }
+    return empty;
+}
+
+static rt_call_rec *earliest(const rt_calls *k)
+{
+    rt_call_rec *e = NULL;
+    for (int i = 0; i < RT__CALL_LANES; i++) {
+        rt_call_rec *c = k->lane[i].first;
+        if (c != NULL && (e == NULL || c->due < e->due))
+            e = c;
+    }
+    return e;
+}
+
 /* The timer is set for the earliest deadline, or for an earlier one that
  * is gone (it then finds nothing due and is set again). */
 static void arm(rt_loop *l)
 {
     rt_calls *k = &l->calls;
-    if (k->first == NULL || (k->armed != 0 && k->armed <= k->first->due))
+    rt_call_rec *e = earliest(k);
+    if (e == NULL || (k->armed != 0 && k->armed <= e->due))
         return;
     uint64_t now = uv_now(&l->uv);
-    uv_timer_start(&k->timer, on_timer, k->first->due > now ? k->first->due - now : 0, 0);
-    k->armed = k->first->due;
+    uv_timer_start(&k->timer, on_timer, e->due > now ? e->due - now : 0, 0);
+    k->armed = e->due;
 }
 
 static void list_add(rt_calls *k, rt_call_rec *c)
 {
-    rt_call_rec *p = k->last; /* deadlines mostly come in order */
+    c->lane = lane_for(k, c->timeout_ms);
+    struct rt_call_lane *q = lane_of(k, c);
+    if (q->first == NULL)
+        q->timeout_ms = c->timeout_ms;
+    rt_call_rec *p = q->last; /* at the tail, unless the lane is shared */
     while (p != NULL && p->due > c->due)
         p = p->prev;
     c->prev = p;
-    c->next = p != NULL ? p->next : k->first;
+    c->next = p != NULL ? p->next : q->first;
     if (c->next != NULL)
         c->next->prev = c;
     else
-        k->last = c;
+        q->last = c;
     if (p != NULL)
         p->next = c;
     else
-        k->first = c;
+        q->first = c;
 }
 
 static void remove_rec(rt_calls *k, rt_call_rec *c)
@@ -140,14 +185,15 @@ static void remove_rec(rt_calls *k, rt_call_rec *c)
     drop(k, c);
     if (c->due == 0)
         return;
+    struct rt_call_lane *q = lane_of(k, c);
     if (c->prev != NULL)
         c->prev->next = c->next;
     else
-        k->first = c->next;
+        q->first = c->next;
     if (c->next != NULL)
         c->next->prev = c->prev;
     else
-        k->last = c->prev;
+        q->last = c->prev;
 }
 
 /* A callback that fails an RT_ASSERT ends there (logged by the assertion):
@@ -215,8 +261,8 @@ static void expire(rt_loop *l)
     rt_calls *k = &l->calls;
     uv_update_time(&l->uv);
     uint64_t now = uv_now(&l->uv);
-    while (k->first != NULL && k->first->due <= now)
-        fail(l, k->first, RT_ETIMEDOUT);
+    for (rt_call_rec *c; (c = earliest(k)) != NULL && c->due <= now;)
+        fail(l, c, RT_ETIMEDOUT);
     arm(l);
 }
 

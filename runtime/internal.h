@@ -74,14 +74,19 @@ struct rt_actor {
 /* A loop's calls in flight (call.c), all (home) but the actor pointer,
  * fixed at start, and the tag counter. */
 typedef struct rt_call_rec rt_call_rec;
+enum { RT__CALL_LANES = 4 };
 typedef struct rt_calls {
     rt_actor *actor;           /* their reply address; the loop holds a reference */
     _Atomic uint64_t last_tag; /* (any) tags are handed out once each, from 1 */
     rt_call_rec **tab;         /* by tag: open addressing, linear probing */
     uint32_t cap, n;           /* slots (a power of two, or 0), calls in them */
     bool stopping;             /* the actor's stop has begun: no new calls */
-    rt_call_rec *first;        /* calls with a deadline, earliest first */
-    rt_call_rec *last;
+    /* calls with a deadline, earliest first, in one list per timeout
+     * (call.c, "lanes") */
+    struct rt_call_lane {
+        uint64_t timeout_ms; /* of its calls; any, while it is empty */
+        rt_call_rec *first, *last;
+    } lane[RT__CALL_LANES];
     uv_timer_t timer; /* set for `armed` */
     uint64_t armed;   /* a deadline (uv_now ms), 0: the timer is not set */
 } rt_calls;

@@ -846,6 +846,50 @@ START_TEST(test_call_shorter_timeout_made_later_fires_first)
 }
 END_TEST
 
+/* More timeouts at once than the loop has lanes (call.c: a list per
+ * timeout): three long calls take three lanes, and three short ones share
+ * the last, made shortest last. Each short one times out (the timer finds
+ * the earliest across the lanes, and within the shared one), the long ones
+ * still wait, and a lane emptied takes a new timeout. */
+START_TEST(test_call_more_timeouts_than_lanes)
+{
+    enum { N = 7 };
+    static const uint64_t ms[N] = {600000, 500000, 400000, 40, 30, 20, 10};
+    rt_runtime *rt = rtt_start(2, NULL);
+    server s[N] = {{0}};
+    rt_actor *srv[N];
+    call_rec r[N];
+    for (int i = 0; i < N; i++) {
+        srv[i] = rtt_spawn(rt, &server_beh, &s[i], 0, RT_TEMPORARY, 0);
+        call_rec_init(&r[i]);
+    }
+    for (int i = 0; i < N - 1; i++)
+        ck_assert_int_eq(rt_call(rt, 1, srv[i], K_REQ, M_PROMISE, NULL, ms[i], record_cb, &r[i]),
+                         0);
+    for (int i = 3; i < N - 1; i++) {
+        ck_assert(ts_counter_wait(&r[i].done, 1));
+        ck_assert_int_eq(atomic_load(&r[i].status), RT_ETIMEDOUT);
+    }
+    /* the shared lane is empty now: the next timeout has it */
+    ck_assert_int_eq(
+        rt_call(rt, 1, srv[N - 1], K_REQ, M_PROMISE, NULL, ms[N - 1], record_cb, &r[N - 1]), 0);
+    ck_assert(ts_counter_wait(&r[N - 1].done, 1));
+    ck_assert_int_eq(atomic_load(&r[N - 1].status), RT_ETIMEDOUT);
+    ck_assert(ts_log_wait("s:promise kept", N));
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(atomic_load(&r[i].calls), 0);
+        ck_assert_int_eq(rt_send(srv[i], K_COMPLETE, 0, NULL), 0);
+        ck_assert(ts_counter_wait(&r[i].done, 1));
+        ck_assert_int_eq(atomic_load(&r[i].kind), K_REP);
+    }
+    for (int i = 0; i < N; i++)
+        rt_actor_unref(srv[i]);
+    rtt_free(rt);
+    for (int i = 0; i < N; i++)
+        ck_assert_int_eq(atomic_load(&r[i].calls), 1);
+}
+END_TEST
+
 /* A callback that calls again (as convs_call's retry does): the new call
  * is made inside the turn that answers the first, on the same loop, and
  * gets its own answer. */
@@ -1224,6 +1268,7 @@ int main(void)
     tcase_add_test(tc, test_call_from_uv_callback_answers_on_its_loop);
     tcase_add_test(tc, test_call_timeout_then_late_reply_dropped);
     tcase_add_test(tc, test_call_shorter_timeout_made_later_fires_first);
+    tcase_add_test(tc, test_call_more_timeouts_than_lanes);
     tcase_add_test(tc, test_call_from_its_callback);
     tcase_add_test(tc, test_call_answered_by_the_actor_it_was_passed_to);
     tcase_add_test(tc, test_calls_answered_in_any_order);
