@@ -15,7 +15,8 @@ the ratio parley/other as a Markdown table (stdout; progress on stderr):
              client's (wrk's p99 on parley is ~25 ms, parley load's ~3.5);
              the servers' CPU per append, and the clients' (they share
              the cores), and the machine's by kind, with what the VM's
-             host took (steal)
+             host took (steal); the two sides' runs alternate, and each
+             pair's ratios are printed below the table
   fanout     1 producer (arrays / pipelines of 50 events with 100 bytes of
              text, as fast as acknowledged) -> 1,000 subscribers: parley's
              WebSocket and node ws (bench/ws_broadcast.js), both driven by
@@ -279,46 +280,65 @@ def line_append(a, res):
     # parley load's agent message is this body with other text of the same
     # length: both clients are C on libuv, closed loop, 2 threads
     text = len(body) - len(body.split('"text":"', 1)[0]) - len('"text":"') - len('"}]}}')
-    runs = []
-    for i in range(a.runs):
+
+    def parley_run():
         with start_parley(a) as srv:
             mw = MachineWindow(a.duration)
-            runs.append(parley_load(a, srv, "--conversations", 64, "--producers", 1,
-                                    "--subscribers", 0, "--event-size", text,
-                                    "--duration", f"{a.duration}s", "--threads", 2))
-            runs[-1]["machine"] = mw.per_event(runs[-1]["events_per_s"])
-        log(f"  parley append run {i + 1}/{a.runs}: {runs[-1]['events_per_s']:,.0f} events/s")
-    res["parley"]["append"] = {"per_s": med(r["events_per_s"] for r in runs),
-                               "p50_ms": med(r["ack_ms"]["p50"] for r in runs),
-                               "p99_ms": med(r["ack_ms"]["p99"] for r in runs),
-                               "cpu_us": med(r["server"]["cpu_s"] * 1e6 / r["events"]
-                                             for r in runs),
-                               "client_cpu_us": med(r["client"]["cpu_s"] * 1e6 / r["events"]
-                                                    for r in runs),
-                               **machine_med(runs)}
+            r = parley_load(a, srv, "--conversations", 64, "--producers", 1,
+                            "--subscribers", 0, "--event-size", text,
+                            "--duration", f"{a.duration}s", "--threads", 2)
+            r["machine"] = mw.per_event(r["events_per_s"])
+        return r
+
     # each run on a fresh server, as parley's are: on one server the AOF of
     # the runs before makes each run slower than the last (64 k -> 47 k/s)
-    runs = []
-    for i in range(a.runs):
+    def redis_run():
         with start_redis(a) as srv:
             payload = os.path.join(srv.tmp, "event.json")
             with open(payload, "w") as f:
                 f.write(body)
             cpu0 = cpu_s(srv.pid)
             mw = MachineWindow(a.duration)
-            runs.append(bench_redis(a, srv, "xadd", "--connections", 64, "--threads", 2,
-                                    "--streams", 64, "--duration", a.duration,
-                                    "--payload", payload, "--key", "append"))
-            runs[-1]["cpu_us"] = (cpu_s(srv.pid) - cpu0) * 1e6 / runs[-1]["ops"]
-            runs[-1]["machine"] = mw.per_event(runs[-1]["ops_per_s"])
-        log(f"  redis XADD run {i + 1}/{a.runs}: {runs[-1]['ops_per_s']:,.0f} events/s")
-    res["redis"]["append"] = {"per_s": med(r["ops_per_s"] for r in runs),
-                              "p50_ms": med(r["latency_ms"]["p50"] for r in runs),
-                              "p99_ms": med(r["latency_ms"]["p99"] for r in runs),
-                              "cpu_us": med(r["cpu_us"] for r in runs),
+            r = bench_redis(a, srv, "xadd", "--connections", 64, "--threads", 2,
+                            "--streams", 64, "--duration", a.duration,
+                            "--payload", payload, "--key", "append")
+            r["cpu_us"] = (cpu_s(srv.pid) - cpu0) * 1e6 / r["ops"]
+            r["machine"] = mw.per_event(r["ops_per_s"])
+        return r
+
+    # The two sides' runs alternate, in pairs whose order alternates too
+    # (parley first, then Redis first): this VM's speed drifts by 20-30%
+    # over minutes, and all of one side's runs before all of the other's
+    # gave the drift to one side. Each pair's ratios are printed too.
+    pr, rr = [], []
+    for i in range(a.runs):
+        for side in (("parley", "redis") if i % 2 == 0 else ("redis", "parley")):
+            if side == "parley":
+                pr.append(parley_run())
+            else:
+                rr.append(redis_run())
+        p, r = pr[-1], rr[-1]
+        log(f"  pair {i + 1}/{a.runs}: parley {p['events_per_s']:,.0f} vs Redis "
+            f"{r['ops_per_s']:,.0f} events/s ({p['events_per_s'] / r['ops_per_s']:.2f}x), "
+            f"p99 {p['ack_ms']['p99']:.2f} vs {r['latency_ms']['p99']:.2f} ms")
+    res["parley"]["append"] = {"per_s": med(r["events_per_s"] for r in pr),
+                               "p50_ms": med(r["ack_ms"]["p50"] for r in pr),
+                               "p99_ms": med(r["ack_ms"]["p99"] for r in pr),
+                               "cpu_us": med(r["server"]["cpu_s"] * 1e6 / r["events"]
+                                             for r in pr),
+                               "client_cpu_us": med(r["client"]["cpu_s"] * 1e6 / r["events"]
+                                                    for r in pr),
+                               **machine_med(pr)}
+    res["redis"]["append"] = {"per_s": med(r["ops_per_s"] for r in rr),
+                              "p50_ms": med(r["latency_ms"]["p50"] for r in rr),
+                              "p99_ms": med(r["latency_ms"]["p99"] for r in rr),
+                              "cpu_us": med(r["cpu_us"] for r in rr),
                               "client_cpu_us": med(r["client_cpu_s"] * 1e6 / r["ops"]
-                                                   for r in runs),
-                              **machine_med(runs)}
+                                                   for r in rr),
+                              **machine_med(rr)}
+    res["pairs"] = [{"rate": p["events_per_s"] / r["ops_per_s"],
+                     "p99": p["ack_ms"]["p99"] / r["latency_ms"]["p99"]}
+                    for p, r in zip(pr, rr)]
 
 
 def machine_med(runs):
@@ -598,7 +618,7 @@ def main():
         "cpus": os.cpu_count(),
     }
     log(f"{versions['redis']}; node {versions['node']}; {versions['cpus']} cpus")
-    res = {"parley": {}, "redis": {}, "node": {}}
+    res = {"parley": {}, "redis": {}, "node": {}, "pairs": []}
     t = time.monotonic()
     fns = {"append": line_append, "fanout": line_fanout, "paging": line_paging,
            "idle-conn": line_idle_conn, "idle-conv": line_idle_conv}
@@ -610,6 +630,10 @@ def main():
           f"{versions['cpus']} cpus; {versions['redis'].split(' sha=')[0]}, node "
           f"{versions['node']}\n")
     print(table(res, a))
+    if res.get("pairs"):
+        print("\ndurable append, pair by pair (parley/Redis, runs alternated): rate "
+              + ", ".join(f"{x['rate']:.2f}" for x in res["pairs"]) + "; p99 "
+              + ", ".join(f"{x['p99']:.2f}" for x in res["pairs"]))
     if a.json:
         print(json.dumps({"config": vars(a), "versions": versions, "results": res}))
 
