@@ -166,6 +166,9 @@ int convs_get(convs *c, const rt_uuid *id, rt_actor **out);
  * thread. */
 int convs_call(convs *c, const rt_uuid *id, int loop, uint32_t kind, uint64_t arg, rt_buf *buf,
                uint64_t timeout_ms, rt_reply_cb cb, void *ctx);
+/* Tests only: the lookup convs_call makes (NULL: convs_get), so that a test
+ * can hand it trees that retire at the moments it chooses. */
+extern int (*convs_call_find)(convs *c, const rt_uuid *id, rt_actor **out);
 /* Once a subscribe is answered: *held (a reference, replaced) becomes the
  * actor that has the subscription now, which is another than the one asked
  * when that one was retiring at rest and passed the subscribe on. */

@@ -35,6 +35,13 @@ typedef struct conv_call {
 
 static void on_reply(void *ctx, rt_msg *m);
 
+int (*convs_call_find)(convs *s, const rt_uuid *id, rt_actor **out);
+
+static int find(convs *s, const rt_uuid *id, rt_actor **out)
+{
+    return (convs_call_find != NULL ? convs_call_find : convs_get)(s, id, out);
+}
+
 static int send_to(conv_call *k, rt_actor *a)
 {
     k->tries++;
@@ -50,7 +57,7 @@ static void on_reply(void *ctx, rt_msg *m)
     conv_call *k = ctx;
     if (m->kind == RT_KIND_ERROR && m->status == RT_ECLOSED && k->tries < CALL_TRIES) {
         rt_actor *a;
-        if (convs_get(k->s, &k->id, &a) == 0) {
+        if (find(k->s, &k->id, &a) == 0) {
             int e = send_to(k, a);
             rt_actor_unref(a);
             if (e == 0)
@@ -67,7 +74,7 @@ int convs_call(convs *s, const rt_uuid *id, int loop, uint32_t kind, uint64_t ar
                uint64_t timeout_ms, rt_reply_cb cb, void *ctx)
 {
     rt_actor *a;
-    int e = convs_get(s, id, &a);
+    int e = find(s, id, &a);
     if (e < 0)
         return e;
     conv_call *k = malloc(sizeof(*k));

@@ -27,6 +27,7 @@
 #include "store/index.h"
 #include "store/io.h"
 #include "support_conv.h"
+#include "support_rt.h"
 #include "support_store.h"
 
 #include <errno.h>
@@ -2460,6 +2461,106 @@ START_TEST(test_rest_keeps_window_and_calls)
 }
 END_TEST
 
+/* ---- requests through retiring trees ----------------------------------- */
+
+/* Past the bound of open logs a quiet tree retires as soon as it is quiet,
+ * so the tree a lookup finds may be going. convs_call's lookup is handed,
+ * in turn, the trees of a script: one already closed (the runtime answers
+ * the request RT_ECLOSED), one that exits with the request in its mailbox
+ * (answered RT_ECLOSED as it closes), or the conversation's own. */
+enum { K_DIE = 0x7e01, TREE_GONE = 1, TREE_DOOMED, TREE_OWN };
+
+static int doomed_handle(rt_actor *self, void *state, rt_msg *m)
+{
+    (void)self;
+    (void)state;
+    return m->kind == K_DIE ? RT_DONE : 0;
+}
+
+static const rt_behaviour doomed_beh = {.name = "doomed", .handle = doomed_handle};
+
+static struct {
+    rt_runtime *rt;
+    const int *script; /* ends with 0: the conversation's own from there on */
+    int looked;
+} trees;
+
+static int scripted_find(convs *s, const rt_uuid *id, rt_actor **out)
+{
+    int t = trees.script[trees.looked];
+    if (t != 0)
+        trees.looked++;
+    if (t == 0 || t == TREE_OWN)
+        return convs_get(s, id, out);
+    /* on loop 1: a retry looks up on loop 0, the loop its answers come to,
+     * and may wait here for the tree to close */
+    rt_spawn_opts o = {.beh = &doomed_beh, .loop = 1};
+    ck_assert_int_eq(rt_spawn(trees.rt, &o, out), 0);
+    ck_assert_int_eq(rt_send(*out, K_DIE, 0, NULL), 0); /* ahead of the request */
+    if (t == TREE_GONE)
+        ck_assert(rtt_wait_closed(*out));
+    return 0;
+}
+
+static void scripted(tc_env *e, const int *script)
+{
+    trees.rt = e->rt;
+    trees.script = script;
+    trees.looked = 0;
+    convs_call_find = scripted_find;
+}
+
+/* Two retiring trees in a row, each kind and in each order, then the
+ * conversation's: each append is answered by it and is in the log once. */
+START_TEST(test_call_through_retiring_trees)
+{
+    static const int scripts[][3] = {{TREE_GONE, TREE_DOOMED, 0},
+                                     {TREE_DOOMED, TREE_GONE, 0},
+                                     {TREE_DOOMED, TREE_DOOMED, 0},
+                                     {TREE_GONE, TREE_GONE, 0}};
+    tc_env e = {0};
+    tc_start(&e, NULL, NULL, ST_FULL);
+    char sig[64] = "";
+    for (size_t i = 0; i < sizeof(scripts) / sizeof(scripts[0]); i++) {
+        char id[8];
+        snprintf(id, sizeof(id), "u%zu", i);
+        scripted(&e, scripts[i]);
+        OK(&e, user(id, "hi"));
+        convs_call_find = NULL;
+        ck_assert_int_eq(trees.looked, 2);
+        snprintf(sig + strlen(sig), sizeof(sig) - strlen(sig), "%s%s", i ? "," : "", id);
+    }
+    ASSERT_LOG(&e, sig);
+    finish(&e);
+}
+END_TEST
+
+/* Trees that are only ever going: the request is sent CALL_TRIES (8) times
+ * and then answered RT_ECLOSED, the last tree's answer: an answer, not a
+ * loop, and nothing appended. */
+START_TEST(test_call_gives_up_on_retiring_trees)
+{
+    static const int scripts[][10] = {{TREE_GONE, TREE_GONE, TREE_GONE, TREE_GONE, TREE_GONE,
+                                       TREE_GONE, TREE_GONE, TREE_GONE, TREE_OWN, 0},
+                                      {TREE_DOOMED, TREE_DOOMED, TREE_DOOMED, TREE_DOOMED,
+                                       TREE_DOOMED, TREE_DOOMED, TREE_DOOMED, TREE_DOOMED, TREE_OWN,
+                                       0}};
+    tc_env e = {0};
+    tc_start(&e, NULL, NULL, ST_FULL);
+    for (size_t i = 0; i < 2; i++) {
+        scripted(&e, scripts[i]);
+        tc_slot *s = tc_request(&e, CONV_APPEND, 0, user("u1", "hi"));
+        ck_assert(tc_wait(s));
+        convs_call_find = NULL;
+        ck_assert_int_eq(s->code, RT_ECLOSED);
+        ck_assert_int_eq(trees.looked, 8);
+        tc_slot_free(s);
+    }
+    ASSERT_LOG(&e, "");
+    finish(&e);
+}
+END_TEST
+
 /* ---------------------------------------------------------------- main --- */
 
 /* ---- what lists show ---------------------------------------------------- */
@@ -2575,10 +2676,11 @@ int main(void)
         {"memory", {test_gate_memory_bound}},
         {"stuck",
          {test_stuck_default, test_stuck_detection_off, test_stuck_thresholds,
-          test_stuck_found_again_after_run,
-          test_stuck_restart_tells_once}},
+          test_stuck_found_again_after_run, test_stuck_restart_tells_once}},
         {"subscribers", {test_subscribe_replay_and_order, test_sync_waits_for_subscribers}},
-        {"idle", {test_idle_close_and_wake, test_rest_keeps_window_and_calls}},
+        {"idle",
+         {test_idle_close_and_wake, test_rest_keeps_window_and_calls,
+          test_call_through_retiring_trees, test_call_gives_up_on_retiring_trees}},
         {"findings", {test_findings_violations_survive_restart, test_findings_stuck_counted}},
         {"summaries", {test_summaries_follow_and_survive}},
     };
