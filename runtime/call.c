@@ -8,10 +8,10 @@
  * never handed out twice, so a late reply, to a call that timed out, finds
  * nothing and is dropped. Calls with a timeout wait in order of deadline
  * (one list per timeout), and one libuv timer per loop, set for the
- * earliest, wakes the actor to
- * fail those that are due. The callback runs in the actor's turn with
- * whatever comes first: the reply, an error reply, RT_ETIMEDOUT, or
- * RT_ECLOSED when the actor stops (runtime shutdown): exactly once.
+ * earliest, wakes the actor to fail those that are due. The callback runs
+ * in the actor's turn with whatever comes first: the reply, an error
+ * reply, RT_ETIMEDOUT, or RT_ECLOSED when the actor stops (runtime
+ * shutdown): exactly once.
  *
  * A call made on its loop's own thread goes into the table at once; one
  * made elsewhere (another loop, a thread that is no loop) travels to the
