@@ -312,12 +312,14 @@ def line_append(a, res):
     # gave the drift to one side. Each pair's ratios are printed too.
     pr, rr = [], []
     for i in range(a.runs):
-        for side in (("parley", "redis") if i % 2 == 0 else ("redis", "parley")):
-            if side == "parley":
-                pr.append(parley_run())
-            else:
-                rr.append(redis_run())
-        p, r = pr[-1], rr[-1]
+        if i % 2 == 0:
+            p = parley_run()
+            r = redis_run()
+        else:
+            r = redis_run()
+            p = parley_run()
+        pr.append(p)
+        rr.append(r)
         log(f"  pair {i + 1}/{a.runs}: parley {p['events_per_s']:,.0f} vs Redis "
             f"{r['ops_per_s']:,.0f} events/s ({p['events_per_s'] / r['ops_per_s']:.2f}x), "
             f"p99 {p['ack_ms']['p99']:.2f} vs {r['latency_ms']['p99']:.2f} ms")
