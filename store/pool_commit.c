@@ -357,6 +357,15 @@ static int write_group(stp_store *s, grp *g, st_req *head)
     return 0;
 }
 
+/* r's done with its status; r goes, and its hold on its conversation. */
+static void answer(st_req *r)
+{
+    r->done(r->ctx, r->status, r->first);
+    st_conv *c = r->conv;
+    st_req_free(r);
+    stp_release(c);
+}
+
 static void run_group(stp_store *s, grp *g, st_req *head)
 {
     g->gen++;
@@ -370,10 +379,17 @@ static void run_group(stp_store *s, grp *g, st_req *head)
         next = r->next;
         if (e < 0 && r->status == 0)
             r->status = e;
-        r->done(r->ctx, r->status, r->first);
-        st_conv *c = r->conv;
-        st_req_free(r);
-        stp_release(c);
+        answer(r);
+    }
+}
+
+void stp_release_held(stp_store *s)
+{
+    /* what comes back was accepted before the store began to close */
+    for (st_req *r = st_reqq_release(&s->q), *next; r != NULL; r = next) {
+        next = r->next;
+        r->status = -ESHUTDOWN;
+        answer(r);
     }
 }
 

@@ -14,6 +14,14 @@
  * everything it will change made ready before it writes; once it is
  * durable the conversation takes the copy's runs, places and tag, and its
  * open log (opened by the carry, held open by its reference) a new view.
+ * So that one appended to all the time still moves, its requests are held
+ * back (st_reqq_hold) for the last two reads, and queued again once the
+ * ADOPT is written or the copy gives up: the first of the two reads may
+ * still miss requests queued before the hold, but its groups, set aside,
+ * run after them, so the second reads what no request can change. Its
+ * appends wait for those few groups, once a copy; before, a conversation
+ * appended to between each read and its ADOPT's group eight times over
+ * was copied again whole at the next round.
  * An open takes ADOPT as a CREATE of the conversation with the copy's
  * records (pool_scan.c); a copy without its ADOPT (a crash, a close) is
  * passed over, and the segments it is in go as a deleted conversation's.
@@ -27,8 +35,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-
-enum { ADOPT_TRIES = 8 };
 
 void (*stp_carry_hook)(stp_store *s, int where);
 
@@ -301,14 +307,19 @@ int stp_carry_big(stp_store *s, stp_conv *x)
         atomic_store(&s->copying, true);
         r = copy_begin(s, x, h);
     }
+    bool held = false;
     for (int tries = 0; r == 0; tries++) {
+        if (tries == STP_ADOPT_TRIES - STP_HELD_TRIES)
+            held = st_reqq_hold(&s->q, (st_conv *)x) == 0;
         r = copy_events(s, x, h);
         if (r == 0)
             r = copy_adopt(s, x, h);
-        if (r != -EAGAIN || tries + 1 == ADOPT_TRIES)
+        if (r != -EAGAIN || tries + 1 == STP_ADOPT_TRIES)
             break;
         r = 0; /* appended to meanwhile: copy what is new, and try again */
     }
+    if (held)
+        stp_release_held(s);
     atomic_store(&s->copying, false);
     if (h != NULL)
         stp_unref(h);

@@ -479,6 +479,9 @@ int stp_recover(stp_store *s, char *err, size_t errlen);
 int stp_committer_start(stp_store *s);
 void stp_committer_stop(stp_store *s);
 int stp_submit(stp_conv *c, st_req *r, st_done_fn done, void *ctx);
+/* Queue the requests held back (st_reqq_hold), or, once the store is
+ * closing, answer them -ESHUTDOWN. */
+void stp_release_held(stp_store *s);
 /* What was written, durable (committer thread, or the close after it):
  * lazily sealed segments, then the active one if dirty. */
 int stp_sync_written(stp_store *s);
@@ -561,6 +564,10 @@ void stp_carry_take(stp_store *s, stp_conv *c, stp_runs *runs, uint32_t create_s
                     size_t files, size_t files_end);
 
 /* pool_copy.c */
+/* A carry in several groups reads its last group up to STP_ADOPT_TRIES
+ * times, the conversation's new requests held back for the last
+ * STP_HELD_TRIES of them. */
+enum { STP_ADOPT_TRIES = 8, STP_HELD_TRIES = 2 };
 /* Carry x alone, in several groups: 0, 2 if it changed or went meanwhile
  * (the next round), or -errno. */
 int stp_carry_big(stp_store *s, stp_conv *x);

@@ -95,6 +95,8 @@ void st_reqq_init(st_reqq *q)
     pthread_mutex_init(&q->mu, NULL);
     pthread_cond_init(&q->cv, NULL);
     q->head = q->tail = q->aside = NULL;
+    q->held = NULL;
+    q->held_head = q->held_tail = NULL;
     q->stop = false;
 }
 
@@ -102,6 +104,16 @@ void st_reqq_destroy(st_reqq *q)
 {
     pthread_mutex_destroy(&q->mu);
     pthread_cond_destroy(&q->cv);
+}
+
+/* Put head..tail (linked) at the end of the list *h..*t. */
+static void chain(st_req **h, st_req **t, st_req *head, st_req *tail)
+{
+    if (*t != NULL)
+        (*t)->next = head;
+    else
+        *h = head;
+    *t = tail;
 }
 
 int st_reqq_push(st_reqq *q, st_req *r)
@@ -112,14 +124,39 @@ int st_reqq_push(st_reqq *q, st_req *r)
         return -ESHUTDOWN;
     }
     r->next = NULL;
-    if (q->tail != NULL)
-        q->tail->next = r;
-    else
-        q->head = r;
-    q->tail = r;
-    pthread_cond_signal(&q->cv);
+    if (q->held != NULL && r->conv == q->held) {
+        chain(&q->held_head, &q->held_tail, r, r);
+    } else {
+        chain(&q->head, &q->tail, r, r);
+        pthread_cond_signal(&q->cv);
+    }
     pthread_mutex_unlock(&q->mu);
     return 0;
+}
+
+int st_reqq_hold(st_reqq *q, const st_conv *conv)
+{
+    pthread_mutex_lock(&q->mu);
+    int e = q->held != NULL ? -EBUSY : 0;
+    if (e == 0)
+        q->held = conv;
+    pthread_mutex_unlock(&q->mu);
+    return e;
+}
+
+st_req *st_reqq_release(st_reqq *q)
+{
+    pthread_mutex_lock(&q->mu);
+    st_req *head = q->held_head;
+    if (head != NULL && !q->stop) {
+        chain(&q->head, &q->tail, head, q->held_tail);
+        pthread_cond_signal(&q->cv);
+        head = NULL;
+    }
+    q->held = NULL;
+    q->held_head = q->held_tail = NULL;
+    pthread_mutex_unlock(&q->mu);
+    return head;
 }
 
 int st_reqq_put_aside(st_reqq *q, st_req *r)

@@ -51,12 +51,16 @@ st_req *st_req_one(int kind, const char *id, const void *key, uint32_t keylen, r
 void st_req_free(st_req *r);
 
 /* The committer's queue: any thread pushes, the committer takes it all;
- * and one request set aside, for a group of its own. */
+ * and one request set aside, for a group of its own. One conversation's
+ * pushes may be held back meanwhile, in order (the pool's carry of a large
+ * conversation: pool_copy.c). */
 typedef struct st_reqq {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     st_req *head, *tail;
     st_req *aside;
+    const st_conv *held; /* its pushes wait in held_head..held_tail */
+    st_req *held_head, *held_tail;
     bool stop;
 } st_reqq;
 void st_reqq_init(st_reqq *q);
@@ -66,6 +70,13 @@ int st_reqq_push(st_reqq *q, st_req *r);
 /* Set r aside and wake the committer; -EBUSY if one is already, -ESHUTDOWN
  * once stopping. */
 int st_reqq_put_aside(st_reqq *q, st_req *r);
+/* Hold conv's pushes from now on (not what is set aside) until
+ * st_reqq_release; -EBUSY while another's are held. */
+int st_reqq_hold(st_reqq *q, const st_conv *conv);
+/* Queue what was held, in order, after what is queued. Once stopping the
+ * held requests are not queued but returned (a list by `next`, NULL if
+ * none), for the caller to answer. */
+st_req *st_reqq_release(st_reqq *q);
 /* The committer, q->mu held: wait for a push, a stop, or ms to pass. */
 void st_reqq_wait(st_reqq *q, uint64_t ms);
 /* Ask the committer to stop once the queue is empty. */

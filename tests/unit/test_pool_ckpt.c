@@ -253,7 +253,8 @@ static int wait_done(st_waiter *w)
     return st_waiter_wait(w);
 }
 
-static int append_n(st_conv *c, uint64_t *seed, unsigned n)
+/* n events appended to c, w told when they are durable. */
+static int append_start(st_conv *c, uint64_t *seed, unsigned n, st_waiter *w)
 {
     st_item it[20];
     rt_buf *b[20];
@@ -267,13 +268,18 @@ static int append_n(st_conv *c, uint64_t *seed, unsigned n)
         snprintf(ids[i], sizeof(ids[i]), "e%016llx", (unsigned long long)rnd(seed));
         it[i] = (st_item){.id = ids[i], .idlen = (uint32_t)strlen(ids[i]), .payload = b[i]};
     }
-    st_waiter w;
-    st_waiter_init(&w);
-    int r = st_append(c, it, n, st_waiter_done, &w);
-    r = r == 0 ? wait_done(&w) : r;
+    st_waiter_init(w);
+    int r = st_append(c, it, n, st_waiter_done, w);
     for (unsigned i = 0; i < n; i++)
         rt_buf_unref(b[i]);
     return r;
+}
+
+static int append_n(st_conv *c, uint64_t *seed, unsigned n)
+{
+    st_waiter w;
+    int r = append_start(c, seed, n, &w);
+    return r == 0 ? wait_done(&w) : r;
 }
 
 static rt_buf *text(const char *fmt, unsigned long long v)
@@ -1937,6 +1943,102 @@ START_TEST(test_large_conversation_carried_in_groups)
 }
 END_TEST
 
+/* The hook of a carry whose every read of its last group is followed by
+ * an append, not waited for, so that the committer takes it before the
+ * ADOPT: in the held reads it waits instead. stop_at: the read after
+ * which the committer is told to stop (-1: none). */
+static st_waiter adopt_w[STP_ADOPT_TRIES];
+static int adopt_n, stop_at;
+
+static void append_before_adopt(stp_store *s, int where)
+{
+    if (where != 1)
+        return;
+    ck_assert_int_lt(adopt_n, STP_ADOPT_TRIES);
+    ck_assert_int_eq(append_start(hook_conv, &hook_seed, 2, &adopt_w[adopt_n]), 0);
+    if (adopt_n++ == stop_at)
+        st_reqq_stop(&s->q);
+}
+
+/* A large conversation (large_child) carried while appended to. */
+typedef struct appended_case {
+    char *dir;
+    st_store *s;
+    st_conv *p, *c;
+    st_log *l;
+    uint32_t at;    /* the segment of its creation before */
+    uint64_t count; /* its events before */
+} appended_case;
+
+static void carry_appended_to(appended_case *k, uint64_t seed, int stop)
+{
+    k->dir = tst_mkdtemp();
+    k->s = open_paused(k->dir);
+    large_child(k->s, &seed, &k->p, &k->c);
+    k->at = created_in(k->c);
+    ck_assert_int_eq(st_conv_log(k->c, &k->l, NULL), 0);
+    k->count = st_log_count(k->l);
+    hook_conv = k->c;
+    hook_seed = 77;
+    adopt_n = 0;
+    stop_at = stop;
+    stp_carry_hook = append_before_adopt;
+    stp_carry((stp_store *)k->s);
+    stp_carry_hook = NULL;
+}
+
+/* Closed, it reopens as it was live. */
+static void appended_done(appended_case *k, const char *what)
+{
+    char *live = view(k->s);
+    st_conv_release(k->p);
+    st_conv_release(k->c);
+    st_store_close(k->s);
+    expect_reopened(k->dir, live, what);
+    free(live);
+    tst_rmdir(k->dir);
+    free(k->dir);
+}
+
+/* One appended to between every read of its last group and its ADOPT
+ * still moves: its requests wait for the last two reads (the first of
+ * them may still find the append queued before the hold), are answered
+ * in order after the ADOPT, and the store reads the same live and
+ * reopened. Before, the eight reads all failed and the copy was given up. */
+START_TEST(test_carry_in_groups_holds_appends_back)
+{
+    appended_case k;
+    carry_appended_to(&k, 19, -1);
+    ck_assert_int_ge(adopt_n, STP_ADOPT_TRIES - STP_HELD_TRIES + 1);
+    for (int i = 0; i < adopt_n; i++) {
+        ck_assert_int_eq(wait_done(&adopt_w[i]), 0);
+        ck_assert_uint_eq(adopt_w[i].first, k.count + 2 * (uint64_t)i);
+    }
+    ck_assert_uint_gt(created_in(k.c), k.at);
+    ck_assert_int_eq(memcmp(((stp_conv *)k.c)->tag.b, ((stp_conv *)k.c)->id.b, 16) != 0, 1);
+    ck_assert_uint_eq(st_log_count(k.l), k.count + 2 * (uint64_t)adopt_n);
+    appended_done(&k, "after a carry that held appends back");
+}
+END_TEST
+
+/* The store closing while a copy holds requests back: the copy gives up,
+ * what was held is answered -ESHUTDOWN, what was queued before is
+ * durable, and the conversation reopens as it was, copy passed over. */
+START_TEST(test_carry_in_groups_held_at_close)
+{
+    appended_case k;
+    int held = STP_ADOPT_TRIES - STP_HELD_TRIES; /* the first held read's append */
+    carry_appended_to(&k, 23, held);
+    ck_assert_int_eq(adopt_n, held + 1);
+    for (int i = 0; i < held; i++)
+        ck_assert_int_eq(wait_done(&adopt_w[i]), 0);
+    ck_assert_int_eq(wait_done(&adopt_w[held]), -ESHUTDOWN);
+    ck_assert_uint_eq(created_in(k.c), k.at);
+    ck_assert_uint_eq(st_log_count(k.l), k.count + 2 * (uint64_t)held);
+    appended_done(&k, "after a copy given up at the close");
+}
+END_TEST
+
 /* A crash anywhere in a carry in several groups: cut at 13 points of the
  * bytes it wrote (the segments after the cut gone, with the index files
  * from the cut's on), the store reads as before. */
@@ -2122,6 +2224,8 @@ int main(void)
     tcase_add_test(tc, test_conversations_carried_over_rounds);
     tcase_add_test(tc, test_large_conversation_carried_in_groups);
     tcase_add_test(tc, test_carry_in_groups_cut);
+    tcase_add_test(tc, test_carry_in_groups_holds_appends_back);
+    tcase_add_test(tc, test_carry_in_groups_held_at_close);
     tcase_add_loop_test(tc, test_open_then_close_syncs_nothing_missing, 0, 2);
     suite_add_tcase(s, tc);
     return ts_run_suite(s);
