@@ -1970,7 +1970,7 @@ typedef struct appended_case {
     uint64_t count; /* its events before */
 } appended_case;
 
-static void carry_appended_to(appended_case *k, uint64_t seed, int stop)
+static void appended_open(appended_case *k, uint64_t seed)
 {
     k->dir = tst_mkdtemp();
     k->s = open_paused(k->dir);
@@ -1978,6 +1978,11 @@ static void carry_appended_to(appended_case *k, uint64_t seed, int stop)
     k->at = created_in(k->c);
     ck_assert_int_eq(st_conv_log(k->c, &k->l, NULL), 0);
     k->count = st_log_count(k->l);
+}
+
+static void carry_appended_to(appended_case *k, uint64_t seed, int stop)
+{
+    appended_open(k, seed);
     hook_conv = k->c;
     hook_seed = 77;
     adopt_n = 0;
@@ -2036,6 +2041,53 @@ START_TEST(test_carry_in_groups_held_at_close)
     ck_assert_uint_eq(created_in(k.c), k.at);
     ck_assert_uint_eq(st_log_count(k.l), k.count + 2 * (uint64_t)held);
     appended_done(&k, "after a copy given up at the close");
+}
+END_TEST
+
+/* Another thread appending to it one event after another, each waited
+ * for, for as long as the carry lasts. */
+typedef struct appender {
+    st_conv *c;
+    uint64_t base; /* its events before */
+    _Atomic bool stop;
+    uint64_t n, bad; /* appended; the first refused or out of place, + 1 */
+} appender;
+
+static void *append_loop(void *arg)
+{
+    appender *a = arg;
+    uint64_t seed = 31;
+    while ((!atomic_load(&a->stop) || a->n < 4) && a->bad == 0) {
+        st_waiter w;
+        int r = append_start(a->c, &seed, 1, &w);
+        if (r == 0)
+            r = wait_done(&w);
+        if (r != 0 || w.first != a->base + a->n)
+            a->bad = a->n + 1;
+        else
+            a->n++;
+    }
+    return NULL;
+}
+
+/* The same with appends from another thread as fast as they are answered,
+ * in whatever interleaving with the carry's reads: it moves, and every
+ * append lands once, in order. */
+START_TEST(test_carry_in_groups_under_appends)
+{
+    appended_case k;
+    appended_open(&k, 29);
+    appender a = {.c = k.c, .base = k.count};
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, append_loop, &a), 0);
+    stp_carry((stp_store *)k.s);
+    atomic_store(&a.stop, true);
+    pthread_join(t, NULL);
+    ck_assert_uint_eq(a.bad, 0);
+    ck_assert_uint_gt(created_in(k.c), k.at);
+    ck_assert_uint_eq(st_log_count(k.l), k.count + a.n);
+    fprintf(stderr, "carried in groups under %llu appends\n", (unsigned long long)a.n);
+    appended_done(&k, "after a carry under appends");
 }
 END_TEST
 
@@ -2226,6 +2278,7 @@ int main(void)
     tcase_add_test(tc, test_carry_in_groups_cut);
     tcase_add_test(tc, test_carry_in_groups_holds_appends_back);
     tcase_add_test(tc, test_carry_in_groups_held_at_close);
+    tcase_add_test(tc, test_carry_in_groups_under_appends);
     tcase_add_loop_test(tc, test_open_then_close_syncs_nothing_missing, 0, 2);
     suite_add_tcase(s, tc);
     return ts_run_suite(s);
