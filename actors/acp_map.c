@@ -40,7 +40,8 @@ struct acp_turn {
 
 int acp__text_add(acp_text *t, const char *s, size_t n, size_t max)
 {
-    if (t->len + n > max)
+    /* no wrap, whatever n and max are: the text and its NUL fit */
+    if (n > max || t->len > max - n || t->len + n == SIZE_MAX)
         return -E2BIG;
     if (t->len + n + 1 > t->cap) {
         size_t cap = t->cap ? t->cap : 256;

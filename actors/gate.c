@@ -248,13 +248,12 @@ size_t gate_pending_count(const gate *g)
 const char *gate_pending_call(const gate *g, size_t i, const char **action_id,
                               const char **tool_name)
 {
-    if (i >= g->npending)
-        return NULL;
-    if (action_id != NULL)
-        *action_id = g->pending[i].action;
+    const pending_call *p = i < g->npending ? &g->pending[i] : NULL;
+    if (action_id != NULL) /* written either way */
+        *action_id = p != NULL ? p->action : NULL;
     if (tool_name != NULL)
-        *tool_name = g->pending[i].tool;
-    return g->pending[i].call;
+        *tool_name = p != NULL ? p->tool : NULL;
+    return p != NULL ? p->call : NULL;
 }
 
 const char *gate_head(const gate *g)

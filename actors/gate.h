@@ -79,7 +79,7 @@ size_t gate_key(const ev *e, char *out, size_t cap);
 
 size_t gate_pending_count(const gate *g);
 /* The i-th pending tool call id (and its action's id and tool name, when
- * not NULL), in the order the actions came. */
+ * not NULL), in the order the actions came; NULL (and NULLs) past the end. */
 const char *gate_pending_call(const gate *g, size_t i, const char **action_id,
                               const char **tool_name);
 const char *gate_head(const gate *g);

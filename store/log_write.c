@@ -189,8 +189,10 @@ int st_log_rollback(st_log *l)
     if (l->wcount == count)
         return 0;
     st_seg *s = st_log_active(l);
-    uint64_t end = atomic_load_explicit(&s->end, memory_order_relaxed);
     l->wcount = count;
+    if (s == NULL) /* no segment: nothing was written to take back */
+        return 0;
+    uint64_t end = atomic_load_explicit(&s->end, memory_order_relaxed);
     l->wend = end;
     return st_truncate(s->fd, end);
 }
