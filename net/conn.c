@@ -168,11 +168,11 @@ static ssize_t write_now(net_conn *c, uv_buf_t *b, int *n)
     int i = 0;
     while (i < *n && left >= b[i].len)
         left -= b[i++].len;
-    if (i < *n) {
+    if (i < *n) { /* what is left starts in b[i] */
         b[i].base += left;
         b[i].len -= left;
+        memmove(b, b + i, (size_t)(*n - i) * sizeof(*b));
     }
-    memmove(b, b + i, (size_t)(*n - i) * sizeof(*b));
     *n -= i;
     return w;
 }

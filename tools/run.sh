@@ -8,8 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/bootstrap.sh
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build -j"$(nproc)" >/dev/null
+tools/build.sh build # Release, the command optimized from a profile of itself
 args=(--agent "demo='$PWD/build/parley' demo-agent")
 case " $* " in
     *" --default-agent"*) ;; # the caller chose the default
